@@ -1,0 +1,105 @@
+"""The exception tree. Each class says what the caller should do about it.
+
+    TapebotError
+    ├── ConfigError                    fix the config; message names file, key and fix
+    ├── ModelError                     a model call failed
+    │   ├── RetryableModelError        try the next model (429/5xx/529/connection/stall before output)
+    │   │   ├── RateLimited            carries retry_after
+    │   │   └── StreamStalled          no chunk within the idle timeout
+    │   ├── FatalModelError            never fall back (400/401/403, bad request)
+    │   └── StreamInterrupted          failed after output was produced: never replayed
+    ├── ToolError                      becomes a tool result the model sees
+    │   ├── InvalidToolArguments       bad JSON / schema violation (never executed)
+    │   ├── ToolNotFound
+    │   ├── ToolDenied                 approval denied, policy refusal, no human present
+    │   ├── ToolTimedOut
+    │   └── ToolFailed                 the tool raised
+    ├── ApprovalError                  stale/forged/already-decided approval, not an approver
+    ├── StorageError                   the database refused (locked beyond the busy timeout, ...)
+    └── TurnCancelled                  the user cancelled the running turn
+"""
+
+from __future__ import annotations
+
+
+class TapebotError(Exception):
+    """Base of every error tapebot raises on purpose."""
+
+
+class ConfigError(TapebotError):
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None, fix: str | None = None):
+        self.file, self.key, self.fix = file, key, fix
+        parts = []
+        if file:
+            parts.append(str(file))
+        if key:
+            parts.append(f"key '{key}'")
+        head = ": ".join(parts)
+        text = f"{head}: {message}" if head else message
+        if fix:
+            text += f" — {fix}"
+        super().__init__(text)
+
+
+class ModelError(TapebotError):
+    def __init__(self, message: str, *, model: str = "", status: int | None = None):
+        self.model, self.status = model, status
+        super().__init__(message)
+
+
+class RetryableModelError(ModelError):
+    pass
+
+
+class RateLimited(RetryableModelError):
+    def __init__(self, message: str, *, model: str = "", status: int | None = 429, retry_after: float | None = None):
+        super().__init__(message, model=model, status=status)
+        self.retry_after = retry_after
+
+
+class StreamStalled(RetryableModelError):
+    pass
+
+
+class FatalModelError(ModelError):
+    pass
+
+
+class StreamInterrupted(ModelError):
+    """The stream broke after text or tool calls were already delivered; replaying would duplicate them."""
+
+
+class ToolError(TapebotError):
+    code = "tool_error"
+
+
+class InvalidToolArguments(ToolError):
+    code = "invalid_arguments"
+
+
+class ToolNotFound(ToolError):
+    code = "tool_not_found"
+
+
+class ToolDenied(ToolError):
+    code = "denied"
+
+
+class ToolTimedOut(ToolError):
+    code = "timed_out"
+
+
+class ToolFailed(ToolError):
+    code = "failed"
+
+
+class ApprovalError(TapebotError):
+    pass
+
+
+class StorageError(TapebotError):
+    pass
+
+
+class TurnCancelled(TapebotError):
+    pass

@@ -1,0 +1,151 @@
+"""Ports the runtime needs from the outside world. `memory/` implements the storage ports with
+SQLAlchemy; tests may use the in-memory versions in `agent/inmemory.py`.
+
+The durable turn (ExecutionState, seed 003) is a `TurnRecord`: status, each tool call's
+execution status, the visible plan and, when suspended, a `WaitingState`. The conversation itself
+lives in the session's message list, appended as it is produced, so a turn can be resumed from the
+database after a restart: the unanswered tool calls of the last assistant message are exactly the
+work left to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from agent.messages import Message
+from agent.usage import Usage
+
+TurnStatus = Literal["running", "suspended", "completed", "cancelled", "failed"]
+CallStatus = Literal["pending", "awaiting_approval", "executing", "done", "denied", "cancelled", "failed"]
+ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def args_hash(tool: str, arguments: dict[str, Any] | None) -> str:
+    return hashlib.sha256(f"{tool}\n{canonical_json(arguments)}".encode()).hexdigest()
+
+
+class PlanStep(BaseModel):
+    text: str
+    status: Literal["pending", "in_progress", "done", "skipped"] = "pending"
+
+
+class WaitingState(BaseModel):
+    """The turn is suspended waiting for the user (seed 003). Silence is never consent."""
+
+    kind: Literal["approval", "question"]
+    question: str
+    intent: str = ""
+    options: list[str] = Field(default_factory=list)
+    pending_fields: list[str] = Field(default_factory=list)
+    confirmation_target: dict[str, Any] = Field(default_factory=dict)  # {call_id, tool, approval_id}
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime | None = None
+
+
+class TurnRecord(BaseModel):
+    id: str
+    session_id: str
+    status: TurnStatus = "running"
+    model: str = ""
+    rounds: int = 0
+    calls: dict[str, CallStatus] = Field(default_factory=dict)
+    plan: list[PlanStep] = Field(default_factory=list)
+    waiting: WaitingState | None = None
+    unattended: bool = False
+    error: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ApprovalRecord(BaseModel):
+    """An approval bound to exactly one action. Resolved by compare-and-set from `pending`."""
+
+    id: str  # short random id, used as callback data
+    session_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    args_hash: str
+    requester: str = ""
+    approvers: list[str] = Field(default_factory=list)
+    chat_key: str = ""
+    status: ApprovalStatus = "pending"
+    decided_by: str = ""
+    decision: str = ""  # once | always | deny | edit | expired
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime | None = None
+    message_ref: str = ""  # platform message id of the card, to edit it to its final state
+
+
+class UsageRecord(BaseModel):
+    session_id: str
+    turn_id: str
+    model: str
+    usage: Usage
+    cost: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+
+    model_config = {"arbitrary_types_allowed": True}
+
+
+class SessionStore(Protocol):
+    async def get_or_create_session(self, session_id: str, *, chat_key: str = "", user_id: str = "") -> None: ...
+
+    async def load_messages(self, session_id: str) -> list[Message]: ...
+
+    async def append_messages(self, session_id: str, messages: list[Message]) -> None: ...
+
+    async def replace_messages(self, session_id: str, messages: list[Message]) -> None: ...
+
+
+class TurnStore(Protocol):
+    async def save_turn(self, turn: TurnRecord) -> None: ...
+
+    async def load_turn(self, turn_id: str) -> TurnRecord | None: ...
+
+    async def open_turn(self, session_id: str) -> TurnRecord | None:
+        """The session's running or suspended turn, if any."""
+        ...
+
+
+class ApprovalStore(Protocol):
+    async def create_approval(self, approval: ApprovalRecord) -> None: ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def resolve_approval(
+        self, approval_id: str, *, status: ApprovalStatus, decided_by: str, decision: str
+    ) -> bool:
+        """Atomically move a pending approval to `status`. False if it was not pending."""
+        ...
+
+    async def add_rule(self, chat_key: str, tool: str) -> None: ...
+
+    async def has_rule(self, chat_key: str, tool: str) -> bool: ...
+
+
+class UsageStore(Protocol):
+    async def record_usage(self, record: UsageRecord) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return utcnow()
