@@ -1,44 +1,28 @@
 """The exception tree. Each class says what the caller should do about it.
 
-    TapebotError
-    ├── ConfigError                    fix the config; message names file, key and fix
-    ├── ModelError                     a model call failed
-    │   ├── RetryableModelError        try the next model (429/5xx/529/connection/stall before output)
-    │   │   ├── RateLimited            carries retry_after
-    │   │   └── StreamStalled          no chunk within the idle timeout
-    │   ├── FatalModelError            never fall back (400/401/403, bad request)
-    │   └── StreamInterrupted          failed after output was produced: never replayed
-    ├── ToolError                      becomes a tool result the model sees
-    │   ├── InvalidToolArguments       bad JSON / schema violation (never executed)
-    │   ├── ToolNotFound
-    │   ├── ToolDenied                 approval denied, policy refusal, no human present
-    │   ├── ToolTimedOut
-    │   └── ToolFailed                 the tool raised
-    ├── ApprovalError                  stale/forged/already-decided approval, not an approver
-    ├── StorageError                   the database refused (locked beyond the busy timeout, ...)
-    └── TurnCancelled                  the user cancelled the running turn
+TapebotError
+├── ConfigError                    fix the config; message names file, key and fix
+├── ModelError                     a model call failed
+│   ├── RetryableModelError        try the next model (429/5xx/529/connection/stall before output)
+│   │   ├── RateLimited            carries retry_after
+│   │   └── StreamStalled          no chunk within the idle timeout
+│   ├── FatalModelError            never fall back (400/401/403, bad request)
+│   └── StreamInterrupted          failed after output was produced: never replayed
+├── ToolError                      becomes a tool result the model sees
+│   ├── InvalidToolArguments       bad JSON / schema violation (never executed)
+│   ├── ToolNotFound
+│   ├── ToolDenied                 approval denied, policy refusal, no human present
+│   ├── ToolTimedOut
+│   └── ToolFailed                 the tool raised
+├── ApprovalError                  stale/forged/already-decided approval, not an approver
+├── StorageError                   the database refused (locked beyond the busy timeout, ...)
+└── TurnCancelled                  the user cancelled the running turn
 """
 
 from __future__ import annotations
 
-
-class TapebotError(Exception):
-    """Base of every error tapebot raises on purpose."""
-
-
-class ConfigError(TapebotError):
-    def __init__(self, message: str, *, file: str | None = None, key: str | None = None, fix: str | None = None):
-        self.file, self.key, self.fix = file, key, fix
-        parts = []
-        if file:
-            parts.append(str(file))
-        if key:
-            parts.append(f"key '{key}'")
-        head = ": ".join(parts)
-        text = f"{head}: {message}" if head else message
-        if fix:
-            text += f" — {fix}"
-        super().__init__(text)
+# `config` sits below `agent`, so the root and ConfigError live in config.errors; re-exported here.
+from config.errors import ConfigError, TapebotError  # noqa: F401
 
 
 class ModelError(TapebotError):
@@ -52,7 +36,9 @@ class RetryableModelError(ModelError):
 
 
 class RateLimited(RetryableModelError):
-    def __init__(self, message: str, *, model: str = "", status: int | None = 429, retry_after: float | None = None):
+    def __init__(
+        self, message: str, *, model: str = "", status: int | None = 429, retry_after: float | None = None
+    ):
         super().__init__(message, model=model, status=status)
         self.retry_after = retry_after
 

@@ -86,7 +86,9 @@ class Message(_Frozen):
         return cls(role="assistant", parts=tuple(parts), meta=meta)
 
     @classmethod
-    def tool_result(cls, call_id: str, name: str, content: str, is_error: bool = False, **meta: Any) -> Message:
+    def tool_result(
+        cls, call_id: str, name: str, content: str, is_error: bool = False, **meta: Any
+    ) -> Message:
         return cls(
             role="tool",
             parts=(ToolResultPart(call_id=call_id, name=name, content=content, is_error=is_error),),

@@ -62,6 +62,10 @@ class TurnRecord(BaseModel):
     model: str = ""
     rounds: int = 0
     calls: dict[str, CallStatus] = Field(default_factory=dict)
+    calls_approval: dict[str, str] = Field(default_factory=dict)  # call id -> approval id
+    requester: str = ""
+    chat_key: str = ""
+    approvers: list[str] = Field(default_factory=list)
     plan: list[PlanStep] = Field(default_factory=list)
     waiting: WaitingState | None = None
     unattended: bool = False
@@ -103,7 +107,9 @@ class UsageRecord(BaseModel):
 
 
 class SessionStore(Protocol):
-    async def get_or_create_session(self, session_id: str, *, chat_key: str = "", user_id: str = "") -> None: ...
+    async def get_or_create_session(
+        self, session_id: str, *, chat_key: str = "", user_id: str = ""
+    ) -> None: ...
 
     async def load_messages(self, session_id: str) -> list[Message]: ...
 

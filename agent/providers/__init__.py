@@ -1,0 +1,88 @@
+"""Model providers behind the `ModelClient` port (see `base.py`).
+
+`build_model_client` / `build_model_chain` turn model configs into clients. Vendor SDKs are
+imported inside the client constructors, so importing this package stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent.providers.base import ModelClient, ModelInfo
+from agent.providers.fallback import FallbackClient, SwitchCallback
+from agent.providers.metadata import infer_context_window, infer_supports_reasoning
+
+__all__ = [
+    "FallbackClient",
+    "build_model_chain",
+    "build_model_client",
+    "infer_context_window",
+    "infer_supports_reasoning",
+    "model_info",
+]
+
+_UNSET: Any = object()
+
+
+def model_info(cfg: Any) -> ModelInfo:
+    """ModelInfo from a model config: configured context window, else inferred from the name."""
+    return ModelInfo(
+        id=cfg.id,
+        model=cfg.model,
+        provider=cfg.provider,
+        context_window=getattr(cfg, "context_window", None) or infer_context_window(cfg.model),
+        input_per_1m=float(getattr(cfg, "input_per_1m", 0.0) or 0.0),
+        output_per_1m=float(getattr(cfg, "output_per_1m", 0.0) or 0.0),
+        supports_reasoning=bool(getattr(cfg, "reasoning", False)) or infer_supports_reasoning(cfg.model),
+    )
+
+
+def _api_key(cfg: Any) -> str | None:
+    resolve = getattr(cfg, "resolved_api_key", None)
+    if callable(resolve):
+        return resolve()
+    key = getattr(cfg, "api_key", None)
+    if key is not None and hasattr(key, "get_secret_value"):
+        key = key.get_secret_value()
+    return key or None
+
+
+def build_model_client(cfg: Any, *, idle_timeout: float = 60.0, api_key: str | None = _UNSET) -> ModelClient:
+    """One client for a model config (`config.ModelConfig` or anything with its attributes:
+    id, provider, model, base_url, api_key, context_window, input_per_1m, output_per_1m,
+    max_tokens, reasoning). `api_key` overrides the key resolved from `cfg`."""
+    key = _api_key(cfg) if api_key is _UNSET else api_key
+    info = model_info(cfg)
+    max_tokens = getattr(cfg, "max_tokens", None)
+    base_url = getattr(cfg, "base_url", None)
+    if cfg.provider == "anthropic":
+        from agent.providers.anthropic import AnthropicClient
+
+        # `reasoning = true` on an Anthropic model turns extended thinking on.
+        budget = max(1024, (max_tokens or 8192) // 2) if getattr(cfg, "reasoning", False) else None
+        return AnthropicClient(
+            info, key, base_url, idle_timeout=idle_timeout, max_tokens=max_tokens, thinking_budget=budget
+        )
+    if cfg.provider == "openai":
+        from agent.providers.openai import OpenAICompatClient
+
+        return OpenAICompatClient(info, key, base_url, idle_timeout=idle_timeout, max_tokens=max_tokens)
+    from agent.errors import ConfigError
+
+    raise ConfigError(
+        f"unknown provider '{cfg.provider}'", key=f"models.{cfg.id}.provider", fix="use 'anthropic' or 'openai'"
+    )
+
+
+def build_model_chain(
+    cfgs: Sequence[Any],
+    *,
+    idle_timeout: float = 60.0,
+    on_switch: SwitchCallback | None = None,
+    retry_after_cap: float = 10.0,
+) -> FallbackClient:
+    """The primary model followed by its fallbacks (e.g. `settings.model_chain()`), wrapped in
+    a FallbackClient (also for a single model: it owns the 429 retry)."""
+    clients = [build_model_client(cfg, idle_timeout=idle_timeout) for cfg in cfgs]
+    return FallbackClient(clients, on_switch=on_switch, retry_after_cap=retry_after_cap)

@@ -48,7 +48,17 @@ class FinishChunk:
     kind: Literal["finish"] = "finish"
 
 
-Chunk = TextChunk | ThinkingChunk | ToolCallChunk | UsageChunk | FinishChunk
+@dataclass(frozen=True, slots=True)
+class NoticeChunk:
+    """Out-of-band news from a wrapper client (e.g. FallbackClient switched models); no content."""
+
+    message: str
+    model: str = ""
+    reason: str = ""
+    kind: Literal["notice"] = "notice"
+
+
+Chunk = TextChunk | ThinkingChunk | ToolCallChunk | UsageChunk | FinishChunk | NoticeChunk
 
 
 # ---- request -----------------------------------------------------------------------------------

@@ -122,6 +122,7 @@ class ToolContext:
     workspace: Path = field(default_factory=lambda: Path.cwd())
     deps: Deps = field(default_factory=Deps)
     unattended: bool = False
+    turn: Any = None  # the live TurnRecord (update_plan edits its plan)
     _progress: ProgressFn = _no_progress
 
     async def progress(self, stage: str, detail: str = "", percent: float | None = None) -> None:
@@ -168,7 +169,9 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
 class Tool:
     """A registered function plus its spec and argument validator."""
 
-    def __init__(self, fn: Callable[..., Any], spec: ToolSpec, args_model: type[BaseModel], ctx_param: str | None):
+    def __init__(
+        self, fn: Callable[..., Any], spec: ToolSpec, args_model: type[BaseModel], ctx_param: str | None
+    ):
         self.fn = fn
         self.spec = spec
         self.args_model = args_model

@@ -1,0 +1,221 @@
+"""The chat-adapter port: platform-neutral inbound values, outbound values and the `ChatAdapter` ABC.
+
+`bot/` (the gateway) talks only to this module. Each platform module (`adapters/telegram.py`,
+`adapters/discord.py`, the terminal adapter in `bot/`) turns its wire events into these values and
+implements the outbound methods.
+
+Contract for the handler given to `ChatAdapter.start(handler)`:
+- It is awaited once per inbound event. Events of one chat are delivered in order, one at a time;
+  different chats run concurrently.
+- It should return as soon as the event is durably accepted (deduplicated, recorded, queued) — not
+  after the whole model turn — because the adapter only confirms receipt to the platform (Telegram
+  polling offset) after the handler returned. Events fetched but not handled before `stop()` are
+  redelivered on the next start, so dedupe by `(platform, update_id)`.
+- Exceptions raised by the handler are caught and logged by the adapter; they never stop it.
+- A `ButtonPress` should be answered with `press.ack(...)` (or `adapter.answer_button`) inside the
+  handler; if it was not, the adapter answers it silently after the handler returns.
+
+Identifiers are strings on every platform (Telegram ints, Discord snowflakes), so they compare
+equal to the string ids stored by `agent/ports.py` (`TurnRecord.requester`, `approvers`).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+TextFormat = Literal["markdown", "plain"]
+ButtonStyle = Literal["primary", "secondary", "success", "danger"]
+
+#: Telegram callback_data is 1–64 bytes; Discord custom_id is 1–100 chars and we add a 3-char prefix.
+MAX_BUTTON_DATA_BYTES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    """Where a message lives. Telegram forum topics and Discord threads are their own chats."""
+
+    platform: str
+    chat_id: str
+    thread_id: str | None = None  # Telegram message_thread_id (forum topic); Discord thread channel id
+    is_group: bool = False  # False for DMs / private chats
+    title: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        """Stable session key, e.g. "telegram:123", "telegram:-100987:topic7", "discord:300:thread555"."""
+        base = f"{self.platform}:{self.chat_id}"
+        if self.thread_id is None:
+            return base
+        sep = "topic" if self.platform == "telegram" else "thread"
+        return f"{base}:{sep}{self.thread_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class UserRef:
+    platform: str
+    user_id: str
+    display_name: str = ""
+    language_code: str | None = None  # client language ("en", "zh-hans", Discord locale "zh-CN"), if known
+    username: str | None = None
+    is_bot: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.platform}:{self.user_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    update_id: str  # unique per platform: Telegram update_id, Discord message id
+    chat: ChatRef
+    user: UserRef
+    text: str
+    reply_to_message_id: str | None  # the message this one replies to (e.g. an approval card → "Edit")
+    sent_at: datetime  # timezone-aware UTC
+    message_id: str | None = None
+    # True in DMs, and in groups when the bot is mentioned or the message replies to the bot.
+    # In groups, ignore unaddressed messages unless a WaitingState is pending for that chat.
+    addressed: bool = True
+    reply_to_bot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InboundCommand:
+    update_id: str
+    chat: ChatRef
+    user: UserRef
+    name: str  # lower-case, without "/" and without "@botname"
+    args: str  # raw text after the command name, stripped ("" if none)
+    sent_at: datetime
+    message_id: str | None = None
+
+    @property
+    def argv(self) -> list[str]:
+        return self.args.split()
+
+
+AckCallable = Callable[[str, bool], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ButtonPress:
+    update_id: str  # Telegram callback query id, Discord interaction id
+    chat: ChatRef
+    user: UserRef  # the presser (not the message author)
+    data: str  # our short callback id, exactly as given to Button.data
+    message_id: str | None  # the message carrying the button (None if Telegram says inaccessible)
+    ack: AckCallable = field(repr=False)  # await press.ack(text, alert): answer the tap (once)
+    sent_at: datetime | None = None
+
+
+Inbound = InboundMessage | InboundCommand | ButtonPress
+InboundHandler = Callable[[Inbound], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    label: str
+    data: str  # ≤ 64 bytes UTF-8; a short random id looked up in the database
+    style: ButtonStyle = "secondary"  # Discord only; Telegram ignores it
+
+    def __post_init__(self) -> None:
+        n = len(self.data.encode())
+        if not 1 <= n <= MAX_BUTTON_DATA_BYTES:
+            raise ValueError(f"button data must be 1-{MAX_BUTTON_DATA_BYTES} bytes, got {n}")
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    """A message the bot sent. When a long text was split, `message_id` is the LAST chunk (the one
+    carrying the buttons) and `earlier_ids` the chunks before it."""
+
+    chat: ChatRef
+    message_id: str
+    earlier_ids: tuple[str, ...] = ()
+
+
+class FormattingRejected(Exception):
+    """The platform refused our formatted text (Telegram "can't parse entities"); resend as plain."""
+
+
+class MessageGone(Exception):
+    """The message to edit no longer exists or can no longer be edited."""
+
+
+class ChatAdapter(ABC):
+    """One chat platform. All methods are coroutines on the caller's event loop."""
+
+    platform: str = ""
+    max_message_len: int = 4096
+    #: minimum seconds between edits of one message while streaming (private / group chats)
+    edit_interval: float = 1.0
+    group_edit_interval: float = 3.0
+
+    @abstractmethod
+    async def start(self, handler: InboundHandler) -> None:
+        """Connect and begin delivering inbound events to `handler`; returns once running."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Stop receiving, let in-flight handlers finish (bounded), close connections. Idempotent.
+        Never acknowledges events that were fetched but not handled."""
+
+    @abstractmethod
+    async def send_text(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        buttons: Sequence[Sequence[Button]] | None = None,
+        reply_to: str | None = None,
+        format: TextFormat = "markdown",
+    ) -> SentMessage:
+        """Render, split at `max_message_len` and send; buttons go on the last chunk. Falls back to
+        plain text when the platform rejects the formatting. Link previews are disabled."""
+
+    @abstractmethod
+    async def edit_text(
+        self,
+        msg: SentMessage,
+        text: str,
+        *,
+        buttons: Sequence[Sequence[Button]] | None = None,
+        format: TextFormat = "markdown",
+    ) -> None:
+        """Replace the text (and buttons; `None` removes them) of a sent message. Text over the limit
+        is truncated with a marker (use `adapters.stream.StreamingMessage` for long streaming text).
+        "Not modified" is not an error. Raises `MessageGone` if the message cannot be edited."""
+
+    @abstractmethod
+    async def send_typing(self, chat: ChatRef) -> None:
+        """Show the typing indicator (lasts ~5 s on Telegram, ~10 s on Discord). Never raises."""
+
+    @abstractmethod
+    async def send_image(self, chat: ChatRef, path: str | Path, caption: str = "") -> SentMessage: ...
+
+    async def answer_button(self, press: ButtonPress, text: str = "", alert: bool = False) -> None:
+        """Answer a tap: a toast (Telegram) / an ephemeral reply (Discord) if `text`, else silent."""
+        await press.ack(text, alert)
+
+    @abstractmethod
+    async def set_commands(
+        self,
+        commands: Sequence[tuple[str, str]],
+        *,
+        translations: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        """Publish the command menu: [(name, description)], plus optional per-language descriptions
+        {"zh": {"new": "开始新会话"}}. Discord syncs only when the set changed."""
+
+    # Helpers shared by implementations -------------------------------------------------------
+
+    def interval_for(self, chat: ChatRef) -> float:
+        return self.group_edit_interval if chat.is_group else self.edit_interval

@@ -1,0 +1,132 @@
+"""Approval policy, wrapped around tool execution instead of branching inside the loop.
+
+An approval is a record bound to one exact action (session, turn, call id, tool, canonical
+arguments and their hash, requester, approvers, expiry). A call that needs one suspends the turn;
+only an allowed human resolves it, by an atomic compare-and-set from `pending`. Without a human
+present (scheduled jobs, `tapebot chat -m`) approval-requiring tools are denied: fail closed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from agent.errors import ApprovalError, ToolDenied
+from agent.messages import ToolCallPart
+from agent.ports import (
+    ApprovalRecord,
+    ApprovalStore,
+    Clock,
+    SystemClock,
+    TurnRecord,
+    WaitingState,
+    args_hash,
+)
+from agent.tools.registry import ToolSpec
+
+Decision = Literal["once", "always", "deny", "edit"]
+DEFAULT_APPROVAL_TTL = timedelta(minutes=30)
+
+
+class Suspend(Exception):
+    """The call cannot complete now: the turn suspends in `waiting` until a human answers."""
+
+    def __init__(self, waiting: WaitingState, approval: ApprovalRecord | None = None):
+        super().__init__(waiting.question)
+        self.waiting = waiting
+        self.approval = approval
+
+
+@dataclass(frozen=True, slots=True)
+class Requester:
+    """Who started the turn and who may approve its actions."""
+
+    user_id: str = ""
+    chat_key: str = ""
+    approvers: tuple[str, ...] = ()
+    unattended: bool = False
+
+
+def new_approval_id() -> str:
+    # 12 url-safe chars: unguessable, and far below Telegram's 64-byte callback_data limit.
+    return secrets.token_urlsafe(9)
+
+
+class ApprovalGate:
+    def __init__(
+        self, store: ApprovalStore, clock: Clock | None = None, ttl: timedelta = DEFAULT_APPROVAL_TTL
+    ):
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.ttl = ttl
+
+    async def check(self, spec: ToolSpec, call: ToolCallPart, turn: TurnRecord, who: Requester) -> None:
+        """Return if the call may run now; raise ToolDenied or Suspend otherwise."""
+        if not spec.requires_approval:
+            return
+        if who.unattended:
+            raise ToolDenied(
+                f"{spec.name} needs a human's approval and nobody is present to give it; it was not run. "
+                "Tell the user what you would do so they can ask for it in chat."
+            )
+        if who.chat_key and await self.store.has_rule(who.chat_key, spec.name):
+            return
+        digest = args_hash(call.name, call.arguments)
+        existing_id = turn.calls_approval.get(call.id)
+        if existing_id:
+            record = await self.store.get_approval(existing_id)
+            if record and record.status == "approved" and record.args_hash == digest:
+                return
+        now = self.clock.now()
+        record = ApprovalRecord(
+            id=new_approval_id(),
+            session_id=turn.session_id,
+            turn_id=turn.id,
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments or {},
+            args_hash=digest,
+            requester=who.user_id,
+            approvers=list(who.approvers or ((who.user_id,) if who.user_id else ())),
+            chat_key=who.chat_key,
+            created_at=now,
+            expires_at=now + self.ttl,
+        )
+        await self.store.create_approval(record)
+        waiting = WaitingState(
+            kind="approval",
+            question=f"Allow {call.name}?",
+            intent=call.name,
+            options=["once", "always", "deny"],
+            confirmation_target={"call_id": call.id, "tool": call.name, "approval_id": record.id},
+            created_at=now,
+            expires_at=record.expires_at,
+        )
+        raise Suspend(waiting, record)
+
+    async def decide(self, approval_id: str, user_id: str, decision: Decision) -> ApprovalRecord:
+        """Resolve a pending approval. Raises ApprovalError for unknown ids, non-approvers,
+        expired or already-decided records; nothing executes in those cases."""
+        record = await self.store.get_approval(approval_id)
+        if record is None:
+            raise ApprovalError("unknown or forged approval id")
+        if record.approvers and user_id not in record.approvers:
+            raise ApprovalError("you are not allowed to decide this approval")
+        if record.status != "pending":
+            raise ApprovalError(f"this approval was already {record.status}")
+        now = self.clock.now()
+        if record.expires_at and now >= record.expires_at:
+            await self.store.resolve_approval(
+                approval_id, status="expired", decided_by="", decision="expired"
+            )
+            raise ApprovalError("this approval expired; nothing was executed")
+        status: Any = "approved" if decision in ("once", "always") else "denied"
+        if not await self.store.resolve_approval(
+            approval_id, status=status, decided_by=user_id, decision=decision
+        ):
+            raise ApprovalError("this approval was already decided")
+        if decision == "always" and record.chat_key:
+            await self.store.add_rule(record.chat_key, record.tool)
+        return record.model_copy(update={"status": status, "decided_by": user_id, "decision": decision})

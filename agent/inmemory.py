@@ -1,0 +1,69 @@
+"""In-memory implementations of the storage ports: the fake next to the port, for unit tests of
+the loop and the in-process benchmark. Production and integration tests use `memory.stores`."""
+
+from __future__ import annotations
+
+from agent.messages import Message
+from agent.ports import ApprovalRecord, ApprovalStatus, TurnRecord, UsageRecord
+
+
+class InMemoryStore:
+    def __init__(self) -> None:
+        self.sessions: dict[str, dict[str, str]] = {}
+        self.messages: dict[str, list[Message]] = {}
+        self.turns: dict[str, TurnRecord] = {}
+        self.approvals: dict[str, ApprovalRecord] = {}
+        self.rules: set[tuple[str, str]] = set()
+        self.usage: list[UsageRecord] = []
+
+    async def get_or_create_session(self, session_id: str, *, chat_key: str = "", user_id: str = "") -> None:
+        self.sessions.setdefault(session_id, {"chat_key": chat_key, "user_id": user_id})
+        self.messages.setdefault(session_id, [])
+
+    async def load_messages(self, session_id: str) -> list[Message]:
+        return list(self.messages.get(session_id, []))
+
+    async def append_messages(self, session_id: str, messages: list[Message]) -> None:
+        self.messages.setdefault(session_id, []).extend(messages)
+
+    async def replace_messages(self, session_id: str, messages: list[Message]) -> None:
+        self.messages[session_id] = list(messages)
+
+    async def save_turn(self, turn: TurnRecord) -> None:
+        self.turns[turn.id] = turn.model_copy(deep=True)
+
+    async def load_turn(self, turn_id: str) -> TurnRecord | None:
+        t = self.turns.get(turn_id)
+        return t.model_copy(deep=True) if t else None
+
+    async def open_turn(self, session_id: str) -> TurnRecord | None:
+        for t in reversed(list(self.turns.values())):
+            if t.session_id == session_id and t.status in ("running", "suspended"):
+                return t.model_copy(deep=True)
+        return None
+
+    async def create_approval(self, approval: ApprovalRecord) -> None:
+        self.approvals[approval.id] = approval
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self.approvals.get(approval_id)
+
+    async def resolve_approval(
+        self, approval_id: str, *, status: ApprovalStatus, decided_by: str, decision: str
+    ) -> bool:
+        rec = self.approvals.get(approval_id)
+        if rec is None or rec.status != "pending":
+            return False
+        self.approvals[approval_id] = rec.model_copy(
+            update={"status": status, "decided_by": decided_by, "decision": decision}
+        )
+        return True
+
+    async def add_rule(self, chat_key: str, tool: str) -> None:
+        self.rules.add((chat_key, tool))
+
+    async def has_rule(self, chat_key: str, tool: str) -> bool:
+        return (chat_key, tool) in self.rules
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        self.usage.append(record)

@@ -1,0 +1,151 @@
+"""Shared plumbing for the vendor clients: error classification, the idle timeout, and the
+guard that turns any failure after visible output into `StreamInterrupted`.
+
+Both SDKs are Stainless-generated and share an exception shape (`status_code`, `response`,
+`body`), so classification is duck-typed and neither SDK is imported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from typing import Any, TypeVar
+
+from agent.errors import (
+    FatalModelError,
+    ModelError,
+    RateLimited,
+    RetryableModelError,
+    StreamInterrupted,
+    StreamStalled,
+)
+from agent.providers.base import Chunk, TextChunk, ThinkingChunk, ToolCallChunk
+
+T = TypeVar("T")
+
+CONTENT_CHUNKS = (TextChunk, ThinkingChunk, ToolCallChunk)
+
+# 429s that will not clear by waiting: retrying or failing over only burns more budget.
+_QUOTA_MARKERS = ("insufficient_quota", "spend_limit", "billing", "quota exceeded", "credit balance")
+# Error types an Anthropic stream can report inside a 200 response (`event: error`).
+_RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error", "rate_limit_error", "timeout_error")
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from `retry-after-ms` / `retry-after` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+def _error_type(body: Any) -> str:
+    """The vendor's error type/code from an error body, lowercased ("" if none)."""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            return f"{inner.get('type') or ''} {inner.get('code') or ''}".strip().lower()
+    return ""
+
+
+def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "headers", None)
+
+
+def classify(exc: BaseException, *, model: str, connection_errors: tuple[type[BaseException], ...] = ()) -> ModelError | None:
+    """Map an SDK/transport exception to our tree; `None` means "not a model-call failure"
+    (a bug in our code), which the caller re-raises unchanged."""
+    if isinstance(exc, ModelError):
+        return exc
+    detail = f"{type(exc).__name__}: {exc}"[:500]
+    if isinstance(exc, TimeoutError):
+        return StreamStalled(f"{model}: no response within the idle timeout", model=model)
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        text = f"{_error_type(getattr(exc, 'body', None))} {exc}".lower()
+        if status == 429:
+            if any(marker in text for marker in _QUOTA_MARKERS):
+                return FatalModelError(f"{model}: quota or spend limit reached ({detail})", model=model, status=status)
+            return RateLimited(
+                f"{model}: rate limited ({detail})", model=model, retry_after=parse_retry_after(_headers_of(exc))
+            )
+        if status in (408, 409) or status >= 500:
+            return RetryableModelError(f"{model}: server error {status} ({detail})", model=model, status=status)
+        return FatalModelError(f"{model}: request refused with {status} ({detail})", model=model, status=status)
+    if isinstance(status, int):
+        # An error event inside a 200 stream (Anthropic `event: error`).
+        kind = _error_type(getattr(exc, "body", None))
+        if kind and not any(k in kind for k in _RETRYABLE_STREAM_ERRORS):
+            return FatalModelError(f"{model}: stream error ({detail})", model=model, status=status)
+        if "rate_limit" in kind:
+            return RateLimited(f"{model}: rate limited ({detail})", model=model, status=status)
+        return RetryableModelError(f"{model}: stream error ({detail})", model=model, status=status)
+    if connection_errors and isinstance(exc, connection_errors):
+        return RetryableModelError(f"{model}: connection failed ({detail})", model=model)
+    if isinstance(exc, OSError):
+        return RetryableModelError(f"{model}: connection failed ({detail})", model=model)
+    if hasattr(exc, "request") and hasattr(exc, "body"):
+        # An SDK APIError without a status: an `{"error": ...}` frame in an OpenAI stream.
+        return RetryableModelError(f"{model}: stream error ({detail})", model=model)
+    return None
+
+
+async def with_idle_timeout(source: AsyncIterator[T], timeout: float) -> AsyncIterator[T]:
+    """Re-yield `source`, raising TimeoutError when it produces nothing for `timeout` seconds.
+    Applied to SDK events (not our chunks): a long tool-call argument stream is alive even
+    though it yields no chunk until the call is complete."""
+    iterator = aiter(source)
+    while True:
+        try:
+            async with asyncio.timeout(timeout):
+                item = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        yield item
+
+
+async def guarded(
+    inner: AsyncIterator[Chunk], *, model: str, connection_errors: tuple[type[BaseException], ...] = ()
+) -> AsyncIterator[Chunk]:
+    """Classify failures of `inner`. Once a content chunk has been yielded, every failure is
+    `StreamInterrupted`: the caller already showed that output, so nobody may replay it."""
+    produced = False
+    async with aclosing(inner) as chunks:  # type: ignore[type-var]
+        try:
+            async for chunk in chunks:
+                if isinstance(chunk, CONTENT_CHUNKS):
+                    produced = True
+                yield chunk
+        except Exception as exc:
+            if produced:
+                if isinstance(exc, StreamInterrupted):
+                    raise
+                kind = "stalled" if isinstance(exc, TimeoutError | StreamStalled) else "failed"
+                raise StreamInterrupted(
+                    f"{model}: stream {kind} after output was delivered ({type(exc).__name__}: {exc})"[:600],
+                    model=model,
+                    status=getattr(exc, "status_code", None) if isinstance(getattr(exc, "status_code", None), int) else None,
+                ) from exc
+            mapped = classify(exc, model=model, connection_errors=connection_errors)
+            if mapped is None or mapped is exc:
+                raise
+            raise mapped from exc

@@ -1,0 +1,687 @@
+"""The agent loop (seed 000): recall → compaction check → model stream → tool rounds (≤15) → done.
+
+`AgentRuntime.run()` yields `RuntimeEvent`s; every front end renders the same stream. A turn is a
+durable `TurnRecord`: messages are appended to the session as they are produced, tool calls carry
+an execution status, and a turn that needs an approval or an answer is *suspended* — the chat is
+released, and `resume()` continues it later, after a restart too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent import events as ev
+from agent.approval import ApprovalGate, Decision, Requester, Suspend
+from agent.errors import FatalModelError, ModelError, StreamInterrupted
+from agent.executor import CallOutcome, ToolExecutor, error_outcome
+from agent.guards import (
+    MAX_REQUIRED_TOOL_RETRIES,
+    MAX_TOOL_ROUNDS,
+    DoomLoopGuard,
+    missing_tool_warning,
+    resolve_expectation,
+    retry_message,
+)
+from agent.messages import Message, ThinkingPart, ToolCallPart, unanswered_calls
+from agent.ports import (
+    ApprovalRecord,
+    ApprovalStore,
+    Clock,
+    SessionStore,
+    SystemClock,
+    TurnRecord,
+    TurnStore,
+    UsageRecord,
+    UsageStore,
+)
+from agent.prompts import SYSTEM_PROMPT
+from agent.providers.base import (
+    ModelClient,
+    ModelRequest,
+    NoticeChunk,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+    ToolSchema,
+    UsageChunk,
+)
+from agent.tools.registry import Deps, ToolContext, Toolset
+from agent.usage import Usage
+
+log = logging.getLogger(__name__)
+
+ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
+
+
+class RuntimeStore(SessionStore, TurnStore, ApprovalStore, UsageStore, Protocol):
+    """The storage the runtime needs; `memory.stores.SqlStore` implements all of it."""
+
+
+class Trace(Protocol):
+    def record(self, kind: str, **fields: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _NullTrace:
+    def record(self, kind: str, **fields: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class ContextHooks(Protocol):
+    """Memory recall and compaction, filled in by `memory/` (issue 4). All optional."""
+
+    async def recall(self, session_id: str, user_text: str) -> str | None: ...
+
+    async def compact(
+        self, session_id: str, messages: list[Message], client: ModelClient, overhead_tokens: int, force: bool
+    ) -> ev.Compaction | tuple[list[Message], ev.Compaction] | None: ...
+
+    async def after_turn(self, session_id: str, messages: list[Message]) -> None: ...
+
+
+class NoHooks:
+    async def recall(self, session_id: str, user_text: str) -> str | None:
+        return None
+
+    async def compact(self, session_id, messages, client, overhead_tokens, force):  # type: ignore[no-untyped-def]
+        return None
+
+    async def after_turn(self, session_id: str, messages: list[Message]) -> None:
+        return None
+
+
+@dataclass
+class RuntimeConfig:
+    max_tool_rounds: int = MAX_TOOL_ROUNDS
+    max_parallel_tools: int = 5
+    system_prompt: str = SYSTEM_PROMPT
+    max_tokens: int = 8192
+
+
+@dataclass
+class TurnRequest:
+    session_id: str
+    text: str = ""
+    who: Requester = field(default_factory=Requester)
+    model: str | None = None  # a configured model id; None means the default
+    system_dynamic: str = ""
+    inbox: asyncio.Queue[Message] | None = None  # messages arriving during the turn
+    cancel: asyncio.Event | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # stored on the user message (e.g. notification)
+
+
+def wrap_recall(text: str, recalled: str) -> str:
+    return f"<relevant-memories>\n{recalled}\n</relevant-memories>\n<current-user-message>\n{text}\n</current-user-message>"
+
+
+def _inject(messages: list[Message], recalled: str | None) -> list[Message]:
+    """Recalled memories go into the current user message for this call only; the stored message
+    stays the user's original text, so the next request's cached prefix is unchanged."""
+    if not recalled:
+        return list(messages)  # a snapshot: the loop keeps appending to its own list
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user" and not messages[i].meta.get("internal_retry"):
+            out = list(messages)
+            out[i] = messages[i].with_text(wrap_recall(messages[i].text, recalled))
+            return out
+    return list(messages)
+
+
+class AgentRuntime:
+    def __init__(
+        self,
+        *,
+        model_for: Callable[[str | None], ModelClient],
+        tools: Toolset,
+        store: RuntimeStore,
+        gate: ApprovalGate | None = None,
+        hooks: ContextHooks | None = None,
+        config: RuntimeConfig | None = None,
+        deps: Deps | None = None,
+        workspace: Path | None = None,
+        results_dir: Path | None = None,
+        trace_factory: Callable[[str, str], Trace] | None = None,
+        clock: Clock | None = None,
+        background: Any = None,
+        spill_chars: int = 8_000,
+    ):
+        self.model_for = model_for
+        self.tools = tools
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.gate = gate or ApprovalGate(store, self.clock)
+        self.hooks: ContextHooks = hooks or NoHooks()
+        self.config = config or RuntimeConfig()
+        self.deps = deps or Deps()
+        self.workspace = workspace or Path.cwd()
+        self.trace_factory = trace_factory or (lambda turn_id, session_id: _NullTrace())
+        self.executor = ToolExecutor(
+            toolset=tools,
+            gate=self.gate,
+            results_dir=results_dir,
+            spill_chars=spill_chars,
+            background=background,
+        )
+        self._schemas = [ToolSchema(s.name, s.description, s.parameters) for s in tools.specs()]
+
+    # ---- public API --------------------------------------------------------------------------
+    async def run(self, request: TurnRequest) -> AsyncIterator[ev.RuntimeEvent]:
+        """Start a turn for a new user message."""
+        await self.store.get_or_create_session(
+            request.session_id, chat_key=request.who.chat_key, user_id=request.who.user_id
+        )
+        previous = await self.store.open_turn(request.session_id)
+        if previous is not None:
+            await self._close_open_turn(previous)
+        turn = TurnRecord(
+            id=f"t_{secrets.token_hex(6)}",
+            session_id=request.session_id,
+            unattended=request.who.unattended,
+            requester=request.who.user_id,
+            chat_key=request.who.chat_key,
+            approvers=list(request.who.approvers),
+            created_at=self.clock.now(),
+        )
+        await self.store.save_turn(turn)
+        messages = await self.store.load_messages(request.session_id)
+        if request.text:
+            user = Message.user(request.text, **request.meta)
+            messages.append(user)
+            await self.store.append_messages(request.session_id, [user])
+        async for event in self._drive(turn, messages, request, fresh=True):
+            yield event
+
+    async def resume(
+        self, turn_id: str, request: TurnRequest | None = None
+    ) -> AsyncIterator[ev.RuntimeEvent]:
+        """Continue a suspended turn (after an approval decision or an answer)."""
+        turn = await self.store.load_turn(turn_id)
+        if turn is None or turn.status not in ("suspended", "running"):
+            yield ev.ErrorEvent(f"turn {turn_id} cannot be resumed", code="not_resumable")
+            return
+        turn = turn.model_copy(update={"status": "running", "waiting": None})
+        await self.store.save_turn(turn)
+        messages = await self.store.load_messages(turn.session_id)
+        who = Requester(turn.requester, turn.chat_key, tuple(turn.approvers), turn.unattended)
+        req = request or TurnRequest(session_id=turn.session_id, who=who)
+        if request is not None and not request.who.user_id:
+            req.who = who
+        async for event in self._drive(turn, messages, req, fresh=False):
+            yield event
+
+    async def decide(
+        self, approval_id: str, user_id: str, decision: Decision, note: str = ""
+    ) -> ApprovalRecord:
+        """Record an approver's decision (raises ApprovalError when not allowed). The caller
+        then `resume()`s the turn. A denial or an edit request answers the call right away."""
+        record = await self.gate.decide(approval_id, user_id, decision)
+        if decision in ("deny", "edit"):
+            text = (
+                f"The user asked for changes before running this: {note}. Propose the action again."
+                if decision == "edit"
+                else "The user denied this action; it was not executed."
+            )
+            code = "edit_requested" if decision == "edit" else "denied"
+            await self._answer(record.turn_id, record.call_id, record.tool, text, code)
+        return record
+
+    async def answer(self, turn_id: str, text: str, status: str = "answered") -> None:
+        """Answer the question a suspended turn is waiting on (ask_user), or expire an approval
+        (`status="no_answer"`) / abandon it (`status="moved_on"`). The caller resumes or not."""
+        turn = await self.store.load_turn(turn_id)
+        if turn is None or turn.waiting is None:
+            return
+        target = turn.waiting.confirmation_target
+        call_id, tool = target.get("call_id", ""), target.get("tool", "ask_user")
+        if turn.waiting.kind == "approval":
+            approval_id = target.get("approval_id", "")
+            new_status = "expired" if status == "no_answer" else "cancelled"
+            await self.store.resolve_approval(approval_id, status=new_status, decided_by="", decision=status)  # type: ignore[arg-type]
+            msg = (
+                "No answer before the approval expired; the action was not executed."
+                if status == "no_answer"
+                else "The user moved on to something else; the action was not executed."
+            )
+            await self._answer(turn_id, call_id, tool, msg, status)
+            return
+        payload = {"status": status, "answer": text}
+        await self._answer(turn_id, call_id, tool, json.dumps(payload, ensure_ascii=False), None)
+
+    # ---- internals ---------------------------------------------------------------------------
+    async def _answer(
+        self, turn_id: str, call_id: str, tool: str, content: str, error_code: str | None
+    ) -> None:
+        turn = await self.store.load_turn(turn_id)
+        if turn is None:
+            return
+        messages = await self.store.load_messages(turn.session_id)
+        if call_id not in {c.id for c in unanswered_calls(messages)}:
+            return  # already answered: a double tap or a replay changes nothing
+        if error_code:
+            content = json.dumps({"error": content, "code": error_code}, ensure_ascii=False)
+        msg = Message.tool_result(call_id, tool, content, is_error=bool(error_code))
+        await self.store.append_messages(turn.session_id, [msg])
+        calls = {**turn.calls, call_id: "denied" if error_code else "done"}
+        await self.store.save_turn(turn.model_copy(update={"calls": calls, "waiting": None}))
+
+    async def _close_open_turn(self, turn: TurnRecord) -> None:
+        """A new message arrived while a turn was suspended (the user moved on) or a turn was left
+        running by a crash: answer every open call so the history stays well-formed."""
+        if turn.status == "suspended" and turn.waiting is not None:
+            await self.answer(turn.id, "", status="moved_on")
+        messages = await self.store.load_messages(turn.session_id)
+        fixes = []
+        for call in unanswered_calls(messages):
+            if turn.calls.get(call.id) == "executing":
+                text = (
+                    "Interrupted by a restart while running: it may or may not have completed. "
+                    "It was not repeated; check the current state before trying again."
+                )
+            else:
+                text = "Not run: the turn was interrupted before this call."
+            fixes.append(Message.tool_result(call.id, call.name, json.dumps({"error": text}), is_error=True))
+        if fixes:
+            await self.store.append_messages(turn.session_id, fixes)
+        status = "completed" if turn.status == "suspended" else "failed"
+        await self.store.save_turn(turn.model_copy(update={"status": status, "waiting": None}))
+
+    async def _drive(
+        self, turn: TurnRecord, messages: list[Message], request: TurnRequest, fresh: bool
+    ) -> AsyncIterator[ev.RuntimeEvent]:
+        started = time.perf_counter()
+        trace = self.trace_factory(turn.id, turn.session_id)
+        trace.record("input", text=request.text, resumed=not fresh)
+        client = self.model_for(request.model)
+        usage_total, cost_total = Usage(), 0.0
+        doom = DoomLoopGuard()
+        names = {t.name for t in self.tools}
+        expectation = resolve_expectation(messages, names) if fresh else None
+        retries, warning = 0, ""
+        recalled = await self.hooks.recall(turn.session_id, request.text) if fresh and request.text else None
+        cancel = request.cancel or asyncio.Event()
+        final_text = ""
+        try:
+            while True:
+                if cancel.is_set():
+                    raise asyncio.CancelledError
+                pending = unanswered_calls(messages)
+                if pending:
+                    suspended: list[ev.RuntimeEvent] = []
+                    async for event in self._run_calls(
+                        turn, messages, pending, request, doom, cancel, suspended
+                    ):
+                        yield event
+                    if suspended:
+                        for event in suspended:
+                            yield event
+                        trace.record(
+                            "suspended",
+                            waiting=turn.waiting.model_dump(mode="json") if turn.waiting else None,
+                        )
+                        yield ev.Done(
+                            "",
+                            turn.id,
+                            turn.rounds,
+                            usage_total,
+                            cost_total,
+                            time.perf_counter() - started,
+                            status="suspended",
+                        )
+                        return
+                if turn.rounds >= self.config.max_tool_rounds:
+                    final_text = ROUNDS_EXHAUSTED
+                    yield ev.TextDelta(final_text)
+                    break
+                await self._drain_inbox(turn, request, messages)
+                compacted = await self.hooks.compact(turn.session_id, messages, client, 0, False)
+                if compacted is not None:
+                    if isinstance(compacted, tuple):
+                        messages[:], event_c = compacted
+                    else:
+                        event_c = compacted
+                        messages[:] = await self.store.load_messages(turn.session_id)
+                    trace.record("compaction", before=event_c.before_messages, after=event_c.after_messages)
+                    yield event_c
+                turn.rounds += 1
+                yield ev.ModelStart(client.info.id, turn.rounds)
+                text_parts: list[str] = []
+                thinking: list[ThinkingPart] = []
+                calls: list[ToolCallPart] = []
+                round_usage = Usage()
+                req = ModelRequest(
+                    messages=_inject(messages, recalled),
+                    tools=self._schemas,
+                    system=self.config.system_prompt,
+                    system_dynamic=request.system_dynamic,
+                    max_tokens=self.config.max_tokens,
+                )
+                t_model = time.perf_counter()
+                async for chunk in self._stream(client, req, cancel):
+                    if isinstance(chunk, TextChunk):
+                        text_parts.append(chunk.text)
+                        yield ev.TextDelta(chunk.text)
+                    elif isinstance(chunk, ThinkingChunk):
+                        if thinking and thinking[-1].signature is None:
+                            last = thinking[-1]
+                            thinking[-1] = ThinkingPart(
+                                text=last.text + chunk.text, signature=chunk.signature
+                            )
+                        else:
+                            thinking.append(ThinkingPart(text=chunk.text, signature=chunk.signature))
+                        yield ev.ThinkingDelta(chunk.text)
+                    elif isinstance(chunk, ToolCallChunk):
+                        calls.append(chunk.call)
+                    elif isinstance(chunk, UsageChunk):
+                        round_usage = round_usage + chunk.usage
+                    elif isinstance(chunk, NoticeChunk):
+                        client_id = chunk.model or client.info.id
+                        yield ev.Retry(chunk.message, chunk.reason or "fallback", model=client_id)
+                        trace.record("retry", message=chunk.message)
+                text = "".join(text_parts)
+                cost = round_usage.cost(client.info.input_per_1m, client.info.output_per_1m)
+                usage_total, cost_total = usage_total + round_usage, cost_total + cost
+                await self.store.record_usage(
+                    UsageRecord(
+                        session_id=turn.session_id,
+                        turn_id=turn.id,
+                        model=client.info.id,
+                        usage=round_usage,
+                        cost=cost,
+                        created_at=self.clock.now(),
+                    )
+                )
+                yield ev.UsageEvent(client.info.id, round_usage, cost)
+                trace.record(
+                    "model_call",
+                    round=turn.rounds,
+                    text=text,
+                    calls=[c.model_dump() for c in calls],
+                    thinking="".join(t.text for t in thinking),
+                    elapsed=time.perf_counter() - t_model,
+                    usage=round_usage.__dict__ if hasattr(round_usage, "__dict__") else str(round_usage),
+                )
+                if calls:
+                    assistant = Message.assistant(text, calls, thinking)
+                    messages.append(assistant)
+                    await self.store.append_messages(turn.session_id, [assistant])
+                    turn.calls.update({c.id: "pending" for c in calls})
+                    await self.store.save_turn(turn)
+                    yield ev.ToolCalls(tuple(calls))
+                    continue
+                if expectation and not expectation.satisfied_by(self._turn_calls(messages, turn)):
+                    if retries < MAX_REQUIRED_TOOL_RETRIES:
+                        retries += 1
+                        nudge = retry_message(expectation, text)
+                        messages.append(Message.assistant(text or "…", internal_retry=True))
+                        messages.append(Message.user(nudge, internal_retry=True))
+                        yield ev.Retry(nudge, "required_tool", retries)
+                        continue
+                    warning = missing_tool_warning(expectation)
+                final_text = warning + text
+                assistant = Message.assistant(final_text, thinking=thinking)
+                messages.append(assistant)
+                await self.store.append_messages(turn.session_id, [assistant])
+                break
+        except asyncio.CancelledError:
+            await self._cancel_open_calls(turn, messages)
+            turn.status = "cancelled"
+            await self.store.save_turn(turn)
+            trace.record("cancelled")
+            trace.close()
+            yield ev.Done(
+                "",
+                turn.id,
+                turn.rounds,
+                usage_total,
+                cost_total,
+                time.perf_counter() - started,
+                status="cancelled",
+            )
+            return
+        except ModelError as exc:
+            message = self._model_error_text(exc)
+            turn.status, turn.error = "failed", message
+            await self._cancel_open_calls(turn, messages, reason="Not run: the model provider failed.")
+            await self.store.save_turn(turn)
+            trace.record("error", message=message)
+            trace.close()
+            yield ev.ErrorEvent(message, code=type(exc).__name__)
+            yield ev.Done(
+                "",
+                turn.id,
+                turn.rounds,
+                usage_total,
+                cost_total,
+                time.perf_counter() - started,
+                status="failed",
+            )
+            return
+        turn.status = "completed"
+        await self.store.save_turn(turn)
+        trace.record("final", text=final_text, rounds=turn.rounds)
+        trace.close()
+        try:
+            await self.hooks.after_turn(
+                turn.session_id, [m for m in messages if not m.meta.get("internal_retry")]
+            )
+        except Exception:  # memory upkeep must never break a reply
+            log.exception("after_turn hook failed")
+        yield ev.Done(
+            final_text,
+            turn.id,
+            turn.rounds,
+            usage_total,
+            cost_total,
+            time.perf_counter() - started,
+            warning=warning,
+        )
+
+    @staticmethod
+    def _turn_calls(messages: list[Message], turn: TurnRecord) -> list[ToolCallPart]:
+        return [c for m in messages if m.role == "assistant" for c in m.tool_calls if c.id in turn.calls]
+
+    async def _drain_inbox(self, turn: TurnRecord, request: TurnRequest, messages: list[Message]) -> None:
+        """Messages that arrived during the turn join the next model call, never dropped."""
+        if request.inbox is None or request.inbox.empty():
+            return
+        drained = []
+        while not request.inbox.empty():
+            drained.append(request.inbox.get_nowait())
+        messages.extend(drained)
+        await self.store.append_messages(turn.session_id, drained)
+
+    async def _stream(
+        self, client: ModelClient, req: ModelRequest, cancel: asyncio.Event
+    ) -> AsyncIterator[Any]:
+        stream = client.stream(req)
+        if cancel.is_set():
+            raise asyncio.CancelledError
+        cancel_task = asyncio.ensure_future(cancel.wait())
+        try:
+            iterator = stream.__aiter__()
+            while True:
+                next_chunk = asyncio.ensure_future(iterator.__anext__())
+                done, _ = await asyncio.wait({next_chunk, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
+                if cancel_task in done:
+                    next_chunk.cancel()
+                    raise asyncio.CancelledError
+                try:
+                    yield next_chunk.result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            cancel_task.cancel()
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:  # closing a broken stream must not mask the real error
+                    pass
+
+    async def _run_calls(
+        self,
+        turn: TurnRecord,
+        messages: list[Message],
+        pending: list[ToolCallPart],
+        request: TurnRequest,
+        doom: DoomLoopGuard,
+        cancel: asyncio.Event,
+        suspended: list[ev.RuntimeEvent],
+    ) -> AsyncIterator[ev.RuntimeEvent]:
+        """Run the open calls of the last assistant message: doom-loop screening first, then
+        batches (parallel for concurrency-safe ones), results persisted in call order."""
+        queue: asyncio.Queue[ev.RuntimeEvent | None] = asyncio.Queue()
+
+        def ctx_for(call: ToolCallPart) -> ToolContext:
+            async def progress(stage: str, detail: str = "", percent: float | None = None) -> None:
+                queue.put_nowait(ev.ToolProgress(call.id, call.name, stage, detail, percent))
+
+            return ToolContext(
+                call_id=call.id,
+                tool_name=call.name,
+                session_id=turn.session_id,
+                turn_id=turn.id,
+                user_id=request.who.user_id,
+                chat_key=request.who.chat_key,
+                workspace=self.workspace,
+                deps=self.deps,
+                unattended=request.who.unattended,
+                turn=turn,
+                _progress=progress,
+            )
+
+        async def mark(call_id: str, status: str) -> None:
+            turn.calls[call_id] = status  # type: ignore[assignment]
+            await self.store.save_turn(turn)
+
+        self.executor.mark = mark
+
+        sem = asyncio.Semaphore(self.config.max_parallel_tools)
+
+        async def one(c: ToolCallPart) -> CallOutcome:
+            async with sem:
+                return await self.executor.run(c, ctx_for(c), turn, request.who)
+
+        async def work() -> None:
+            try:
+                for i, call in enumerate(pending):
+                    if doom.check(call):
+                        outcomes = [
+                            error_outcome(
+                                call,
+                                "doom_loop",
+                                "doom-loop: the same call was repeated 3 times; stopped. Change approach.",
+                            )
+                        ]
+                        outcomes += [
+                            error_outcome(c, "aborted", "aborted because of a doom loop in this batch")
+                            for c in pending[i + 1 :]
+                        ]
+                        await self._commit(turn, messages, outcomes, queue)
+                        return
+                for parallel, batch in self.executor.partition(pending):
+                    for call in batch:
+                        queue.put_nowait(ev.ToolStart(call.id, call.name, call.arguments))
+                    if parallel and len(batch) > 1:
+                        outcomes = list(await asyncio.gather(*(one(c) for c in batch)))
+                        await self._commit(turn, messages, outcomes, queue)
+                    else:
+                        for call in batch:
+                            try:
+                                outcome = await self.executor.run(call, ctx_for(call), turn, request.who)
+                            except Suspend as s:
+                                await self._suspend(turn, call, s, suspended)
+                                return
+                            await self._commit(turn, messages, [outcome], queue)
+                    if turn.plan:
+                        queue.put_nowait(ev.PlanUpdate(tuple((p.text, p.status) for p in turn.plan)))
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.ensure_future(work())
+        cancel_task = asyncio.ensure_future(cancel.wait())
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    event = getter.result()
+                    if event is None:
+                        break
+                    yield event
+                else:
+                    getter.cancel()
+                    task.cancel()
+                    try:
+                        await task
+                    except (asyncio.CancelledError, Exception):
+                        pass
+                    raise asyncio.CancelledError
+            await task  # surface unexpected errors from the batch
+        finally:
+            cancel_task.cancel()
+
+    async def _commit(
+        self,
+        turn: TurnRecord,
+        messages: list[Message],
+        outcomes: list[CallOutcome],
+        queue: asyncio.Queue[ev.RuntimeEvent | None],
+    ) -> None:
+        results = [o.message for o in outcomes]
+        messages.extend(results)
+        await self.store.append_messages(turn.session_id, results)
+        for o in outcomes:
+            turn.calls[o.call.id] = "done" if o.ok else "failed"
+            queue.put_nowait(o.event)
+        await self.store.save_turn(turn)
+
+    async def _suspend(
+        self, turn: TurnRecord, call: ToolCallPart, s: Suspend, out: list[ev.RuntimeEvent]
+    ) -> None:
+        turn.status = "suspended"
+        turn.waiting = s.waiting
+        if s.approval is not None:
+            turn.calls[call.id] = "awaiting_approval"
+            turn.calls_approval[call.id] = s.approval.id
+            out.append(ev.ApprovalRequired(s.approval.id, turn.id, call.id, call.name, call.arguments or {}))
+        else:
+            out.append(ev.Question(turn.id, call.id, s.waiting.question, tuple(s.waiting.options)))
+        await self.store.save_turn(turn)
+
+    async def _cancel_open_calls(
+        self, turn: TurnRecord, messages: list[Message], reason: str = "Cancelled by the user before it ran."
+    ) -> None:
+        fixes = []
+        for call in unanswered_calls(messages):
+            text = (
+                "Cancelled while running: it may have partially completed."
+                if turn.calls.get(call.id) == "executing"
+                else reason
+            )
+            fixes.append(Message.tool_result(call.id, call.name, json.dumps({"error": text}), is_error=True))
+            turn.calls[call.id] = "cancelled"
+        if fixes:
+            messages.extend(fixes)
+            await self.store.append_messages(turn.session_id, fixes)
+
+    @staticmethod
+    def _model_error_text(exc: ModelError) -> str:
+        who = f" ({exc.model})" if exc.model else ""
+        if isinstance(exc, FatalModelError):
+            return f"The model provider rejected the request{who}: {exc}. Check the model name and API key."
+        if isinstance(exc, StreamInterrupted):
+            return f"The model's answer broke off{who}: {exc}. Your message is saved; send it again to retry."
+        return f"The model provider is unavailable{who}: {exc}. Your message is saved; try again shortly."

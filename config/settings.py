@@ -1,0 +1,300 @@
+"""Typed settings. Every section is a pydantic model with `extra="forbid"`, so a misspelt key is an
+error (the loader turns it into one line with a suggestion) rather than a silently ignored value.
+
+Secrets are never required to sit in the file: each secret has a `*_env` field naming the environment
+variable to read, and `resolved_*(env)` returns the value from either place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from config.errors import ConfigError
+
+Provider = Literal["anthropic", "openai"]
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    if value is None:
+        return None
+    raw = value.get_secret_value()
+    return raw or None
+
+
+def _from_env(env: Mapping[str, str], name: str | None) -> str | None:
+    if not name:
+        return None
+    return env.get(name) or None
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Section):
+    id: str = Field(min_length=1)  # our name for it ("main", "backup")
+    provider: Provider
+    model: str = Field(min_length=1)  # the vendor's model name
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_key: SecretStr | None = None
+    context_window: int | None = Field(default=None, gt=0)
+    input_per_1m: float = Field(default=0.0, ge=0)
+    output_per_1m: float = Field(default=0.0, ge=0)
+    max_tokens: int = Field(default=8192, gt=0)
+    reasoning: bool = False
+
+    def resolved_api_key(self, env: Mapping[str, str] | None = None) -> str | None:
+        """The literal `api_key` if set, else the value of `api_key_env` in `env` (default os.environ)."""
+        return _secret(self.api_key) or _from_env(os.environ if env is None else env, self.api_key_env)
+
+
+class AgentConfig(_Section):
+    model: str = "main"
+    fallbacks: list[str] = Field(default_factory=list)
+    max_tool_rounds: int = Field(default=15, ge=1)
+    stream_idle_timeout: float = Field(default=60.0, gt=0)
+    tool_result_spill_chars: int = Field(default=8000, ge=500)
+    system_prompt: str | None = None
+    language: str = "auto"
+
+
+class TelegramConfig(_Section):
+    # None = "on when a token is available"; the loader resolves it to a bool.
+    enabled: bool | None = None
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    token: SecretStr | None = None
+    api_base_url: str = "https://api.telegram.org/bot"
+    allowed_users: list[int] = Field(default_factory=list)
+    admins: list[int] = Field(default_factory=list)
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(default=8443, gt=0, lt=65536)
+    webhook_secret_env: str | None = "TELEGRAM_WEBHOOK_SECRET"
+    webhook_secret: SecretStr | None = None
+    group_sessions: Literal["per_group", "per_user"] = "per_group"
+    max_backlog_age_s: int = Field(default=600, ge=0)
+    pairing: bool = False
+
+    @model_validator(mode="after")
+    def _webhook_needs_url(self) -> TelegramConfig:
+        if self.mode == "webhook" and not self.webhook_url:
+            raise ValueError("mode = 'webhook' needs webhook_url (the public https URL Telegram posts to)")
+        return self
+
+    def resolved_token(self, env: Mapping[str, str] | None = None) -> str | None:
+        return _secret(self.token) or _from_env(os.environ if env is None else env, self.token_env)
+
+    def resolved_webhook_secret(self, env: Mapping[str, str] | None = None) -> str | None:
+        return _secret(self.webhook_secret) or _from_env(os.environ if env is None else env, self.webhook_secret_env)
+
+
+class DiscordConfig(_Section):
+    enabled: bool | None = None  # None = "on when a token is available"
+    token_env: str = "DISCORD_BOT_TOKEN"
+    token: SecretStr | None = None
+    allowed_users: list[int] = Field(default_factory=list)
+    admins: list[int] = Field(default_factory=list)
+    api_base_url: str | None = None  # tests point these at a fake Discord
+    gateway_url: str | None = None
+    guild_ids: list[int] = Field(default_factory=list)
+
+    def resolved_token(self, env: Mapping[str, str] | None = None) -> str | None:
+        return _secret(self.token) or _from_env(os.environ if env is None else env, self.token_env)
+
+
+class ToolsConfig(_Section):
+    exec_timeout: float = Field(default=30.0, gt=0)
+    exec_output_cap: int = Field(default=16000, gt=0)
+    env_allowlist: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TERM"])
+    web_fetch_max_bytes: int = Field(default=2_000_000, gt=0)
+    web_fetch_timeout: float = Field(default=20.0, gt=0)
+    allow_private_urls: bool = False
+
+
+class MarketsConfig(_Section):
+    provider: Literal["bundled", "csv", "akshare", "yfinance", "ccxt"] = "bundled"
+    csv_dir: Path | None = None
+    live: bool = False
+    initial_cash: float = Field(default=1_000_000, gt=0)
+
+    @model_validator(mode="after")
+    def _csv_needs_dir(self) -> MarketsConfig:
+        if self.provider == "csv" and self.csv_dir is None:
+            raise ValueError("provider = 'csv' needs csv_dir (a folder of <code>.csv daily bars)")
+        return self
+
+
+class SchedulerConfig(_Section):
+    enabled: bool = True
+    timezone: str = "Asia/Shanghai"
+    misfire_grace_s: int = Field(default=3600, ge=0)
+    lease_ttl_s: int = Field(default=60, gt=0)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone '{value}' (use an IANA name such as 'Asia/Shanghai')") from None
+        return value
+
+
+class MemoryConfig(_Section):
+    enabled: bool = True
+    recall_budget_chars: int = Field(default=1200, ge=0)
+
+
+class McpServerConfig(_Section):
+    name: str = Field(min_length=1)
+    command: list[str] | None = None  # stdio server: argv
+    url: str | None = None  # streamable-HTTP server
+    env_allowlist: list[str] = Field(default_factory=list)
+    requires_approval: bool = True
+    tool_overrides: dict[str, bool] = Field(default_factory=dict)  # tool -> requires_approval
+    timeout: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("set exactly one of command (a stdio server) or url (an HTTP server)")
+        return self
+
+
+def default_home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    raw = env.get("TAPEBOT_HOME") or "~/.tapebot"
+    return Path(raw).expanduser().absolute()
+
+
+class Settings(BaseSettings):
+    """The whole configuration. Build it with `config.loader.load_settings()`, which reads the file,
+    applies `TAPEBOT_*` overrides and checks cross-references; `Settings()` alone reads only the
+    environment (pydantic-settings) and skips those checks."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TAPEBOT_", env_nested_delimiter="__", extra="forbid", validate_assignment=True
+    )
+
+    home: Path = Field(default_factory=default_home)
+    database_url: str | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    models: list[ModelConfig] = Field(default_factory=list)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    markets: MarketsConfig = Field(default_factory=MarketsConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+
+    # The environment the settings were loaded from: secrets named by `*_env` resolve against it.
+    _environ: Mapping[str, str] | None = PrivateAttr(default=None)
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, value: Path) -> Path:
+        return Path(value).expanduser().absolute()
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    # ---- environment -------------------------------------------------------------------------
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return os.environ if self._environ is None else self._environ
+
+    def bind_environ(self, environ: Mapping[str, str]) -> Settings:
+        self._environ = dict(environ)
+        return self
+
+    # ---- paths -------------------------------------------------------------------------------
+    @property
+    def config_path(self) -> Path:
+        return self.home / "config.toml"
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite+aiosqlite:///{self.home / 'tapebot.db'}"
+
+    @property
+    def traces_dir(self) -> Path:
+        return self.home / "traces"
+
+    @property
+    def results_dir(self) -> Path:
+        return self.home / "results"
+
+    @property
+    def workspace_dir(self) -> Path:
+        return self.home / "workspace"
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.home / "archive"
+
+    @property
+    def skills_dir(self) -> Path:
+        return self.home / "skills"
+
+    def ensure_dirs(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        for path in (self.traces_dir, self.results_dir, self.workspace_dir, self.archive_dir, self.skills_dir):
+            path.mkdir(parents=True, exist_ok=True)
+
+    # ---- models ------------------------------------------------------------------------------
+    def model(self, model_id: str) -> ModelConfig:
+        for m in self.models:
+            if m.id == model_id:
+                return m
+        declared = ", ".join(m.id for m in self.models) or "none"
+        raise ConfigError(
+            f"no model '{model_id}' (declared: {declared})",
+            fix=f"add a [[models]] entry with id = \"{model_id}\" to {self.config_path}",
+        )
+
+    def model_chain(self) -> list[ModelConfig]:
+        """The agent's model followed by its fallbacks, in order."""
+        return [self.model(self.agent.model), *(self.model(f) for f in self.agent.fallbacks)]
+
+    def api_key(self, model_id: str) -> str | None:
+        return self.model(model_id).resolved_api_key(self.environ)
+
+    # ---- secrets -----------------------------------------------------------------------------
+    def secret_values(self) -> list[str]:
+        """Every resolved secret string (longest first), for redaction of logs and traces."""
+        env = self.environ
+        found = [m.resolved_api_key(env) for m in self.models]
+        found += [
+            self.telegram.resolved_token(env),
+            self.telegram.resolved_webhook_secret(env),
+            self.discord.resolved_token(env),
+            _url_password(self.database_url),
+        ]
+        # Very short values would redact ordinary words; no real secret is that short.
+        unique = {s for s in found if s and len(s) >= 6}
+        return sorted(unique, key=lambda s: (-len(s), s))
+
+
+def _url_password(url: str | None) -> str | None:
+    if not url or "://" not in url:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None

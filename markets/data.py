@@ -1,0 +1,113 @@
+"""The MarketData port: one object the tools use for instruments and bars, whatever the source.
+
+    md = MarketData()                      # bundled dataset only
+    md = MarketData([CsvFolderProvider("~/bars"), BundledProvider()])   # first provider that has it wins
+    inst = md.resolve("贵州茅台")            # or 600519 / 600519.SH / sh600519 / GZMT / BTC
+    bars = md.bars("600519", start="2025-01-01")
+    md.as_of("cn")                         # date of the last bar: every answer quotes it
+
+Methods are synchronous (local providers answer from memory); async code uses `abars`, which runs
+the provider in a worker thread so a network backend never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from datetime import date
+
+from markets.bars import Bars
+from markets.calendar import TradingCalendar
+from markets.directory import Directory, load_cn_instruments
+from markets.errors import NoData
+from markets.panel import Panel
+from markets.providers.base import BarProvider
+from markets.providers.bundled import BundledProvider
+from markets.symbols import Instrument, board_of, exchange_of
+
+
+class MarketData:
+    def __init__(self, providers: Sequence[BarProvider] | None = None, directory: Directory | None = None):
+        self.providers: list[BarProvider] = list(providers) if providers is not None else [BundledProvider()]
+        self._directory = directory
+        self._calendars: dict[str, TradingCalendar] = {}
+
+    # -- instruments ------------------------------------------------------------------------------
+    @property
+    def directory(self) -> Directory:
+        if self._directory is None:
+            d = Directory(load_cn_instruments())
+            for p in self.providers:
+                for inst in p.instruments():
+                    if d.get(inst.symbol) is None:
+                        d.add(inst)
+                for code in getattr(p, "symbols", lambda market="cn": [])("cn"):
+                    if d.get(code) is None:  # bars without a stock-list entry (e.g. delisted 601989)
+                        d.add(Instrument(code, "", exchange=exchange_of(code), board=board_of(code)))
+            self._directory = d
+        return self._directory
+
+    def resolve(self, query: str | Instrument) -> Instrument:
+        """Any code form, name, pinyin initials or crypto symbol → Instrument; NotFound with suggestions."""
+        return query if isinstance(query, Instrument) else self.directory.resolve(str(query))
+
+    def search(self, query: str, limit: int = 10) -> list[Instrument]:
+        return self.directory.search(query, limit)
+
+    def universe(self, market: str = "cn") -> list[Instrument]:
+        """Instruments that have bars from some provider (the screen's universe)."""
+        seen: dict[str, Instrument] = {}
+        for p in self.providers:
+            for s in getattr(p, "symbols", lambda market="cn": [])(market):
+                if s not in seen:
+                    seen[s] = self.directory.get(s) or Instrument(s, market=market)  # type: ignore[arg-type]
+        return list(seen.values())
+
+    # -- bars -------------------------------------------------------------------------------------
+    def bars(self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
+        inst = self.resolve(query)
+        errors = []
+        for p in self.providers:
+            if p.has(inst):
+                try:
+                    b = p.bars(inst, start, end)
+                except NoData as exc:
+                    errors.append(str(exc))
+                    continue
+                if len(b):
+                    return b
+        raise NoData(errors[0] if errors else f"no provider has bars for {inst.label}")
+
+    async def abars(self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
+        return await asyncio.to_thread(self.bars, query, start, end)
+
+    def index_bars(self, code: str = "000300", start: date | str | None = None, end: date | str | None = None) -> Bars:
+        inst = self.directory.index(code)
+        if inst is None:
+            raise NoData(f"unknown index {code}; available: 000300 (CSI 300)")
+        # The index file runs past the stock data; clip it so every figure shares one "as of" date.
+        return self.bars(inst, start, end or self.as_of("cn"))
+
+    def panel(self, symbols: Iterable[str] | None = None, market: str = "cn", min_bars: int = 1) -> Panel:
+        """Aligned 2-D bars of many symbols (default: the whole universe of the market)."""
+        syms = list(symbols) if symbols is not None else [i.symbol for i in self.universe(market)]
+        got = {}
+        for s in syms:
+            try:
+                b = self.bars(s)
+            except NoData:
+                continue
+            if len(b) >= min_bars:
+                got[s] = b
+        return Panel.from_bars(got)
+
+    # -- time -------------------------------------------------------------------------------------
+    def as_of(self, market: str = "cn") -> date | None:
+        """Date of the latest bar known for a market (None when only live providers are configured)."""
+        dates = [d for p in self.providers if (d := p.as_of(market)) is not None]
+        return max(dates) if dates else None
+
+    def calendar(self, market: str = "cn") -> TradingCalendar:
+        if market not in self._calendars:
+            self._calendars[market] = TradingCalendar.crypto() if market == "crypto" else TradingCalendar.sse()
+        return self._calendars[market]

@@ -1,0 +1,39 @@
+"""Market errors. They derive from the runtime's ToolFailed so a tool that raises one shows the model
+a clear message (e.g. "not found, did you mean …") instead of a stack trace."""
+
+from __future__ import annotations
+
+from agent.errors import ToolFailed
+
+
+class MarketError(ToolFailed):
+    """Base of errors raised by markets/."""
+
+
+class NotFound(MarketError):
+    """An unknown code, name or symbol. `suggestions` are close matches for "did you mean …"."""
+
+    def __init__(self, query: str, suggestions: list[str] | None = None, what: str = "instrument", ambiguous: bool = False):
+        self.query = query
+        self.suggestions = list(suggestions or [])
+        self.ambiguous = ambiguous
+        text = f"{query!r} matches several {what}s" if ambiguous else f"{what} not found: {query!r}"
+        if self.suggestions:
+            text += "; did you mean " + ", ".join(self.suggestions) + "?"
+        super().__init__(text)
+
+
+class NoData(MarketError):
+    """The instrument exists but has no bars in the requested window / from this provider."""
+
+
+class ProviderUnavailable(MarketError):
+    """An optional backend's library is not installed (install the extra) or the backend failed."""
+
+
+class ServiceMissing(MarketError):
+    """A tool needs a service the composition root did not configure."""
+
+
+class TradeRejected(MarketError):
+    """The broker refused an order (insufficient cash/shares, lot size, T+1, limit-locked bar, ...)."""
