@@ -143,10 +143,19 @@ class SentMessage:
 
 
 class FormattingRejected(Exception):
-    """The platform refused our formatted text (Telegram "can't parse entities"); resend as plain."""
+    """The platform refused our formatted text (Telegram "can't parse entities"). Adapters catch it
+    internally and resend as plain text; callers never see it."""
 
 
-class MessageGone(Exception):
+class DeliveryError(Exception):
+    """Sending failed for good (bot blocked, chat gone, flood control still active after retries)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class MessageGone(DeliveryError):
     """The message to edit no longer exists or can no longer be edited."""
 
 
@@ -158,6 +167,8 @@ class ChatAdapter(ABC):
     #: minimum seconds between edits of one message while streaming (private / group chats)
     edit_interval: float = 1.0
     group_edit_interval: float = 3.0
+    #: the bot's own identity on this platform, known after `start()`
+    me: UserRef | None = None
 
     @abstractmethod
     async def start(self, handler: InboundHandler) -> None:

@@ -259,6 +259,12 @@ class AgentRuntime:
         payload = {"status": status, "answer": text}
         await self._answer(turn_id, call_id, tool, json.dumps(payload, ensure_ascii=False), None)
 
+    async def close_turn(self, turn_id: str) -> None:
+        """Close a suspended or stale turn, answering every open call (user moved on / crash)."""
+        turn = await self.store.load_turn(turn_id)
+        if turn is not None and turn.status in ("suspended", "running"):
+            await self._close_open_turn(turn)
+
     # ---- internals ---------------------------------------------------------------------------
     async def _answer(
         self, turn_id: str, call_id: str, tool: str, content: str, error_code: str | None

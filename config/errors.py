@@ -12,7 +12,9 @@ class ConfigError(TapebotError):
     """A broken or missing configuration. `str(err)` is one line naming the file, the key and the fix,
     e.g. ``/home/u/.tapebot/config.toml: key 'agent.model': names no model — declared: main``."""
 
-    def __init__(self, message: str, *, file: str | None = None, key: str | None = None, fix: str | None = None):
+    def __init__(
+        self, message: str, *, file: str | None = None, key: str | None = None, fix: str | None = None
+    ):
         self.message, self.file, self.key, self.fix = message, file, key, fix
         parts = []
         if file:

@@ -127,7 +127,10 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         bad = next((k for k, v in env.items() if k.upper().startswith(ENV_PREFIX) and _bad_json(v)), None)
         if bad:
             raise ConfigError(
-                "is not valid JSON", key=bad, fix="lists and tables must be JSON, e.g. '[1, 2]'"
+                "is not valid JSON",
+                file="environment",
+                key=bad,
+                fix="lists and tables must be JSON, e.g. '[1, 2]'",
             ) from None
         raise ConfigError(str(exc), file="environment") from None
 
@@ -203,7 +206,10 @@ def _check_models(settings: Settings, path: Path, *, require_model: bool) -> Non
     for i, m in enumerate(settings.models):
         if m.id in seen:
             raise ConfigError(
-                f"duplicate model id '{m.id}'", file=file, key=f"models[{i}].id", fix="give each model its own id"
+                f"duplicate model id '{m.id}'",
+                file=file,
+                key=f"models[{i}].id",
+                fix="give each model its own id",
             )
         seen.add(m.id)
     if not require_model:
@@ -215,19 +221,18 @@ def _check_models(settings: Settings, path: Path, *, require_model: bool) -> Non
             fix=INIT_HINT,
         )
     declared = ", ".join(sorted(seen))
+    env = settings.environ
     if settings.agent.model not in seen:
         raise ConfigError(
             f"names no model '{settings.agent.model}' (declared: {declared})",
-            file=file,
-            key="agent.model",
+            **_source(("agent", "model"), env, path),
             fix="set it to one of the [[models]] ids",
         )
     for i, name in enumerate(settings.agent.fallbacks):
         if name not in seen:
             raise ConfigError(
                 f"names no model '{name}' (declared: {declared})",
-                file=file,
-                key=f"agent.fallbacks[{i}]",
+                **_source(("agent", "fallbacks", i), env, path),
                 fix="remove it or add a [[models]] table with that id",
             )
     for m in settings.model_chain():
@@ -251,12 +256,14 @@ def _check_key(m: ModelConfig, settings: Settings, file: str) -> None:
             f"model '{m.id}' has no API key",
             file=file,
             key=f"models[{index}]",
-            fix=f"add api_key_env = \"{'ANTHROPIC' if m.provider == 'anthropic' else 'OPENAI'}_API_KEY\" "
-            "or api_key = \"…\"",
+            fix=f'add api_key_env = "{"ANTHROPIC" if m.provider == "anthropic" else "OPENAI"}_API_KEY" '
+            'or api_key = "…"',
         )
 
 
-def _resolve_platforms(settings: Settings, path: Path, env: Mapping[str, str], *, require_platform: bool) -> None:
+def _resolve_platforms(
+    settings: Settings, path: Path, env: Mapping[str, str], *, require_platform: bool
+) -> None:
     file = str(path)
     for name, section in (("telegram", settings.telegram), ("discord", settings.discord)):
         has_token = section.resolved_token(env) is not None
@@ -281,9 +288,7 @@ def _resolve_platforms(settings: Settings, path: Path, env: Mapping[str, str], *
 def _explain(exc: ValidationError, path: Path, env: Mapping[str, str]) -> ConfigError:
     err = exc.errors(include_url=False)[0]
     loc = tuple(err.get("loc", ()))
-    key = _dotted(loc)
-    env_var = _env_var_for(loc, env)
-    source = {"key": env_var, "file": "environment"} if env_var else {"key": key, "file": str(path)}
+    source = _source(loc, env, path)
     kind = err.get("type", "")
     more = len(exc.errors()) - 1
     tail = f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else ""
@@ -297,7 +302,7 @@ def _explain(exc: ValidationError, path: Path, env: Mapping[str, str]) -> Config
         value = err.get("input")
         return ConfigError(
             f"unknown provider '{value}'{tail}",
-            fix="use \"anthropic\" or \"openai\" (any OpenAI-compatible endpoint, with base_url)",
+            fix='use "anthropic" or "openai" (any OpenAI-compatible endpoint, with base_url)',
             **source,
         )
     message = str(err.get("msg", "is invalid"))
@@ -305,6 +310,14 @@ def _explain(exc: ValidationError, path: Path, env: Mapping[str, str]) -> Config
     value = err.get("input")
     shown = "" if isinstance(value, dict | list | SecretStr) or value is None else f" (got {value!r})"
     return ConfigError(f"{message}{shown}{tail}", **source)
+
+
+def _source(loc: tuple[Any, ...], env: Mapping[str, str], path: Path) -> dict[str, str]:
+    """Where a value came from: the TAPEBOT_* variable if one supplied it, else the file."""
+    env_var = _env_var_for(loc, env)
+    if env_var:
+        return {"file": "environment", "key": env_var}
+    return {"file": str(path), "key": _dotted(loc)}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

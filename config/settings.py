@@ -93,7 +93,9 @@ class TelegramConfig(_Section):
         return _secret(self.token) or _from_env(os.environ if env is None else env, self.token_env)
 
     def resolved_webhook_secret(self, env: Mapping[str, str] | None = None) -> str | None:
-        return _secret(self.webhook_secret) or _from_env(os.environ if env is None else env, self.webhook_secret_env)
+        return _secret(self.webhook_secret) or _from_env(
+            os.environ if env is None else env, self.webhook_secret_env
+        )
 
 
 class DiscordConfig(_Section):
@@ -146,7 +148,9 @@ class SchedulerConfig(_Section):
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone '{value}' (use an IANA name such as 'Asia/Shanghai')") from None
+            raise ValueError(
+                f"unknown time zone '{value}' (use an IANA name such as 'Asia/Shanghai')"
+            ) from None
         return value
 
 
@@ -252,7 +256,13 @@ class Settings(BaseSettings):
 
     def ensure_dirs(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        for path in (self.traces_dir, self.results_dir, self.workspace_dir, self.archive_dir, self.skills_dir):
+        for path in (
+            self.traces_dir,
+            self.results_dir,
+            self.workspace_dir,
+            self.archive_dir,
+            self.skills_dir,
+        ):
             path.mkdir(parents=True, exist_ok=True)
 
     # ---- models ------------------------------------------------------------------------------
@@ -263,7 +273,7 @@ class Settings(BaseSettings):
         declared = ", ".join(m.id for m in self.models) or "none"
         raise ConfigError(
             f"no model '{model_id}' (declared: {declared})",
-            fix=f"add a [[models]] entry with id = \"{model_id}\" to {self.config_path}",
+            fix=f'add a [[models]] entry with id = "{model_id}" to {self.config_path}',
         )
 
     def model_chain(self) -> list[ModelConfig]:

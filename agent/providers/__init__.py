@@ -6,6 +6,7 @@ imported inside the client constructors, so importing this package stays cheap.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,6 +49,19 @@ def _api_key(cfg: Any) -> str | None:
     return key or None
 
 
+# Claude models before the 4.6 generation only know manual budgets; later ones only "adaptive".
+_BUDGET_THINKING = re.compile(
+    r"claude-3|claude-(?:sonnet|opus|haiku)-4(?:-[0-5])?(?:-\d{8})?$", re.IGNORECASE
+)
+
+
+def anthropic_thinking(model: str, max_tokens: int | None) -> str | int:
+    """The thinking setting `reasoning = true` means for an Anthropic model."""
+    if _BUDGET_THINKING.search(model):
+        return max(1024, (max_tokens or 8192) // 2)
+    return "adaptive"
+
+
 def build_model_client(cfg: Any, *, idle_timeout: float = 60.0, api_key: str | None = _UNSET) -> ModelClient:
     """One client for a model config (`config.ModelConfig` or anything with its attributes:
     id, provider, model, base_url, api_key, context_window, input_per_1m, output_per_1m,
@@ -59,10 +73,9 @@ def build_model_client(cfg: Any, *, idle_timeout: float = 60.0, api_key: str | N
     if cfg.provider == "anthropic":
         from agent.providers.anthropic import AnthropicClient
 
-        # `reasoning = true` on an Anthropic model turns extended thinking on.
-        budget = max(1024, (max_tokens or 8192) // 2) if getattr(cfg, "reasoning", False) else None
+        thinking = anthropic_thinking(cfg.model, max_tokens) if getattr(cfg, "reasoning", False) else None
         return AnthropicClient(
-            info, key, base_url, idle_timeout=idle_timeout, max_tokens=max_tokens, thinking_budget=budget
+            info, key, base_url, idle_timeout=idle_timeout, max_tokens=max_tokens, thinking=thinking
         )
     if cfg.provider == "openai":
         from agent.providers.openai import OpenAICompatClient
@@ -71,7 +84,9 @@ def build_model_client(cfg: Any, *, idle_timeout: float = 60.0, api_key: str | N
     from agent.errors import ConfigError
 
     raise ConfigError(
-        f"unknown provider '{cfg.provider}'", key=f"models.{cfg.id}.provider", fix="use 'anthropic' or 'openai'"
+        f"unknown provider '{cfg.provider}'",
+        key=f"models.{cfg.id}.provider",
+        fix="use 'anthropic' or 'openai'",
     )
 
 

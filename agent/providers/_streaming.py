@@ -71,7 +71,9 @@ def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
     return getattr(response, "headers", None)
 
 
-def classify(exc: BaseException, *, model: str, connection_errors: tuple[type[BaseException], ...] = ()) -> ModelError | None:
+def classify(
+    exc: BaseException, *, model: str, connection_errors: tuple[type[BaseException], ...] = ()
+) -> ModelError | None:
     """Map an SDK/transport exception to our tree; `None` means "not a model-call failure"
     (a bug in our code), which the caller re-raises unchanged."""
     if isinstance(exc, ModelError):
@@ -84,13 +86,21 @@ def classify(exc: BaseException, *, model: str, connection_errors: tuple[type[Ba
         text = f"{_error_type(getattr(exc, 'body', None))} {exc}".lower()
         if status == 429:
             if any(marker in text for marker in _QUOTA_MARKERS):
-                return FatalModelError(f"{model}: quota or spend limit reached ({detail})", model=model, status=status)
+                return FatalModelError(
+                    f"{model}: quota or spend limit reached ({detail})", model=model, status=status
+                )
             return RateLimited(
-                f"{model}: rate limited ({detail})", model=model, retry_after=parse_retry_after(_headers_of(exc))
+                f"{model}: rate limited ({detail})",
+                model=model,
+                retry_after=parse_retry_after(_headers_of(exc)),
             )
         if status in (408, 409) or status >= 500:
-            return RetryableModelError(f"{model}: server error {status} ({detail})", model=model, status=status)
-        return FatalModelError(f"{model}: request refused with {status} ({detail})", model=model, status=status)
+            return RetryableModelError(
+                f"{model}: server error {status} ({detail})", model=model, status=status
+            )
+        return FatalModelError(
+            f"{model}: request refused with {status} ({detail})", model=model, status=status
+        )
     if isinstance(status, int):
         # An error event inside a 200 stream (Anthropic `event: error`).
         kind = _error_type(getattr(exc, "body", None))
@@ -143,7 +153,9 @@ async def guarded(
                 raise StreamInterrupted(
                     f"{model}: stream {kind} after output was delivered ({type(exc).__name__}: {exc})"[:600],
                     model=model,
-                    status=getattr(exc, "status_code", None) if isinstance(getattr(exc, "status_code", None), int) else None,
+                    status=getattr(exc, "status_code", None)
+                    if isinstance(getattr(exc, "status_code", None), int)
+                    else None,
                 ) from exc
             mapped = classify(exc, model=model, connection_errors=connection_errors)
             if mapped is None or mapped is exc:

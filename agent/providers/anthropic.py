@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agent.providers._streaming import guarded, with_idle_timeout
@@ -37,7 +37,12 @@ if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
 _EPHEMERAL = {"type": "ephemeral"}
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+}
 
 
 class AnthropicClient:
@@ -50,14 +55,16 @@ class AnthropicClient:
         max_retries: int = 0,
         *,
         max_tokens: int | None = None,
-        thinking_budget: int | None = None,
+        thinking: Literal["adaptive"] | int | None = None,
     ) -> None:
+        """`thinking`: None (off), "adaptive" (newer models decide themselves), or a token
+        budget for manual extended thinking (older models; newer ones reject budgets)."""
         import anthropic  # lazy: keeps CLI cold start fast
 
         self.info = info
         self.idle_timeout = idle_timeout
         self.max_tokens = max_tokens
-        self.thinking_budget = thinking_budget
+        self.thinking = thinking
         # Local proxies often need no key; the SDK insists on one.
         if api_key is None and base_url:
             api_key = "not-needed"
@@ -71,7 +78,9 @@ class AnthropicClient:
         await self._client.close()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        return guarded(self._stream(request), model=self.info.model, connection_errors=self._connection_errors)
+        return guarded(
+            self._stream(request), model=self.info.model, connection_errors=self._connection_errors
+        )
 
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -89,13 +98,17 @@ class AnthropicClient:
             params["system"] = system
         if request.tools:
             params["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
             ]
-        if self.thinking_budget:
-            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-            params["max_tokens"] = max(max_tokens, self.thinking_budget + 1024)
-        elif request.temperature is not None:
-            params["temperature"] = request.temperature  # thinking requires the default temperature
+        if self.thinking == "adaptive":
+            params["thinking"] = {"type": "adaptive"}
+        elif isinstance(self.thinking, int) and self.thinking > 0:
+            budget = max(1024, self.thinking)
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            params["max_tokens"] = max(max_tokens, budget + 1024)
+        # `request.temperature` is never sent: API version 2026-10-21 (what SDK 2.x speaks)
+        # removed the sampling parameters and answers them with a 400.
         return params
 
     # ---- response -----------------------------------------------------------------------------
@@ -180,7 +193,9 @@ def _tool_call(entry: dict[str, Any]) -> ToolCallPart:
     except ValueError:
         parsed = None
     arguments = parsed if isinstance(parsed, dict) else None
-    return ToolCallPart(id=entry.get("id", ""), name=entry.get("name", ""), arguments=arguments, raw_arguments=raw)
+    return ToolCallPart(
+        id=entry.get("id", ""), name=entry.get("name", ""), arguments=arguments, raw_arguments=raw
+    )
 
 
 # ---- wire mapping (pure functions) --------------------------------------------------------------
@@ -205,7 +220,9 @@ def _blocks_of(message: Message) -> list[dict[str, Any]]:
                 blocks.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
         elif isinstance(part, ToolCallPart):
             # Invalid arguments were answered with an error and never ran; the wire needs an object.
-            blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": part.arguments or {}})
+            blocks.append(
+                {"type": "tool_use", "id": part.id, "name": part.name, "input": part.arguments or {}}
+            )
         elif isinstance(part, ToolResultPart):
             result: dict[str, Any] = {
                 "type": "tool_result",

@@ -66,7 +66,9 @@ class FallbackClient:
         if exc.retry_after is not None and exc.retry_after <= self.retry_after_cap:
             return exc.retry_after
         if last:
-            return min(exc.retry_after if exc.retry_after is not None else self.default_wait, self.retry_after_cap)
+            return min(
+                exc.retry_after if exc.retry_after is not None else self.default_wait, self.retry_after_cap
+            )
         return None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:

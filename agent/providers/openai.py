@@ -69,14 +69,18 @@ class OpenAICompatClient:
         self.compat = _Compat()
         if api_key is None and base_url:
             api_key = "not-needed"  # Ollama, vLLM and friends accept anything
-        self._client: AsyncOpenAI = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries)
+        self._client: AsyncOpenAI = openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, max_retries=max_retries
+        )
         self._connection_errors: tuple[type[BaseException], ...] = (openai.APIConnectionError,)
 
     async def aclose(self) -> None:
         await self._client.close()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        return guarded(self._stream(request), model=self.info.model, connection_errors=self._connection_errors)
+        return guarded(
+            self._stream(request), model=self.info.model, connection_errors=self._connection_errors
+        )
 
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest, compat: _Compat | None = None) -> dict[str, Any]:
@@ -146,7 +150,9 @@ class OpenAICompatClient:
                         continue
                     delta = choice.delta
                     if delta is not None:
-                        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+                        reasoning = getattr(delta, "reasoning_content", None) or getattr(
+                            delta, "reasoning", None
+                        )
                         if isinstance(reasoning, str) and reasoning:
                             yield ThinkingChunk(reasoning)
                         if delta.content:
@@ -224,7 +230,9 @@ def _new_call_id() -> str:
 def make_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCallPart:
     """A ToolCallPart from raw argument text; anything but a JSON object gives arguments=None."""
     if isinstance(raw, dict):
-        return ToolCallPart(id=call_id, name=name, arguments=raw, raw_arguments=json.dumps(raw, ensure_ascii=False))
+        return ToolCallPart(
+            id=call_id, name=name, arguments=raw, raw_arguments=json.dumps(raw, ensure_ascii=False)
+        )
     text = raw or ""
     if not text.strip():
         return ToolCallPart(id=call_id, name=name, arguments={}, raw_arguments=text)
@@ -326,7 +334,9 @@ def _parse_tag(inner: str) -> ToolCallPart | None:
 
 
 # ---- wire mapping -------------------------------------------------------------------------------
-def to_wire_messages(messages: list[Message], system: str = "", system_dynamic: str = "") -> list[dict[str, Any]]:
+def to_wire_messages(
+    messages: list[Message], system: str = "", system_dynamic: str = ""
+) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
     # One system message: several endpoints' chat templates reject a second one.
     system_text = "\n\n".join(s for s in (system, system_dynamic) if s)
@@ -343,12 +353,17 @@ def to_wire_messages(messages: list[Message], system: str = "", system_dynamic: 
                         "id": c.id,
                         "type": "function",
                         # Invalid arguments never ran; send valid JSON so strict templates accept it.
-                        "function": {"name": c.name, "arguments": json.dumps(c.arguments or {}, ensure_ascii=False)},
+                        "function": {
+                            "name": c.name,
+                            "arguments": json.dumps(c.arguments or {}, ensure_ascii=False),
+                        },
                     }
                     for c in calls
                 ]
             # DeepSeek wants its reasoning echoed; signed (Anthropic) thinking is not ours to send.
-            reasoning = "".join(p.text for p in message.parts if isinstance(p, ThinkingPart) and not p.signature)
+            reasoning = "".join(
+                p.text for p in message.parts if isinstance(p, ThinkingPart) and not p.signature
+            )
             if reasoning:
                 entry["reasoning_content"] = reasoning
             if text or calls:

@@ -27,7 +27,11 @@ from agent.providers.base import (
 )
 from agent.usage import Usage
 
-Turn = Sequence[Chunk | BaseException] | Callable[[ModelRequest], Iterable[Chunk | BaseException]] | BaseException
+Turn = (
+    Sequence[Chunk | BaseException]
+    | Callable[[ModelRequest], Iterable[Chunk | BaseException]]
+    | BaseException
+)
 
 _ids = itertools.count(1)
 

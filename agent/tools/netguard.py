@@ -106,7 +106,9 @@ def check_scheme_and_host(url: httpx.URL) -> str:
     return host
 
 
-async def checked_addresses(url: httpx.URL, *, allow_private: bool, resolver: Resolver | None = None) -> list[str]:
+async def checked_addresses(
+    url: httpx.URL, *, allow_private: bool, resolver: Resolver | None = None
+) -> list[str]:
     """Resolve the URL's host and refuse it unless every address is public. Returns the addresses
     (first one is what to connect to)."""
     host = check_scheme_and_host(url)
@@ -155,7 +157,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self._resolver = resolver
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        addresses = await checked_addresses(request.url, allow_private=self._allow_private, resolver=self._resolver)
+        addresses = await checked_addresses(
+            request.url, allow_private=self._allow_private, resolver=self._resolver
+        )
         host = check_scheme_and_host(request.url)
         target = addresses[0]
         if literal_ip(host) is None:

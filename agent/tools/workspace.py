@@ -211,8 +211,5 @@ def resolve_path(policy: LocalToolPolicy, raw: str, *, for_write: bool = False) 
     if policy.is_protected(real):
         raise ToolDenied(f"'{raw}': this file is protected (configuration, database or secrets)")
     rel_display = real.relative_to(root).as_posix()
-    if in_results:
-        display = f"{RESULTS_PREFIX}/{rel_display}"
-    else:
-        display = rel_display or "."
+    display = f"{RESULTS_PREFIX}/{rel_display}" if in_results else rel_display
     return ResolvedPath(real, root, display, in_results)

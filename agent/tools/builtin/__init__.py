@@ -73,4 +73,12 @@ async def web_fetch(ctx: ToolContext, url: str, max_chars: int = 20000) -> str:
     return await web_fetch_impl(policy_of(ctx), url, max_chars)
 
 
-__all__ = ["LocalToolPolicy", "exec_command", "local_tools", "policy_of", "read_file", "web_fetch", "write_file"]
+__all__ = [
+    "LocalToolPolicy",
+    "exec_command",
+    "local_tools",
+    "policy_of",
+    "read_file",
+    "web_fetch",
+    "write_file",
+]

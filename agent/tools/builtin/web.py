@@ -162,7 +162,9 @@ async def fetch(policy: LocalToolPolicy, url: str) -> FetchResult:
     ) as client:
         for _hop in range(policy.web_max_redirects + 1):
             # Checked here for a clear error before any connection; the transport checks again.
-            await netguard.checked_addresses(current, allow_private=policy.allow_private_urls, resolver=resolver)
+            await netguard.checked_addresses(
+                current, allow_private=policy.allow_private_urls, resolver=resolver
+            )
             async with client.stream("GET", current) as response:
                 if response.status_code in _REDIRECT_CODES and "location" in response.headers:
                     try:
@@ -218,7 +220,9 @@ async def web_fetch_impl(policy: LocalToolPolicy, url: str, max_chars: int) -> s
             decoded = result.body.decode(result.charset, errors="replace")
         except LookupError:
             decoded = result.body.decode("utf-8", errors="replace")
-        if ctype in ("text/html", "application/xhtml+xml") or (not ctype and "<html" in decoded[:2000].lower()):
+        if ctype in ("text/html", "application/xhtml+xml") or (
+            not ctype and "<html" in decoded[:2000].lower()
+        ):
             title, text = html_to_text(decoded)
         else:
             text = decoded

@@ -1,0 +1,247 @@
+"""Per-turn JSONL trace: traces/<YYYY-MM-DD>/<turn_id>.jsonl.
+
+One line per event (input, thinking, model_call, tool_call, tool_result, compaction, retry, usage,
+final, error), every value passed through the Redactor. Called from the hot loop, so a record is a
+dict build, a redaction pass and a buffered write: no fsync, no flush per line. The buffer is
+flushed on `error` records, on `flush()` and on `close()`. A trace that cannot be written is
+switched off with one warning; it never fails the turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import math
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from agent.redact import Redactor
+
+log = logging.getLogger(__name__)
+
+KINDS = frozenset(
+    {
+        "start",
+        "input",
+        "thinking",
+        "model_call",
+        "tool_call",
+        "tool_result",
+        "compaction",
+        "final",
+        "error",
+        "retry",
+        "usage",
+        "approval",
+        "note",
+    }
+)
+MAX_STRING = 200_000  # longer strings are cut (a spilled tool result is referenced, not copied)
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_\-]")
+
+
+def to_jsonable(obj: Any, max_string: int = MAX_STRING, _depth: int = 0) -> Any:
+    """Plain JSON values from messages, dataclasses, pydantic models, paths, enums, bytes..."""
+    if obj is None or isinstance(obj, bool | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else str(obj)
+    if isinstance(obj, str):
+        if len(obj) > max_string:
+            return obj[:max_string] + f"…[truncated {len(obj) - max_string} chars]"
+        return obj
+    if _depth > 20:
+        return "…[nested too deep]"
+    d = _depth + 1
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v, max_string, d) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [to_jsonable(v, max_string, d) for v in obj]
+    if isinstance(obj, bytes | bytearray):
+        return f"<{len(obj)} bytes>"
+    if isinstance(obj, enum.Enum):
+        return to_jsonable(obj.value, max_string, d)
+    if isinstance(obj, datetime | date):
+        return obj.isoformat()
+    if isinstance(obj, Path):
+        return str(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name), max_string, d) for f in dataclasses.fields(obj)}
+    dump = getattr(obj, "model_dump", None)  # pydantic
+    if callable(dump):
+        try:
+            return to_jsonable(dump(mode="json"), max_string, d)
+        except Exception:
+            pass
+    if isinstance(obj, BaseException):
+        return f"{type(obj).__name__}: {obj}"
+    return to_jsonable(str(obj), max_string, d)
+
+
+class TraceSink(Protocol):
+    """What the runtime needs from a trace; Scratchpad and NullScratchpad both fit."""
+
+    def record(self, kind: str, **fields: Any) -> None: ...
+    def span(self, kind: str, **fields: Any) -> Any: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class Scratchpad:
+    """The JSONL trace of one turn. Not thread-safe; one per turn, used from the turn's task."""
+
+    def __init__(
+        self,
+        traces_dir: Path,
+        turn_id: str,
+        session_id: str = "",
+        redactor: Redactor | None = None,
+        *,
+        now: datetime | None = None,
+        max_string: int = MAX_STRING,
+    ):
+        started = now or datetime.now().astimezone()
+        safe_turn = _SAFE_ID.sub("_", turn_id) or "turn"
+        self.path = Path(traces_dir) / started.strftime("%Y-%m-%d") / f"{safe_turn}.jsonl"
+        self.turn_id = turn_id
+        self.session_id = session_id
+        self.redactor = redactor or Redactor()
+        self.max_string = max_string
+        self._t0 = time.perf_counter()
+        self._seq = 0
+        self._fh: IO[str] | None = None
+        self._disabled = False
+        self._closed = False
+        self.record("start", turn_id=turn_id, session_id=session_id, started_at=started.isoformat())
+
+    # -- writing --------------------------------------------------------------------------------
+    def record(self, kind: str, **fields: Any) -> None:
+        """Append one event. Unknown kinds are allowed (recorded as given)."""
+        if self._disabled or self._closed:
+            return
+        try:
+            self._seq += 1
+            entry = {
+                "seq": self._seq,
+                "t": round(time.perf_counter() - self._t0, 4),
+                "ts": round(time.time(), 3),
+                "kind": kind,
+            }
+            for key, value in self.redactor.value(to_jsonable(fields, self.max_string)).items():
+                entry.setdefault(key, value)  # the header fields cannot be overwritten
+            line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str)
+            fh = self._fh or self._open()
+            fh.write(line)
+            fh.write("\n")
+            if kind == "error":
+                fh.flush()
+        except Exception as exc:  # tracing must never break a turn
+            self._disabled = True
+            log.warning("trace %s disabled: %s", self.path, exc)
+
+    def _open(self) -> IO[str]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8", buffering=64 * 1024)  # noqa: SIM115
+        return self._fh
+
+    @contextmanager
+    def span(self, kind: str, **fields: Any) -> Iterator[dict[str, Any]]:
+        """Time a block and record it once at the end with duration_ms and ok/error. The yielded
+        dict can be filled with more fields (e.g. a result preview) inside the block."""
+        extra: dict[str, Any] = {}
+        start = time.perf_counter()
+        try:
+            yield extra
+        except BaseException as exc:
+            ms = round((time.perf_counter() - start) * 1000, 2)
+            self.record(
+                kind, **fields, **extra, duration_ms=ms, ok=False, error=f"{type(exc).__name__}: {exc}"
+            )
+            raise
+        ms = round((time.perf_counter() - start) * 1000, 2)
+        self.record(kind, **fields, **extra, duration_ms=ms, ok=True)
+
+    def flush(self) -> None:
+        if self._fh is not None and not self._disabled:
+            try:
+                self._fh.flush()
+            except OSError as exc:
+                self._disabled = True
+                log.warning("trace %s disabled: %s", self.path, exc)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError:
+                pass
+            self._fh = None
+
+    def __enter__(self) -> Scratchpad:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is not None:
+            self.record("error", error=f"{exc_type.__name__}: {exc}")
+        self.close()
+
+
+class NullScratchpad:
+    """A trace that records nothing (tracing off, sub-agent without traces, tests)."""
+
+    path: Path | None = None
+
+    def record(self, kind: str, **fields: Any) -> None:
+        return None
+
+    @contextmanager
+    def span(self, kind: str, **fields: Any) -> Iterator[dict[str, Any]]:
+        yield {}
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> NullScratchpad:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        return None
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    """All events of one trace file (for `tapebot` commands and tests)."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def prune_traces(traces_dir: Path, keep_days: int, today: date | None = None) -> int:
+    """Delete day folders older than `keep_days`. Returns how many folders were removed."""
+    today = today or date.today()
+    cutoff = today - timedelta(days=keep_days)
+    removed = 0
+    if not Path(traces_dir).is_dir():
+        return 0
+    for child in Path(traces_dir).iterdir():
+        try:
+            day = date.fromisoformat(child.name)
+        except ValueError:
+            continue
+        if day < cutoff and child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+            removed += 1
+    return removed

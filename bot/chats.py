@@ -1,0 +1,104 @@
+"""Chat key → conversation state: which session a chat is in, its language and model, whether a
+turn is running, and the messages queued behind it.
+
+A chat key is (platform, chat, thread/topic); in groups configured `per_user` the user is part of
+it. `/new` points the chat at a fresh session id; the mapping is persisted so a restart continues
+the same conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from adapters.base import ChatRef, UserRef
+from agent.messages import Message
+
+
+class KeyValue(Protocol):
+    async def kv_get(self, key: str) -> Any: ...
+
+    async def kv_set(self, key: str, value: Any) -> None: ...
+
+
+@dataclass
+class ChatState:
+    key: str
+    chat: ChatRef
+    session_id: str
+    lang: str = "en"
+    model: str | None = None
+    running: bool = False
+    cancel: asyncio.Event | None = None
+    inbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
+    # texts that arrived while the chat waited on an approval only an admin can give
+    backlog: list[tuple[str, UserRef]] = field(default_factory=list)
+    last_user: UserRef | None = None
+
+
+def chat_key(chat: ChatRef, user: UserRef, group_sessions: str) -> str:
+    if chat.is_group and group_sessions == "per_user":
+        return f"{chat.key}:user{user.user_id}"
+    return chat.key
+
+
+class ChatDirectory:
+    def __init__(self, kv: KeyValue):
+        self.kv = kv
+        self._states: dict[str, ChatState] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, chat: ChatRef, user: UserRef, group_sessions: str, default_lang: str) -> ChatState:
+        key = chat_key(chat, user, group_sessions)
+        state = self._states.get(key)
+        if state is not None:
+            return state
+        async with self._lock:
+            state = self._states.get(key)
+            if state is None:
+                saved = await self.kv.kv_get(f"chat:{key}") or {}
+                state = ChatState(
+                    key=key,
+                    chat=chat,
+                    session_id=saved.get("session_id") or self._new_session_id(key),
+                    lang=saved.get("lang") or default_lang,
+                    model=saved.get("model"),
+                )
+                if not saved:
+                    await self.save(state)
+                self._states[key] = state
+        return state
+
+    def loaded(self) -> list[ChatState]:
+        return list(self._states.values())
+
+    def find_by_session(self, session_id: str) -> ChatState | None:
+        return next((s for s in self._states.values() if s.session_id == session_id), None)
+
+    @staticmethod
+    def _new_session_id(key: str) -> str:
+        return f"{key}#{secrets.token_hex(4)}"
+
+    async def new_session(self, state: ChatState) -> str:
+        state.session_id = self._new_session_id(state.key)
+        await self.save(state)
+        return state.session_id
+
+    async def save(self, state: ChatState) -> None:
+        c = state.chat
+        await self.kv.kv_set(
+            f"chat:{state.key}",
+            {
+                "session_id": state.session_id,
+                "lang": state.lang,
+                "model": state.model,
+                "chat": {
+                    "platform": c.platform,
+                    "chat_id": c.chat_id,
+                    "thread_id": c.thread_id,
+                    "is_group": c.is_group,
+                },
+            },
+        )

@@ -1,0 +1,146 @@
+"""Chat commands shared by Telegram and Discord. Each is a small coroutine taking the gateway,
+the chat state and the command; later issues register more (`/memory`, `/brief`, `/tasks`, skills)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.base import InboundCommand
+from bot.chats import ChatState
+from bot.i18n import t
+
+if TYPE_CHECKING:
+    from bot.gateway import Gateway
+
+
+async def cmd_start(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    await gw.say(state, t(state.lang, "start"))
+
+
+async def cmd_help(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    text = t(state.lang, "help")
+    extra = getattr(gw, "help_extra", None)
+    if extra:
+        text += "\n" + extra(state.lang)
+    await gw.say(state, text)
+
+
+async def cmd_new(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    if state.cancel is not None:
+        state.cancel.set()
+    await gw.chats.new_session(state)
+    await gw.say(state, t(state.lang, "new_session"))
+
+
+async def cmd_clear(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    if state.cancel is not None:
+        state.cancel.set()
+    await gw.store.replace_messages(state.session_id, [])
+    await gw.say(state, t(state.lang, "cleared"))
+
+
+async def cmd_cancel(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    if state.running and state.cancel is not None:
+        state.cancel.set()
+        await gw.say(state, t(state.lang, "cancelled"))
+        return
+    waiting = await gw._waiting_turn(state)
+    if waiting is not None:
+        await gw._move_on(gw.adapters[state.chat.platform], state, waiting)
+        await gw.say(state, t(state.lang, "cancelled"))
+        return
+    await gw.say(state, t(state.lang, "nothing_to_cancel"))
+
+
+async def cmd_model(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    current = state.model or gw.default_model
+    wanted = cmd.args.strip()
+    if not wanted:
+        await gw.say(state, t(state.lang, "model_current", model=current, models=", ".join(gw.models)))
+        return
+    if wanted not in gw.models:
+        await gw.say(state, t(state.lang, "model_unknown", model=wanted[:40], models=", ".join(gw.models)))
+        return
+    state.model = None if wanted == gw.default_model else wanted
+    await gw.chats.save(state)
+    await gw.say(state, t(state.lang, "model_switched", model=wanted))
+
+
+async def cmd_lang(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    wanted = cmd.args.strip().lower()[:2]
+    if wanted not in ("en", "zh"):
+        await gw.say(state, t(state.lang, "lang_usage"))
+        return
+    state.lang = wanted
+    await gw.chats.save(state)
+    await gw.say(state, t(state.lang, "lang_set"))
+
+
+async def cmd_status(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    from agent.tokens import estimate_messages
+
+    messages = await gw.store.load_messages(state.session_id)
+    waiting = await gw._waiting_turn(state)
+    approvals = question = "—"
+    if waiting is not None and waiting.waiting is not None:
+        w = waiting.waiting
+        if w.kind == "approval":
+            approvals = f"{w.confirmation_target.get('tool')} ({w.confirmation_target.get('approval_id')})"
+        else:
+            question = w.question[:80]
+    model = state.model or gw.default_model
+    text = t(
+        state.lang,
+        "status",
+        model=model,
+        session=state.session_id,
+        messages=len(messages),
+        tokens=f"{estimate_messages(messages):,}",
+        window=f"{gw.context_window(state.model):,}",
+        running="yes" if state.running else "no",
+        approvals=approvals,
+        question=question,
+    )
+    open_turn = await gw.store.open_turn(state.session_id)
+    if open_turn is not None and open_turn.plan:
+        text += (
+            "\n" + t(state.lang, "plan") + ": " + "; ".join(f"[{p.status}] {p.text}" for p in open_turn.plan)
+        )
+    if gw.status_extra is not None:
+        extra = await gw.status_extra(state)
+        if extra:
+            text += "\n" + extra
+    await gw.say(state, text)
+
+
+async def _decide_cmd(gw: Gateway, state: ChatState, cmd: InboundCommand, decision: str) -> None:
+    approval_id = cmd.args.strip().split(" ")[0] if cmd.args.strip() else ""
+    if not approval_id:
+        await gw.say(state, t(state.lang, "approval_usage"))
+        return
+    reason = await gw.decide_by_text(state, cmd.user, approval_id, decision)
+    if reason:
+        key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
+        await gw.say(state, t(state.lang, key))
+
+
+async def cmd_approve(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    await _decide_cmd(gw, state, cmd, "once")
+
+
+async def cmd_deny(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    await _decide_cmd(gw, state, cmd, "deny")
+
+
+BUILTIN_COMMANDS = {
+    "start": cmd_start,
+    "help": cmd_help,
+    "new": cmd_new,
+    "clear": cmd_clear,
+    "cancel": cmd_cancel,
+    "model": cmd_model,
+    "lang": cmd_lang,
+    "status": cmd_status,
+    "approve": cmd_approve,
+    "deny": cmd_deny,
+}

@@ -1,0 +1,510 @@
+"""The gateway: every inbound chat event goes through here.
+
+    access check → durable de-duplication → chat state → button | command | message
+
+One turn at a time per chat session, sessions in parallel; a message that arrives while a turn
+runs is folded into its next model call, and anything left when it ends starts the next turn —
+nothing is dropped. A suspended turn (approval or question) releases the chat; the next message is
+read as its answer (bot/replies.py) or, when the user clearly moved on, closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from adapters.base import (
+    ButtonPress,
+    ChatAdapter,
+    ChatRef,
+    DeliveryError,
+    Inbound,
+    InboundCommand,
+    InboundMessage,
+    SentMessage,
+    UserRef,
+)
+from agent import events as ev
+from agent.approval import Requester
+from agent.errors import ApprovalError
+from agent.messages import Message
+from agent.ports import ApprovalRecord, TurnRecord
+from agent.runtime import AgentRuntime, TurnRequest
+from bot import cards
+from bot.chats import ChatDirectory, ChatState, KeyValue
+from bot.delivery import TurnView, render_all
+from bot.i18n import pick_language, t
+from bot.replies import read_reply
+
+log = logging.getLogger(__name__)
+
+MAX_INBOUND_CHARS = 16_000
+
+
+class GatewayStore(KeyValue, Protocol):
+    async def mark_update_processed(self, platform: str, update_id: str) -> bool: ...
+
+    async def load_turn(self, turn_id: str) -> TurnRecord | None: ...
+
+    async def open_turn(self, session_id: str) -> TurnRecord | None: ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def load_messages(self, session_id: str) -> list[Message]: ...
+
+    async def replace_messages(self, session_id: str, messages: list[Message]) -> None: ...
+
+
+@dataclass
+class PlatformAccess:
+    allowed_users: set[str] = field(default_factory=set)
+    admins: set[str] = field(default_factory=set)
+    group_sessions: str = "per_group"
+
+
+CommandHandler = Callable[["Gateway", ChatState, InboundCommand], Coroutine[Any, Any, None]]
+
+
+class Gateway:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        store: GatewayStore,
+        access: dict[str, PlatformAccess],
+        *,
+        models: list[str] | None = None,
+        default_model: str = "",
+        approval_ttl_minutes: int = 30,
+        context_window: Callable[[str | None], int] | None = None,
+        status_extra: Callable[[ChatState], Coroutine[Any, Any, str]] | None = None,
+    ):
+        self.runtime = runtime
+        self.store = store
+        self.access = access
+        self.adapters: dict[str, ChatAdapter] = {}
+        self.chats = ChatDirectory(store)
+        self.models = models or []
+        self.default_model = default_model
+        self.approval_ttl_minutes = approval_ttl_minutes
+        self.context_window = context_window or (lambda _m: 65_536)
+        self.status_extra = status_extra
+        self.commands: dict[str, CommandHandler] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._denied_notice: set[str] = set()
+        from bot.commands import BUILTIN_COMMANDS
+
+        self.commands.update(BUILTIN_COMMANDS)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def attach(self, adapter: ChatAdapter) -> None:
+        self.adapters[adapter.platform] = adapter
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str = "") -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name or None)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Stop: cancel running turns (they answer their open calls) and wait for tasks."""
+        for state in self.chats.loaded():
+            if state.cancel is not None:
+                state.cancel.set()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ---- inbound -----------------------------------------------------------------------------
+    def allowed(self, user: UserRef) -> bool:
+        acc = self.access.get(user.platform)
+        return acc is not None and user.user_id in acc.allowed_users
+
+    def approvers_for(self, chat: ChatRef, user: UserRef) -> tuple[str, ...]:
+        acc = self.access.get(chat.platform) or PlatformAccess()
+        if chat.is_group:
+            return tuple(sorted(acc.admins))
+        return (user.user_id,)
+
+    async def handle(self, inbound: Inbound) -> None:
+        """The adapter's handler. Returns once the event is accepted; turns run as tasks."""
+        user = inbound.user
+        adapter = self.adapters.get(inbound.chat.platform)
+        if adapter is None:
+            return
+        if not self.allowed(user):
+            await self._deny(adapter, inbound)
+            return
+        if not await self.store.mark_update_processed(inbound.chat.platform, inbound.update_id):
+            if isinstance(inbound, ButtonPress):
+                with contextlib.suppress(Exception):
+                    await inbound.ack("", False)
+            return  # a redelivered update: already handled
+        acc = self.access[inbound.chat.platform]
+        state = await self.chats.get(
+            inbound.chat, user, acc.group_sessions, pick_language(user.language_code)
+        )
+        state.chat = inbound.chat
+        state.last_user = user
+        if isinstance(inbound, ButtonPress):
+            await self._on_button(adapter, state, inbound)
+        elif isinstance(inbound, InboundCommand):
+            handler = self.commands.get(inbound.name)
+            waiting = await self._waiting_turn(state)
+            if waiting is not None and inbound.name not in (
+                "approve",
+                "deny",
+                "status",
+                "help",
+                "lang",
+                "cancel",
+            ):
+                await self._move_on(adapter, state, waiting)
+            if handler is None:
+                await self.say(state, t(state.lang, "unknown_command", name=inbound.name[:32]))
+            else:
+                await handler(self, state, inbound)
+        else:
+            await self._on_message(adapter, state, inbound)
+
+    async def _deny(self, adapter: ChatAdapter, inbound: Inbound) -> None:
+        log.info("denied %s user %s", inbound.chat.platform, inbound.user.user_id)
+        lang = pick_language(inbound.user.language_code)
+        if isinstance(inbound, ButtonPress):
+            with contextlib.suppress(Exception):
+                await inbound.ack(t(lang, "approval_not_allowed"), True)
+            return
+        if inbound.chat.is_group or inbound.user.key in self._denied_notice:
+            return  # don't talk to strangers in groups; tell a DM stranger once
+        self._denied_notice.add(inbound.user.key)
+        with contextlib.suppress(DeliveryError):
+            await adapter.send_text(
+                inbound.chat, t(lang, "not_allowed", user_id=inbound.user.user_id), format="plain"
+            )
+
+    async def say(self, state: ChatState, text: str, fmt: str = "plain") -> SentMessage | None:
+        adapter = self.adapters[state.chat.platform]
+        try:
+            return await adapter.send_text(state.chat, text, format=fmt)  # type: ignore[arg-type]
+        except DeliveryError as exc:
+            log.warning("delivery to %s failed: %s", state.key, exc)
+            return None
+
+    # ---- messages ----------------------------------------------------------------------------
+    async def _on_message(self, adapter: ChatAdapter, state: ChatState, msg: InboundMessage) -> None:
+        text = msg.text or ""
+        if not text.strip():
+            await self.say(state, t(state.lang, "unsupported"))
+            return
+        if len(text) > MAX_INBOUND_CHARS:
+            await self.say(state, t(state.lang, "too_long", size=len(text), limit=MAX_INBOUND_CHARS))
+            return
+        waiting = await self._waiting_turn(state)
+        if waiting is not None and not state.running:
+            if await self._answer_waiting(adapter, state, waiting, msg):
+                return
+        elif not msg.addressed:
+            return  # group chatter that isn't for us
+        if state.running:
+            state.inbox.put_nowait(Message.user(text))
+            return
+        self._start(state, self._turn(state, text, msg.user))
+
+    async def _waiting_turn(self, state: ChatState) -> TurnRecord | None:
+        turn = await self.store.open_turn(state.session_id)
+        if turn is not None and turn.status == "suspended" and turn.waiting is not None:
+            return turn
+        return None
+
+    async def _answer_waiting(
+        self, adapter: ChatAdapter, state: ChatState, turn: TurnRecord, msg: InboundMessage
+    ) -> bool:
+        """True if the message was consumed as the answer (or queued behind the approval)."""
+        assert turn.waiting is not None
+        uid = msg.user.user_id
+        may_answer = uid == turn.requester or uid in turn.approvers
+        reading = read_reply(msg.text, turn.waiting)
+        if turn.waiting.kind == "approval":
+            approval_id = turn.waiting.confirmation_target.get("approval_id", "")
+            if uid not in turn.approvers:
+                if not msg.addressed:
+                    return True
+                state.backlog.append((msg.text, msg.user))  # only an approver can unblock this chat
+                return True
+            card = await self._card_ref(approval_id)
+            replying_to_card = card is not None and msg.reply_to_message_id == card.message_id
+            if reading.kind in ("yes", "option") and reading.value.lower() not in ("always",):
+                await self._decide(state, approval_id, msg.user, "once")
+                return True
+            if reading.kind == "no":
+                await self._decide(state, approval_id, msg.user, "deny")
+                return True
+            if replying_to_card:
+                await self._decide(state, approval_id, msg.user, "edit", note=msg.text)
+                return True
+            await self._move_on(adapter, state, turn)
+            return False
+        if not may_answer:
+            return not msg.addressed
+        if reading.kind == "moved_on":
+            await self._move_on(adapter, state, turn)
+            return False
+        answer = {"yes": "yes", "no": "no"}.get(reading.kind, reading.value)
+        await self.runtime.answer(turn.id, answer)
+        self._start(state, self._resume(state, turn.id))
+        return True
+
+    async def _move_on(self, adapter: ChatAdapter, state: ChatState, turn: TurnRecord) -> None:
+        """Close a waiting turn because the user moved on; the card shows it."""
+        assert turn.waiting is not None
+        approval_id = turn.waiting.confirmation_target.get("approval_id")
+        await self.runtime.answer(turn.id, "", status="moved_on")
+        if approval_id:
+            await self._finalize_card(approval_id, "moved_on", "")
+        # the runtime closes the turn itself when the next run starts; mark it done now too
+        await self.runtime.close_turn(turn.id)
+
+    # ---- turns -------------------------------------------------------------------------------
+    def _start(self, state: ChatState, job: AsyncIterator[ev.RuntimeEvent]) -> None:
+        state.running = True
+        state.cancel = state.cancel if state.cancel and not state.cancel.is_set() else asyncio.Event()
+        self.spawn(self._worker(state, job), name=f"turn:{state.key}")
+
+    def _request(self, state: ChatState, text: str, user: UserRef, **meta: Any) -> TurnRequest:
+        return TurnRequest(
+            session_id=state.session_id,
+            text=text,
+            who=Requester(user.user_id, state.key, self.approvers_for(state.chat, user)),
+            model=state.model,
+            system_dynamic=self._dynamic_context(state),
+            inbox=state.inbox,
+            cancel=state.cancel,
+            meta=meta,
+        )
+
+    def _dynamic_context(self, state: ChatState) -> str:
+        now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        lang = "Chinese" if state.lang == "zh" else "English"
+        return f"Now: {now}. Chat platform: {state.chat.platform}. Preferred language: {lang}."
+
+    def _turn(
+        self, state: ChatState, text: str, user: UserRef, **meta: Any
+    ) -> AsyncIterator[ev.RuntimeEvent]:
+        return self.runtime.run(self._request(state, text, user, **meta))
+
+    def _resume(self, state: ChatState, turn_id: str) -> AsyncIterator[ev.RuntimeEvent]:
+        req = TurnRequest(
+            session_id=state.session_id,
+            inbox=state.inbox,
+            cancel=asyncio.Event(),
+            model=state.model,
+            system_dynamic=self._dynamic_context(state),
+        )
+        state.cancel = req.cancel
+        return self.runtime.resume(turn_id, req)
+
+    async def _worker(self, state: ChatState, job: AsyncIterator[ev.RuntimeEvent]) -> None:
+        adapter = self.adapters[state.chat.platform]
+        try:
+            while True:
+                view = TurnView(
+                    adapter,
+                    state.chat,
+                    state.lang,
+                    on_approval=lambda e: self._send_card(state, e),
+                    on_question=lambda e: self._send_question(state, e),
+                )
+                try:
+                    await render_all(view, job)
+                except Exception:
+                    log.exception("turn in %s failed", state.key)
+                    await self.say(
+                        state, t(state.lang, "error", error="internal error; the details are in the log")
+                    )
+                # Messages that arrived after the last model call start the next turn: never dropped.
+                leftovers: list[Message] = []
+                while not state.inbox.empty():
+                    leftovers.append(state.inbox.get_nowait())
+                if not leftovers:
+                    return
+                user = state.last_user or UserRef(state.chat.platform, "")
+                state.cancel = asyncio.Event()
+                job = self._turn(state, "\n\n".join(m.text for m in leftovers), user)
+        finally:
+            state.running = False
+            state.cancel = None
+
+    def submit_system_turn(self, state: ChatState, text: str) -> None:
+        """Wake a turn with a system notification (background task finished); queued behind a
+        running turn, never mixed into the user's own message."""
+        if state.running:
+            state.inbox.put_nowait(Message.user(text, notification=True))
+            return
+        user = state.last_user or UserRef(state.chat.platform, "")
+        self._start(state, self._turn(state, text, user, notification=True))
+
+    # ---- approvals and questions ------------------------------------------------------------
+    async def _send_card(self, state: ChatState, event: ev.ApprovalRequired) -> None:
+        record = await self.store.get_approval(event.approval_id)
+        if record is None:
+            return
+        text, buttons = cards.approval_card(record, state.lang, self.approval_ttl_minutes)
+        adapter = self.adapters[state.chat.platform]
+        try:
+            sent = await adapter.send_text(state.chat, text, buttons=buttons)
+        except DeliveryError as exc:
+            log.warning("could not deliver approval card: %s", exc)
+            return
+        c = state.chat
+        await self.store.kv_set(
+            f"card:{record.id}",
+            {
+                "platform": c.platform,
+                "chat_id": c.chat_id,
+                "thread_id": c.thread_id,
+                "is_group": c.is_group,
+                "message_id": sent.message_id,
+                "lang": state.lang,
+            },
+        )
+
+    async def _card_ref(self, approval_id: str) -> SentMessage | None:
+        ref = await self.store.kv_get(f"card:{approval_id}")
+        if not ref:
+            return None
+        chat = ChatRef(ref["platform"], ref["chat_id"], ref.get("thread_id"), ref.get("is_group", False))
+        return SentMessage(chat, ref["message_id"])
+
+    async def _finalize_card(self, approval_id: str, outcome: str, who: str) -> None:
+        ref = await self.store.kv_get(f"card:{approval_id}")
+        record = await self.store.get_approval(approval_id)
+        if not ref or record is None:
+            return
+        msg = await self._card_ref(approval_id)
+        adapter = self.adapters.get(ref["platform"])
+        if adapter is None or msg is None:
+            return
+        with contextlib.suppress(DeliveryError):
+            await adapter.edit_text(
+                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who), buttons=None
+            )
+
+    async def _send_question(self, state: ChatState, event: ev.Question) -> None:
+        turn = await self.store.load_turn(event.turn_id)
+        if turn is None or turn.waiting is None:
+            return
+        text, buttons = cards.question_prompt(turn.waiting, event.turn_id)
+        with contextlib.suppress(DeliveryError):
+            await self.adapters[state.chat.platform].send_text(state.chat, text, buttons=buttons or None)
+
+    async def _decide(
+        self, state: ChatState, approval_id: str, user: UserRef, decision: str, note: str = ""
+    ) -> str:
+        """Apply a decision; returns "" on success or the reason it was refused."""
+        try:
+            record = await self.runtime.decide(approval_id, user.user_id, decision, note)  # type: ignore[arg-type]
+        except ApprovalError as exc:
+            reason = str(exc)
+            if "expired" in reason:
+                await self._expire(approval_id)
+            return reason
+        who = user.display_name or user.user_id
+        await self._finalize_card(approval_id, decision, who)
+        if state.running:  # cannot happen for a suspended turn, but never run two at once
+            return ""
+        self._start(state, self._resume(state, record.turn_id))
+        return ""
+
+    async def _expire(self, approval_id: str) -> None:
+        record = await self.store.get_approval(approval_id)
+        if record is None:
+            return
+        turn = await self.store.load_turn(record.turn_id)
+        await self._finalize_card(approval_id, "expired", "")
+        if turn is not None and turn.status == "suspended":
+            await self.runtime.answer(turn.id, "", status="no_answer")
+            state = self.chats.find_by_session(turn.session_id)
+            if state is not None and not state.running:
+                self._start(state, self._resume(state, turn.id))
+
+    async def expire_due(self, now: datetime | None = None) -> int:
+        """Expire approvals and questions whose time ran out (silence is never consent)."""
+        now = now or datetime.now(UTC)
+        count = 0
+        for turn in await self.runtime.store.suspended_turns():  # type: ignore[attr-defined]
+            w = turn.waiting
+            if w is None or w.expires_at is None or w.expires_at > now:
+                continue
+            count += 1
+            approval_id = w.confirmation_target.get("approval_id")
+            if approval_id:
+                await self._expire(approval_id)
+            else:
+                await self.runtime.answer(turn.id, "", status="no_answer")
+                state = self.chats.find_by_session(turn.session_id)
+                if state is not None and not state.running:
+                    self._start(state, self._resume(state, turn.id))
+        return count
+
+    async def _on_button(self, adapter: ChatAdapter, state: ChatState, press: ButtonPress) -> None:
+        parsed = cards.parse_callback(press.data)
+        if parsed is None:
+            await press.ack(t(state.lang, "approval_stale"), False)
+            return
+        kind, ident = parsed
+        if kind.startswith("q"):
+            turn = await self.store.load_turn(ident)
+            if (
+                turn is None
+                or turn.waiting is None
+                or turn.status != "suspended"
+                or turn.session_id != state.session_id
+            ):
+                await press.ack(t(state.lang, "approval_stale"), False)
+                return
+            uid = press.user.user_id
+            if uid != turn.requester and uid not in turn.approvers:
+                await press.ack(t(state.lang, "approval_not_allowed"), True)
+                return
+            index = int(kind[1:])
+            if not 1 <= index <= len(turn.waiting.options):
+                await press.ack(t(state.lang, "approval_stale"), False)
+                return
+            await press.ack("", False)
+            await self.runtime.answer(turn.id, turn.waiting.options[index - 1])
+            self._start(state, self._resume(state, turn.id))
+            return
+        reason = await self._decide(state, ident, press.user, kind)
+        if reason:
+            key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
+            await press.ack(t(state.lang, key), key == "approval_not_allowed")
+        else:
+            await press.ack("", False)
+        await self._release_backlog(state)
+
+    async def _release_backlog(self, state: ChatState) -> None:
+        if state.backlog and await self._waiting_turn(state) is None:
+            for text, user in state.backlog:
+                state.inbox.put_nowait(Message.user(text))
+                state.last_user = user
+            state.backlog.clear()
+            if not state.running:
+                text = "\n\n".join(state.inbox.get_nowait().text for _ in range(state.inbox.qsize()))
+                self._start(
+                    state, self._turn(state, text, state.last_user or UserRef(state.chat.platform, ""))
+                )
+
+    async def decide_by_text(self, state: ChatState, user: UserRef, approval_id: str, decision: str) -> str:
+        reason = await self._decide(state, approval_id, user, decision)
+        await self._release_backlog(state)
+        return reason

@@ -1,0 +1,138 @@
+"""The bot's own words in English and Chinese. The language is chosen per chat from the user's
+client language and can be switched with /lang."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STRINGS: dict[str, dict[str, str]] = {
+    "en": {
+        "start": "Hi, I'm tapebot, your investing assistant. Ask me things like “analyze 600519”, "
+        "“how is my portfolio?”, or “screen the market for springs”. /help lists commands.",
+        "not_allowed": "Sorry, you are not on this bot's allow-list. Your user id is {user_id}; "
+        "ask the operator to add it.",
+        "unknown_command": "Unknown command /{name}. /help lists the commands.",
+        "new_session": "Started a new conversation.",
+        "cleared": "Cleared this conversation's history.",
+        "cancelled": "Stopped the running turn.",
+        "nothing_to_cancel": "Nothing is running.",
+        "busy_queued": "Got it — I'll include that in the current task.",
+        "model_current": "Model: {model}. Available: {models}. Switch with /model <id>.",
+        "model_switched": "Switched this conversation to {model}.",
+        "model_unknown": "No model named “{model}”. Available: {models}.",
+        "lang_set": "Language set to English.",
+        "lang_usage": "Usage: /lang en or /lang zh",
+        "approval_title": "Approval needed",
+        "approval_body": "{tool} wants to run with:",
+        "btn_once": "Allow once",
+        "btn_always": "Always allow",
+        "btn_deny": "Deny",
+        "approval_hint": "Reply to this message to ask for changes. Expires in {minutes} min.",
+        "approved_by": "✅ Approved by {who}",
+        "approved_always_by": "✅ Always allowed in this chat by {who}",
+        "denied_by": "🚫 Denied by {who}",
+        "edit_by": "✏️ Changes requested by {who}",
+        "expired": "⌛ Expired — nothing was executed",
+        "moved_on": "↪️ Skipped — you moved on",
+        "approval_not_allowed": "You are not allowed to decide this.",
+        "approval_stale": "This button is no longer valid.",
+        "approval_usage": "Usage: /approve <id> or /deny <id>",
+        "question_expired": "⌛ No answer was given in time.",
+        "error": "Something went wrong: {error}",
+        "model_error": "⚠️ {error}",
+        "tool_running": "⏳ {tool}…",
+        "compacted": "🗜 Context compacted ({before} → {after} messages); older details are archived and can be restored.",
+        "status": "Model: {model}\nSession: {session}\nMessages: {messages} (≈{tokens} tokens of {window})\n"
+        "Running: {running}\nPending approvals: {approvals}\nWaiting for your answer: {question}",
+        "plan": "Plan",
+        "too_long": "That message is too long ({size} characters; the limit is {limit}). Please shorten it "
+        "or send the content as a file in the workspace.",
+        "unsupported": "I can only read text messages for now.",
+        "help": "Commands:\n/new — start a new conversation\n/clear — clear this conversation\n"
+        "/status — model, context, pending items\n/cancel — stop the running turn\n/model — show or switch model\n"
+        "/lang — English / 中文\n/approve <id>, /deny <id> — decide an approval by text",
+        "yes": "yes",
+        "no": "no",
+    },
+    "zh": {
+        "start": "你好，我是 tapebot，你的投资助手。可以问我“分析 600519”、“我的持仓怎么样”、“全市场筛选 spring 形态”。/help 查看命令。",
+        "not_allowed": "抱歉，你不在此机器人的允许名单中。你的用户 ID 是 {user_id}，请联系管理员添加。",
+        "unknown_command": "未知命令 /{name}。/help 查看可用命令。",
+        "new_session": "已开始新的对话。",
+        "cleared": "已清空本对话的历史。",
+        "cancelled": "已停止当前任务。",
+        "nothing_to_cancel": "当前没有正在运行的任务。",
+        "busy_queued": "收到——我会把这条一并纳入当前任务。",
+        "model_current": "当前模型：{model}。可用：{models}。使用 /model <id> 切换。",
+        "model_switched": "本对话已切换到 {model}。",
+        "model_unknown": "没有名为“{model}”的模型。可用：{models}。",
+        "lang_set": "语言已切换为中文。",
+        "lang_usage": "用法：/lang en 或 /lang zh",
+        "approval_title": "需要确认",
+        "approval_body": "{tool} 将以如下参数执行：",
+        "btn_once": "允许一次",
+        "btn_always": "总是允许",
+        "btn_deny": "拒绝",
+        "approval_hint": "回复此消息可要求修改。{minutes} 分钟后过期。",
+        "approved_by": "✅ 已由 {who} 批准",
+        "approved_always_by": "✅ 已由 {who} 设为本对话总是允许",
+        "denied_by": "🚫 已被 {who} 拒绝",
+        "edit_by": "✏️ {who} 要求修改",
+        "expired": "⌛ 已过期——未执行任何操作",
+        "moved_on": "↪️ 已跳过——你开始了新的话题",
+        "approval_not_allowed": "你无权处理此确认。",
+        "approval_stale": "此按钮已失效。",
+        "approval_usage": "用法：/approve <id> 或 /deny <id>",
+        "question_expired": "⌛ 未在规定时间内回答。",
+        "error": "出错了：{error}",
+        "model_error": "⚠️ {error}",
+        "tool_running": "⏳ {tool}…",
+        "compacted": "🗜 上下文已压缩（{before} → {after} 条消息）；较早的细节已归档，可以恢复。",
+        "status": "模型：{model}\n会话：{session}\n消息：{messages}（约 {tokens} / {window} tokens）\n"
+        "运行中：{running}\n待确认：{approvals}\n等待你的回答：{question}",
+        "plan": "计划",
+        "too_long": "消息太长（{size} 个字符，上限 {limit}）。请精简，或把内容放到工作区文件中。",
+        "unsupported": "目前我只能读取文字消息。",
+        "help": "命令：\n/new — 开始新对话\n/clear — 清空本对话\n/status — 模型、上下文、待处理事项\n"
+        "/cancel — 停止当前任务\n/model — 查看或切换模型\n/lang — English / 中文\n/approve <id>、/deny <id> — 用文字处理确认",
+        "yes": "是",
+        "no": "否",
+    },
+}
+
+COMMAND_DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "en": {
+        "start": "Introduction",
+        "help": "List commands",
+        "new": "Start a new conversation",
+        "clear": "Clear this conversation",
+        "status": "Model, context and pending items",
+        "cancel": "Stop the running turn",
+        "model": "Show or switch the model",
+        "lang": "Switch language (en / zh)",
+        "approve": "Approve by id",
+        "deny": "Deny by id",
+    },
+    "zh": {
+        "start": "介绍",
+        "help": "命令列表",
+        "new": "开始新对话",
+        "clear": "清空本对话",
+        "status": "模型、上下文与待处理事项",
+        "cancel": "停止当前任务",
+        "model": "查看或切换模型",
+        "lang": "切换语言 (en / zh)",
+        "approve": "按 ID 批准",
+        "deny": "按 ID 拒绝",
+    },
+}
+
+
+def pick_language(client_language: str | None) -> str:
+    return "zh" if (client_language or "").lower().startswith("zh") else "en"
+
+
+def t(lang: str, key: str, **kw: Any) -> str:
+    table = STRINGS.get(lang) or STRINGS["en"]
+    text = table.get(key) or STRINGS["en"].get(key, key)
+    return text.format(**kw) if kw else text

@@ -1,0 +1,24 @@
+"""`tapebot init`: write the commented starter config. Kept free of pydantic so it stays fast."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from config.errors import ConfigError
+
+
+def starter_text() -> str:
+    return resources.files("config").joinpath("starter.toml").read_text(encoding="utf-8")
+
+
+def write_starter(home: Path, *, force: bool = False) -> Path:
+    """Write `<home>/config.toml`; refuse to overwrite an existing file unless `force`."""
+    path = home / "config.toml"
+    if path.exists() and not force:
+        raise ConfigError("already exists", file=str(path), fix="pass --force to overwrite it")
+    home.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(starter_text(), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,238 @@
+"""The trading range as a first-class object, and its detection.
+
+Rule (vectorised over any leading axes, so one stock, a whole panel or every day of a backtest use
+the same code):
+
+1. Take a window of `lookback` bars that ends `range_exclude_last` bars before the bar being judged
+   (the newest bar is compared with the range *before* it: that is what makes a spring or a break).
+2. Swing lows/highs are the extremes of the ±`swing_window` bars around them.
+   support = median of the last `range_pivots` swing lows; resistance = median of the last swing
+   highs; with fewer than 2 swings on a side, the 10 % / 90 % quantile of lows / highs.
+3. A window is a trading range when: width (res − sup) / sup is within [min_width, max_width];
+   the drift from its first to its last close is ≤ `range_max_drift`; ≥ `range_min_containment`
+   of the closes are inside the band (levels ± `touch_tol`); each side was touched (within
+   `touch_tol`) on ≥ `min_touches` separate visits.
+4. quality = 0.45 × touch score (min(touches)/3, capped at 1) + 0.35 × width score (width relative
+   to 4 × ATR %, capped at 1) + 0.20 × drift score (1 − drift / max_drift).
+5. Several lookbacks are tried; the longest valid one wins unless a shorter one is better by more
+   than `quality_tie`. Age = bars since the range began: walking back from the window's end, the
+   range starts after the last run of `range_escape_bars` closes outside the band.
+
+Naming: the issue calls support the "creek" and resistance the "ice" (as bmad4's detectors do), and
+the object exposes those aliases. Classical texts (Pruden, Villahermosa) use "creek" for the
+resistance an accumulation must jump (JAC) and "ice" for the support a distribution falls through;
+`support`/`resistance` are the unambiguous names.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from datetime import date
+
+import numpy as np
+
+from markets.indicators import shift, swing_points
+from markets.wyckoff.params import WyckoffParams
+
+
+def _median_last(values: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Median of the last n values where mask is set (along the last axis) and how many were used."""
+    m = mask & ~np.isnan(values)
+    rc = np.cumsum(m[..., ::-1], axis=-1)[..., ::-1]
+    sel = m & (rc <= n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(np.where(sel, values, np.nan), axis=-1), sel.sum(axis=-1)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeLevels:
+    """Arrays over the leading axes of the windows passed to `range_levels`."""
+
+    support: np.ndarray
+    resistance: np.ndarray
+    width: np.ndarray
+    drift: np.ndarray
+    containment: np.ndarray
+    touches_support: np.ndarray
+    touches_resistance: np.ndarray
+    quality: np.ndarray
+    valid: np.ndarray
+
+
+def range_levels(H: np.ndarray, L: np.ndarray, C: np.ndarray, atr_pct: np.ndarray, p: WyckoffParams) -> RangeLevels:
+    """Levels and acceptance of windows H/L/C shaped [..., W] (NaN where no bar)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sh, sl = swing_points(H, L, p.swing_window)
+        sup, ns = _median_last(L, sl, p.range_pivots)
+        res, nr = _median_last(H, sh, p.range_pivots)
+        sup = np.where(ns >= 2, sup, np.nanquantile(L, 0.10, axis=-1))
+        res = np.where(nr >= 2, res, np.nanquantile(H, 0.90, axis=-1))
+        width = (res - sup) / sup
+        have = ~np.isnan(C)
+        n_have = have.sum(axis=-1)
+        first_idx = np.argmax(have, axis=-1)
+        first = np.take_along_axis(C, first_idx[..., None], axis=-1)[..., 0]
+        drift = np.abs(C[..., -1] / first - 1.0)
+        tol = p.touch_tol
+        lo_band, hi_band = (sup * (1 - tol))[..., None], (res * (1 + tol))[..., None]
+        inside = (C >= lo_band) & (C <= hi_band)
+        containment = inside.sum(axis=-1) / np.maximum(n_have, 1)
+        ts_bar = L <= (sup * (1 + tol))[..., None]
+        tr_bar = H >= (res * (1 - tol))[..., None]
+        ts = (ts_bar & ~(shift(ts_bar.astype(float), 1, 0.0) > 0)).sum(axis=-1)
+        tr = (tr_bar & ~(shift(tr_bar.astype(float), 1, 0.0) > 0)).sum(axis=-1)
+        touch_score = np.minimum(1.0, np.minimum(ts, tr) / 3.0)
+        width_score = np.minimum(1.0, width / np.maximum(4.0 * atr_pct, 1e-9))
+        drift_score = np.clip(1.0 - drift / p.range_max_drift, 0.0, 1.0)
+        quality = 0.45 * touch_score + 0.35 * width_score + 0.20 * drift_score
+        valid = (
+            (n_have >= 0.9 * H.shape[-1])
+            & (width >= p.range_min_width)
+            & (width <= p.range_max_width)
+            & (drift <= p.range_max_drift)
+            & (containment >= p.range_min_containment)
+            & (ts >= p.min_touches)
+            & (tr >= p.min_touches)
+        )
+    return RangeLevels(sup, res, width, drift, containment, ts, tr, np.round(quality, 4), valid)
+
+
+@dataclass(frozen=True, slots=True)
+class TradingRange:
+    support: float
+    resistance: float
+    start: int  # index of the first bar of the range
+    end: int  # index of the last bar used to draw it
+    start_date: date
+    end_date: date
+    lookback: int
+    touches_support: int
+    touches_resistance: int
+    width_pct: float
+    drift: float
+    containment: float
+    quality: float
+
+    @property
+    def creek(self) -> float:  # naming as in the issue (see module doc)
+        return self.support
+
+    @property
+    def ice(self) -> float:
+        return self.resistance
+
+    @property
+    def mid(self) -> float:
+        return (self.support + self.resistance) / 2
+
+    @property
+    def width(self) -> float:
+        return self.resistance - self.support
+
+    @property
+    def age(self) -> int:
+        return self.end - self.start + 1
+
+    def position(self, price: float) -> float:
+        """0 at support, 1 at resistance (below 0 / above 1 outside the range)."""
+        return (price - self.support) / self.width if self.width else 0.5
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(
+            start_date=str(self.start_date), end_date=str(self.end_date), mid=round(self.mid, 4),
+            age=self.age, width_pct=round(self.width_pct * 100, 2), drift=round(self.drift * 100, 2),
+            support=round(self.support, 4), resistance=round(self.resistance, 4),
+            containment=round(self.containment, 3), quality=round(self.quality, 3),
+        )  # fmt: skip
+        return d
+
+
+def find_range(
+    dates: np.ndarray,
+    high: np.ndarray,
+    low: np.ndarray,
+    close: np.ndarray,
+    atr_pct: np.ndarray,
+    p: WyckoffParams,
+    end: int | None = None,
+) -> TradingRange | None:
+    """The current (or most recent) trading range of one stock as of bar `end` (default: the last).
+
+    Windows ending `range_exclude_last` + offset bars before `end` are tried for every offset in
+    `range_offsets` (nearest first), so a range that price has just left is still found."""
+    n = len(close)
+    end = n - 1 if end is None else end
+    for off in p.range_offsets:
+        we = end - p.range_exclude_last - off  # window end (inclusive)
+        if we < 30:
+            break
+        best: tuple[int, RangeLevels, int] | None = None
+        lbs = [lb for lb in p.range_lookbacks if we - lb + 1 >= 0]
+        if not lbs:
+            continue
+        W = max(lbs)
+        # One stacked call per candidate lookback: windows right-aligned at `we`, NaN-padded.
+        stack_h = np.full((len(lbs), W), np.nan)
+        stack_l, stack_c = stack_h.copy(), stack_h.copy()
+        for j, lb in enumerate(lbs):
+            s = we - lb + 1
+            stack_h[j, W - lb :], stack_l[j, W - lb :], stack_c[j, W - lb :] = (
+                high[s : we + 1], low[s : we + 1], close[s : we + 1]
+            )  # fmt: skip
+        ap = np.full(len(lbs), atr_pct[we] if not np.isnan(atr_pct[we]) else 0.02)
+        lv = _levels_ragged(stack_h, stack_l, stack_c, ap, lbs, p)
+        for j, lb in enumerate(lbs):
+            if not lv.valid[j]:
+                continue
+            if best is None or lv.quality[j] >= lv.quality[best[2]] - p.quality_tie:
+                best = (lb, lv, j)
+        if best is None:
+            continue
+        lb, lv, j = best
+        sup, res = float(lv.support[j]), float(lv.resistance[j])
+        start = _range_start(close, we, sup, res, p)
+        return TradingRange(
+            support=sup, resistance=res, start=start, end=we,
+            start_date=dates[start].astype(object), end_date=dates[we].astype(object), lookback=lb,
+            touches_support=int(lv.touches_support[j]), touches_resistance=int(lv.touches_resistance[j]),
+            width_pct=float(lv.width[j]), drift=float(lv.drift[j]), containment=float(lv.containment[j]),
+            quality=float(lv.quality[j]),
+        )  # fmt: skip
+    return None
+
+
+def _levels_ragged(H: np.ndarray, L: np.ndarray, C: np.ndarray, ap: np.ndarray, lbs: list[int], p: WyckoffParams) -> RangeLevels:
+    """range_levels on right-aligned windows of different lengths: the NaN padding is ignored
+    except for the bar-count test, which is applied per window length."""
+    lv = range_levels(H, L, C, ap, p)
+    n_have = (~np.isnan(C)).sum(axis=-1)
+    ok = n_have >= 0.9 * np.asarray(lbs)
+    core = (
+        (lv.width >= p.range_min_width) & (lv.width <= p.range_max_width) & (lv.drift <= p.range_max_drift)
+        & (lv.containment >= p.range_min_containment) & (lv.touches_support >= p.min_touches)
+        & (lv.touches_resistance >= p.min_touches)
+    )  # fmt: skip
+    return RangeLevels(
+        lv.support, lv.resistance, lv.width, lv.drift, lv.containment, lv.touches_support,
+        lv.touches_resistance, lv.quality, core & ok,
+    )  # fmt: skip
+
+
+def _range_start(close: np.ndarray, we: int, sup: float, res: float, p: WyckoffParams) -> int:
+    lo, hi = sup * (1 - p.touch_tol), res * (1 + p.touch_tol)
+    outside_run = 0
+    i = we
+    while i > 0:
+        c = close[i - 1]
+        if c < lo or c > hi:
+            outside_run += 1
+            if outside_run >= p.range_escape_bars:
+                return i - 1 + p.range_escape_bars
+        else:
+            outside_run = 0
+        i -= 1
+    return 0

@@ -1,0 +1,243 @@
+"""The database: engine creation, Alembic migrations, and the `Database` that owns both.
+
+SQLite (the embedded default) gets WAL, a busy timeout, foreign keys and synchronous=NORMAL on every
+connection. Write transactions start with `BEGIN IMMEDIATE`: a deferred transaction that reads and
+then writes can fail at once with "database is locked" when another connection wrote in between
+(the busy handler is not consulted for that upgrade), whereas IMMEDIATE takes the write lock up front
+and waits politely for the busy timeout. `Database.read()` gives a deferred, read-only-style session
+for queries that should not queue behind writers. PostgreSQL needs none of this and gets none.
+
+A database that stays locked beyond the busy timeout surfaces as `StorageError`, never as a raw
+driver exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from agent.errors import StorageError
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+_DEFERRED = "tapebot_deferred"  # execution option: begin a deferred (read) transaction on SQLite
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file behind a SQLite URL, or None for in-memory / non-SQLite URLs."""
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    return Path(u.database)
+
+
+def create_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, **kwargs: Any) -> AsyncEngine:
+    """An async engine. For SQLite: the connection pragmas above and IMMEDIATE write transactions;
+    the database file's folder is created if missing."""
+    if not is_sqlite(url):
+        return create_async_engine(url, pool_pre_ping=True, **kwargs)
+
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    connect_args = dict(kwargs.pop("connect_args", {}))
+    connect_args.setdefault("timeout", busy_timeout_ms / 1000)
+    engine = create_async_engine(url, connect_args=connect_args, **kwargs)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take BEGIN out of the driver's hands so we can choose IMMEDIATE vs DEFERRED ourselves.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            if path is not None:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        deferred = conn.get_execution_options().get(_DEFERRED, False)
+        conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+# ---- migrations --------------------------------------------------------------------------------
+def alembic_config(url: str) -> Any:
+    """An Alembic `Config` pointing at the packaged migrations (no alembic.ini needed)."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def _upgrade_sync(connection: Any, url: str, revision: str) -> None:
+    from alembic import command
+
+    cfg = alembic_config(url)
+    cfg.attributes["connection"] = connection  # env.py runs on this connection
+    command.upgrade(cfg, revision)
+
+
+async def upgrade(target: str | AsyncEngine, revision: str = "head") -> str | None:
+    """Apply migrations up to `revision` on a URL or an existing engine; returns the revision now
+    current. Works for sqlite+aiosqlite and postgresql+asyncpg URLs alike."""
+    own = isinstance(target, str)
+    engine = create_engine(target) if isinstance(target, str) else target
+    url = engine.url.render_as_string(hide_password=False)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_upgrade_sync, url, revision)
+        return await current_revision(engine)
+    except SQLAlchemyError as exc:
+        raise storage_error(exc, url) from exc
+    finally:
+        if own:
+            await engine.dispose()
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    def _get(sync_conn: Any) -> str | None:
+        return MigrationContext.configure(sync_conn).get_current_revision()
+
+    async with engine.connect() as conn:
+        return await conn.run_sync(_get)
+
+
+def migration_sql(url: str, revision: str = "head") -> str:
+    """The DDL the migrations would run on `url`'s dialect (Alembic offline mode); no database needed."""
+    import io
+
+    from alembic import command
+
+    cfg = alembic_config(url)
+    buffer = io.StringIO()
+    cfg.output_buffer = buffer
+    command.upgrade(cfg, revision, sql=True)
+    return buffer.getvalue()
+
+
+# ---- errors ------------------------------------------------------------------------------------
+def storage_error(exc: BaseException, url: str = "") -> StorageError:
+    """Translate a driver/SQLAlchemy error into one clear StorageError."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    detail = text.splitlines()[0] if text else type(exc).__name__
+    where = ""
+    if url:
+        path = sqlite_path(url)
+        where = f" ({path})" if path else ""
+    low = detail.lower()
+    if "database is locked" in low or "database table is locked" in low or "busy" in low:
+        return StorageError(
+            f"the database is locked{where}: another process held its write lock beyond the busy timeout "
+            "— is a second tapebot running on the same database? Retry, or stop the other process"
+        )
+    if isinstance(exc, DBAPIError) and "unable to open database" in low:
+        return StorageError(f"cannot open the database{where}: {detail} — check the path and its permissions")
+    return StorageError(f"database error{where}: {detail}")
+
+
+# ---- Database ----------------------------------------------------------------------------------
+class Database:
+    """Owns the engine and the session factories. `start()` creates the engine and applies the
+    migrations; `close()` disposes of the pool. Use as `async with Database(url) as db:` or call
+    start/close yourself (the composition root does)."""
+
+    def __init__(
+        self, url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, migrate: bool = True, echo: bool = False
+    ):
+        self.url = url
+        self.busy_timeout_ms = busy_timeout_ms
+        self.migrate = migrate
+        self.echo = echo
+        self._engine: AsyncEngine | None = None
+        self._writer: async_sessionmaker[AsyncSession] | None = None
+        self._reader: async_sessionmaker[AsyncSession] | None = None
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise StorageError("the database is not started (call Database.start() first)")
+        return self._engine
+
+    @property
+    def sessionmaker(self) -> async_sessionmaker[AsyncSession]:
+        """Sessions whose transactions take the write lock up front on SQLite (safe read-modify-write)."""
+        if self._writer is None:
+            raise StorageError("the database is not started (call Database.start() first)")
+        return self._writer
+
+    @property
+    def is_sqlite(self) -> bool:
+        return is_sqlite(self.url)
+
+    async def start(self) -> None:
+        if self._engine is not None:
+            return
+        engine = create_engine(self.url, busy_timeout_ms=self.busy_timeout_ms, echo=self.echo)
+        try:
+            if self.migrate:
+                await upgrade(engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+        self._engine = engine
+        self._writer = async_sessionmaker(engine, expire_on_commit=False)
+        self._reader = async_sessionmaker(engine.execution_options(**{_DEFERRED: True}), expire_on_commit=False)
+
+    async def close(self) -> None:
+        engine, self._engine, self._writer, self._reader = self._engine, None, None, None
+        if engine is not None:
+            await asyncio.shield(engine.dispose())
+
+    async def __aenter__(self) -> Database:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """One write transaction: committed on success, rolled back on error; driver errors become
+        StorageError."""
+        async with self._transaction(self.sessionmaker) as s:
+            yield s
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """One read transaction (deferred on SQLite, so it never waits for the write lock)."""
+        if self._reader is None:
+            raise StorageError("the database is not started (call Database.start() first)")
+        async with self._transaction(self._reader) as s:
+            yield s
+
+    @asynccontextmanager
+    async def _transaction(self, maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+        try:
+            async with maker() as s, s.begin():
+                yield s
+        except StorageError:
+            raise
+        except SQLAlchemyError as exc:
+            raise storage_error(exc, self.url) from exc

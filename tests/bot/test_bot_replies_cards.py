@@ -1,0 +1,71 @@
+"""WaitingState replies and approval cards (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.ports import ApprovalRecord, WaitingState, args_hash
+from bot import cards
+from bot.replies import option_index, read_reply
+
+Q = WaitingState(kind="question", question="Which?", options=["Spring", "UTAD", "LPS"])
+A = WaitingState(kind="approval", question="Allow?", options=["once", "always", "deny"])
+
+
+@pytest.mark.parametrize("text", ["yes", "Y", "ok", "好", "好的", "是", "确认", "可以", "行", "OK!"])
+def test_yes_words(text):
+    assert read_reply(text, A).kind == "yes"
+
+
+@pytest.mark.parametrize("text", ["no", "n", "不", "不用", "取消", "No."])
+def test_no_words(text):
+    assert read_reply(text, A).kind == "no"
+
+
+@pytest.mark.parametrize("text,value", [("2", "UTAD"), ("the second one", "UTAD"), ("第二个", "UTAD"),
+                                        ("#3", "LPS"), ("first", "Spring"), ("lps", "LPS")])
+def test_option_choice(text, value):
+    r = read_reply(text, Q)
+    assert r.kind == "option" and r.value == value
+
+
+def test_out_of_range_number_is_not_an_option():
+    assert option_index("9", 3) is None
+
+
+def test_command_or_change_of_mind_moves_on():
+    assert read_reply("/new", Q, is_command=True).kind == "moved_on"
+    assert read_reply("never mind, analyze 000001 instead", Q).kind == "moved_on"
+    assert read_reply("算了，换个话题", Q).kind == "moved_on"
+
+
+def test_free_text_answers_a_question_but_is_unclear_for_an_approval():
+    w = WaitingState(kind="question", question="How many shares?", pending_fields=["quantity"])
+    assert read_reply("300", w) == read_reply("300", w)
+    assert read_reply("300", w).kind == "value"
+    assert read_reply("buy 600519 please", A).kind == "unclear"  # never consent
+
+
+def test_not_yes_negations_are_not_consent():
+    assert read_reply("不确认", A).kind != "yes"
+    assert read_reply("yes but no", A).kind != "yes"
+
+
+def _record(args):
+    return ApprovalRecord(id="abc123", session_id="s", turn_id="t", call_id="c", tool="execute_trade",
+                          arguments=args, args_hash=args_hash("execute_trade", args))
+
+
+def test_card_shows_bidi_and_control_characters_and_truncates_with_hash():
+    text, buttons = cards.approval_card(_record({"note": "buy\u202e001 006", "x": "\x07"}), "en", 30)
+    assert "<U+202E>" in text and "\\\\u0007" in text  # JSON escapes C0 controls itself
+    assert [b.data for b in buttons[0]] == ["o:abc123", "a:abc123", "d:abc123"]
+    long_text, _ = cards.approval_card(_record({"blob": "x" * 5000}), "zh", 30)
+    assert "truncated" in long_text and "sha256" in long_text and len(long_text) < 2000
+
+
+def test_callback_parsing_rejects_forgeries():
+    assert cards.parse_callback("o:abc") == ("once", "abc")
+    assert cards.parse_callback("q2:t_1") == ("q2", "t_1")
+    for bad in ["", "x:abc", "o:", "abc", "o" + ":" + "a" * 80]:
+        assert cards.parse_callback(bad) is None
