@@ -58,19 +58,15 @@ def is_sensitive_key(key: str) -> bool:
     return k in SENSITIVE_KEYS or k.endswith(_SENSITIVE_SUFFIXES)
 
 
-# Token shapes. Each pattern's whole match is replaced unless it has a group named "keep",
-# in which case the kept prefix stays (e.g. "Bearer ***", "api_key=***").
-_PATTERNS: list[re.Pattern[str]] = [
+# Token shapes. None contains whitespace and all are ≥ 15 characters, so they are only looked for
+# inside long whitespace-free words: one C-speed split instead of a regex scan per shape over the
+# whole text (tool results and traces are long; this runs in the hot loop).
+_SHAPE_MIN_WORD = 15
+_SHAPES: list[re.Pattern[str]] = [
     # Anthropic / OpenAI style keys (sk-ant-…, sk-proj-…, sk-…)
     re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"),
     # Telegram bot tokens, also inside api.telegram.org/bot<token>/ URLs (no \b before the digits)
     re.compile(r"(?<![0-9])[0-9]{6,}:[A-Za-z0-9_\-]{30,}"),
-    # Authorization header values. "Bearer" needs a long token so prose ("bearer bonds") survives.
-    re.compile(
-        r"(?i)(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|bot|token)\s+)?)"
-        r"(?!\*\*\*)[^\s\"',;]+"
-    ),
-    re.compile(r"(?P<keep>\b[Bb]earer\s+)[A-Za-z0-9._~+/=\-]{20,}"),
     # JWTs (before the Discord shape, which they would otherwise partly match)
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     # Discord bot tokens: base64(user id).timestamp.hmac
@@ -81,13 +77,39 @@ _PATTERNS: list[re.Pattern[str]] = [
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
     re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
     re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),
-    # key=value / key: value for sensitive names (query strings, env dumps, log lines)
-    re.compile(
-        r"(?i)(?P<keep>\b[\w\-]*(?:api[_\-]?key|access[_\-]?token|auth[_\-]?token|bot[_\-]?token|"
-        r"refresh[_\-]?token|secret|password|passwd)\b[\"']?\s*[=:]\s*[\"']?|[?&;]token=)"
-        r"(?!\*\*\*)[^\s\"'&,;]+"
-    ),
 ]
+
+# Contextual patterns: a sensitive name followed by its value ("Authorization: Bearer x",
+# "api_key=x", '"password": "x"', "?token=x"). Names are found case-sensitively in the lower-cased
+# text (a case-insensitive regex scan is ~4x slower), then the value is matched right after them.
+_KV_NAME = re.compile(
+    r"(?:authorization|api[_\-]?key|access[_\-]?token|auth[_\-]?token|bot[_\-]?token|refresh[_\-]?token|"
+    r"secret|password|passwd|[?&;]token)"
+)
+_KV_NAME_ANY_CASE = re.compile(_KV_NAME.pattern, re.IGNORECASE)
+_KV_HINTS = ("authorization", "key", "token", "secret", "passw")
+_KV_VALUE = re.compile(
+    r"[\"']?\s*[=:]\s*[\"']?(?:(?:bearer|basic|bot|token)\s+)?(?!\*\*\*)([^\s\"'&,;]+)", re.IGNORECASE
+)
+# "Bearer <token>" on its own; the token must be long so prose ("bearer bonds") survives.
+_BEARER = re.compile(r"(\b[Bb]earer\s+)(?!\*\*\*)[A-Za-z0-9._~+/=\-]{20,}")
+
+
+def _mask_named_values(s: str, lower: str) -> str:
+    names = _KV_NAME.finditer(lower) if len(lower) == len(s) else _KV_NAME_ANY_CASE.finditer(s)
+    out: list[str] = []
+    last = 0
+    for name in names:
+        m = _KV_VALUE.match(s, name.end())
+        if m is None or m.start(1) < last:
+            continue
+        out.append(s[last : m.start(1)])
+        out.append(MASK)
+        last = m.end(1)
+    if not out:
+        return s
+    out.append(s[last:])
+    return "".join(out)
 
 
 def _sub_pattern(m: re.Match[str]) -> str:
@@ -99,29 +121,22 @@ class Redactor:
     """Masks secrets in text and in nested values. Cheap to call; safe to call twice."""
 
     def __init__(self, secret_values: Iterable[str] = (), *, extra_patterns: Iterable[str] = ()):
-        self._secrets: set[str] = set()
-        self._secret_re: re.Pattern[str] | None = None
-        self._patterns = list(_PATTERNS) + [re.compile(p) for p in extra_patterns]
+        self._secrets: list[str] = []  # longest first, so a secret containing another goes whole
+        self._extra = [re.compile(p) for p in extra_patterns]
         self.add_secrets(secret_values)
 
     # -- configuration --------------------------------------------------------------------------
     def add_secrets(self, values: Iterable[str]) -> None:
         """Register more secret values (e.g. a token loaded after start-up)."""
-        changed = False
+        known = set(self._secrets)
         for raw in values:
             if not isinstance(raw, str):
                 continue
             v = raw.strip()
             if len(v) < MIN_SECRET_LEN:
                 continue  # too short to mask without mangling ordinary text
-            for form in {v, urllib.parse.quote(v, safe="")}:
-                if form not in self._secrets:
-                    self._secrets.add(form)
-                    changed = True
-        if changed:
-            # Longest first so a secret that contains another is masked whole.
-            alts = sorted(self._secrets, key=len, reverse=True)
-            self._secret_re = re.compile("|".join(re.escape(a) for a in alts))
+            known.update({v, urllib.parse.quote(v, safe="")})
+        self._secrets = sorted(known, key=len, reverse=True)
 
     @property
     def secret_count(self) -> int:
@@ -131,9 +146,21 @@ class Redactor:
     def text(self, s: str) -> str:
         if not s or len(s) < MIN_SECRET_LEN:
             return s
-        if self._secret_re is not None:
-            s = self._secret_re.sub(MASK, s)
-        for pat in self._patterns:
+        for secret in self._secrets:
+            if secret in s:
+                s = s.replace(secret, MASK)
+        for word in {w for w in s.split() if len(w) >= _SHAPE_MIN_WORD}:
+            masked = word
+            for shape in _SHAPES:
+                masked = shape.sub(MASK, masked)
+            if masked != word:
+                s = s.replace(word, masked)
+        lower = s.lower()
+        if any(h in lower for h in _KV_HINTS):
+            s = _mask_named_values(s, lower)
+        if "bearer" in lower:
+            s = _BEARER.sub(r"\1" + MASK, s)
+        for pat in self._extra:
             s = pat.sub(_sub_pattern, s)
         return s
 

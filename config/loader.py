@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -96,18 +97,23 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         where = _toml_position(exc)
         raise ConfigError(
-            f"invalid TOML{where}: {_toml_reason(exc)}", file=str(path), fix="fix the syntax at that line"
+            f"invalid TOML{where}: {_toml_reason(exc)}", file=str(path), fix="fix the syntax there"
         ) from None
 
 
 def _toml_position(exc: tomllib.TOMLDecodeError) -> str:
     line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)
-    return f" at line {line}, column {col}" if line else ""
+    if line is None:  # Python < 3.14 only has the position inside the message
+        found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line, col = (found.group(1), found.group(2)) if found else (None, None)
+    if line:
+        return f" at line {line}, column {col}"
+    return " at the end of the file" if "end of document" in str(exc) else ""
 
 
 def _toml_reason(exc: tomllib.TOMLDecodeError) -> str:
     text = getattr(exc, "msg", None) or str(exc)
-    return text.split(" (at line")[0]
+    return re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)$", "", text)
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:

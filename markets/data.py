@@ -76,7 +76,10 @@ class MarketData:
                     continue
                 if len(b):
                     return b
-        raise NoData(errors[0] if errors else f"no provider has bars for {inst.label}")
+        if errors:
+            raise NoData(errors[0])
+        names = ", ".join(getattr(p, "coverage", p.name) for p in self.providers)
+        raise NoData(f"no bars for {inst.label} from the configured providers ({names})")
 
     async def abars(self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
         return await asyncio.to_thread(self.bars, query, start, end)

@@ -120,7 +120,7 @@ async def current_revision(engine: AsyncEngine) -> str | None:
     def _get(sync_conn: Any) -> str | None:
         return MigrationContext.configure(sync_conn).get_current_revision()
 
-    async with engine.connect() as conn:
+    async with engine.execution_options(**{_DEFERRED: True}).connect() as conn:
         return await conn.run_sync(_get)
 
 
@@ -164,7 +164,12 @@ class Database:
     start/close yourself (the composition root does)."""
 
     def __init__(
-        self, url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, migrate: bool = True, echo: bool = False
+        self,
+        url: str,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        migrate: bool = True,
+        echo: bool = False,
     ):
         self.url = url
         self.busy_timeout_ms = busy_timeout_ms
@@ -203,7 +208,9 @@ class Database:
             raise
         self._engine = engine
         self._writer = async_sessionmaker(engine, expire_on_commit=False)
-        self._reader = async_sessionmaker(engine.execution_options(**{_DEFERRED: True}), expire_on_commit=False)
+        self._reader = async_sessionmaker(
+            engine.execution_options(**{_DEFERRED: True}), expire_on_commit=False
+        )
 
     async def close(self) -> None:
         engine, self._engine, self._writer, self._reader = self._engine, None, None, None

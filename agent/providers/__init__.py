@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from agent.providers.base import ModelClient, ModelInfo
 from agent.providers.fallback import FallbackClient, SwitchCallback
@@ -55,7 +55,7 @@ _BUDGET_THINKING = re.compile(
 )
 
 
-def anthropic_thinking(model: str, max_tokens: int | None) -> str | int:
+def anthropic_thinking(model: str, max_tokens: int | None) -> Literal["adaptive"] | int:
     """The thinking setting `reasoning = true` means for an Anthropic model."""
     if _BUDGET_THINKING.search(model):
         return max(1024, (max_tokens or 8192) // 2)

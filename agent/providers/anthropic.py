@@ -19,6 +19,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent.errors import RetryableModelError
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agent.providers._streaming import guarded, with_idle_timeout
 from agent.providers.base import (
@@ -120,6 +121,7 @@ class AnthropicClient:
             blocks: dict[int, dict[str, Any]] = {}
             usage: dict[str, int] = {}
             stop_reason: str | None = None
+            complete = False
             async for event in with_idle_timeout(sdk_stream, self.idle_timeout):
                 etype = event.type
                 if etype == "content_block_delta":
@@ -160,6 +162,13 @@ class AnthropicClient:
                 elif etype == "message_delta":
                     _merge_usage(usage, event.usage)
                     stop_reason = event.delta.stop_reason or stop_reason
+                elif etype == "message_stop":
+                    complete = True
+            if not complete:
+                # A proxy closed the stream cleanly mid-message: the answer is truncated.
+                raise RetryableModelError(
+                    f"{self.info.model}: stream ended before message_stop", model=self.info.model
+                )
             yield UsageChunk(
                 Usage(
                     input_tokens=usage.get("input_tokens", 0),

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.errors import RetryableModelError
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agent.providers._streaming import guarded, with_idle_timeout
 from agent.providers.base import (
@@ -163,6 +164,11 @@ class OpenAICompatClient:
                             _accumulate(calls, fragment)
                     if choice.finish_reason:
                         finish = choice.finish_reason
+            if finish is None:
+                # No finish_reason: the body ended mid-answer (a proxy closed it cleanly).
+                raise RetryableModelError(
+                    f"{self.info.model}: stream ended without a finish_reason", model=self.info.model
+                )
             rest = tags.flush()
             if rest:
                 yield TextChunk(rest)
@@ -325,10 +331,9 @@ def _parse_tag(inner: str) -> ToolCallPart | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
     args = obj.get("arguments", obj.get("parameters", {}))
-    call_id = obj.get("id") if isinstance(obj.get("id"), str) else _new_call_id()
-    if isinstance(args, str):
-        return make_call(call_id, obj["name"], args)
-    if isinstance(args, dict):
+    given_id = obj.get("id")
+    call_id: str = given_id if isinstance(given_id, str) and given_id else _new_call_id()
+    if isinstance(args, str | dict):
         return make_call(call_id, obj["name"], args)
     return ToolCallPart(id=call_id, name=obj["name"], arguments=None, raw_arguments=json.dumps(args))
 

@@ -152,7 +152,12 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         allow_private: bool = False,
         resolver: Resolver | None = None,
     ):
-        self._inner = inner or httpx.AsyncHTTPTransport(retries=0)
+        # No keep-alive: a pooled connection is keyed by IP, and must not carry a request for
+        # another host name than the one its TLS session was verified for.
+        self._owns_inner = inner is None
+        self._inner = inner or httpx.AsyncHTTPTransport(
+            retries=0, limits=httpx.Limits(max_keepalive_connections=0)
+        )
         self._allow_private = allow_private
         self._resolver = resolver
 
@@ -180,4 +185,5 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        if self._owns_inner:  # a transport handed in (shared, or a test mock) stays open
+            await self._inner.aclose()

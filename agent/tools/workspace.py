@@ -56,7 +56,10 @@ class LocalToolPolicy:
     # writable, even inside the workspace. A directory entry protects everything under it.
     protected: list[Path] = field(default_factory=list)
     protected_names: list[str] = field(default_factory=lambda: list(DEFAULT_PROTECTED_NAMES))
-    read_max_chars: int = 100_000
+    # One read_file window. Kept under the executor's 8,000-character spill threshold: a bigger
+    # window reading back a spilled result would itself be spilled again.
+    read_max_chars: int = 7_500
+    web_max_chars: int = 100_000
     write_max_bytes: int = 5_000_000
     exec_timeout: float = 30.0
     exec_max_timeout: float = 600.0

@@ -176,10 +176,10 @@ def find_st(s: Series, climax: Event, ar: Event, p: WyckoffParams, limit: int = 
 
 
 # ---- springs and upthrusts ---------------------------------------------------------------------
-def find_springs(s: Series, rng: TradingRange, p: WyckoffParams, end: int) -> list[Event]:
+def find_springs(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first: int) -> list[Event]:
     out: list[Event] = []
     sup, mid, width = rng.support, rng.mid, rng.width
-    first = max(rng.start + 5, 1)
+    first = max(first, 1)
     last_k = -10
     for t in range(first, end + 1):
         if s.locked[t] or t - last_k <= 3:
@@ -228,11 +228,11 @@ def _spring_test(s: Series, t: int, low_pt: float, sup: float, p: WyckoffParams,
     return "untested", "no low-volume test followed"
 
 
-def find_upthrusts(s: Series, rng: TradingRange, p: WyckoffParams, end: int) -> list[Event]:
+def find_upthrusts(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first: int) -> list[Event]:
     out: list[Event] = []
     res = rng.resistance
     last_k = -10
-    for t in range(max(rng.start + 5, 1), end + 1):
+    for t in range(max(first, 1), end + 1):
         if s.locked[t] or t - last_k <= 3:
             continue
         hi = s.high[t]
@@ -260,10 +260,10 @@ def find_upthrusts(s: Series, rng: TradingRange, p: WyckoffParams, end: int) -> 
 
 
 # ---- SOS / SOW / LPS / LPSY --------------------------------------------------------------------
-def find_breaks(s: Series, rng: TradingRange, p: WyckoffParams, end: int) -> list[Event]:
+def find_breaks(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first: int) -> list[Event]:
     out: list[Event] = []
     sup, res = rng.support, rng.resistance
-    for t in range(max(rng.start + 5, 1), end + 1):
+    for t in range(max(first, 1), end + 1):
         if s.locked[t] or np.isnan(s.vol_avg[t]):
             continue
         vr = s.vr(t)

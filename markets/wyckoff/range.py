@@ -15,8 +15,10 @@ the same code):
 4. quality = 0.45 × touch score (min(touches)/3, capped at 1) + 0.35 × width score (width relative
    to 4 × ATR %, capped at 1) + 0.20 × drift score (1 − drift / max_drift).
 5. Several lookbacks are tried; the longest valid one wins unless a shorter one is better by more
-   than `quality_tie`. Age = bars since the range began: walking back from the window's end, the
-   range starts after the last run of `range_escape_bars` closes outside the band.
+   than `quality_tie`. The range's body: the window is cut at every run of `range_escape_bars`
+   closes outside the band, the segment with most closes inside is the body (extended back past
+   the window while closes stay inside). `start`/`end` are the body's first/last bars; age = end −
+   start + 1. When `end` is well before the last bar, price has left the range.
 
 Naming: the issue calls support the "creek" and resistance the "ice" (as bmad4's detectors do), and
 the object exposes those aliases. Classical texts (Pruden, Villahermosa) use "creek" for the
@@ -194,10 +196,10 @@ def find_range(
             continue
         lb, lv, j = best
         sup, res = float(lv.support[j]), float(lv.resistance[j])
-        start = _range_start(close, we, sup, res, p)
+        start, body_end = _body(close, we - lb + 1, we, sup, res, p)
         return TradingRange(
-            support=sup, resistance=res, start=start, end=we,
-            start_date=dates[start].astype(object), end_date=dates[we].astype(object), lookback=lb,
+            support=sup, resistance=res, start=start, end=body_end,
+            start_date=dates[start].astype(object), end_date=dates[body_end].astype(object), lookback=lb,
             touches_support=int(lv.touches_support[j]), touches_resistance=int(lv.touches_resistance[j]),
             width_pct=float(lv.width[j]), drift=float(lv.drift[j]), containment=float(lv.containment[j]),
             quality=float(lv.quality[j]),
@@ -222,17 +224,36 @@ def _levels_ragged(H: np.ndarray, L: np.ndarray, C: np.ndarray, ap: np.ndarray, 
     )  # fmt: skip
 
 
-def _range_start(close: np.ndarray, we: int, sup: float, res: float, p: WyckoffParams) -> int:
+def _body(close: np.ndarray, ws: int, we: int, sup: float, res: float, p: WyckoffParams) -> tuple[int, int]:
+    """First and last bar of the range's body: the window is cut into segments at every run of
+    `range_escape_bars` closes outside the band; the segment with the most closes inside is the
+    body, and its start is extended back past the window while closes stay in the band."""
     lo, hi = sup * (1 - p.touch_tol), res * (1 + p.touch_tol)
-    outside_run = 0
-    i = we
-    while i > 0:
-        c = close[i - 1]
-        if c < lo or c > hi:
-            outside_run += 1
-            if outside_run >= p.range_escape_bars:
-                return i - 1 + p.range_escape_bars
+    inside = (close >= lo) & (close <= hi)
+    segs: list[tuple[int, int, int]] = []  # (start, end, inside count)
+    seg_start, run, last_in = None, 0, None
+    for i in range(ws, we + 1):
+        if inside[i]:
+            if seg_start is None:
+                seg_start = i
+            last_in, run = i, 0
         else:
-            outside_run = 0
+            run += 1
+            if run >= p.range_escape_bars and seg_start is not None and last_in is not None:
+                segs.append((seg_start, last_in, int(inside[seg_start : last_in + 1].sum())))
+                seg_start = None
+    if seg_start is not None and last_in is not None:
+        segs.append((seg_start, last_in, int(inside[seg_start : last_in + 1].sum())))
+    if not segs:
+        return ws, we
+    start, end, _ = max(segs, key=lambda t: (t[2], t[1]))
+    run = 0
+    i = start - 1
+    while i >= 0:
+        run = run + 1 if not inside[i] else 0
+        if run >= p.range_escape_bars:
+            break
+        if inside[i]:
+            start = i
         i -= 1
-    return 0
+    return start, end

@@ -1,6 +1,6 @@
 """pytest fixtures for the scripted LLM server. Use them from a conftest.py:
 
-    from tests.fakes.llm_fixtures import llm_server, llm_server_thread  # noqa: F401
+from tests.fakes.llm_fixtures import llm_server, llm_server_thread  # noqa: F401
 """
 
 from __future__ import annotations

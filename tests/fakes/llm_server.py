@@ -60,7 +60,7 @@ class Reply:
     stall_after: int | None = None  # after this many content frames, go silent for `stall_for`
     stall_for: float = 30.0
     fail_after: int | None = None  # after this many content frames, fail mid-stream
-    fail_mode: Literal["error", "disconnect"] = "error"
+    fail_mode: Literal["error", "disconnect", "truncate"] = "error"  # truncate: end the body cleanly
     chunk_delay: float = 0.0
 
 
@@ -153,7 +153,9 @@ class ScriptedLLMServer:
             elif self.default is not None:
                 entry = self.default
             else:
-                return Failure(500, {"error": {"type": "api_error", "message": "scripted server: script exhausted"}})
+                return Failure(
+                    500, {"error": {"type": "api_error", "message": "scripted server: script exhausted"}}
+                )
         return entry(body) if callable(entry) else entry
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -166,6 +168,21 @@ class ScriptedLLMServer:
     def openai_base_url(self) -> str:
         return f"{self.url}/v1"
 
+    def base_url(self, provider: str) -> str:
+        """The `base_url` a model config for `provider` ("anthropic" | "openai") needs."""
+        return self.url if provider == "anthropic" else self.openai_base_url
+
+    def script_turn_for_bench(self) -> None:
+        """Queue one 3-round tool turn: two `quote` calls, one more `quote` call, a final answer."""
+        self.script(
+            Reply(
+                text="Checking. ",
+                tool_calls=[ToolCall("quote", {"code": "600519"}), ToolCall("quote", {"code": "000001"})],
+            ),
+            Reply(tool_calls=[ToolCall("quote", {"code": "300750"})]),
+            Reply(text="600519 closed at 1480.55 as of 2025-09-03."),
+        )
+
     async def start(self) -> str:
         app = web.Application()
         app.router.add_post("/v1/messages", self._anthropic)
@@ -173,7 +190,7 @@ class ScriptedLLMServer:
         self._closing = asyncio.Event()
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, handler_cancellation=True, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, shutdown_timeout=1.0)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         server = getattr(site, "_server", None)
         if self.port == 0 and server is not None and server.sockets:
@@ -260,7 +277,9 @@ class ScriptedLLMServer:
         )
 
     async def _open_sse(self, request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await response.prepare(request)
         return response
 
@@ -296,7 +315,10 @@ class ScriptedLLMServer:
             "output_tokens": output,
             "cache_creation_input_tokens": reply.cache_write,
             "cache_read_input_tokens": reply.cache_read,
-            "cache_creation": {"ephemeral_5m_input_tokens": reply.cache_write, "ephemeral_1h_input_tokens": 0},
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": reply.cache_write,
+                "ephemeral_1h_input_tokens": 0,
+            },
         }
 
     def _tool_id(self, call: ToolCall, prefix: str) -> str:
@@ -311,7 +333,9 @@ class ScriptedLLMServer:
             content.append({"type": "text", "text": text})
         for call in reply.tool_calls:
             args = call.arguments if isinstance(call.arguments, dict) else {}
-            content.append({"type": "tool_use", "id": self._tool_id(call, "toolu_"), "name": call.name, "input": args})
+            content.append(
+                {"type": "tool_use", "id": self._tool_id(call, "toolu_"), "name": call.name, "input": args}
+            )
         stop = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}[self._finish(reply)]
         return {
             "id": f"msg_{next(self._ids):04d}",
@@ -324,7 +348,9 @@ class ScriptedLLMServer:
             "usage": self._anthropic_usage(reply, reply.output_tokens),
         }
 
-    async def _anthropic_stream(self, request: web.Request, body: dict[str, Any], reply: Reply) -> web.StreamResponse:
+    async def _anthropic_stream(
+        self, request: web.Request, body: dict[str, Any], reply: Reply
+    ) -> web.StreamResponse:
         response = await self._open_sse(request)
 
         async def send(event: str, data: dict[str, Any]) -> None:
@@ -352,12 +378,16 @@ class ScriptedLLMServer:
             blocks.append((start, [{"type": "input_json_delta", "partial_json": p} for p in parts]))
         count = 0
         for index, (start, deltas) in enumerate(blocks):
-            await send("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+            await send(
+                "content_block_start", {"type": "content_block_start", "index": index, "content_block": start}
+            )
             for delta in deltas:
                 if await self._before_content_frame(reply, count):
                     return await self._anthropic_fail(request, response, send, reply)
                 count += 1
-                await send("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+                await send(
+                    "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+                )
             await send("content_block_stop", {"type": "content_block_stop", "index": index})
         if await self._before_content_frame(reply, count):
             return await self._anthropic_fail(request, response, send, reply)
@@ -370,9 +400,14 @@ class ScriptedLLMServer:
         await response.write_eof()
         return response
 
-    async def _anthropic_fail(self, request: web.Request, response: web.StreamResponse, send: Any, reply: Reply) -> web.StreamResponse:
+    async def _anthropic_fail(
+        self, request: web.Request, response: web.StreamResponse, send: Any, reply: Reply
+    ) -> web.StreamResponse:
         if reply.fail_mode == "disconnect":
             _drop(request)
+            return response
+        if reply.fail_mode == "truncate":
+            await response.write_eof()
             return response
         await send("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
         await response.write_eof()
@@ -411,7 +446,11 @@ class ScriptedLLMServer:
             message["reasoning_content"] = reply.thinking
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": self._tool_id(c, "call_"), "type": "function", "function": {"name": c.name, "arguments": c.text}}
+                {
+                    "id": self._tool_id(c, "call_"),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.text},
+                }
                 for c in reply.tool_calls
             ]
         return {
@@ -421,12 +460,20 @@ class ScriptedLLMServer:
             "usage": self._openai_usage(reply),
         }  # fmt: skip
 
-    async def _openai_stream(self, request: web.Request, body: dict[str, Any], reply: Reply) -> web.StreamResponse:
+    async def _openai_stream(
+        self, request: web.Request, body: dict[str, Any], reply: Reply
+    ) -> web.StreamResponse:
         response = await self._open_sse(request)
         completion_id = f"chatcmpl-{next(self._ids)}"
 
-        def frame(delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None) -> dict[str, Any]:
-            choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+        def frame(
+            delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None
+        ) -> dict[str, Any]:
+            choices = (
+                []
+                if delta is None
+                else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+            )
             return {"id": completion_id, "object": "chat.completion.chunk", "created": 1,
                     "model": body.get("model", ""), "choices": choices, "usage": usage}  # fmt: skip
 
@@ -457,11 +504,23 @@ class ScriptedLLMServer:
         await response.write_eof()
         return response
 
-    async def _openai_fail(self, request: web.Request, response: web.StreamResponse, send: Any, reply: Reply) -> web.StreamResponse:
+    async def _openai_fail(
+        self, request: web.Request, response: web.StreamResponse, send: Any, reply: Reply
+    ) -> web.StreamResponse:
         if reply.fail_mode == "disconnect":
             _drop(request)
             return response
-        await send({"error": {"message": "The server had an error while processing your request.", "type": "server_error"}})
+        if reply.fail_mode == "truncate":
+            await response.write_eof()
+            return response
+        await send(
+            {
+                "error": {
+                    "message": "The server had an error while processing your request.",
+                    "type": "server_error",
+                }
+            }
+        )
         await response.write_eof()
         return response
 

@@ -20,11 +20,17 @@ async def make_client(llm_server: ScriptedLLMServer) -> AsyncIterator[Callable[.
 
     def make(vendor: str, model: str | None = None, *, idle_timeout: float = 5.0, **kw) -> ModelClient:
         if vendor == "anthropic":
-            info = ModelInfo(id=kw.pop("id", model or "claude"), model=model or "claude-test", provider="anthropic")
-            client: ModelClient = AnthropicClient(info, "test-key", llm_server.url, idle_timeout=idle_timeout, **kw)
+            info = ModelInfo(
+                id=kw.pop("id", model or "claude"), model=model or "claude-test", provider="anthropic"
+            )
+            client: ModelClient = AnthropicClient(
+                info, "test-key", llm_server.url, idle_timeout=idle_timeout, **kw
+            )
         else:
             info = ModelInfo(id=kw.pop("id", model or "gpt"), model=model or "gpt-test", provider="openai")
-            client = OpenAICompatClient(info, "test-key", llm_server.openai_base_url, idle_timeout=idle_timeout, **kw)
+            client = OpenAICompatClient(
+                info, "test-key", llm_server.openai_base_url, idle_timeout=idle_timeout, **kw
+            )
         made.append(client)
         return client
 

@@ -117,7 +117,9 @@ async def test_wire_request_cache_breakpoints_and_history_mapping(llm_server, ma
         Message.tool_result("toolu_2", "get_news", "invalid JSON arguments", is_error=True),
     ]
     llm_server.script(Reply(text="It is 1500."))
-    await collect(make_client("anthropic"), req(*history, tools=TOOLS, system="STATIC", system_dynamic="Today"))
+    await collect(
+        make_client("anthropic"), req(*history, tools=TOOLS, system="STATIC", system_dynamic="Today")
+    )
     body = llm_server.requests[0].body
     assert body["system"] == [
         {"type": "text", "text": "STATIC", "cache_control": {"type": "ephemeral"}},
@@ -246,9 +248,24 @@ async def test_connection_refused_is_retryable(make_client):
     from agent.providers.anthropic import AnthropicClient
     from agent.providers.base import ModelInfo
 
-    client = AnthropicClient(ModelInfo(id="x", model="claude-x", provider="anthropic"), "k", "http://127.0.0.1:9")
+    client = AnthropicClient(
+        ModelInfo(id="x", model="claude-x", provider="anthropic"), "k", "http://127.0.0.1:9"
+    )
     try:
         with pytest.raises(RetryableModelError):
             await collect(client, req())
     finally:
         await client.aclose()
+
+
+async def test_cleanly_truncated_stream_is_an_error_not_an_answer(llm_server, make_client):
+    llm_server.script(
+        Reply(text="half an", fail_after=1, fail_mode="truncate"),
+        Reply(text="x", fail_after=0, fail_mode="truncate"),
+    )
+    client = make_client("anthropic")
+    with pytest.raises(StreamInterrupted):
+        await collect(client, req())
+    with pytest.raises(RetryableModelError) as info:
+        await collect(client, req())
+    assert not isinstance(info.value, StreamInterrupted)

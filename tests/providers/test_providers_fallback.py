@@ -37,7 +37,9 @@ def rec() -> Recorder:
 def chain(make_client, rec):
     """chain(vendor_a, vendor_b, idle_timeout=...) -> FallbackClient over models "primary"/"backup"."""
 
-    def make(first: str = "anthropic", second: str = "openai", *, idle_timeout: float = 5.0, **kw) -> FallbackClient:
+    def make(
+        first: str = "anthropic", second: str = "openai", *, idle_timeout: float = 5.0, **kw
+    ) -> FallbackClient:
         clients = [
             make_client(first, model="primary", id="main", idle_timeout=idle_timeout),
             make_client(second, model="backup", id="backup", idle_timeout=idle_timeout),
@@ -153,7 +155,11 @@ async def test_tool_call_history_crosses_vendors(llm_server, chain):
     llm_server.script(Reply(tool_calls=[ToolCall("get_quote", {"code": "1"}, id="toolu_9")]), model="primary")
     chunks = await collect(client, REQ)
     (call,) = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
-    history = [*REQ.messages, Message.assistant("", tool_calls=[call]), Message.tool_result(call.id, call.name, "9")]
+    history = [
+        *REQ.messages,
+        Message.assistant("", tool_calls=[call]),
+        Message.tool_result(call.id, call.name, "9"),
+    ]
     llm_server.script(Failure(529), model="primary")
     llm_server.script(Reply(text="9 it is"), model="backup")
     await collect(client, ModelRequest(messages=history))
@@ -196,7 +202,9 @@ async def test_async_switch_callback_is_awaited():
     async def on_switch(model_from, model_to, reason):
         seen.append((model_from, model_to))
 
-    client = FallbackClient([scripted("a", RetryableModelError("x")), scripted("b", reply("ok"))], on_switch=on_switch)
+    client = FallbackClient(
+        [scripted("a", RetryableModelError("x")), scripted("b", reply("ok"))], on_switch=on_switch
+    )
     await collect(client, REQ)
     assert seen == [("a", "b")]
 

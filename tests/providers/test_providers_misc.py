@@ -79,7 +79,9 @@ def _cfg(**kw):
 
 async def test_build_model_client_per_provider():
     openai_client = build_model_client(_cfg(), idle_timeout=7)
-    anthropic_client = build_model_client(_cfg(provider="anthropic", model="claude-sonnet-4-5", context_window=1000))
+    anthropic_client = build_model_client(
+        _cfg(provider="anthropic", model="claude-sonnet-4-5", context_window=1000)
+    )
     try:
         assert isinstance(openai_client, OpenAICompatClient) and openai_client.idle_timeout == 7
         assert openai_client.info.context_window == 128_000
@@ -103,7 +105,9 @@ def test_reasoning_flag_selects_the_thinking_mode():
 async def test_build_from_the_real_model_config(llm_server):
     from config.settings import ModelConfig
 
-    cfg = ModelConfig(id="main", provider="openai", model="qwen-max", base_url=llm_server.openai_base_url, api_key="sk-1")
+    cfg = ModelConfig(
+        id="main", provider="openai", model="qwen-max", base_url=llm_server.openai_base_url, api_key="sk-1"
+    )
     chain = build_model_chain([cfg], idle_timeout=5)
     llm_server.script(Reply(text="hi there"))
     try:
@@ -117,7 +121,9 @@ async def test_build_from_the_real_model_config(llm_server):
 
 def test_importing_providers_does_not_import_the_sdks():
     code = "import sys, agent.providers; print('anthropic' in sys.modules, 'openai' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=os.getcwd())
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=os.getcwd()
+    )
     assert out.stdout.split() == ["False", "False"]
 
 
@@ -190,7 +196,9 @@ def test_server_in_a_thread_serves_the_sync_sdk(llm_server_thread):
     llm_server_thread.script(Reply(text="from a thread"), Failure(401))
     client = openai.OpenAI(api_key="k", base_url=llm_server_thread.openai_base_url, max_retries=0)
     try:
-        stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True)
+        stream = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True
+        )
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         assert text == "from a thread"
         with pytest.raises(openai.AuthenticationError):
@@ -209,7 +217,9 @@ async def test_server_closes_promptly_while_a_handler_stalls():
     await server.start()
     server.script(Reply(text="x", stall_before=60))
     o = openai.AsyncOpenAI(api_key="k", base_url=server.openai_base_url, max_retries=0)
-    call = asyncio.create_task(o.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}]))
+    call = asyncio.create_task(
+        o.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    )
     while not server.requests:
         await asyncio.sleep(0.01)
     await asyncio.wait_for(server.close(), 5)

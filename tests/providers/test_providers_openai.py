@@ -83,7 +83,9 @@ async def test_non_object_tool_json_gives_arguments_none(llm_server, make_client
 
 async def test_reasoning_content_streams_as_thinking_and_is_echoed_back(llm_server, make_client):
     client = make_client("openai", model="deepseek-reasoner")
-    llm_server.script(Reply(thinking="Check the price first.", tool_calls=[ToolCall("get_quote", {"code": "1"})]))
+    llm_server.script(
+        Reply(thinking="Check the price first.", tool_calls=[ToolCall("get_quote", {"code": "1"})])
+    )
     first = req(Message.user("price?"), tools=TOOLS)
     chunks = await collect(client, first)
     thinking = "".join(c.text for c in chunks if isinstance(c, ThinkingChunk))
@@ -150,7 +152,9 @@ async def test_tool_call_tags_in_text_become_tool_calls_and_never_show(llm_serve
 
 async def test_native_tool_calls_win_over_tags(llm_server, make_client):
     tag = '<tool_call>{"name": "get_news", "arguments": {}}</tool_call>'
-    llm_server.script(Reply(text=["ok ", tag], tool_calls=[ToolCall("get_quote", {"code": "1"}, id="call_n")]))
+    llm_server.script(
+        Reply(text=["ok ", tag], tool_calls=[ToolCall("get_quote", {"code": "1"}, id="call_n")])
+    )
     chunks = await collect(make_client("openai"), req(tools=TOOLS))
     assert [c.id for c in calls_of(chunks)] == ["call_n"]
     assert text_of(chunks) == "ok "
@@ -209,7 +213,9 @@ async def test_unexplained_400s_on_first_try_drop_both_in_turn(llm_server, make_
 async def test_a_400_that_no_downgrade_fixes_is_fatal_and_not_remembered(llm_server, make_client):
     client = make_client("openai")
     body = {"error": {"message": "prompt is too long", "type": "invalid_request_error"}}
-    llm_server.script(Failure(400, body=body), Failure(400, body=body), Failure(400, body=body), Reply(text="ok"))
+    llm_server.script(
+        Failure(400, body=body), Failure(400, body=body), Failure(400, body=body), Reply(text="ok")
+    )
     with pytest.raises(FatalModelError) as info:
         await collect(client, req(tools=TOOLS))
     assert "prompt is too long" in str(info.value)
@@ -296,8 +302,23 @@ async def test_stall_after_text_is_interrupted(llm_server, make_client):
 
 
 async def test_partial_tool_call_is_never_yielded_when_the_stream_breaks(llm_server, make_client):
-    llm_server.script(Reply(tool_calls=[ToolCall("get_quote", {"code": "600519"}, fragments=4)], fail_after=3))
+    llm_server.script(
+        Reply(tool_calls=[ToolCall("get_quote", {"code": "600519"}, fragments=4)], fail_after=3)
+    )
     got: list = []
     with pytest.raises(RetryableModelError):
         await collect(make_client("openai"), req(tools=TOOLS), into=got)
     assert calls_of(got) == []
+
+
+async def test_cleanly_truncated_stream_is_an_error_not_an_answer(llm_server, make_client):
+    llm_server.script(
+        Reply(text="half an", fail_after=1, fail_mode="truncate"),
+        Reply(text="x", fail_after=0, fail_mode="truncate"),
+    )
+    client = make_client("openai")
+    with pytest.raises(StreamInterrupted):
+        await collect(client, req())
+    with pytest.raises(RetryableModelError) as info:
+        await collect(client, req())
+    assert not isinstance(info.value, StreamInterrupted)

@@ -189,3 +189,23 @@ async def test_default_policy_from_ctx_workspace(tmp_path: Path):
     assert await local_tools.get("read_file").call(ctx, {"path": "f.txt"}) == "ok"
     with pytest.raises(ToolDenied):
         await local_tools.get("read_file").call(ctx, {"path": "/etc/passwd"})
+
+
+async def test_spilled_result_reads_back_in_windows_that_never_spill_again(call, policy):
+    from agent.executor import SPILL_CHARS
+
+    blob = "".join(f"{i:05d} " + "x" * 60 + "\n" for i in range(1000))  # ~67K characters
+    (policy.results_dir / "screen_stocks_c1.txt").write_text(blob)
+    got, offset = [], 0
+    while True:
+        out = await call("read_file", path="results/screen_stocks_c1.txt", offset=offset)
+        assert len(out) <= SPILL_CHARS  # the executor would spill anything longer
+        body, sep, footer = out.partition("\n[… truncated: ")
+        if not sep:
+            body, end, _ = body.partition("\n[end of 'results/screen_stocks_c1.txt'")
+            assert end
+            got.append(body)
+            break
+        got.append(body)
+        offset = int(footer.split("offset=")[1].split("]")[0].split()[0])
+    assert "".join(got) == blob

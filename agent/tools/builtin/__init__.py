@@ -25,7 +25,7 @@ def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 20000) 
     """Read a text file from the workspace, or a large tool result saved under results/.
 
     Paths are relative to the workspace. A directory path lists its entries. Long files come back
-    in windows: the reply says which offset to use to continue.
+    in windows of at most 7,500 characters: the reply says which offset to use to continue.
 
     Args:
         path: file path relative to the workspace, or a results/<file> reference from a tool result.

@@ -199,7 +199,7 @@ async def fetch(policy: LocalToolPolicy, url: str) -> FetchResult:
 async def web_fetch_impl(policy: LocalToolPolicy, url: str, max_chars: int) -> str:
     if max_chars < 1:
         raise InvalidToolArguments("max_chars must be at least 1")
-    max_chars = min(max_chars, policy.read_max_chars)
+    max_chars = min(max_chars, policy.web_max_chars)
     try:
         result = await asyncio.wait_for(fetch(policy, url), timeout=policy.web_timeout * 2)
     except TimeoutError:

@@ -1,0 +1,165 @@
+"""Streaming a reply by editing one message at a safe rate.
+
+    stream = StreamingMessage(adapter, chat)          # rate from the adapter: 1 s DMs, 3 s groups
+    await stream.append("Hel"); await stream.append("lo")   # returns at once; edits happen behind
+    await stream.flush()                              # e.g. before a long tool call (optional)
+    sent = await stream.finish(final_text, buttons=...)
+
+Text is rendered from Markdown on every edit (the renderer always produces valid output, so partial
+Markdown is safe; adapters resend plain text if the platform still rejects it). Edits of one stream
+are at least `min_interval` apart on the injected clock. When the text outgrows the platform limit the
+current message is finalised and the stream continues in a new one; `finish` returns every message.
+Intermediate edit failures are logged and skipped; only the final pass raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from adapters.base import Button, ChatAdapter, ChatRef, DeliveryError, MessageGone, SentMessage, TextFormat
+from adapters.render import split_message, utf16_len
+
+log = logging.getLogger(__name__)
+
+#: room left below the platform limit for rendering growth (escaped mentions, list bullets, …)
+_MARGIN = 64
+
+
+class StreamingMessage:
+    def __init__(
+        self,
+        adapter: ChatAdapter,
+        chat: ChatRef,
+        *,
+        min_interval: float | None = None,
+        reply_to: str | None = None,
+        format: TextFormat = "markdown",
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ):
+        self.adapter = adapter
+        self.chat = chat
+        self.min_interval = adapter.interval_for(chat) if min_interval is None else min_interval
+        self.reply_to = reply_to
+        self.format = format
+        self._clock = clock
+        self._sleep = sleep
+        self._text = ""
+        self._messages: list[SentMessage] = []
+        self._shown: list[str] = []
+        self._last_push: float | None = None
+        self._lock = asyncio.Lock()
+        self._pending: asyncio.Task | None = None
+        self._finished = False
+        self.pushes: list[float] = []  # clock time of every flush that hit the network (for tests)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @property
+    def messages(self) -> list[SentMessage]:
+        return list(self._messages)
+
+    async def append(self, delta: str) -> None:
+        if self._finished:
+            raise RuntimeError("stream already finished")
+        self._text += delta
+        self._schedule()
+
+    async def set_text(self, text: str) -> None:
+        if self._finished:
+            raise RuntimeError("stream already finished")
+        self._text = text
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.create_task(self._flush_soon())
+
+    async def _wait_turn(self) -> None:
+        if self._last_push is not None:
+            wait = self._last_push + self.min_interval - self._clock()
+            if wait > 0:
+                await self._sleep(wait)
+
+    async def _flush_soon(self) -> None:
+        try:
+            async with self._lock:
+                await self._wait_turn()
+                if not self._finished:
+                    await self._push(final=False)
+        except Exception:  # intermediate edits are best effort
+            log.exception("streaming edit failed")
+
+    async def flush(self) -> None:
+        """Show everything appended so far (waits for the rate limit, not for more text)."""
+        if self._pending is not None and not self._pending.done():
+            await self._pending
+        async with self._lock:
+            await self._wait_turn()
+            if not self._finished:
+                await self._push(final=False)
+
+    async def finish(
+        self, text: str | None = None, *, buttons: Sequence[Sequence[Button]] | None = None
+    ) -> list[SentMessage]:
+        """Final render; `buttons` go on the last message. Raises DeliveryError if it can't deliver."""
+        if text is not None:
+            self._text = text
+        if self._pending is not None and not self._pending.done():
+            await self._pending
+        async with self._lock:
+            self._finished = True
+            if not self._text.strip():
+                if not self._messages:
+                    return []
+                self._text = "…"
+            await self._wait_turn()
+            await self._push(final=True, buttons=buttons)
+        return list(self._messages)
+
+    def _chunks(self) -> list[str]:
+        limit = self.adapter.max_message_len - _MARGIN
+        length = utf16_len if self.adapter.platform == "telegram" else len
+        return [c for c in split_message(self._text, limit, length=length) if c.strip()]
+
+    async def _push(self, *, final: bool, buttons: Sequence[Sequence[Button]] | None = None) -> None:
+        chunks = self._chunks()
+        if not chunks:
+            return
+        touched = False
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
+            kb = buttons if (final and last) else None
+            try:
+                if i < len(self._messages):
+                    if self._shown[i] == chunk and not kb:
+                        continue
+                    await self.adapter.edit_text(self._messages[i], chunk, buttons=kb, format=self.format)
+                    self._shown[i] = chunk
+                else:
+                    reply_to = self.reply_to if i == 0 else None
+                    sent = await self.adapter.send_text(
+                        self.chat, chunk, buttons=kb, reply_to=reply_to, format=self.format
+                    )
+                    self._messages.append(sent)
+                    self._shown.append(chunk)
+                touched = True
+            except MessageGone:
+                # someone deleted our message: continue in a fresh one
+                sent = await self.adapter.send_text(self.chat, chunk, buttons=kb, format=self.format)
+                self._messages[i] = sent
+                self._shown[i] = chunk
+                touched = True
+            except DeliveryError:
+                if final:
+                    raise
+                log.warning("streaming edit skipped", exc_info=True)
+        if touched:
+            self._last_push = self._clock()
+            self.pushes.append(self._last_push)

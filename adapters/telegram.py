@@ -1,0 +1,640 @@
+"""Telegram adapter (python-telegram-bot 22).
+
+Receiving. PTB's `Updater` confirms updates as soon as they are queued and, on stop, calls
+getUpdates once more to acknowledge everything it fetched — including updates nobody handled. We
+therefore run our own long-polling loop: a batch is handled (per chat in order, chats in parallel),
+and only then does the next getUpdates carry the offset that confirms it. On `stop()` we never fetch
+a new batch; we confirm exactly the contiguous prefix that was handled, so the rest is redelivered on
+the next start. Raw JSON is parsed one update at a time, so a malformed update is logged and skipped
+instead of blocking the queue. Webhook mode (aiohttp) checks the secret token in constant time and
+answers 200 only after the handler accepted the update.
+
+Sending. Markdown → allow-listed HTML, split at 4096 (UTF-16, after entity parsing), link previews
+off, plain resend on "can't parse entities", flood control by `FloodLimiter` (429 → wait
+retry_after, retry). Forum topics are separate chats (message_thread_id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from telegram import (
+    BotCommand,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    ReplyParameters,
+    Update,
+)
+from telegram.constants import ChatAction, ChatType, MessageEntityType
+from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
+from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, TypeHandler
+from telegram.request import BaseRequest
+
+from adapters.base import (
+    Button,
+    ButtonPress,
+    ChatAdapter,
+    ChatRef,
+    DeliveryError,
+    Inbound,
+    InboundCommand,
+    InboundHandler,
+    InboundMessage,
+    MessageGone,
+    SentMessage,
+    TextFormat,
+    UserRef,
+)
+from adapters.common import InflightTracker, KeyedLocks, call_handler
+from adapters.logsafe import install_redaction
+from adapters.notices import DEFAULT_NOTICES, notice
+from adapters.ratelimit import FloodLimiter, Sleep, retry_after_seconds
+from adapters.render import html_visible_text, render_parts, split_chunks, to_telegram_html, utf16_len
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "telegram"
+ALLOWED_UPDATES = ["message", "callback_query"]
+_NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+CAPTION_LIMIT = 1024
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    url: str  # public HTTPS URL Telegram posts to (ends with `path`)
+    secret_token: str  # 1-256 chars [A-Za-z0-9_-]; checked on every request
+    listen: str = "127.0.0.1"
+    port: int = 8443
+    path: str = "/telegram"
+    max_connections: int = 40
+
+
+def _is_parse_error(exc: BadRequest) -> bool:
+    m = exc.message.lower()
+    return "parse entities" in m or "can't find end" in m or "unsupported start tag" in m
+
+
+def _is_not_modified(exc: BadRequest) -> bool:
+    return "not modified" in exc.message.lower()
+
+
+def _is_gone(exc: BadRequest) -> bool:
+    m = exc.message.lower()
+    return "message to edit not found" in m or "message can't be edited" in m or "message_id_invalid" in m
+
+
+class TelegramAdapter(ChatAdapter):
+    platform = PLATFORM
+    max_message_len = 4096
+    edit_interval = 1.0
+    group_edit_interval = 3.0
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        api_base_url: str = "https://api.telegram.org/bot",
+        request: BaseRequest | None = None,
+        get_updates_request: BaseRequest | None = None,
+        webhook: WebhookConfig | None = None,
+        poll_timeout: float = 25.0,
+        max_backlog_age_s: float | None = 600.0,
+        handler_timeout: float = 60.0,
+        stop_grace_s: float = 10.0,
+        rate_limiter: BaseRateLimiter | None = None,
+        max_retries: int = 3,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+        notices: Mapping[str, Mapping[str, str]] | None = None,
+        notify_stale: bool = True,
+    ):
+        if not token:
+            raise ValueError("Telegram token is empty")
+        self._token = token
+        self._webhook = webhook
+        self._poll_timeout = poll_timeout
+        self._max_backlog_age_s = max_backlog_age_s
+        self._handler_timeout = handler_timeout
+        self._stop_grace_s = stop_grace_s
+        self._sleep = sleep
+        self._clock = clock
+        self._notices = notices or DEFAULT_NOTICES
+        self._notify_stale = notify_stale
+        self.limiter = rate_limiter or FloodLimiter(max_retries=max_retries, sleep=sleep)
+        builder = (
+            ApplicationBuilder()
+            .token(token)
+            .base_url(api_base_url)
+            .rate_limiter(self.limiter)
+            .updater(None)
+            .job_queue(None)
+        )
+        if request is not None:
+            builder = builder.request(request)
+        if get_updates_request is not None:
+            builder = builder.get_updates_request(get_updates_request)
+        self.app: Application = builder.build()
+        self.app.add_handler(TypeHandler(Update, self._on_update))
+        self.app.add_error_handler(self._on_error)
+        self._handler: InboundHandler | None = None
+        self._locks = KeyedLocks()
+        self._inflight = InflightTracker()
+        self._stopping = asyncio.Event()
+        self._poll_task: asyncio.Task | None = None
+        self._in_fetch = False
+        self._confirmed = 0  # highest offset Telegram has been told about
+        self._handled = 0  # offset that would confirm exactly what we handled
+        self._runner: Any = None
+        self._started = False
+        self.dropped_stale = 0
+
+    @property
+    def bot(self):
+        return self.app.bot
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self, handler: InboundHandler) -> None:
+        install_redaction(self._token)
+        self._handler = handler
+        self._stopping.clear()
+        await self.app.initialize()
+        u = self.bot.bot
+        self.me = UserRef(PLATFORM, str(u.id), u.full_name, None, u.username, True)
+        self._started = True
+        if self._webhook:
+            await self._start_webhook(self._webhook)
+        else:
+            # polling and a webhook are mutually exclusive; keep pending updates (no drop)
+            await self.bot.delete_webhook(drop_pending_updates=False)
+            self._poll_task = asyncio.create_task(self._poll_loop(), name="telegram-poll")
+        log.info("telegram adapter started as @%s (%s)", u.username, "webhook" if self._webhook else "polling")
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self._stopping.set()
+        if self._poll_task:
+            if self._in_fetch:
+                self._poll_task.cancel()  # an in-flight long poll returns nothing we need
+            done, _ = await asyncio.wait({self._poll_task}, timeout=self._stop_grace_s)
+            if not done:
+                log.warning("telegram: handlers still busy after %.0f s; stopping anyway", self._stop_grace_s)
+                self._poll_task.cancel()
+                await asyncio.wait({self._poll_task}, timeout=1)
+            self._poll_task = None
+            await self._confirm_handled()
+        if self._runner is not None:
+            await self._inflight.wait_idle(self._stop_grace_s)
+            await self._runner.cleanup()
+            self._runner = None
+        try:
+            await self.app.shutdown()
+        except Exception:
+            log.exception("telegram shutdown")
+        log.info("telegram adapter stopped")
+
+    async def _confirm_handled(self) -> None:
+        """Tell Telegram about exactly what we handled (never about fetched-but-unhandled updates)."""
+        if self._handled > self._confirmed:
+            try:
+                await self._get_updates_raw({"offset": self._handled, "limit": 1, "timeout": 0}, 5.0)
+                self._confirmed = self._handled
+            except TelegramError as e:
+                log.warning("telegram: could not confirm handled updates on stop (%s); they will be redelivered", e)
+
+    # ---------------------------------------------------------------- polling
+
+    async def _poll_loop(self) -> None:
+        backoff = 1.0
+        offset: int | None = None
+        while not self._stopping.is_set():
+            try:
+                self._in_fetch = True
+                kwargs: dict[str, Any] = {"timeout": self._poll_timeout, "allowed_updates": ALLOWED_UPDATES}
+                if offset is not None:
+                    kwargs["offset"] = offset
+                raw = await self._get_updates_raw(kwargs, self._poll_timeout + 10)
+                backoff = 1.0
+            except asyncio.CancelledError:
+                raise
+            except InvalidToken:
+                log.critical("telegram: the bot token was rejected; polling stopped")
+                return
+            except TelegramError as e:
+                if "conflict" in str(e).lower():
+                    log.error("telegram: another instance is polling this bot token (409 Conflict); retrying")
+                    backoff = max(backoff, 10.0)
+                elif isinstance(e, RetryAfter):
+                    backoff = retry_after_seconds(e)
+                else:
+                    log.warning("telegram: getUpdates failed (%s); retrying in %.0f s", e, backoff)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, 60.0)
+                continue
+            finally:
+                self._in_fetch = False
+            if offset is not None:
+                self._confirmed = max(self._confirmed, offset)
+            if self._stopping.is_set():
+                break  # fetched but not handled: not confirmed, redelivered next start
+            if raw:
+                await self._handle_batch(raw)
+                offset = int(raw[-1]["update_id"]) + 1
+
+    async def _get_updates_raw(self, data: dict[str, Any], read_timeout: float) -> list[dict]:
+        # Bot.get_updates parses the whole batch at once, so one malformed update would block the
+        # queue forever; `_post` (PTB's internal, stable since v20) returns the raw JSON list.
+        # It also routes getUpdates through the dedicated get_updates_request.
+        return await self.bot._post("getUpdates", data, read_timeout=read_timeout)
+
+    async def _handle_batch(self, raw: list[dict]) -> None:
+        lanes: dict[str, list[tuple[int, dict]]] = {}
+        for i, item in enumerate(raw):
+            lanes.setdefault(_lane_key(item), []).append((i, item))
+        done = [False] * len(raw)
+        stale: dict[str, list[Update]] = {}
+
+        async def run_lane(items: list[tuple[int, dict]]) -> None:
+            for i, item in items:
+                if self._stopping.is_set() and self._stop_grace_s <= 0:
+                    return
+                await self._process_raw(item, stale)
+                done[i] = True
+
+        await asyncio.gather(*(run_lane(items) for items in lanes.values()))
+        # the contiguous handled prefix is what a clean stop may confirm
+        n = 0
+        while n < len(raw) and done[n]:
+            n += 1
+        if n:
+            self._handled = max(self._handled, int(raw[n - 1]["update_id"]) + 1)
+        if stale and self._notify_stale:
+            await self._send_stale_notices(stale)
+
+    async def _process_raw(self, item: dict, stale: dict[str, list[Update]] | None = None) -> None:
+        try:
+            update = Update.de_json(item, self.bot)
+        except Exception:
+            log.exception("telegram: skipping malformed update %s", item.get("update_id"))
+            return
+        msg = update.message
+        if msg is not None and self._is_stale(msg):
+            self.dropped_stale += 1
+            log.warning("telegram: dropped stale update %s from chat %s (%.0f s old)",
+                        update.update_id, msg.chat.id, self._clock() - msg.date.timestamp())  # fmt: skip
+            if stale is not None and msg.chat.type == ChatType.PRIVATE:
+                stale.setdefault(self._chat_ref(msg).key, []).append(update)
+            return
+        with self._inflight:
+            await self.app.process_update(update)
+
+    def _is_stale(self, msg: Message) -> bool:
+        if self._max_backlog_age_s is None:
+            return False
+        return self._clock() - msg.date.timestamp() > self._max_backlog_age_s
+
+    async def _send_stale_notices(self, stale: dict[str, list[Update]]) -> None:
+        for updates in stale.values():
+            msg = updates[-1].message
+            assert msg is not None
+            lang = msg.from_user.language_code if msg.from_user else None
+            text = notice(self._notices, "stale", lang, n=len(updates))
+            try:
+                await self.send_text(self._chat_ref(msg), text, format="plain")
+            except DeliveryError as e:
+                log.info("telegram: stale notice not delivered: %s", e)
+
+    # ---------------------------------------------------------------- webhook
+
+    async def _start_webhook(self, cfg: WebhookConfig) -> None:
+        from aiohttp import web
+
+        async def receive(request: web.Request) -> web.Response:
+            got = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+            if not hmac.compare_digest(got.encode(), cfg.secret_token.encode()):
+                log.warning("telegram webhook: rejected a request with a wrong secret token")
+                return web.Response(status=403)
+            if self._stopping.is_set():
+                return web.Response(status=503)  # not acknowledged: Telegram redelivers later
+            try:
+                item = await request.json()
+                if not isinstance(item, dict) or "update_id" not in item:
+                    raise ValueError("not an update")
+            except ValueError:
+                return web.Response(status=400)
+            async with self._locks.hold(_lane_key(item)):
+                await self._process_raw(item)
+            return web.Response(status=200)
+
+        app = web.Application()
+        app.router.add_post(cfg.path, receive)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, cfg.listen, cfg.port).start()
+        self._runner = runner
+        await self.bot.set_webhook(
+            url=cfg.url,
+            secret_token=cfg.secret_token,
+            allowed_updates=ALLOWED_UPDATES,
+            drop_pending_updates=False,
+            max_connections=cfg.max_connections,
+        )
+
+    # ---------------------------------------------------------------- inbound conversion
+
+    async def _on_error(self, update: object, context: Any) -> None:
+        uid = getattr(update, "update_id", "?")
+        log.error("telegram: error while handling update %s", uid, exc_info=context.error)
+
+    async def _on_update(self, update: Update, context: Any) -> None:
+        assert self._handler is not None
+        if update.callback_query is not None:
+            await self._on_callback(update.callback_query, update)
+            return
+        msg = update.message
+        if msg is None or msg.from_user is None or msg.from_user.is_bot:
+            return
+        event = self._convert_message(update, msg)
+        if event is None:
+            if self._addressed(msg) and not msg.text:
+                await self._reply_unsupported(msg)
+            return
+        await call_handler(self._handler, event, timeout=self._handler_timeout, platform=PLATFORM)
+
+    def _chat_ref(self, msg: Message) -> ChatRef:
+        chat = msg.chat
+        thread = str(msg.message_thread_id) if msg.is_topic_message and msg.message_thread_id else None
+        is_group = chat.type != ChatType.PRIVATE
+        return ChatRef(PLATFORM, str(chat.id), thread, is_group, chat.title or chat.full_name or "")
+
+    @staticmethod
+    def _user_ref(u: Any) -> UserRef:
+        return UserRef(PLATFORM, str(u.id), u.full_name, u.language_code, u.username, u.is_bot)
+
+    def _addressed(self, msg: Message) -> bool:
+        if msg.chat.type == ChatType.PRIVATE:
+            return True
+        if self._replies_to_bot(msg):
+            return True
+        name = f"@{self.bot.username}".lower()
+        return any(
+            e.type == MessageEntityType.MENTION and msg.parse_entity(e).lower() == name
+            for e in (msg.entities or ())
+        )
+
+    def _replies_to_bot(self, msg: Message) -> bool:
+        r = msg.reply_to_message
+        # in forums, every topic message "replies" to the topic's creation message; ignore that
+        if r is None or (msg.is_topic_message and r.message_id == msg.message_thread_id):
+            return False
+        return bool(r.from_user and r.from_user.id == self.bot.id)
+
+    def _convert_message(self, update: Update, msg: Message) -> Inbound | None:
+        text = msg.text
+        if not text:
+            return None
+        chat, user = self._chat_ref(msg), self._user_ref(msg.from_user)
+        sent_at = msg.date.astimezone(UTC)
+        ents = msg.entities or ()
+        if ents and ents[0].type == MessageEntityType.BOT_COMMAND and ents[0].offset == 0:
+            head = msg.parse_entity(ents[0])[1:]
+            name, _, target = head.partition("@")
+            if target and target.lower() != (self.bot.username or "").lower():
+                return None  # a command for another bot in this group
+            return InboundCommand(
+                update_id=str(update.update_id),
+                chat=chat,
+                user=user,
+                name=name.lower(),
+                args=text[ents[0].length :].strip(),
+                sent_at=sent_at,
+                message_id=str(msg.message_id),
+            )
+        reply_to = msg.reply_to_message
+        if reply_to is not None and msg.is_topic_message and reply_to.message_id == msg.message_thread_id:
+            reply_to = None
+        mention = f"@{self.bot.username}"
+        clean = text.replace(mention, "").strip() if mention.lower() in text.lower() else text
+        return InboundMessage(
+            update_id=str(update.update_id),
+            chat=chat,
+            user=user,
+            text=clean or text,
+            reply_to_message_id=str(reply_to.message_id) if reply_to else None,
+            sent_at=sent_at,
+            message_id=str(msg.message_id),
+            addressed=self._addressed(msg),
+            reply_to_bot=self._replies_to_bot(msg),
+        )
+
+    async def _reply_unsupported(self, msg: Message) -> None:
+        lang = msg.from_user.language_code if msg.from_user else None
+        try:
+            await self.send_text(self._chat_ref(msg), notice(self._notices, "unsupported", lang),
+                                 reply_to=str(msg.message_id), format="plain")  # fmt: skip
+        except DeliveryError as e:
+            log.info("telegram: could not answer an unsupported message: %s", e)
+
+    async def _on_callback(self, cq: CallbackQuery, update: Update) -> None:
+        assert self._handler is not None
+        answered = False
+
+        async def ack(text: str = "", alert: bool = False) -> None:
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            try:
+                await self.bot.answer_callback_query(cq.id, text=text[:200] or None, show_alert=alert)
+            except TelegramError as e:
+                log.info("telegram: answerCallbackQuery failed: %s", e)
+
+        m = cq.message
+        if m is None or not cq.data:  # inline-mode or game callbacks: not ours
+            await ack()
+            return
+        if isinstance(m, Message):
+            chat = self._chat_ref(m)
+        else:  # InaccessibleMessage: too old to read, but chat and id are known
+            chat = ChatRef(PLATFORM, str(m.chat.id), None, m.chat.type != ChatType.PRIVATE, m.chat.title or "")
+        press = ButtonPress(
+            update_id=f"cq{cq.id}",
+            chat=chat,
+            user=self._user_ref(cq.from_user),
+            data=cq.data,
+            message_id=str(m.message_id),
+            ack=ack,
+            sent_at=datetime.now(UTC),
+        )
+        try:
+            await call_handler(self._handler, press, timeout=self._handler_timeout, platform=PLATFORM)
+        finally:
+            await ack()  # never leave the client spinning
+
+    # ---------------------------------------------------------------- outbound
+
+    def _render(self, text: str, fmt: TextFormat, limit: int | None = None):
+        return render_parts(
+            text,
+            limit=limit or self.max_message_len,
+            fmt=fmt,
+            render=to_telegram_html,
+            visible=html_visible_text,
+            length=utf16_len,
+        )
+
+    @staticmethod
+    def _markup(buttons: Sequence[Sequence[Button]] | None) -> InlineKeyboardMarkup | None:
+        if not buttons:
+            return None
+        return InlineKeyboardMarkup(
+            [[InlineKeyboardButton(b.label, callback_data=b.data) for b in row] for row in buttons if row]
+        )
+
+    @staticmethod
+    def _where(chat: ChatRef) -> dict[str, Any]:
+        kw: dict[str, Any] = {"chat_id": int(chat.chat_id)}
+        if chat.thread_id is not None:
+            kw["message_thread_id"] = int(chat.thread_id)
+        return kw
+
+    async def _call(self, fn: Callable[..., Any], formatted: str | None, plain: str, **kw: Any) -> Any:
+        """Send formatted (HTML) text; on a parse error resend the plain text. Map final errors."""
+        try:
+            if formatted is not None:
+                try:
+                    return await fn(text=formatted, parse_mode="HTML", **kw)
+                except BadRequest as e:
+                    if not _is_parse_error(e):
+                        raise
+                    log.info("telegram rejected formatting (%s); resending as plain text", e.message)
+            return await fn(text=plain, parse_mode=None, **kw)
+        except RetryAfter as e:
+            raise DeliveryError(f"telegram flood control: {e}", retry_after=retry_after_seconds(e)) from e
+        except (Forbidden, InvalidToken) as e:
+            raise DeliveryError(f"telegram refused: {e}") from e
+
+    async def send_text(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        buttons: Sequence[Sequence[Button]] | None = None,
+        reply_to: str | None = None,
+        format: TextFormat = "markdown",
+    ) -> SentMessage:
+        parts = self._render(text, format)
+        if not parts:
+            raise ValueError("refusing to send an empty message")
+        ids: list[str] = []
+        for i, part in enumerate(parts):
+            kw = self._where(chat)
+            kw["link_preview_options"] = _NO_PREVIEW
+            if i == len(parts) - 1 and buttons:
+                kw["reply_markup"] = self._markup(buttons)
+            if i == 0 and reply_to:
+                kw["reply_parameters"] = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+            try:
+                sent = await self._call(self.bot.send_message, part.formatted, part.plain, **kw)
+            except BadRequest as e:
+                raise DeliveryError(f"telegram sendMessage failed: {e.message}") from e
+            except TelegramError as e:
+                raise DeliveryError(f"telegram sendMessage failed: {e}") from e
+            ids.append(str(sent.message_id))
+        return SentMessage(chat, ids[-1], tuple(ids[:-1]))
+
+    def _single(self, text: str, fmt: TextFormat, limit: int):
+        parts = self._render(text, fmt, limit)
+        if len(parts) > 1:
+            head = split_chunks(text, limit - 2, length=utf16_len)[0].text
+            parts = self._render(head.rstrip() + "\n…", fmt, limit)
+        return parts[0] if parts else None
+
+    async def edit_text(
+        self,
+        msg: SentMessage,
+        text: str,
+        *,
+        buttons: Sequence[Sequence[Button]] | None = None,
+        format: TextFormat = "markdown",
+    ) -> None:
+        part = self._single(text, format, self.max_message_len)
+        if part is None:
+            raise ValueError("refusing to edit to an empty message")
+        kw: dict[str, Any] = {
+            "chat_id": int(msg.chat.chat_id),
+            "message_id": int(msg.message_id),
+            "link_preview_options": _NO_PREVIEW,
+        }
+        if buttons:
+            kw["reply_markup"] = self._markup(buttons)
+        try:
+            await self._call(self.bot.edit_message_text, part.formatted, part.plain, **kw)
+        except BadRequest as e:
+            if _is_not_modified(e):
+                return
+            if _is_gone(e):
+                raise MessageGone(f"telegram: {e.message}") from e
+            raise DeliveryError(f"telegram editMessageText failed: {e.message}") from e
+        except TelegramError as e:
+            raise DeliveryError(f"telegram editMessageText failed: {e}") from e
+
+    async def send_typing(self, chat: ChatRef) -> None:
+        try:
+            await self.bot.send_chat_action(action=ChatAction.TYPING, **self._where(chat))
+        except Exception as e:  # cosmetic: never let it break a turn
+            log.debug("telegram typing failed: %s", e)
+
+    async def send_image(self, chat: ChatRef, path: str | Path, caption: str = "") -> SentMessage:
+        part = self._single(caption, "markdown", CAPTION_LIMIT) if caption.strip() else None
+        data = Path(path).read_bytes()
+
+        async def send(text: str | None = None, parse_mode: str | None = None, **kw: Any) -> Message:
+            return await self.bot.send_photo(photo=data, caption=text or None, parse_mode=parse_mode, **kw)
+
+        try:
+            if part is None:
+                sent = await send(**self._where(chat))
+            else:
+                sent = await self._call(send, part.formatted, part.plain, **self._where(chat))
+        except TelegramError as e:
+            raise DeliveryError(f"telegram sendPhoto failed: {e}") from e
+        return SentMessage(chat, str(sent.message_id))
+
+    async def set_commands(
+        self,
+        commands: Sequence[tuple[str, str]],
+        *,
+        translations: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        cmds = [BotCommand(n.lower()[:32], (d or n)[:256]) for n, d in commands]
+        await self.bot.set_my_commands(cmds)
+        for lang, table in (translations or {}).items():
+            localized = [BotCommand(c.command, (table.get(c.command) or c.description)[:256]) for c in cmds]
+            await self.bot.set_my_commands(localized, language_code=lang.split("-")[0].lower()[:2])
+
+
+def _lane_key(item: dict) -> str:
+    """Chat key of a raw update, for per-chat ordering (without parsing the whole update)."""
+    msg = item.get("message") or item.get("edited_message")
+    if msg is None and "callback_query" in item:
+        msg = item["callback_query"].get("message")
+    if not isinstance(msg, dict) or "chat" not in msg:
+        return f"update:{item.get('update_id')}"
+    key = str(msg["chat"].get("id"))
+    if msg.get("is_topic_message") and msg.get("message_thread_id"):
+        key += f":topic{msg['message_thread_id']}"
+    return key

@@ -1,0 +1,774 @@
+"""Background tasks: a persisted ledger and the manager that runs long tools off the turn.
+
+A tool flagged `background=True` (a whole-market screen, a backtest, a report) is submitted here by
+the runtime's executor; the model gets `{"status": "background", "task_id": ...}` at once and the
+user keeps chatting. The work runs as a tracked asyncio task (sync tools already run in a worker
+thread), reports progress (persisted at a throttled rate, pushed to subscribers so the chat can
+edit one status message), and on completion `on_complete(record)` is called once so the bot can
+inject a `[SYSTEM NOTIFICATION - NOT USER INPUT]` into the session and wake a turn.
+
+States: queued → running → succeeded | failed | cancelled | timed_out, and `lost` for work that
+was queued or running when its process died (found by a stale heartbeat) or was stopped by a
+shutdown. Lost tasks are reported like finished ones, so the user hears about them after restart.
+
+Exactly-once notification: the `notified` flag is claimed by compare-and-set *before* the
+callback runs and released if the callback raises, so a restart (or a second process) never
+re-notifies; a finished-but-unclaimed task is notified by `notify_pending()` at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import html
+import logging
+import secrets
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from agent.errors import ToolError, ToolFailed
+from agent.ports import Clock, SystemClock, utcnow
+from agent.tools.registry import ProgressFn, Tool, ToolContext, ToolOutput, Toolset, render_result
+
+log = logging.getLogger(__name__)
+
+TaskStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "timed_out", "lost"]
+ACTIVE: frozenset[str] = frozenset({"queued", "running"})
+TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out", "lost"})
+PREVIEW_CHARS = 1_500
+DEFAULT_RETENTION = timedelta(days=7)
+
+
+class TaskAttachment(BaseModel):
+    path: str
+    mime: str = "image/png"
+    caption: str = ""
+
+
+class TaskRecord(BaseModel):
+    """One background task in the ledger."""
+
+    id: str
+    session_id: str
+    chat_key: str = ""
+    tool_name: str
+    call_id: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    status: TaskStatus = "queued"
+    stage: str = ""
+    detail: str = ""
+    percent: float | None = None
+    result: str | None = None
+    attachments: list[TaskAttachment] = Field(default_factory=list)
+    error: str = ""
+    timeout: float | None = None
+    owner: str = ""  # the TaskManager instance running it (see heartbeats)
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    notified: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def elapsed(self, now: datetime | None = None) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.finished_at or now or utcnow()
+        return max(0.0, (end - self.started_at).total_seconds())
+
+    @property
+    def ref(self) -> str:
+        return f"task://{self.id}"
+
+
+class TaskStore(Protocol):
+    """Persistence for the ledger (SQL in `memory.tasks.SqlTaskStore`, in-memory below)."""
+
+    async def insert_task(self, record: TaskRecord) -> None: ...
+
+    async def start_task(self, task_id: str, *, started_at: datetime) -> bool:
+        """queued → running. False if the task is no longer queued."""
+        ...
+
+    async def update_progress(
+        self, task_id: str, *, stage: str, detail: str, percent: float | None, at: datetime
+    ) -> None:
+        """Only while the task is active; also counts as a heartbeat."""
+        ...
+
+    async def finish_task(self, record: TaskRecord) -> bool:
+        """Write the terminal state (status, result, error, attachments, finished_at) if the task is
+        still active. First writer wins: False if someone else (a sweep, a cancel) finished it."""
+        ...
+
+    async def get_task(self, task_id: str) -> TaskRecord | None: ...
+
+    async def list_tasks(
+        self, *, session_id: str | None = None, chat_key: str | None = None, limit: int = 20
+    ) -> list[TaskRecord]:
+        """Newest first."""
+        ...
+
+    async def heartbeat(self, owner: str, at: datetime) -> None:
+        """Touch every active task of `owner`."""
+        ...
+
+    async def mark_lost(
+        self, *, stale_before: datetime, exclude_owner: str, at: datetime, reason: str
+    ) -> list[TaskRecord]:
+        """Active tasks of other owners whose heartbeat is older than `stale_before` → lost."""
+        ...
+
+    async def claim_notification(self, task_id: str) -> bool:
+        """Compare-and-set notified False→True for a terminal task. False if already claimed."""
+        ...
+
+    async def release_notification(self, task_id: str) -> None: ...
+
+    async def pending_notifications(self) -> list[TaskRecord]:
+        """Terminal tasks whose notification was never claimed, oldest first."""
+        ...
+
+    async def delete_finished(self, before: datetime) -> int: ...
+
+
+CompletionCallback = Callable[[TaskRecord], Awaitable[None]]
+Subscriber = Callable[[TaskRecord], Awaitable[None]]
+WorkFactory = Callable[[ProgressFn], Awaitable[Any]]
+
+
+@dataclass(eq=False)
+class _Live:
+    record: TaskRecord
+    factory: WorkFactory
+    task: asyncio.Task[None] | None = None
+    last_persist: datetime | None = None
+    stop_reason: Literal["", "user", "shutdown"] = ""
+
+
+def new_task_id() -> str:
+    return f"bg_{secrets.token_hex(5)}"
+
+
+class TaskManager:
+    """Runs background work with per-session and global limits and keeps the ledger."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        clock: Clock | None = None,
+        *,
+        per_session_limit: int = 2,
+        global_limit: int = 4,
+        on_complete: CompletionCallback | None = None,
+        default_timeout: float | None = 1800.0,
+        max_queued_per_session: int = 10,
+        progress_interval: float = 2.0,
+        heartbeat_interval: float = 30.0,
+        lost_after: float = 90.0,
+        notify_cancelled: bool = False,
+        owner_id: str | None = None,
+    ):
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.per_session_limit = per_session_limit
+        self.global_limit = global_limit
+        self.on_complete = on_complete
+        self.default_timeout = default_timeout
+        self.max_queued_per_session = max_queued_per_session
+        self.progress_interval = progress_interval
+        self.heartbeat_interval = heartbeat_interval
+        self.lost_after = lost_after
+        self.notify_cancelled = notify_cancelled
+        self.owner_id = owner_id or f"tm_{secrets.token_hex(6)}"
+        self._queue: deque[_Live] = deque()
+        self._running: dict[str, _Live] = {}
+        self._subscribers: list[Subscriber] = []
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    async def start(self, *, heartbeat: bool = True) -> list[TaskRecord]:
+        """Recover after a restart (mark dead work lost, deliver unsent notices) and start the
+        heartbeat/sweep loop. Returns the tasks found lost."""
+        self._closing = False
+        lost = await self.recover()
+        if heartbeat and self._heartbeat_task is None:
+            self._heartbeat_task = asyncio.create_task(self._heartbeat_loop(), name="tasks-heartbeat")
+        return lost
+
+    async def recover(self) -> list[TaskRecord]:
+        lost = await self.mark_lost_on_startup()
+        await self.notify_pending()
+        return lost
+
+    async def mark_lost_on_startup(self) -> list[TaskRecord]:
+        """Tasks another (dead) process left queued/running, judged by a stale heartbeat, become
+        `lost`. A live second process keeps its heartbeats fresh, so its work is left alone."""
+        now = self.clock.now()
+        lost = await self.store.mark_lost(
+            stale_before=now - timedelta(seconds=self.lost_after),
+            exclude_owner=self.owner_id,
+            at=now,
+            reason="tapebot restarted while this task was running; its work was lost. Start it again.",
+        )
+        for rec in lost:
+            log.warning("background task %s (%s) was lost in a restart", rec.id, rec.tool_name)
+        return lost
+
+    async def notify_pending(self) -> int:
+        """Notify every finished task whose notice was never delivered. Returns how many."""
+        count = 0
+        for rec in await self.store.pending_notifications():
+            if await self._notify(rec):
+                count += 1
+        return count
+
+    async def shutdown(self, *, timeout: float = 5.0) -> None:
+        """Cancel everything; running and queued work is marked `lost` (interrupted) without a
+        notice now — `notify_pending()` after the restart tells the user."""
+        self._closing = True
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+            self._heartbeat_task = None
+        now = self.clock.now()
+        while self._queue:
+            live = self._queue.popleft()
+            live.record = live.record.model_copy(
+                update={
+                    "status": "lost",
+                    "finished_at": now,
+                    "error": "tapebot was shut down before this task started. Start it again.",
+                }
+            )
+            await self.store.finish_task(live.record)
+        tasks = []
+        for live in list(self._running.values()):
+            live.stop_reason = "shutdown"
+            if live.task is not None:
+                live.task.cancel()
+                tasks.append(live.task)
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+    # ---- submit / cancel / query ---------------------------------------------------------------
+    async def submit(
+        self,
+        session_id: str,
+        chat_key: str,
+        tool_name: str,
+        call_id: str,
+        coro_factory: WorkFactory,
+        *,
+        arguments: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> TaskRecord:
+        """Record the task and start it (or queue it behind the limits). Returns immediately.
+        `coro_factory(progress)` builds the work; `progress(stage, detail, percent)` reports."""
+        if self._closing:
+            raise ToolFailed("tapebot is shutting down; background tasks cannot start now")
+        waiting = sum(1 for live in self._queue if live.record.session_id == session_id)
+        if waiting >= self.max_queued_per_session:
+            raise ToolFailed(
+                f"{waiting} background tasks are already waiting in this chat; "
+                "wait for them or cancel one (/tasks) before starting another"
+            )
+        now = self.clock.now()
+        record = TaskRecord(
+            id=new_task_id(),
+            session_id=session_id,
+            chat_key=chat_key,
+            tool_name=tool_name,
+            call_id=call_id,
+            arguments=dict(arguments or {}),
+            timeout=timeout if timeout is not None else self.default_timeout,
+            owner=self.owner_id,
+            created_at=now,
+            heartbeat_at=now,
+        )
+        await self.store.insert_task(record)
+        live = _Live(record=record, factory=coro_factory)
+        self._queue.append(live)
+        self._pump()
+        if live.record.status == "queued":
+            await self._publish(live.record)
+        return live.record.model_copy()
+
+    async def cancel(self, task_id: str, *, session_id: str | None = None) -> TaskRecord | None:
+        """Cancel a queued or running task. Returns its final record (unchanged if it had already
+        finished), or None if unknown (or not in `session_id` when given)."""
+        for live in self._queue:
+            if live.record.id == task_id and session_id in (None, live.record.session_id):
+                self._queue.remove(live)
+                live.record = live.record.model_copy(
+                    update={"status": "cancelled", "finished_at": self.clock.now(), "error": "cancelled by user"}
+                )
+                await self._finish(live)
+                return live.record.model_copy()
+        live_run = self._running.get(task_id)
+        if live_run is not None and session_id in (None, live_run.record.session_id):
+            live_run.stop_reason = "user"
+            if live_run.task is not None:
+                live_run.task.cancel()
+                await asyncio.wait({live_run.task})
+            return live_run.record.model_copy()
+        record = await self.store.get_task(task_id)
+        if record is None or (session_id is not None and record.session_id != session_id):
+            return None
+        if record.status in ACTIVE:
+            # Owned by another process (or a dead one): record the cancel; its owner's late
+            # result loses (first writer wins in finish_task).
+            record = record.model_copy(
+                update={"status": "cancelled", "finished_at": self.clock.now(), "error": "cancelled by user"}
+            )
+            if await self.store.finish_task(record):
+                await self.store.claim_notification(record.id)
+        return record
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        live = self._running.get(task_id) or next((x for x in self._queue if x.record.id == task_id), None)
+        if live is not None:
+            return live.record.model_copy()
+        return await self.store.get_task(task_id)
+
+    async def wait(self, task_id: str) -> TaskRecord | None:
+        """Wait until an in-process task reaches a terminal state (for tests and the terminal UI)."""
+        while True:
+            live = self._running.get(task_id)
+            if live is not None and live.task is not None:
+                await asyncio.wait({live.task})
+                continue
+            if any(x.record.id == task_id for x in self._queue):
+                await asyncio.sleep(0.01)
+                continue
+            return await self.store.get_task(task_id)
+
+    async def cleanup(self, older_than: timedelta = DEFAULT_RETENTION) -> int:
+        """Delete finished tasks (and their results) older than `older_than` (default 7 days)."""
+        return await self.store.delete_finished(self.clock.now() - older_than)
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        """`fn(record)` on every state change and (throttled) progress. Returns an unsubscriber."""
+        self._subscribers.append(fn)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(fn)
+
+        return unsubscribe
+
+    @property
+    def running_count(self) -> int:
+        return len(self._running)
+
+    @property
+    def queued_count(self) -> int:
+        return len(self._queue)
+
+    # ---- internals ------------------------------------------------------------------------------
+    def _pump(self) -> None:
+        """Start queued tasks in FIFO order as far as the limits allow; a session at its limit
+        does not block other sessions' tasks."""
+        if self._closing:
+            return
+        for live in list(self._queue):
+            if len(self._running) >= self.global_limit:
+                return
+            session = live.record.session_id
+            if sum(1 for r in self._running.values() if r.record.session_id == session) >= self.per_session_limit:
+                continue
+            self._queue.remove(live)
+            live.record = live.record.model_copy(update={"status": "running", "started_at": self.clock.now()})
+            self._running[live.record.id] = live
+            live.task = asyncio.create_task(self._run(live), name=f"bg:{live.record.id}")
+
+    async def _run(self, live: _Live) -> None:
+        rec = live.record
+        timer = asyncio.timeout(rec.timeout)
+        update: dict[str, Any]
+        try:
+            await self.store.start_task(rec.id, started_at=rec.started_at or self.clock.now())
+            await self._publish(rec)
+            async with timer:
+                value = await live.factory(self._progress_fn(live))
+        except TimeoutError as exc:
+            if timer.expired():
+                update = {"status": "timed_out", "error": f"{rec.tool_name} did not finish within {rec.timeout:.0f} s"}
+            else:
+                update = {"status": "failed", "error": f"TimeoutError: {exc}"}
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # we finish the bookkeeping below instead of propagating
+            if live.stop_reason == "user":
+                update = {"status": "cancelled", "error": "cancelled by user"}
+            else:
+                update = {"status": "lost", "error": "interrupted: tapebot was shut down. Start it again."}
+        except ToolError as exc:
+            update = {"status": "failed", "error": str(exc)}
+        except Exception as exc:
+            log.exception("background task %s (%s) failed", rec.id, rec.tool_name)
+            update = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        else:
+            update = {"status": "succeeded", "percent": 100.0 if live.record.percent is not None else None}
+            attachments: builtins.list[TaskAttachment] = []
+            if isinstance(value, ToolOutput):
+                attachments = [TaskAttachment(path=str(a.path), mime=a.mime, caption=a.caption) for a in value.attachments]
+                value = value.content
+            try:
+                update["result"] = render_result(value)
+            except ToolError as exc:
+                update = {"status": "failed", "error": str(exc)}
+            else:
+                update["attachments"] = attachments
+        update["finished_at"] = self.clock.now()
+        live.record = live.record.model_copy(update=update)
+        await self._finish(live)
+
+    async def _finish(self, live: _Live) -> None:
+        self._running.pop(live.record.id, None)
+        self._pump()
+        owned = await self.store.finish_task(live.record)
+        if not owned:  # someone else finished it first (a cancel from another process, a sweep)
+            latest = await self.store.get_task(live.record.id)
+            if latest is not None:
+                live.record = latest
+            return
+        await self._publish(live.record)
+        if self._closing:
+            return  # reported after the restart by notify_pending()
+        if live.record.status == "cancelled" and live.stop_reason != "shutdown" and not self.notify_cancelled:
+            await self.store.claim_notification(live.record.id)  # the user asked; no notice needed
+            return
+        await self._notify(live.record)
+
+    async def _notify(self, record: TaskRecord) -> bool:
+        if self.on_complete is None:
+            return False
+        if not await self.store.claim_notification(record.id):
+            return False
+        record = record.model_copy(update={"notified": True})
+        try:
+            await self.on_complete(record)
+        except Exception:
+            log.exception("completion callback failed for task %s; will retry after restart", record.id)
+            await self.store.release_notification(record.id)
+            return False
+        return True
+
+    def _progress_fn(self, live: _Live) -> ProgressFn:
+        async def progress(stage: str, detail: str = "", percent: float | None = None) -> None:
+            if live.record.terminal:
+                return
+            now = self.clock.now()
+            stage_changed = stage != live.record.stage
+            live.record = live.record.model_copy(
+                update={
+                    "stage": stage[:200],
+                    "detail": detail[:2000],
+                    "percent": None if percent is None else max(0.0, min(100.0, float(percent))),
+                    "heartbeat_at": now,
+                }
+            )
+            due = (
+                live.last_persist is None
+                or stage_changed
+                or (now - live.last_persist).total_seconds() >= self.progress_interval
+            )
+            if not due:
+                return  # the in-memory record is fresh for get(); the DB and chat get a rate
+            live.last_persist = now
+            r = live.record
+            await self.store.update_progress(r.id, stage=r.stage, detail=r.detail, percent=r.percent, at=now)
+            await self._publish(r)
+
+        return progress
+
+    async def _publish(self, record: TaskRecord) -> None:
+        for fn in builtins.list(self._subscribers):
+            try:
+                await fn(record.model_copy())
+            except Exception:
+                log.exception("task subscriber failed")
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("background-task heartbeat failed")
+
+    async def sweep(self) -> list[TaskRecord]:
+        """Heartbeat our own active tasks, then mark other owners' stale tasks lost and report
+        them. Runs every `heartbeat_interval` seconds after `start()`."""
+        await self.store.heartbeat(self.owner_id, self.clock.now())
+        lost = await self.mark_lost_on_startup()
+        for rec in lost:
+            await self._notify(rec)
+        return lost
+
+    async def list(self, session_id: str, *, limit: int = 20) -> builtins.list[TaskRecord]:
+        """The session's tasks, newest first, with live progress for ours."""
+        records = await self.store.list_tasks(session_id=session_id, limit=limit)
+        fresh = {live.record.id: live.record for live in (*self._queue, *self._running.values())}
+        return [fresh.get(r.id, r).model_copy() for r in records]
+
+
+# ---- texts for the chat and the model ---------------------------------------------------------
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def task_notification_text(record: TaskRecord, *, preview_chars: int = PREVIEW_CHARS) -> str:
+    """The message injected into the session when a task finishes. Free text (result, error) is
+    escaped so tool output can never close the block or forge a second notification."""
+    e = html.escape
+    took = _duration(record.elapsed())
+    if record.status == "succeeded":
+        summary = f"{record.tool_name} finished" + (f" in {took}" if took else "")
+    elif record.status == "lost":
+        summary = f"{record.tool_name} was lost: {record.error}"
+    else:
+        summary = f"{record.tool_name} {record.status.replace('_', ' ')}" + (f": {record.error}" if record.error else "")
+    lines = [
+        "[SYSTEM NOTIFICATION - NOT USER INPUT]",
+        "<task-notification>",
+        f"<task-id>{e(record.id)}</task-id>",
+        f"<tool>{e(record.tool_name)}</tool>",
+        f"<status>{record.status}</status>",
+        f"<summary>{e(summary)}</summary>",
+    ]
+    if record.result:
+        preview = record.result[:preview_chars]
+        more = len(record.result) - len(preview)
+        if more > 0:
+            preview += f"\n… ({more:,} more characters)"
+        lines.append(f"<result-preview>\n{e(preview)}\n</result-preview>")
+    if record.attachments:
+        lines.append(f"<attachments>{len(record.attachments)} file(s) for the user</attachments>")
+    lines.append(
+        f"<result-ref>{record.ref} — call check_background_tasks(task_id=\"{e(record.id)}\") for the full result"
+        "</result-ref>"
+    )
+    lines.append("</task-notification>")
+    lines.append(
+        "This is an automatic notice, not a message from the user. Tell the user in this chat what the "
+        "task found (or why it did not finish), briefly."
+    )
+    return "\n".join(lines)
+
+
+def describe_task(record: TaskRecord, now: datetime | None = None) -> str:
+    """One line for `/tasks`."""
+    line = f"{record.id} · {record.tool_name} · {record.status.replace('_', ' ')}"
+    if record.status == "running":
+        if record.stage:
+            line += f" · {record.stage}"
+        if record.percent is not None:
+            line += f" {record.percent:.0f}%"
+    took = _duration(record.elapsed(now))
+    if took:
+        line += f" · {took}"
+    if record.error and record.status != "succeeded":
+        line += f" · {record.error[:120]}"
+    return line
+
+
+# ---- runtime integration ----------------------------------------------------------------------
+async def run_background_call(
+    manager: TaskManager, ctx: ToolContext, tool: Tool, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """Submit a `background=True` tool call; returns what the model sees right away. Arguments are
+    validated first, so an invalid call never enters the ledger (InvalidToolArguments propagates)."""
+    tool.validate(arguments)
+
+    async def work(progress: ProgressFn) -> Any:
+        return await tool.call(replace(ctx, _progress=progress), arguments)
+
+    record = await manager.submit(
+        ctx.session_id,
+        ctx.chat_key,
+        tool.name,
+        ctx.call_id,
+        work,
+        arguments=arguments,
+        timeout=tool.spec.timeout,
+    )
+    state = "started" if record.status == "running" else "queued (other tasks are running)"
+    return {
+        "status": "background",
+        "task_id": record.id,
+        "message": (
+            f"{tool.name} {state} in the background as {record.id}. The result will be posted to this chat "
+            "automatically when it finishes; tell the user it is running and carry on. Use "
+            "check_background_tasks to look at its progress — do not wait for it or start it again."
+        ),
+    }
+
+
+@dataclass
+class BackgroundSubmitter:
+    """Adapts a TaskManager to the executor's `BackgroundRunner` port."""
+
+    manager: TaskManager
+
+    async def submit(self, ctx: ToolContext, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await run_background_call(self.manager, ctx, tool, arguments)
+
+
+background_tools = Toolset("background")
+
+
+def _view(record: TaskRecord, *, full: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"task_id": record.id, "tool": record.tool_name, "status": record.status}
+    if record.stage:
+        out["stage"] = record.stage
+    if record.detail and record.status in ACTIVE:
+        out["detail"] = record.detail
+    if record.percent is not None and record.status in ACTIVE:
+        out["percent"] = round(record.percent, 1)
+    took = record.elapsed()
+    if took is not None:
+        out["elapsed_s"] = round(took, 1)
+    if record.error:
+        out["error"] = record.error
+    if record.result is not None:
+        out["result"] = record.result if full else record.result[:200]
+    if record.attachments and full:
+        out["attachments"] = [a.path for a in record.attachments]
+    return out
+
+
+@background_tools.tool(concurrency_safe=True)
+async def check_background_tasks(ctx: ToolContext, task_id: str | None = None) -> dict[str, Any]:
+    """Check background tasks started in this chat: status, progress and, once finished, the result.
+
+    Finished tasks also report back on their own, so there is no need to poll in a loop.
+
+    Args:
+        task_id: a task id such as bg_1a2b3c4d5e; omit it to list this chat's recent tasks.
+    """
+    manager = ctx.deps.get(TaskManager)
+
+    def visible(rec: TaskRecord) -> bool:
+        return rec.session_id == ctx.session_id or bool(ctx.chat_key and rec.chat_key == ctx.chat_key)
+
+    if task_id:
+        record = await manager.get(task_id.strip())
+        if record is None or not visible(record):
+            raise ToolFailed(f"no background task {task_id!r} in this chat")
+        return _view(record, full=True)
+    records = await manager.list(ctx.session_id, limit=10)
+    if not records:
+        return {"tasks": [], "note": "no background tasks in this chat"}
+    return {"tasks": [_view(r, full=False) for r in records]}
+
+
+# ---- in-memory store (unit tests, the terminal without a database) ----------------------------
+@dataclass
+class InMemoryTaskStore:
+    tasks: dict[str, TaskRecord] = field(default_factory=dict)
+
+    async def insert_task(self, record: TaskRecord) -> None:
+        self.tasks[record.id] = record.model_copy(deep=True)
+
+    async def start_task(self, task_id: str, *, started_at: datetime) -> bool:
+        rec = self.tasks.get(task_id)
+        if rec is None or rec.status != "queued":
+            return False
+        self.tasks[task_id] = rec.model_copy(update={"status": "running", "started_at": started_at, "heartbeat_at": started_at})
+        return True
+
+    async def update_progress(
+        self, task_id: str, *, stage: str, detail: str, percent: float | None, at: datetime
+    ) -> None:
+        rec = self.tasks.get(task_id)
+        if rec is not None and rec.status in ACTIVE:
+            self.tasks[task_id] = rec.model_copy(
+                update={"stage": stage, "detail": detail, "percent": percent, "heartbeat_at": at}
+            )
+
+    async def finish_task(self, record: TaskRecord) -> bool:
+        rec = self.tasks.get(record.id)
+        if rec is None or rec.status not in ACTIVE:
+            return False
+        keep = {"notified": rec.notified, "created_at": rec.created_at}
+        self.tasks[record.id] = record.model_copy(update=keep, deep=True)
+        return True
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        rec = self.tasks.get(task_id)
+        return rec.model_copy(deep=True) if rec else None
+
+    async def list_tasks(
+        self, *, session_id: str | None = None, chat_key: str | None = None, limit: int = 20
+    ) -> builtins.list[TaskRecord]:
+        rows = [
+            r
+            for r in self.tasks.values()
+            if (session_id is None or r.session_id == session_id) and (chat_key is None or r.chat_key == chat_key)
+        ]
+        rows.sort(key=lambda r: r.created_at, reverse=True)
+        return [r.model_copy(deep=True) for r in rows[:limit]]
+
+    async def heartbeat(self, owner: str, at: datetime) -> None:
+        for tid, rec in self.tasks.items():
+            if rec.owner == owner and rec.status in ACTIVE:
+                self.tasks[tid] = rec.model_copy(update={"heartbeat_at": at})
+
+    async def mark_lost(
+        self, *, stale_before: datetime, exclude_owner: str, at: datetime, reason: str
+    ) -> builtins.list[TaskRecord]:
+        lost = []
+        for tid, rec in self.tasks.items():
+            beat = rec.heartbeat_at or rec.created_at
+            if rec.status in ACTIVE and rec.owner != exclude_owner and beat < stale_before:
+                self.tasks[tid] = rec.model_copy(update={"status": "lost", "finished_at": at, "error": reason})
+                lost.append(self.tasks[tid].model_copy(deep=True))
+        return lost
+
+    async def claim_notification(self, task_id: str) -> bool:
+        rec = self.tasks.get(task_id)
+        if rec is None or rec.notified or rec.status not in TERMINAL:
+            return False
+        self.tasks[task_id] = rec.model_copy(update={"notified": True})
+        return True
+
+    async def release_notification(self, task_id: str) -> None:
+        rec = self.tasks.get(task_id)
+        if rec is not None:
+            self.tasks[task_id] = rec.model_copy(update={"notified": False})
+
+    async def pending_notifications(self) -> builtins.list[TaskRecord]:
+        rows = [r for r in self.tasks.values() if r.status in TERMINAL and not r.notified]
+        rows.sort(key=lambda r: r.finished_at or r.created_at)
+        return [r.model_copy(deep=True) for r in rows]
+
+    async def delete_finished(self, before: datetime) -> int:
+        doomed = [
+            tid
+            for tid, r in self.tasks.items()
+            if r.status in TERMINAL and (r.finished_at or r.created_at) < before
+        ]
+        for tid in doomed:
+            del self.tasks[tid]
+        return len(doomed)

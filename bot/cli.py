@@ -1,0 +1,313 @@
+"""The `tapebot` command line.
+
+Kept fast to start (`tapebot --help` imports only argparse and the config error types): every
+subcommand imports what it needs when it runs. Errors never print a traceback unless `--debug`:
+a `ConfigError` is one line and exit status 2; anything else is one line, a hint, and status 1.
+
+Other parts of tapebot add subcommands through `EXTENSIONS` (name -> help text and a lazily imported
+"module:function"); the function is called as `fn(argv, ctx) -> int` with the arguments after the
+subcommand name and a `CliContext`, and parses them itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from config.errors import ConfigError, TapebotError
+
+if TYPE_CHECKING:
+    from config.settings import Settings
+
+PROG = "tapebot"
+
+# name -> (one-line help, "module:function"). Imported only when that subcommand runs.
+EXTENSIONS: dict[str, tuple[str, str]] = {
+    "memory": ("inspect, search and edit long-term memories", "bot.cli_memory:main"),
+    "skills": ("list and check skills (`tapebot skills check`)", "bot.cli_skills:main"),
+    "mcp": ("list configured MCP servers and their tools", "bot.cli_mcp:main"),
+}
+
+
+@dataclass
+class CliContext:
+    """What a subcommand needs from the command line: where home is, and how to load settings."""
+
+    home: Path | None = None
+    debug: bool = False
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+
+    def settings(
+        self, *, require_model: bool = True, require_platform: bool = False, model: str | None = None
+    ) -> Settings:
+        from config.loader import load_settings
+
+        return load_settings(
+            self.home,
+            self.environ,
+            require_model=require_model,
+            require_platform=require_platform,
+            model=model,
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="tapebot — a self-hosted AI investing assistant for Telegram, Discord and the terminal.",
+        epilog="State lives in $TAPEBOT_HOME (default ~/.tapebot). Start with `tapebot init`, then `tapebot chat`.",
+    )
+    parser.add_argument("--home", type=Path, help="state folder (default: $TAPEBOT_HOME or ~/.tapebot)")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("init", help="write a commented starter config to $TAPEBOT_HOME/config.toml")
+    p.add_argument("--force", action="store_true", help="overwrite an existing config.toml")
+
+    p = sub.add_parser("config", help="validate and show the effective configuration")
+    config_sub = p.add_subparsers(dest="config_command", metavar="ACTION")
+    config_sub.add_parser("check", help="validate and print the effective config (secrets masked)")
+
+    p = sub.add_parser("db", help="database maintenance")
+    db_sub = p.add_subparsers(dest="db_command", metavar="ACTION")
+    db_sub.add_parser("upgrade", help="apply database migrations (also done automatically at start)")
+
+    p = sub.add_parser("usage", help="token and cost totals per model")
+    p.add_argument("--days", type=_positive_float, default=30, help="look back this many days (default 30)")
+
+    p = sub.add_parser("chat", help="talk to the agent in the terminal")
+    p.add_argument("-m", "--message", metavar="TEXT", help="run one turn, print the answer and exit")
+    p.add_argument("--session", metavar="NAME", help="continue a named session across invocations")
+    p.add_argument("--model", metavar="ID", help="use this [[models]] id instead of agent.model")
+
+    sub.add_parser("run", help="run the chat bot (Telegram/Discord) and the scheduler")
+
+    for name, (help_text, _target) in EXTENSIONS.items():
+        p = sub.add_parser(name, help=help_text, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    ctx = CliContext(home=args.home, debug=args.debug)
+    if not args.command:
+        parser.print_help(ctx.stdout)
+        return 0
+    try:
+        return _dispatch(args, ctx, parser)
+    except ConfigError as exc:
+        if ctx.debug:
+            raise
+        print(f"{PROG}: {exc}", file=ctx.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=ctx.stderr)
+        return 130
+    except TapebotError as exc:
+        if ctx.debug:
+            raise
+        print(f"{PROG}: {_one_line(exc)}", file=ctx.stderr)
+        return 1
+    except Exception as exc:
+        if ctx.debug:
+            raise
+        print(
+            f"{PROG}: unexpected error: {type(exc).__name__}: {_one_line(exc)} (rerun with --debug for details)",
+            file=ctx.stderr,
+        )
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.ArgumentParser) -> int:
+    command = args.command
+    if command == "init":
+        return cmd_init(ctx, force=args.force)
+    if command == "config":
+        if args.config_command != "check":
+            parser.parse_args(["config", "--help"])
+        return cmd_config_check(ctx)
+    if command == "db":
+        if args.db_command != "upgrade":
+            parser.parse_args(["db", "--help"])
+        return cmd_db_upgrade(ctx)
+    if command == "usage":
+        return cmd_usage(ctx, days=args.days)
+    if command == "chat":
+        settings = ctx.settings(model=args.model)
+        terminal = importlib.import_module("bot.terminal")
+        return _exit_code(asyncio.run(terminal.run_chat(args, settings)))
+    if command == "run":
+        settings = ctx.settings(require_platform=True)
+        app = importlib.import_module("bot.app")
+        return _exit_code(asyncio.run(app.run_bot(settings)))
+    if command in EXTENSIONS:
+        return run_extension(command, list(args.rest), ctx)
+    parser.error(f"unknown command {command!r}")
+    return 2  # unreachable: parser.error exits
+
+
+def _exit_code(result: Any) -> int:
+    return result if isinstance(result, int) else 0
+
+
+def run_extension(name: str, argv: list[str], ctx: CliContext) -> int:
+    _help, target = EXTENSIONS[name]
+    module_name, _, func_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        print(f"{PROG}: '{name}' is not available in this build", file=ctx.stderr)
+        return 1
+    return _exit_code(getattr(module, func_name)(argv, ctx))
+
+
+# ---- built-in commands -------------------------------------------------------------------------
+def cmd_init(ctx: CliContext, *, force: bool = False) -> int:
+    from config.loader import resolve_home
+    from config.starter import write_starter
+
+    home = resolve_home(ctx.home, ctx.environ)
+    path = write_starter(home, force=force)
+    print(f"wrote {path}", file=ctx.stdout)
+    print(
+        "next: set ANTHROPIC_API_KEY (or OPENAI_API_KEY), or edit [[models]] there; then `tapebot chat`",
+        file=ctx.stdout,
+    )
+    return 0
+
+
+def cmd_config_check(ctx: CliContext) -> int:
+    import tomli_w
+
+    from config.loader import mask
+
+    settings = ctx.settings()
+    shown = _drop_none(mask(settings))
+    source = (
+        str(settings.config_path) if settings.config_path.exists() else "no config file (environment only)"
+    )
+    print(f"# effective configuration — {source}", file=ctx.stdout)
+    print(tomli_w.dumps(shown).rstrip(), file=ctx.stdout)
+    chain = " -> ".join(m.id for m in settings.model_chain())
+    print(f"# OK: models {chain}; database {shown['database_url']}", file=ctx.stdout)
+    return 0
+
+
+def _drop_none(value: Any) -> Any:
+    """TOML has no null: leave unset keys out of the printout."""
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value if v is not None]
+    return value
+
+
+def cmd_db_upgrade(ctx: CliContext) -> int:
+    from config.loader import mask
+
+    settings = ctx.settings(require_model=False)
+    settings.ensure_dirs()
+
+    async def _go() -> str | None:
+        from memory.db import upgrade
+
+        return await upgrade(settings.db_url)
+
+    revision = asyncio.run(_go())
+    print(f"database {mask(settings)['database_url']} is at revision {revision}", file=ctx.stdout)
+    return 0
+
+
+def cmd_usage(ctx: CliContext, *, days: float = 30) -> int:
+    settings = ctx.settings(require_model=False)
+    settings.ensure_dirs()
+
+    async def _go() -> list[Any]:
+        from memory.db import Database
+        from memory.stores import SqlStore
+
+        async with Database(settings.db_url) as db:
+            return await SqlStore(db).usage_totals(days)
+
+    totals = asyncio.run(_go())
+    print(format_usage(totals, days), file=ctx.stdout)
+    return 0
+
+
+def format_usage(totals: Sequence[Any], days: float) -> str:
+    span = f"{days:g} day{'s' * (days != 1)}"
+    if not totals:
+        return f"no model usage recorded in the last {span}"
+    header = ("model", "turns", "input", "output", "cache read", "cache write", "cost")
+    rows = [
+        (
+            t.model,
+            f"{t.turns:,}",
+            f"{t.input_tokens:,}",
+            f"{t.output_tokens:,}",
+            f"{t.cache_read_tokens:,}",
+            f"{t.cache_write_tokens:,}",
+            f"{t.cost:.4f}",
+        )
+        for t in totals
+    ]
+    rows.append(
+        (
+            "total",
+            f"{sum(t.turns for t in totals):,}",
+            f"{sum(t.input_tokens for t in totals):,}",
+            f"{sum(t.output_tokens for t in totals):,}",
+            f"{sum(t.cache_read_tokens for t in totals):,}",
+            f"{sum(t.cache_write_tokens for t in totals):,}",
+            f"{sum(t.cost for t in totals):.4f}",
+        )
+    )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(r: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+
+    rule = "  ".join("-" * w for w in widths)
+    lines = [
+        f"usage over the last {span}",
+        fmt(header),
+        rule,
+        *(fmt(r) for r in rows[:-1]),
+        rule,
+        fmt(rows[-1]),
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Core tables: sessions, messages, turns, approvals, approval rules, usage, processed updates, kv.
+
+Rich values (a `Message`, a `TurnRecord`) are stored whole as JSON in `payload`, with the columns
+we query on (status, session, seq) alongside. The schema is created by the hand-written migration
+`migrations/versions/0001_core.py`; keep the two in step (tests compare them).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from memory.base import Base
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend. SQLite has no time zones, so values are stored
+    as naive UTC and given `tzinfo=UTC` back; naive inputs are taken to be UTC already."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; elsewhere use 64 bits.
+BigIntPK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    chat_key: Mapped[str] = mapped_column(sa.String(255), default="", index=True)
+    user_id: Mapped[str] = mapped_column(sa.String(64), default="")
+    title: Mapped[str] = mapped_column(sa.String(255), default="")
+    model: Mapped[str] = mapped_column(sa.String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+    archived: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+
+
+class MessageRow(Base):
+    __tablename__ = "messages"
+    __table_args__ = (sa.UniqueConstraint("session_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(
+        sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE"), index=True
+    )
+    seq: Mapped[int] = mapped_column(sa.Integer)
+    role: Mapped[str] = mapped_column(sa.String(16))
+    payload: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+
+    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(
+        sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE"), index=True
+    )
+    status: Mapped[str] = mapped_column(sa.String(16), index=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+
+
+class ApprovalRow(Base):
+    """One approval, bound to one action. No foreign key: the audit trail outlives the session."""
+
+    __tablename__ = "approvals"
+
+    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(sa.String(64), index=True)
+    turn_id: Mapped[str] = mapped_column(sa.String(64))
+    call_id: Mapped[str] = mapped_column(sa.String(128))
+    tool: Mapped[str] = mapped_column(sa.String(128))
+    arguments: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    args_hash: Mapped[str] = mapped_column(sa.String(64))
+    requester: Mapped[str] = mapped_column(sa.String(64), default="")
+    approvers: Mapped[list[str]] = mapped_column(sa.JSON)
+    chat_key: Mapped[str] = mapped_column(sa.String(255), default="")
+    status: Mapped[str] = mapped_column(sa.String(16), index=True)
+    decided_by: Mapped[str] = mapped_column(sa.String(64), default="")
+    decision: Mapped[str] = mapped_column(sa.String(16), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    message_ref: Mapped[str] = mapped_column(sa.String(128), default="")
+
+
+class ApprovalRuleRow(Base):
+    """ "Always allow this tool in this chat"."""
+
+    __tablename__ = "approval_rules"
+    __table_args__ = (sa.UniqueConstraint("chat_key", "tool"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    chat_key: Mapped[str] = mapped_column(sa.String(255))
+    tool: Mapped[str] = mapped_column(sa.String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+
+
+class UsageRow(Base):
+    __tablename__ = "usage"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(sa.String(64), index=True)
+    turn_id: Mapped[str] = mapped_column(sa.String(64))
+    model: Mapped[str] = mapped_column(sa.String(128))
+    input_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    cost: Mapped[float] = mapped_column(sa.Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now, index=True)
+
+
+class ProcessedUpdateRow(Base):
+    """Inbound update ids already handled, so a redelivered update is dropped after a restart."""
+
+    __tablename__ = "processed_updates"
+    __table_args__ = (sa.UniqueConstraint("platform", "update_id"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(sa.String(32))
+    update_id: Mapped[str] = mapped_column(sa.String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now, index=True)
+
+
+class KvRow(Base):
+    """Small named state (offsets, the scheduler lease holder, ...)."""
+
+    __tablename__ = "kv"
+
+    key: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    value: Mapped[Any] = mapped_column(sa.JSON, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+
+
+CORE_TABLES = (
+    "sessions",
+    "messages",
+    "turns",
+    "approvals",
+    "approval_rules",
+    "usage",
+    "processed_updates",
+    "kv",
+)

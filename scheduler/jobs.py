@@ -1,0 +1,197 @@
+"""Job callbacks: importable module-level coroutines with plain arguments.
+
+APScheduler pickles a job as a textual reference ("scheduler.jobs:run_brief") plus its arguments,
+never as an object, so a job cannot carry the running app with it. It finds the app through
+`current_context()`: a ContextVar that the owning AppScheduler's executor sets (holding a *weak*
+reference to its JobContext) at the moment it submits the job, so the task running the job
+inherits it. This is not a module-level singleton: nothing is stored at import time, two
+schedulers in one process (the lease tests) each hand their jobs their own context, and a stopped
+scheduler's context is not kept alive by a lingering job (the reference is weak).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, Literal
+
+from agent.ports import Clock
+from scheduler.specs import DailyTrigger
+from scheduler.store import ScheduleStore, brief_job_id
+
+log = logging.getLogger(__name__)
+
+BriefCallback = Callable[[str, str], Awaitable[Any]]
+"""`on_brief(chat_key, schedule_id)`: run the unattended brief turn and deliver it into the chat;
+raise if it could not be delivered (the job retries with backoff). `schedule_id` is "" for an
+ad-hoc `/brief now` with no schedule."""
+HousekeepingJob = Callable[[], Awaitable[Any]]
+
+RUN_BRIEF = "scheduler.jobs:run_brief"
+RUN_HOUSEKEEPING = "scheduler.jobs:run_housekeeping"
+
+
+@dataclass(eq=False)
+class JobContext:
+    """What jobs need from the running app. Built by AppScheduler from its constructor arguments."""
+
+    store: ScheduleStore
+    clock: Clock
+    on_brief: BriefCallback | None = None
+    is_trading_day: Callable[[date], bool] | None = None
+    housekeeping: Mapping[str, HousekeepingJob] = field(default_factory=dict)
+    retry_delays: tuple[float, ...] = (30.0, 120.0, 600.0)
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+    owner: str = ""
+    remove_job: Callable[[str], Awaitable[None]] | None = None
+
+
+_CURRENT: ContextVar[weakref.ref[JobContext] | None] = ContextVar("tapebot_scheduler_context", default=None)
+
+
+def bind_context(ctx: JobContext) -> Any:
+    """Set the context for tasks created from here on (in this context). Returns a reset token."""
+    return _CURRENT.set(weakref.ref(ctx))
+
+
+def unbind_context(token: Any) -> None:
+    _CURRENT.reset(token)
+
+
+def current_context() -> JobContext | None:
+    ref = _CURRENT.get()
+    return ref() if ref is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class BriefOutcome:
+    status: Literal["delivered", "failed", "skipped", "duplicate", "missing", "interrupted"]
+    attempts: int = 0
+    error: str = ""
+    run_date: str = ""
+
+
+# ---- the job functions (what the job store references) ----------------------------------------------
+async def run_brief(chat_key: str, schedule_id: str) -> None:
+    ctx = current_context()
+    if ctx is None:
+        log.error("brief %s fired with no running scheduler context; skipped", schedule_id)
+        return
+    await execute_brief(ctx, chat_key, schedule_id)
+
+
+async def run_housekeeping(name: str) -> None:
+    ctx = current_context()
+    if ctx is None:
+        log.error("housekeeping %s fired with no running scheduler context; skipped", name)
+        return
+    await execute_housekeeping(ctx, name)
+
+
+# ---- the work ---------------------------------------------------------------------------------------
+async def execute_housekeeping(ctx: JobContext, name: str) -> bool:
+    fn = ctx.housekeeping.get(name)
+    if fn is None:
+        log.warning("housekeeping job %s has no handler", name)
+        return False
+    try:
+        result = await fn()
+    except Exception:
+        log.exception("housekeeping job %s failed", name)
+        return False
+    log.info("housekeeping %s done: %s", name, result)
+    return True
+
+
+async def execute_brief(ctx: JobContext, chat_key: str, schedule_id: str, *, manual: bool = False) -> BriefOutcome:
+    """Run one brief: check the schedule, skip non-trading days, claim the (schedule, local date)
+    run so it happens once, then call `on_brief` with retries and record the outcome.
+    `manual=True` (/brief now) skips the calendar and the claim."""
+    now = ctx.clock.now()
+    run_date = ""
+    schedule = await ctx.store.get_schedule(schedule_id) if schedule_id else None
+    if not manual:
+        if schedule is None or schedule.paused or schedule.chat_key != chat_key:
+            # A job whose schedule is gone (deleted by another process): drop it.
+            log.warning("brief job for %s has no active schedule; removing it", schedule_id)
+            if ctx.remove_job is not None:
+                await ctx.remove_job(brief_job_id(schedule_id))
+            return BriefOutcome("missing")
+        spec = schedule.brief_spec
+        trigger = DailyTrigger.from_spec(spec, schedule.tz)
+        scheduled = trigger.previous(now) or now.astimezone(trigger.zone)
+        local_day = scheduled.astimezone(trigger.zone).date()
+        run_date = local_day.isoformat()
+        if spec.days == "trading_days" and not _is_trading_day(ctx, local_day):
+            await ctx.store.note_status(schedule_id, f"skipped {run_date}: market closed")
+            log.info("brief %s skipped: %s is not a trading day", schedule_id, run_date)
+            return BriefOutcome("skipped", run_date=run_date)
+        if not await ctx.store.claim_run(schedule_id, run_date, scheduled_for=scheduled, at=now, owner=ctx.owner):
+            log.warning("brief %s for %s already ran; not firing twice", schedule_id, run_date)
+            return BriefOutcome("duplicate", run_date=run_date)
+
+    outcome = await _deliver_with_retry(ctx, chat_key, schedule_id)
+    outcome = BriefOutcome(outcome.status, outcome.attempts, outcome.error, run_date)
+    done = ctx.clock.now()
+    if schedule is not None:
+        status = {"delivered": "delivered", "interrupted": "interrupted"}.get(outcome.status, "failed")
+        await ctx.store.record_result(
+            schedule_id,
+            status=status,
+            error=outcome.error,
+            at=done,
+            ran=True,
+            failed=outcome.status != "delivered",
+        )
+    if run_date:
+        await ctx.store.finish_run(
+            schedule_id, run_date, status=outcome.status, attempts=outcome.attempts, error=outcome.error, at=done
+        )
+    return outcome
+
+
+def _is_trading_day(ctx: JobContext, day: date) -> bool:
+    if ctx.is_trading_day is None:
+        return day.weekday() < 5
+    try:
+        return bool(ctx.is_trading_day(day))
+    except Exception:
+        log.exception("trading calendar failed for %s; assuming a weekday is a trading day", day)
+        return day.weekday() < 5
+
+
+async def _deliver_with_retry(ctx: JobContext, chat_key: str, schedule_id: str) -> BriefOutcome:
+    if ctx.on_brief is None:
+        return BriefOutcome("failed", 0, "no brief handler is configured")
+    error = ""
+    attempts = 0
+    for delay in (0.0, *ctx.retry_delays):
+        if delay:
+            try:
+                await ctx.sleep(delay)
+            except asyncio.CancelledError:
+                _uncancel()
+                return BriefOutcome("interrupted", attempts, f"stopped while retrying; last error: {error}")
+        attempts += 1
+        try:
+            await ctx.on_brief(chat_key, schedule_id)
+        except asyncio.CancelledError:
+            _uncancel()  # record the interruption (below) instead of vanishing mid-run
+            return BriefOutcome("interrupted", attempts, "tapebot stopped while the brief was being prepared")
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            log.warning("brief %s for %s failed (attempt %d): %s", schedule_id, chat_key, attempts, error)
+            continue
+        return BriefOutcome("delivered", attempts)
+    return BriefOutcome("failed", attempts, error)
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
