@@ -166,7 +166,7 @@ class FileArchiveStore:
         session_dir, compaction_id = parse_ref(archive_ref)
         return await asyncio.to_thread(self._load_meta, self.root / session_dir / f"{compaction_id}.json")
 
-    async def list(self, session_id: str | None = None) -> list[ArchiveMeta]:
+    async def list_archives(self, session_id: str | None = None) -> list[ArchiveMeta]:
         """Archives of one session (or all sessions), newest first."""
         return await asyncio.to_thread(self._list_sync, session_id)
 
@@ -211,7 +211,7 @@ class FileArchiveStore:
         """Archives whose codes, files, keywords or summary mention the query's stock codes (and
         names resolved to codes), file paths, keywords or an `archive://` reference. Scored by the
         number of matched terms; codes and references weigh most."""
-        metas = await self.list(session_id)
+        metas = await self.list_archives(session_id)
         if not metas:
             return []
         wanted_codes = list(dict.fromkeys([*codes, *self._resolve(query)]))
