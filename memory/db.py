@@ -51,7 +51,13 @@ def create_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, *
 
     path = sqlite_path(url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create the database folder {path.parent}: {exc.strerror or exc} "
+                "— check database_url / TAPEBOT_HOME"
+            ) from None
     connect_args = dict(kwargs.pop("connect_args", {}))
     connect_args.setdefault("timeout", busy_timeout_ms / 1000)
     engine = create_async_engine(url, connect_args=connect_args, **kwargs)

@@ -11,7 +11,7 @@ supply or demand.
 | BC (buying climax) | mirror of SC after an advance |
 | AR (automatic rally / reaction) | the extreme within 15 bars after the climax, at least 1.5 ATR away, before the climax extreme is broken |
 | ST (secondary test) | after the AR, a bar within 1 ATR of the climax extreme on ≤ 0.8 × the climax volume |
-| Spring | low (this or previous bar) ≥ 0.5 % under support and ≤ 8 % (board-scaled) under it; close back above support and below mid + 0.25 × width. Variants: `low_volume` (≤ 0.8 × avg: no supply, strongest), `shakeout` (≥ 1.3 × avg: needs a test), `normal`. Test: within 10 bars, a bar back near support (low ≤ support × (1 + touch_tol)) holding the spring low (undercut ≤ 1 %) on ≤ 0.7 × the spring's volume and ≤ avg → `confirmed`; a later close under the spring low → `failed`; otherwise `awaiting_test` (still inside the window) or `untested` |
+| Spring | low (this or previous bar) ≥ 0.5 % under support and ≤ 8 % (board-scaled) under it; close back above support and below mid + 0.25 × width. Variants: `low_volume` (≤ 0.8 × avg: no supply, strongest), `shakeout` (≥ 1.3 × avg: needs a test), `normal`. Test: 2–10 bars later, a pull-back bar (lower low than the bar before) near support (low ≤ support × (1 + touch_tol)) holding the spring low (undercut ≤ 1 %) on ≤ 0.7 × the spring's volume and ≤ avg → `confirmed`; a later close under the spring low → `failed`; otherwise `awaiting_test` (still inside the window) or `untested` |
 | UT / UTAD | mirror of the spring at resistance with an upper shadow ≥ 35 % of the bar; UTAD when in the second half of the range's life on ≥ 1.3 × avg volume |
 | SOS (sign of strength, JAC) | close above resistance; previous close ≤ 2 % above it; move ≥ 4 %; volume ≥ 1.5 × avg; not a one-price limit-up bar |
 | SOW (sign of weakness) | mirror of SOS under support |
@@ -212,10 +212,11 @@ def _spring_test(s: Series, t: int, low_pt: float, sup: float, p: WyckoffParams,
     for k in range(t + 1, min(end, t + p.test_window) + 1):
         if s.close[k] < low_pt:
             return "failed", f"failed: closed under the spring low on {s.d(k)}"
-        if s.locked[k]:
+        if s.locked[k] or k < t + 2:
             continue
         if (
-            s.low[k] <= sup * (1 + p.touch_tol)
+            s.low[k] < s.low[k - 1]  # a pull-back into the test, not the spring's own follow-through
+            and s.low[k] <= sup * (1 + p.touch_tol)
             and s.low[k] >= low_pt * (1 - p.test_max_undercut)
             and s.volume[k] <= p.test_vol_ratio * sv
             and (np.isnan(s.vol_avg[k]) or s.volume[k] <= s.vol_avg[k])

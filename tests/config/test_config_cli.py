@@ -65,7 +65,7 @@ def test_config_check_masks_secrets(home, capsys, monkeypatch):
     assert code == 0, err
     assert "sk-inline-secret-in-file-4321" not in out and TG not in out
     assert 'api_key = "sk-…4321"' in out
-    assert 'token = "987…t-zz"' in out
+    assert 'token = "987…n-zz"' in out
     assert "enabled = true" in out
     body = tomllib.loads("\n".join(line for line in out.splitlines() if not line.startswith("#")))
     assert body["models"][0]["model"] == "m"

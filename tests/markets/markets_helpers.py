@@ -98,7 +98,7 @@ def distribution() -> tuple[Bars, dict[str, int]]:
     b.trend(60, 150.0)
     idx["BC"] = b.bar(150.0, 160.0, 149.5, 156.0, 3.5e6)
     b.trend(5, 142.0, 1.4e6)
-    idx["AR"] = b.bar(142.0, 142.5, 140.0, 140.5, 1.0e6)
+    idx["AR"] = b.bar(142.0, 142.5, 139.0, 140.5, 1.0e6)
     b.trend(7, 155.0, 0.7e6)
     idx["ST"] = b.bar(155.0, 158.5, 154.5, 155.5, 0.6e6)
     b.trend(5, 142.0, 0.8e6)

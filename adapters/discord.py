@@ -1,0 +1,526 @@
+"""Discord adapter (discord.py 2.7).
+
+- `await client.start(token)` in a task (never `run`), so it shares the event loop with Telegram and
+  the scheduler.
+- Messages: DMs always; in servers only when the bot is mentioned or replied to (that is also exactly
+  what Discord delivers content for without the privileged message-content intent). A thread is its
+  own channel, so its chat key is simply its channel id.
+- Slash commands: one generic route. Every command takes one optional string option `args`; the
+  payload is synced with a bulk PUT only when its hash differs from the one stored through the
+  `kv_get`/`kv_set` pair (Discord limits command creates per day). Interactions are deferred at once
+  (well inside 3 s); the gateway's first reply in that chat becomes the interaction's followup.
+- Buttons: custom_id = "tb:" + our short id, on views we never register in memory. Any component
+  interaction with that prefix is routed from `on_interaction`, so a button keeps working after a
+  restart with no View objects to re-add (the same effect as persistent views / DynamicItem).
+- `allowed_mentions` none everywhere, embeds (link previews) suppressed, 2000-character limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import discord
+
+from adapters.base import (
+    Button,
+    ButtonPress,
+    ChatAdapter,
+    ChatRef,
+    DeliveryError,
+    InboundCommand,
+    InboundHandler,
+    InboundMessage,
+    MessageGone,
+    SentMessage,
+    TextFormat,
+    UserRef,
+)
+from adapters.common import InflightTracker, KeyedLocks, call_handler
+from adapters.logsafe import install_redaction
+from adapters.notices import DEFAULT_NOTICES, notice
+from adapters.render import render_parts, to_discord
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "discord"
+CUSTOM_ID_PREFIX = "tb:"
+INTERACTION_TOKEN_TTL = 14 * 60  # Discord: 15 min; keep a margin
+KV_COMMANDS_HASH = "discord.commands_hash"
+_STYLES = {
+    "primary": discord.ButtonStyle.primary,
+    "secondary": discord.ButtonStyle.secondary,
+    "success": discord.ButtonStyle.success,
+    "danger": discord.ButtonStyle.danger,
+}
+# our translation keys → Discord locales
+_LOCALES = {"zh": ("zh-CN", "zh-TW"), "en": ("en-US", "en-GB")}
+
+KvGet = Callable[[str], Any]  # sync or async, returns str | None
+KvSet = Callable[[str, str], Any]
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class _SendOnlyView(discord.ui.View):
+    """Carries our buttons to Discord but is never stored by discord.py: presses are routed by
+    custom_id prefix in `on_interaction`, which keeps working across restarts."""
+
+    def __init__(self, buttons: Sequence[Sequence[Button]]):
+        super().__init__(timeout=None)
+        for row_i, row in enumerate(buttons[:5]):
+            for b in row[:5]:
+                self.add_item(
+                    discord.ui.Button(
+                        label=b.label[:80], custom_id=CUSTOM_ID_PREFIX + b.data, style=_STYLES[b.style], row=row_i
+                    )
+                )
+
+    def is_dispatchable(self) -> bool:
+        return False
+
+
+@dataclass
+class _Pending:
+    interaction: discord.Interaction
+    created: float
+
+
+class _Client(discord.Client):
+    def __init__(self, adapter: DiscordAdapter, **kw: Any):
+        super().__init__(**kw)
+        self.adapter = adapter
+
+    async def on_ready(self) -> None:
+        self.adapter._on_ready()
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.adapter._on_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self.adapter._on_interaction(interaction)
+
+
+class DiscordAdapter(ChatAdapter):
+    platform = PLATFORM
+    max_message_len = 2000
+    edit_interval = 1.0
+    group_edit_interval = 1.0
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        kv_get: KvGet,
+        kv_set: KvSet,
+        message_content_intent: bool = False,
+        command_guild_ids: Sequence[int] = (),
+        ready_timeout: float = 30.0,
+        handler_timeout: float = 60.0,
+        stop_grace_s: float = 10.0,
+        interaction_grace_s: float = 600.0,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        notices: Mapping[str, Mapping[str, str]] | None = None,
+    ):
+        if not token:
+            raise ValueError("Discord token is empty")
+        self._token = token
+        self._kv_get, self._kv_set = kv_get, kv_set
+        self._guild_ids = tuple(command_guild_ids)
+        self._ready_timeout = ready_timeout
+        self._handler_timeout = handler_timeout
+        self._stop_grace_s = stop_grace_s
+        self._interaction_grace_s = interaction_grace_s
+        self._sleep = sleep
+        self._clock = clock
+        self._notices = notices or DEFAULT_NOTICES
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.dm_messages = True
+        intents.message_content = message_content_intent
+        self.client = _Client(self, intents=intents, allowed_mentions=discord.AllowedMentions.none())
+        self._handler: InboundHandler | None = None
+        self._task: asyncio.Task | None = None
+        self._ready = asyncio.Event()
+        self._locks = KeyedLocks()
+        self._inflight = InflightTracker()
+        self._pending: dict[str, _Pending] = {}  # chat key -> deferred slash command awaiting a reply
+        self._webhook_msgs: dict[str, tuple[discord.WebhookMessage, float]] = {}
+        self._bg: set[asyncio.Task] = set()
+        self._commands: list[dict] | None = None
+        self._command_names: set[str] = set()
+        self._locales: dict[str, str] = {}  # user id -> last seen client locale
+        self._stopping = False
+        self.synced = 0  # how many times we actually PUT the command set (tests)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self, handler: InboundHandler) -> None:
+        install_redaction(self._token)
+        self._handler = handler
+        self._stopping = False
+        self._ready.clear()
+        self._task = asyncio.create_task(self.client.start(self._token), name="discord-client")
+        ready = asyncio.ensure_future(self._ready.wait())
+        done, _ = await asyncio.wait({ready, self._task}, timeout=self._ready_timeout, return_when="FIRST_COMPLETED")
+        if self._task in done:
+            ready.cancel()
+            exc = self._task.exception()
+            raise DeliveryError(f"discord client stopped during start: {exc!r}") from exc
+        if not done:
+            ready.cancel()
+            log.warning("discord: not ready after %.0f s; still connecting in the background", self._ready_timeout)
+            return
+        if self._commands is not None:
+            await self._sync_commands()
+
+    def _on_ready(self) -> None:
+        u = self.client.user
+        if u is not None:
+            self.me = UserRef(PLATFORM, str(u.id), u.display_name, None, u.name, True)
+        log.info("discord adapter ready as %s", u)
+        self._ready.set()
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._stopping = True
+        await self._inflight.wait_idle(self._stop_grace_s)
+        for t in list(self._bg):
+            t.cancel()
+        try:
+            await self.client.close()
+        except Exception:
+            log.exception("discord close")
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, 5)
+            except BaseException:  # noqa: BLE001 - shutting down; nothing to recover
+                self._task.cancel()
+        self._task = None
+        log.info("discord adapter stopped")
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        t = asyncio.ensure_future(coro)
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    # ---------------------------------------------------------------- inbound
+
+    def _chat_of(self, channel_id: int, guild_id: int | None, title: str = "") -> ChatRef:
+        return ChatRef(PLATFORM, str(channel_id), None, guild_id is not None, title)
+
+    def _user_of(self, user: discord.abc.User) -> UserRef:
+        return UserRef(
+            PLATFORM, str(user.id), user.display_name, self._locales.get(str(user.id)), user.name, user.bot
+        )
+
+    async def _deliver(self, key: str, event: Any) -> None:
+        assert self._handler is not None
+        with self._inflight:
+            async with self._locks.hold(key):
+                await call_handler(self._handler, event, timeout=self._handler_timeout, platform=PLATFORM)
+
+    async def _on_message(self, message: discord.Message) -> None:
+        try:
+            me = self.client.user
+            if self._stopping or me is None or message.author.bot or message.author.id == me.id:
+                return
+            if message.type not in (discord.MessageType.default, discord.MessageType.reply):
+                return
+            ch = message.channel
+            guild_id = getattr(ch, "guild_id", None) or (message.guild.id if message.guild else None)
+            dm = guild_id is None
+            reply_to_bot = False
+            ref = message.reference
+            if ref is not None and isinstance(ref.resolved, discord.Message):
+                reply_to_bot = ref.resolved.author.id == me.id
+            mentioned = any(u.id == me.id for u in message.mentions)
+            addressed = dm or mentioned or reply_to_bot
+            if not addressed:
+                return  # without the content intent we would not even see the text
+            text = message.content
+            for token in (f"<@{me.id}>", f"<@!{me.id}>"):
+                text = text.replace(token, "")
+            text = text.strip()
+            chat = self._chat_of(ch.id, guild_id, getattr(ch, "name", "") or "")
+            user = self._user_of(message.author)
+            if not text:
+                if message.attachments or message.stickers:
+                    await self._safe_send(chat, notice(self._notices, "unsupported", user.language_code))
+                return
+            sent_at = message.created_at.astimezone(UTC)
+            if text.startswith("/"):
+                name, _, args = text[1:].partition(" ")
+                name = name.lower()
+                if name and (not self._command_names or name in self._command_names):
+                    event: Any = InboundCommand(str(message.id), chat, user, name, args.strip(), sent_at, str(message.id))
+                    await self._deliver(chat.key, event)
+                    return
+            event = InboundMessage(
+                update_id=str(message.id),
+                chat=chat,
+                user=user,
+                text=text,
+                reply_to_message_id=str(ref.message_id) if ref and ref.message_id else None,
+                sent_at=sent_at,
+                message_id=str(message.id),
+                addressed=True,
+                reply_to_bot=reply_to_bot,
+            )
+            await self._deliver(chat.key, event)
+        except Exception:
+            log.exception("discord: failed to handle message %s", getattr(message, "id", "?"))
+
+    async def _on_interaction(self, interaction: discord.Interaction) -> None:
+        try:
+            if self._stopping:
+                return
+            self._locales[str(interaction.user.id)] = str(interaction.locale)
+            if interaction.type == discord.InteractionType.application_command:
+                await self._on_command(interaction)
+            elif interaction.type == discord.InteractionType.component:
+                custom_id = (interaction.data or {}).get("custom_id", "")
+                if custom_id.startswith(CUSTOM_ID_PREFIX):
+                    await self._on_button(interaction, custom_id[len(CUSTOM_ID_PREFIX) :])
+        except Exception:
+            log.exception("discord: failed to handle interaction %s", interaction.id)
+
+    def _interaction_chat(self, interaction: discord.Interaction) -> ChatRef:
+        ch = interaction.channel
+        title = getattr(ch, "name", "") or ""
+        return self._chat_of(interaction.channel_id or 0, interaction.guild_id, title)
+
+    async def _on_command(self, interaction: discord.Interaction) -> None:
+        # acknowledge first: Discord allows 3 s; the real answer arrives as a followup
+        await interaction.response.defer(thinking=True)
+        data: Any = interaction.data or {}
+        args = " ".join(str(o.get("value", "")) for o in data.get("options", []) if "value" in o)
+        chat = self._interaction_chat(interaction)
+        self._pending[chat.key] = _Pending(interaction, self._clock())
+        event = InboundCommand(
+            update_id=str(interaction.id),
+            chat=chat,
+            user=self._user_of(interaction.user),
+            name=str(data.get("name", "")).lower(),
+            args=args.strip(),
+            sent_at=interaction.created_at.astimezone(UTC),
+        )
+        await self._deliver(chat.key, event)
+        self._spawn(self._expire_pending(chat.key, interaction))
+
+    async def _expire_pending(self, key: str, interaction: discord.Interaction) -> None:
+        """If the gateway never replied, remove the "is thinking…" placeholder before the token dies."""
+        await self._sleep(self._interaction_grace_s)
+        p = self._pending.get(key)
+        if p is not None and p.interaction is interaction:
+            del self._pending[key]
+            try:
+                await interaction.delete_original_response()
+            except discord.HTTPException as e:
+                log.debug("discord: could not delete deferred response: %s", e)
+
+    async def _on_button(self, interaction: discord.Interaction, data: str) -> None:
+        await interaction.response.defer()  # "deferred update": no visible change, stops the spinner
+        replied = False
+
+        async def ack(text: str = "", alert: bool = False) -> None:
+            nonlocal replied
+            if replied or not text:
+                replied = replied or bool(text)
+                return
+            replied = True
+            try:
+                await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+            except discord.HTTPException as e:
+                log.info("discord: ephemeral answer failed: %s", e)
+
+        chat = self._interaction_chat(interaction)
+        press = ButtonPress(
+            update_id=str(interaction.id),
+            chat=chat,
+            user=self._user_of(interaction.user),
+            data=data,
+            message_id=str(interaction.message.id) if interaction.message else None,
+            ack=ack,
+            sent_at=interaction.created_at.astimezone(UTC),
+        )
+        await self._deliver(chat.key, press)
+
+    # ---------------------------------------------------------------- outbound
+
+    def _target(self, chat: ChatRef) -> discord.PartialMessageable:
+        return self.client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
+
+    def _render(self, text: str, fmt: TextFormat):
+        if fmt == "plain":
+            text = discord.utils.escape_markdown(text)
+            return render_parts(text, limit=self.max_message_len, fmt="markdown", render=to_discord,
+                                visible=lambda s: s)  # fmt: skip
+        return render_parts(text, limit=self.max_message_len, fmt="markdown", render=to_discord)
+
+    def _take_pending(self, chat: ChatRef) -> discord.Interaction | None:
+        p = self._pending.pop(chat.key, None)
+        if p is None or self._clock() - p.created > INTERACTION_TOKEN_TTL:
+            return None
+        return p.interaction
+
+    async def send_text(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        buttons: Sequence[Sequence[Button]] | None = None,
+        reply_to: str | None = None,
+        format: TextFormat = "markdown",
+    ) -> SentMessage:
+        parts = self._render(text, format)
+        if not parts:
+            raise ValueError("refusing to send an empty message")
+        ids: list[str] = []
+        none = discord.AllowedMentions.none()
+        try:
+            for i, part in enumerate(parts):
+                content = part.formatted or part.plain
+                view = _SendOnlyView(buttons) if (buttons and i == len(parts) - 1) else None
+                interaction = self._take_pending(chat) if i == 0 else None
+                kw: dict[str, Any] = {"allowed_mentions": none, "suppress_embeds": True}
+                if view is not None:
+                    kw["view"] = view
+                if interaction is not None:
+                    wm = await interaction.followup.send(content, wait=True, **kw)
+                    self._webhook_msgs[str(wm.id)] = (wm, self._clock())
+                    ids.append(str(wm.id))
+                    continue
+                if i == 0 and reply_to:
+                    kw["reference"] = discord.MessageReference(
+                        message_id=int(reply_to), channel_id=int(chat.thread_id or chat.chat_id), fail_if_not_exists=False
+                    )
+                m = await self._target(chat).send(content, **kw)
+                ids.append(str(m.id))
+        except discord.HTTPException as e:
+            raise DeliveryError(f"discord send failed: {e}") from e
+        return SentMessage(chat, ids[-1], tuple(ids[:-1]))
+
+    async def edit_text(
+        self,
+        msg: SentMessage,
+        text: str,
+        *,
+        buttons: Sequence[Sequence[Button]] | None = None,
+        format: TextFormat = "markdown",
+    ) -> None:
+        parts = self._render(text, format)
+        if not parts:
+            raise ValueError("refusing to edit to an empty message")
+        content = parts[0].formatted or parts[0].plain
+        if len(parts) > 1:
+            content = content[: self.max_message_len - 2].rstrip() + "\n…"
+        view = _SendOnlyView(buttons) if buttons else None
+        kw: dict[str, Any] = {"content": content, "view": view, "allowed_mentions": discord.AllowedMentions.none()}
+        try:
+            hooked = self._webhook_msgs.get(msg.message_id)
+            if hooked is not None and self._clock() - hooked[1] < INTERACTION_TOKEN_TTL:
+                await hooked[0].edit(**kw)
+                return
+            self._webhook_msgs.pop(msg.message_id, None)
+            partial = self._target(msg.chat).get_partial_message(int(msg.message_id))
+            await partial.edit(**kw)
+        except discord.NotFound as e:
+            raise MessageGone(f"discord: {e}") from e
+        except discord.Forbidden as e:
+            raise MessageGone(f"discord: {e}") from e
+        except discord.HTTPException as e:
+            raise DeliveryError(f"discord edit failed: {e}") from e
+
+    async def send_typing(self, chat: ChatRef) -> None:
+        try:
+            await self._target(chat).typing()
+        except Exception as e:
+            log.debug("discord typing failed: %s", e)
+
+    async def send_image(self, chat: ChatRef, path: str | Path, caption: str = "") -> SentMessage:
+        content = None
+        if caption.strip():
+            parts = self._render(caption, "markdown")
+            content = parts[0].formatted if parts else None
+        try:
+            m = await self._target(chat).send(
+                content, file=discord.File(str(path)), allowed_mentions=discord.AllowedMentions.none()
+            )
+        except discord.HTTPException as e:
+            raise DeliveryError(f"discord send image failed: {e}") from e
+        return SentMessage(chat, str(m.id))
+
+    # ---------------------------------------------------------------- slash commands
+
+    async def set_commands(
+        self,
+        commands: Sequence[tuple[str, str]],
+        *,
+        translations: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self._commands = command_payload(commands, translations)
+        self._command_names = {c["name"] for c in self._commands}
+        if self._ready.is_set():
+            await self._sync_commands()
+
+    async def _sync_commands(self) -> None:
+        assert self._commands is not None
+        app_id = self.client.application_id
+        if app_id is None:
+            return
+        digest = hashlib.sha256(json.dumps(self._commands, sort_keys=True).encode()).hexdigest()
+        scope = ",".join(map(str, self._guild_ids)) or "global"
+        key = f"{KV_COMMANDS_HASH}:{app_id}:{scope}"
+        if await _maybe_await(self._kv_get(key)) == digest:
+            log.info("discord: slash commands unchanged; not syncing")
+            return
+        http = self.client.http
+        if self._guild_ids:
+            for gid in self._guild_ids:
+                await http.bulk_upsert_guild_commands(app_id, gid, self._commands)
+        else:
+            await http.bulk_upsert_global_commands(app_id, self._commands)
+        self.synced += 1
+        await _maybe_await(self._kv_set(key, digest))
+        log.info("discord: synced %d slash commands (%s)", len(self._commands), scope)
+
+
+def command_payload(
+    commands: Sequence[tuple[str, str]], translations: Mapping[str, Mapping[str, str]] | None = None
+) -> list[dict]:
+    """The exact JSON we PUT to Discord: every command takes one optional free-text option `args`."""
+    out = []
+    for name, desc in commands:
+        n = name.lower()[:32]
+        item: dict[str, Any] = {
+            "name": n,
+            "description": (desc or n)[:100],
+            "type": 1,
+            "contexts": [0, 1],  # servers and DMs with the bot
+            "integration_types": [0],
+            "options": [{"type": 3, "name": "args", "description": "arguments", "required": False}],
+        }
+        loc: dict[str, str] = {}
+        for lang, table in (translations or {}).items():
+            if table.get(name):
+                for locale in _LOCALES.get(lang.split("-")[0].lower(), (lang,)):
+                    loc[locale] = table[name][:100]
+        if loc:
+            item["description_localizations"] = dict(sorted(loc.items()))
+        out.append(item)
+    return out

@@ -1,0 +1,188 @@
+"""The composition root: builds every part of tapebot from `Settings` and owns their lifecycles.
+
+    App(settings).start(adapters=...)  →  database (migrations), store, models, tools, runtime,
+                                          gateway + chat adapters, scheduler
+    App.stop()                         →  the reverse, in order, with tracked tasks drained
+
+Nothing else constructs long-lived resources; modules receive what they need as arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from agent.approval import ApprovalGate
+from agent.providers.base import ModelClient
+from agent.redact import Redactor, install_log_redaction
+from agent.runtime import AgentRuntime, RuntimeConfig
+from agent.scratchpad import Scratchpad
+from agent.tools.builtin import local_tools
+from agent.tools.core import core_tools
+from agent.tools.registry import Deps, Toolset
+from agent.tools.workspace import LocalToolPolicy
+from config.settings import Settings
+from memory.db import Database
+from memory.stores import SqlStore
+
+log = logging.getLogger("tapebot")
+
+
+class App:
+    def __init__(
+        self, settings: Settings, *, model_factory: Callable[[str | None], ModelClient] | None = None
+    ):
+        self.settings = settings
+        self.redactor = Redactor(settings.secret_values())
+        self._model_factory = model_factory
+        self.db: Database | None = None
+        self.store: SqlStore | None = None
+        self.runtime: AgentRuntime | None = None  # type: ignore[assignment]
+        self.gateway: Any = None
+        self.adapters: list[Any] = []
+        self.scheduler: Any = None
+        self.deps = Deps()
+        self._uninstall_redaction: Callable[[], None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stoppers: list[Callable[[], Any]] = []
+        self._clients: dict[str, ModelClient] = {}
+
+    # ---- models ------------------------------------------------------------------------------
+    @property
+    def default_model_id(self) -> str:
+        return self.settings.agent.model
+
+    def model_ids(self) -> list[str]:
+        return [m.id for m in self.settings.models]
+
+    def context_window(self, model_id: str | None) -> int:
+        return self.model_for(model_id).info.context_window
+
+    def model_for(self, model_id: str | None) -> ModelClient:
+        """The client chain for a model id (default: the agent's), built once and kept."""
+        if self._model_factory is not None:
+            return self._model_factory(model_id)
+        model_id = model_id or self.settings.agent.model
+        client = self._clients.get(model_id)
+        if client is None:
+            from agent.providers import build_model_chain
+
+            s = self.settings
+            ids = [model_id, *(f for f in s.agent.fallbacks if f != model_id)]
+            client = build_model_chain(
+                [s.model(i) for i in ids],
+                idle_timeout=s.agent.stream_idle_timeout,
+                on_switch=lambda a, b, why: log.warning("model %s failed (%s); using %s", a, why, b),
+            )
+            self._clients[model_id] = client
+        return client
+
+    # ---- tools -------------------------------------------------------------------------------
+    def build_tools(self) -> Toolset:
+        s = self.settings
+        self.deps.add(
+            LocalToolPolicy.for_home(
+                s.home,
+                exec_timeout=s.tools.exec_timeout,
+                exec_output_cap=s.tools.exec_output_cap,
+                env_allowlist=list(s.tools.env_allowlist),
+                web_max_bytes=s.tools.web_fetch_max_bytes,
+                web_timeout=s.tools.web_fetch_timeout,
+                allow_private_urls=s.tools.allow_private_urls,
+                secret_values=s.secret_values(),
+                redactor=self.redactor,
+            )
+        )
+        return Toolset.combine("tapebot", core_tools, local_tools)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    async def start(self, *, adapters: bool = True) -> None:
+        s = self.settings
+        s.ensure_dirs()
+        self._uninstall_redaction = install_log_redaction(self.redactor)
+        self.db = Database(s.db_url)
+        await self.db.start()  # applies migrations
+        self.store = SqlStore(self.db)
+        tools = self.build_tools()
+        self.runtime = AgentRuntime(
+            model_for=self.model_for,
+            tools=tools,
+            store=self.store,
+            gate=ApprovalGate(self.store),
+            config=RuntimeConfig(
+                max_tool_rounds=s.agent.max_tool_rounds,
+                system_prompt=s.agent.system_prompt or RuntimeConfig().system_prompt,
+            ),
+            deps=self.deps,
+            workspace=s.workspace_dir,
+            results_dir=s.results_dir,
+            spill_chars=s.agent.tool_result_spill_chars,
+            trace_factory=lambda turn_id, session_id: Scratchpad(
+                s.traces_dir, turn_id, session_id, self.redactor
+            ),
+        )
+        if adapters:
+            await self._start_chat()
+
+    async def _start_chat(self) -> None:
+        from bot.chat_setup import start_chat
+
+        await start_chat(self)
+
+    def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name or None)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def on_stop(self, fn: Callable[[], Any]) -> None:
+        self._stoppers.append(fn)
+
+    async def stop(self) -> None:
+        for fn in reversed(self._stoppers):
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("error while stopping")
+        self._stoppers.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in self._clients.values():
+            try:
+                await client.aclose()
+            except Exception:
+                log.debug("closing a model client failed", exc_info=True)
+        self._clients.clear()
+        if self.db is not None:
+            await self.db.close()
+            self.db = None
+        if self._uninstall_redaction is not None:
+            self._uninstall_redaction()
+            self._uninstall_redaction = None
+
+
+async def run_bot(settings: Settings) -> int:
+    """`tapebot run`: chat adapters and the scheduler in one event loop until SIGTERM/SIGINT."""
+    app = App(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    await app.start(adapters=True)
+    log.info("tapebot is running; press Ctrl-C to stop")
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping…")
+        await app.stop()
+    return 0

@@ -1,0 +1,125 @@
+"""memory.db: migrations on a real SQLite file, pragmas, models == migration, PostgreSQL DDL,
+and a locked database surfacing as StorageError."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+import sqlalchemy as sa
+
+from agent.errors import StorageError
+from agent.messages import Message
+from memory.base import Base
+from memory.db import Database, create_engine, migration_sql, upgrade
+from memory.models import CORE_TABLES
+from memory.stores import SqlStore
+
+
+def url_for(path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+async def test_upgrade_creates_all_tables_in_a_real_file(tmp_path):
+    path = tmp_path / "sub" / "tapebot.db"  # the folder is created too
+    revision = await upgrade(url_for(path))
+    assert revision is not None
+    con = sqlite3.connect(path)
+    try:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        history = con.execute("select version_num from alembic_version").fetchall()
+        mode = con.execute("pragma journal_mode").fetchone()[0]
+    finally:
+        con.close()
+    assert set(CORE_TABLES) <= tables
+    assert history == [(revision,)]
+    assert mode == "wal"  # WAL is persistent in the file
+    assert await upgrade(url_for(path)) == revision  # idempotent
+
+
+async def test_connection_pragmas(tmp_path):
+    async with Database(url_for(tmp_path / "t.db"), busy_timeout_ms=1234) as db:
+        async with db.read() as s:
+            values = [
+                (await s.execute(sa.text(f"PRAGMA {p}"))).scalar()
+                for p in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
+            ]
+    assert values == ["wal", 1234, 1, 1]  # synchronous NORMAL == 1
+
+
+async def test_start_applies_migrations_and_close_is_clean(tmp_path):
+    db = Database(url_for(tmp_path / "t.db"))
+    with pytest.raises(StorageError, match="not started"):
+        db.engine  # noqa: B018
+    await db.start()
+    await SqlStore(db).append_messages("s", [Message.user("hi")])
+    await db.close()
+    await db.close()  # twice is fine
+    async with Database(url_for(tmp_path / "t.db")) as again:
+        assert [m.text for m in await SqlStore(again).load_messages("s")] == ["hi"]
+
+
+async def test_models_match_the_migration(tmp_path):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    engine = create_engine(url_for(tmp_path / "t.db"))
+    try:
+        await upgrade(engine)
+
+        def diff(sync_conn):
+            ctx = MigrationContext.configure(sync_conn, opts={"compare_type": True})
+            return compare_metadata(ctx, Base.metadata)
+
+        async with engine.connect() as conn:
+            diffs = await conn.run_sync(diff)
+    finally:
+        await engine.dispose()
+
+    def table_of(d) -> str:
+        d = d[0] if isinstance(d, list) else d  # modify_* diffs come wrapped in a list
+        if d[0] in ("add_table", "remove_table"):
+            return d[1].name
+        if d[0] in ("add_column", "remove_column") or d[0].startswith("modify_"):
+            return d[2]
+        return d[1].table.name  # indexes, constraints, foreign keys
+
+    mine = [d for d in diffs if table_of(d) in CORE_TABLES]
+    assert mine == []
+
+
+def test_postgresql_ddl_renders():
+    sql = migration_sql("postgresql+asyncpg://bot:pw@localhost/tapebot", revision="0001_core")
+    for table in CORE_TABLES:
+        assert f"CREATE TABLE {table} " in sql
+    assert "BIGSERIAL" in sql and "TIMESTAMP WITH TIME ZONE" in sql
+    assert "CONSTRAINT uq_processed_updates_platform UNIQUE (platform, update_id)" in sql
+
+
+async def test_locked_database_raises_storage_error(tmp_path):
+    path = tmp_path / "t.db"
+    async with Database(url_for(path), busy_timeout_ms=50) as db:
+        store = SqlStore(db)
+        await store.get_or_create_session("s")
+        holder = sqlite3.connect(path, timeout=0.01, isolation_level=None)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            holder.execute("INSERT INTO kv (key, value, updated_at) VALUES ('x', '1', '2024-01-01')")
+            with pytest.raises(StorageError, match="database is locked") as info:
+                await store.append_messages("s", [Message.user("blocked")])
+            assert str(tmp_path) in str(info.value)
+            with pytest.raises(StorageError, match="locked"):
+                await store.mark_update_processed("telegram", 1)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        # Released: the same store works again.
+        await store.append_messages("s", [Message.user("after")])
+        assert [m.text for m in await store.load_messages("s")] == ["after"]
+
+
+async def test_bad_path_is_a_storage_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(StorageError, match="cannot create the database folder"):
+        await Database(url_for(blocker / "x" / "t.db")).start()
