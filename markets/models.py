@@ -1,0 +1,140 @@
+"""Database tables of the investing toolkit (migration 0003_markets). Everything is per user.
+
+- market_accounts: cash per user and market (cn: CNY, crypto: USDT).
+- market_positions: holdings (quantity, average cost, highest close since entry).
+- market_trades: every order with its idempotency key (unique), status
+  pending → filled | rejected | unknown (→ reconciled to filled | rejected), fees and tax.
+- market_strategies / market_traders: NOFXi's strategy templates and the traders running them.
+- market_records: analyses, recommendations, screens, backtests and reports (queryable history).
+- market_bar_cache: bars fetched from network providers.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Date, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from memory.base import Base
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MarketAccount(Base):
+    __tablename__ = "market_accounts"
+    __table_args__ = (UniqueConstraint("user_id", "market"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    market: Mapped[str] = mapped_column(String(16))
+    cash: Mapped[float] = mapped_column(Float, default=0.0)
+    currency: Mapped[str] = mapped_column(String(8), default="CNY")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+
+
+class MarketPosition(Base):
+    __tablename__ = "market_positions"
+    __table_args__ = (UniqueConstraint("user_id", "market", "symbol"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    market: Mapped[str] = mapped_column(String(16))
+    symbol: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(64), default="")
+    quantity: Mapped[float] = mapped_column(Float, default=0.0)
+    avg_cost: Mapped[float] = mapped_column(Float, default=0.0)
+    high_since_entry: Mapped[float] = mapped_column(Float, default=0.0)
+    opened_on: Mapped[date | None] = mapped_column(Date, nullable=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+
+
+class MarketTrade(Base):
+    __tablename__ = "market_trades"
+    __table_args__ = (Index("ix_market_trades_user_created", "user_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    idempotency_key: Mapped[str] = mapped_column(String(191), unique=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    market: Mapped[str] = mapped_column(String(16))
+    symbol: Mapped[str] = mapped_column(String(32))
+    side: Mapped[str] = mapped_column(String(8))
+    quantity: Mapped[float] = mapped_column(Float)
+    price: Mapped[float | None] = mapped_column(Float, nullable=True)  # fill price (None until filled)
+    fee: Mapped[float] = mapped_column(Float, default=0.0)
+    tax: Mapped[float] = mapped_column(Float, default=0.0)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending|filled|rejected|unknown
+    venue: Mapped[str] = mapped_column(String(16), default="paper")  # paper | live:<exchange> | manual
+    trade_date: Mapped[date | None] = mapped_column(Date, nullable=True)  # the bar date the fill used
+    source: Mapped[str] = mapped_column(String(64), default="chat")  # chat | trader:<id> | manual
+    reason: Mapped[str] = mapped_column(Text, default="")
+    external_id: Mapped[str] = mapped_column(String(128), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+
+
+class MarketStrategy(Base):
+    __tablename__ = "market_strategies"
+    __table_args__ = (UniqueConstraint("user_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    is_active: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+
+
+class MarketTrader(Base):
+    __tablename__ = "market_traders"
+    __table_args__ = (UniqueConstraint("user_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    strategy_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("market_strategies.id", ondelete="SET NULL"), nullable=True
+    )
+    market: Mapped[str] = mapped_column(String(16), default="cn")
+    status: Mapped[str] = mapped_column(String(16), default="stopped")  # stopped | running
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    last_run_on: Mapped[date | None] = mapped_column(Date, nullable=True)
+    last_result: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+
+
+class MarketRecord(Base):
+    __tablename__ = "market_records"
+    __table_args__ = (Index("ix_market_records_user_kind", "user_id", "kind", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(32))  # analysis | recommendation | screen | backtest | report
+    symbol: Mapped[str] = mapped_column(String(32), default="", index=True)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    as_of: Mapped[date | None] = mapped_column(Date, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class MarketBarCache(Base):
+    __tablename__ = "market_bar_cache"
+
+    source: Mapped[str] = mapped_column(String(32), primary_key=True)
+    symbol: Mapped[str] = mapped_column(String(32), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    open: Mapped[float] = mapped_column(Float)
+    high: Mapped[float] = mapped_column(Float)
+    low: Mapped[float] = mapped_column(Float)
+    close: Mapped[float] = mapped_column(Float)
+    volume: Mapped[float] = mapped_column(Float)
+    amount: Mapped[float | None] = mapped_column(Float, nullable=True)
+    adjust: Mapped[str] = mapped_column(String(8), default="none")
+    fetched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

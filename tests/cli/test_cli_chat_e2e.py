@@ -1,0 +1,132 @@
+"""`tapebot chat` end to end: the real CLI in a subprocess, the real SDKs against the scripted
+LLM server, a real SQLite database under a temporary TAPEBOT_HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.llm_server import Failure, Reply, ScriptedLLMServer, ToolCall
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "sk-test-SECRET-0123456789abcdef"
+
+
+@pytest.fixture
+def server():
+    srv = ScriptedLLMServer()
+    srv.start_in_thread()
+    yield srv
+    srv.stop()
+
+
+def run_cli(home: Path, env_extra: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
+    env.update(TAPEBOT_HOME=str(home), **env_extra)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True,
+        timeout=120, input=stdin,
+    )
+
+
+def openai_env(server: ScriptedLLMServer) -> dict[str, str]:
+    return {"OPENAI_API_KEY": SECRET, "OPENAI_BASE_URL": server.openai_base_url}
+
+
+def test_one_shot_turn_with_a_tool_prints_answer_and_records_usage(tmp_path, server):
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "notes.txt").write_text("buy only on pullbacks")
+    server.script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"})], input_tokens=100, output_tokens=10),
+        Reply("Your note says: buy only on pullbacks", input_tokens=120, output_tokens=12),
+    )
+    r = run_cli(tmp_path, openai_env(server), "chat", "-m", "what does notes.txt say?")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Your note says: buy only on pullbacks"
+    assert "read_file" in r.stderr  # progress goes to stderr
+    # the tool result reached the model
+    second = server.requests[-1].body["messages"]
+    assert any(m.get("role") == "tool" and "pullbacks" in str(m.get("content")) for m in second)
+    usage = run_cli(tmp_path, {}, "usage", "--days", "1")
+    assert usage.returncode == 0 and "220" in usage.stdout and "22" in usage.stdout
+    # traces exist and never contain the API key
+    traces = list((tmp_path / "traces").rglob("*.jsonl"))
+    assert traces and all(SECRET not in p.read_text() for p in traces)
+    kinds = [json.loads(line)["kind"] for line in traces[0].read_text().splitlines()]
+    assert "input" in kinds and "final" in kinds
+
+
+def test_one_shot_denies_approval_tools_and_says_so(tmp_path, server):
+    def second(body):
+        tool_msgs = [m for m in body["messages"] if m.get("role") == "tool"]
+        assert "denied" in tool_msgs[-1]["content"] or "nobody" in tool_msgs[-1]["content"]
+        return Reply("I could not write the file: writing needs your approval, and nobody can approve in -m mode.")
+
+    server.script(Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "hi"})]), second)
+    r = run_cli(tmp_path, openai_env(server), "chat", "-m", "write hi to x.txt")
+    assert r.returncode == 0, r.stderr
+    assert "approval" in r.stdout
+    assert not (tmp_path / "workspace" / "x.txt").exists()
+
+
+def test_named_session_continues_across_invocations(tmp_path, server):
+    server.script(Reply("Noted: 600519."), Reply("You asked about 600519."))
+    assert run_cli(tmp_path, openai_env(server), "chat", "--session", "work", "-m", "remember 600519").returncode == 0
+    r = run_cli(tmp_path, openai_env(server), "chat", "--session", "work", "-m", "what did I ask about?")
+    assert r.returncode == 0
+    history = server.requests[-1].body["messages"]
+    assert any("remember 600519" in str(m.get("content")) for m in history)
+
+
+def test_anthropic_provider_from_config_file(tmp_path, server):
+    (tmp_path / "config.toml").write_text(
+        f"""
+[[models]]
+id = "main"
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+base_url = "{server.url}"
+api_key_env = "MY_KEY"
+input_per_1m = 3.0
+output_per_1m = 15.0
+"""
+    )
+    server.script(Reply("Hello from Claude", input_tokens=1000, output_tokens=100, cache_read=5000))
+    r = run_cli(tmp_path, {"MY_KEY": SECRET}, "chat", "-m", "hi")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Hello from Claude"
+    body = server.requests[-1].body
+    assert body["system"][0]["cache_control"]["type"] == "ephemeral"
+    usage = run_cli(tmp_path, {"MY_KEY": SECRET}, "usage")
+    assert "5,000" in usage.stdout or "5000" in usage.stdout
+
+
+def test_provider_401_is_a_clear_error_not_a_traceback(tmp_path, server):
+    server.script(Failure(401, {"error": {"message": "invalid api key", "type": "authentication_error"}}))
+    r = run_cli(tmp_path, openai_env(server), "chat", "-m", "hi")
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr and "rejected" in r.stderr
+    assert SECRET not in r.stderr + r.stdout
+
+
+def test_no_model_configured_says_what_to_set(tmp_path):
+    r = run_cli(tmp_path, {}, "chat", "-m", "hi")
+    assert r.returncode == 2
+    assert "ANTHROPIC_API_KEY" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_interactive_repl_asks_before_writing(tmp_path, server):
+    server.script(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content": "no position above 15%"})]),
+        Reply("Saved your plan."),
+    )
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\ny\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "workspace" / "plan.txt").read_text() == "no position above 15%"
+    assert "Allow write_file" in r.stdout + r.stderr and "Saved your plan." in r.stdout

@@ -1,0 +1,250 @@
+"""memory.stores.SqlStore against real SQLite files: messages, turns, approvals (CAS), rules,
+usage totals, inbound de-duplication, sessions and kv."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent.messages import Message, ThinkingPart, ToolCallPart
+from agent.ports import ApprovalRecord, PlanStep, TurnRecord, UsageRecord, WaitingState, args_hash
+from agent.usage import Usage
+from memory.db import Database
+from memory.stores import SqlStore
+
+
+@pytest.fixture
+def url(tmp_path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
+
+
+@pytest.fixture
+async def store(url):
+    async with Database(url) as db:
+        yield SqlStore(db)
+
+
+def conversation() -> list[Message]:
+    call = ToolCallPart(id="c1", name="analyze_stock", arguments={"code": "600519", "days": 250})
+    bad = ToolCallPart(id="c2", name="portfolio", arguments=None, raw_arguments="{not json")
+    return [
+        Message.user("分析一下 600519 贵州茅台", source="telegram"),
+        Message.assistant("Looking.", tool_calls=[call, bad], thinking=[ThinkingPart(text="hmm", signature="sig")]),
+        Message.tool_result("c1", "analyze_stock", '{"phase": "B"}'),
+        Message.tool_result("c2", "portfolio", "invalid arguments", is_error=True),
+        Message.assistant("Phase B, accumulation."),
+    ]
+
+
+# ---- messages ----------------------------------------------------------------------------------
+async def test_messages_round_trip_exactly(store):
+    msgs = conversation()
+    await store.append_messages("s1", msgs[:2])
+    await store.append_messages("s1", msgs[2:])
+    assert await store.load_messages("s1") == msgs
+    assert await store.load_messages("other") == []
+
+
+async def test_replace_and_clear(store):
+    await store.append_messages("s1", conversation())
+    summary = [Message.user("[summary] earlier talk", archive_ref="archive://s1/1"), Message.assistant("ok")]
+    await store.replace_messages("s1", summary)
+    assert await store.load_messages("s1") == summary
+    await store.append_messages("s1", [Message.user("next")])
+    assert [m.text for m in await store.load_messages("s1")] == ["[summary] earlier talk", "ok", "next"]
+    assert await store.delete_session_messages("s1") == 3
+    assert await store.load_messages("s1") == []
+
+
+async def test_concurrent_appends_keep_every_message(url):
+    async with Database(url) as a, Database(url) as b:
+        sa_, sb = SqlStore(a), SqlStore(b)
+        await asyncio.gather(
+            *(s.append_messages("s", [Message.user(f"m{i}")]) for i, s in enumerate([sa_, sb] * 10))
+        )
+        texts = sorted(m.text for m in await sa_.load_messages("s"))
+    assert texts == sorted(f"m{i}" for i in range(20))
+
+
+# ---- sessions ----------------------------------------------------------------------------------
+async def test_sessions_list_latest_update(store):
+    await store.get_or_create_session("a", chat_key="telegram:1", user_id="u1")
+    await store.get_or_create_session("a", chat_key="ignored", user_id="ignored")  # no-op when present
+    await store.append_messages("a", [Message.user("x"), Message.assistant("y")])
+    await store.get_or_create_session("b", chat_key="telegram:1")
+    info = await store.get_session("a")
+    assert info is not None and (info.chat_key, info.user_id, info.message_count) == ("telegram:1", "u1", 2)
+    assert info.created_at.tzinfo is not None
+    assert [s.id for s in await store.list_sessions("telegram:1")] == ["b", "a"]
+    assert (await store.latest_session("telegram:1")).id == "b"
+    assert await store.update_session("b", archived=True, title="old")
+    assert (await store.latest_session("telegram:1")).id == "a"
+    assert [s.id for s in await store.list_sessions("telegram:1", include_archived=True)] == ["b", "a"]
+    assert not await store.update_session("missing", title="x")
+    assert await store.get_session("missing") is None
+
+
+# ---- turns -------------------------------------------------------------------------------------
+async def test_turn_save_load_update(store):
+    expires = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    turn = TurnRecord(
+        id="t1",
+        session_id="s1",
+        model="main",
+        rounds=2,
+        calls={"c1": "done", "c2": "awaiting_approval"},
+        plan=[PlanStep(text="fetch", status="done"), PlanStep(text="decide")],
+        waiting=WaitingState(
+            kind="approval",
+            question="Buy 100 shares?",
+            options=["yes", "no"],
+            confirmation_target={"call_id": "c2", "approval_id": "a1"},
+            expires_at=expires,
+        ),
+        status="suspended",
+    )
+    await store.save_turn(turn)
+    assert await store.load_turn("t1") == turn
+    assert await store.open_turn("s1") == turn
+    assert [t.id for t in await store.open_turns()] == ["t1"]
+
+    done = turn.model_copy(update={"status": "completed", "waiting": None, "calls": {"c1": "done", "c2": "done"}})
+    await store.save_turn(done)
+    assert await store.load_turn("t1") == done
+    assert await store.open_turn("s1") is None
+    assert await store.open_turns() == []
+    assert await store.load_turn("nope") is None
+
+
+# ---- approvals ---------------------------------------------------------------------------------
+def approval(id_: str = "a1", **kw) -> ApprovalRecord:
+    args = {"code": "600519", "side": "buy", "qty": 100}
+    return ApprovalRecord(
+        id=id_,
+        session_id="s1",
+        turn_id="t1",
+        call_id="c2",
+        tool="execute_trade",
+        arguments=args,
+        args_hash=args_hash("execute_trade", args),
+        requester="42",
+        approvers=["42", "7"],
+        chat_key="telegram:-100",
+        **kw,
+    )
+
+
+async def test_approval_round_trip_and_second_resolve_loses(store):
+    rec = approval(expires_at=datetime.now(UTC) + timedelta(minutes=10))
+    await store.create_approval(rec)
+    assert await store.get_approval("a1") == rec
+    assert [a.id for a in await store.pending_approvals(session_id="s1")] == ["a1"]
+
+    assert await store.resolve_approval("a1", status="approved", decided_by="42", decision="once") is True
+    assert await store.resolve_approval("a1", status="denied", decided_by="7", decision="deny") is False
+    got = await store.get_approval("a1")
+    assert (got.status, got.decided_by, got.decision) == ("approved", "42", "once")
+    assert await store.pending_approvals() == []
+    assert await store.resolve_approval("missing", status="approved", decided_by="42", decision="once") is False
+
+    await store.set_approval_message_ref("a1", "msg:99")
+    assert (await store.get_approval("a1")).message_ref == "msg:99"
+
+
+async def test_concurrent_resolves_have_exactly_one_winner(url):
+    async with Database(url) as a, Database(url) as b:
+        stores = [SqlStore(a), SqlStore(b)]
+        for i in range(3):
+            await stores[0].create_approval(approval(f"a{i}"))
+            results = await asyncio.gather(
+                *(
+                    stores[n % 2].resolve_approval(
+                        f"a{i}", status="denied" if n % 3 else "approved", decided_by=str(n), decision="x"
+                    )
+                    for n in range(12)
+                )
+            )
+            assert results.count(True) == 1
+            winner = results.index(True)
+            assert (await stores[1].get_approval(f"a{i}")).decided_by == str(winner)
+
+
+async def test_expired_approval_cannot_be_approved(store):
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    await store.create_approval(approval(expires_at=past))
+    assert await store.resolve_approval("a1", status="approved", decided_by="42", decision="once") is False
+    assert (await store.get_approval("a1")).status == "pending"
+    assert await store.resolve_approval("a1", status="expired", decided_by="", decision="expired") is True
+    assert await store.resolve_approval("a1", status="approved", decided_by="42", decision="once") is False
+
+
+async def test_rules(store):
+    assert not await store.has_rule("telegram:1", "exec_command")
+    await store.add_rule("telegram:1", "exec_command")
+    await store.add_rule("telegram:1", "exec_command")  # idempotent
+    await store.add_rule("telegram:1", "write_file")
+    assert await store.has_rule("telegram:1", "exec_command")
+    assert not await store.has_rule("telegram:2", "exec_command")
+    assert await store.list_rules("telegram:1") == ["exec_command", "write_file"]
+    assert await store.remove_rule("telegram:1", "exec_command")
+    assert not await store.has_rule("telegram:1", "exec_command")
+
+
+# ---- usage -------------------------------------------------------------------------------------
+async def test_usage_totals_per_model(store):
+    now = datetime.now(UTC)
+
+    def rec(session, turn, model, usage, cost, age_days=0.0):
+        return UsageRecord(
+            session_id=session, turn_id=turn, model=model, usage=usage, cost=cost,
+            created_at=now - timedelta(days=age_days),
+        )
+
+    for r in [
+        rec("s1", "t1", "main", Usage(100, 20, 50, 10), 0.01),
+        rec("s1", "t1", "main", Usage(200, 30, 0, 0), 0.02),  # second call, same turn
+        rec("s2", "t2", "main", Usage(10, 5), 0.001),
+        rec("s2", "t2", "backup", Usage(1000, 100), 0.5),
+        rec("s3", "t3", "main", Usage(9999, 9999), 9.0, age_days=40),  # outside 30 days
+    ]:
+        await store.record_usage(r)
+
+    totals = await store.usage_totals(30)
+    assert [t.model for t in totals] == ["backup", "main"]  # by cost
+    main = totals[1]
+    assert (main.turns, main.calls, main.input_tokens, main.output_tokens) == (2, 3, 310, 55)
+    assert (main.cache_read_tokens, main.cache_write_tokens) == (50, 10)
+    assert main.cost == pytest.approx(0.031)
+    assert {t.model: t.turns for t in await store.usage_totals(None)} == {"main": 3, "backup": 1}
+    only_s2 = await store.usage_totals(30, session_id="s2")
+    assert {t.model: t.input_tokens for t in only_s2} == {"backup": 1000, "main": 10}
+    assert await store.usage_totals(30, now=now + timedelta(days=400)) == []
+
+
+# ---- inbound de-duplication --------------------------------------------------------------------
+async def test_processed_updates_dedupe_survives_restart(url):
+    async with Database(url) as db:
+        store = SqlStore(db)
+        assert await store.mark_update_processed("telegram", 1001) is True
+        assert await store.mark_update_processed("telegram", 1001) is False
+        assert await store.mark_update_processed("discord", 1001) is True  # per platform
+        results = await asyncio.gather(*(store.mark_update_processed("telegram", 2002) for _ in range(8)))
+        assert results.count(True) == 1
+    async with Database(url) as db:  # "after a restart"
+        store = SqlStore(db)
+        assert await store.mark_update_processed("telegram", "1001") is False
+        assert await store.prune_processed_updates(timedelta(hours=1)) == 0
+        assert await store.prune_processed_updates(timedelta(hours=1), now=datetime.now(UTC) + timedelta(days=1)) == 3
+        assert await store.mark_update_processed("telegram", 1001) is True
+
+
+# ---- kv ----------------------------------------------------------------------------------------
+async def test_kv(store):
+    assert await store.kv_get("offset", 0) == 0
+    await store.kv_set("offset", {"telegram": 5, "list": [1, "二"]})
+    await store.kv_set("offset", {"telegram": 6})
+    assert await store.kv_get("offset") == {"telegram": 6}
+    assert await store.kv_delete("offset") and not await store.kv_delete("offset")
+    assert await store.kv_get("offset") is None
