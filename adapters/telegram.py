@@ -251,8 +251,11 @@ class TelegramAdapter(ChatAdapter):
             if self._stopping.is_set():
                 break  # fetched but not handled: not confirmed, redelivered next start
             if raw:
-                await self._handle_batch(raw)
-                offset = int(raw[-1]["update_id"]) + 1
+                try:
+                    await self._handle_batch(raw)
+                except Exception:  # never let one bad batch stop polling
+                    log.exception("telegram: failed while handling a batch of %d updates", len(raw))
+                offset = _next_offset(raw, offset)
 
     async def _get_updates_raw(self, data: dict[str, Any], read_timeout: float) -> list[dict]:
         # Bot.get_updates parses the whole batch at once, so one malformed update would block the
@@ -279,8 +282,9 @@ class TelegramAdapter(ChatAdapter):
         n = 0
         while n < len(raw) and done[n]:
             n += 1
-        if n:
-            self._handled = max(self._handled, int(raw[n - 1]["update_id"]) + 1)
+        handled = _next_offset(raw[:n], None)
+        if handled:
+            self._handled = max(self._handled, handled)
         if stale and self._notify_stale:
             await self._send_stale_notices(stale)
 
@@ -627,14 +631,20 @@ class TelegramAdapter(ChatAdapter):
             await self.bot.set_my_commands(localized, language_code=lang.split("-")[0].lower()[:2])
 
 
-def _lane_key(item: dict) -> str:
+def _next_offset(raw: list, current: int | None) -> int | None:
+    ids = [u["update_id"] for u in raw if isinstance(u, dict) and isinstance(u.get("update_id"), int)]
+    return max(ids) + 1 if ids else current
+
+
+def _lane_key(item: Any) -> str:
     """Chat key of a raw update, for per-chat ordering (without parsing the whole update)."""
-    msg = item.get("message") or item.get("edited_message")
-    if msg is None and "callback_query" in item:
-        msg = item["callback_query"].get("message")
-    if not isinstance(msg, dict) or "chat" not in msg:
-        return f"update:{item.get('update_id')}"
-    key = str(msg["chat"].get("id"))
-    if msg.get("is_topic_message") and msg.get("message_thread_id"):
-        key += f":topic{msg['message_thread_id']}"
-    return key
+    try:
+        msg = item.get("message") or item.get("edited_message")
+        if msg is None and "callback_query" in item:
+            msg = item["callback_query"].get("message")
+        key = str(msg["chat"]["id"])
+        if msg.get("is_topic_message") and msg.get("message_thread_id"):
+            key += f":topic{msg['message_thread_id']}"
+        return key
+    except (AttributeError, KeyError, TypeError):  # malformed: its own lane; parsing will reject it
+        return f"update:{id(item)}"

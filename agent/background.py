@@ -312,7 +312,11 @@ class TaskManager:
             if live.record.id == task_id and session_id in (None, live.record.session_id):
                 self._queue.remove(live)
                 live.record = live.record.model_copy(
-                    update={"status": "cancelled", "finished_at": self.clock.now(), "error": "cancelled by user"}
+                    update={
+                        "status": "cancelled",
+                        "finished_at": self.clock.now(),
+                        "error": "cancelled by user",
+                    }
                 )
                 await self._finish(live)
                 return live.record.model_copy()
@@ -386,7 +390,10 @@ class TaskManager:
             if len(self._running) >= self.global_limit:
                 return
             session = live.record.session_id
-            if sum(1 for r in self._running.values() if r.record.session_id == session) >= self.per_session_limit:
+            if (
+                sum(1 for r in self._running.values() if r.record.session_id == session)
+                >= self.per_session_limit
+            ):
                 continue
             self._queue.remove(live)
             live.record = live.record.model_copy(update={"status": "running", "started_at": self.clock.now()})
@@ -404,7 +411,10 @@ class TaskManager:
                 value = await live.factory(self._progress_fn(live))
         except TimeoutError as exc:
             if timer.expired():
-                update = {"status": "timed_out", "error": f"{rec.tool_name} did not finish within {rec.timeout:.0f} s"}
+                update = {
+                    "status": "timed_out",
+                    "error": f"{rec.tool_name} did not finish within {rec.timeout:.0f} s",
+                }
             else:
                 update = {"status": "failed", "error": f"TimeoutError: {exc}"}
         except asyncio.CancelledError:
@@ -424,7 +434,10 @@ class TaskManager:
             update = {"status": "succeeded", "percent": 100.0 if live.record.percent is not None else None}
             attachments: builtins.list[TaskAttachment] = []
             if isinstance(value, ToolOutput):
-                attachments = [TaskAttachment(path=str(a.path), mime=a.mime, caption=a.caption) for a in value.attachments]
+                attachments = [
+                    TaskAttachment(path=str(a.path), mime=a.mime, caption=a.caption)
+                    for a in value.attachments
+                ]
                 value = value.content
             try:
                 update["result"] = render_result(value)
@@ -530,7 +543,7 @@ class TaskManager:
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return ""
-    s = int(round(seconds))
+    s = round(seconds)
     if s < 60:
         return f"{s}s"
     if s < 3600:
@@ -548,7 +561,9 @@ def task_notification_text(record: TaskRecord, *, preview_chars: int = PREVIEW_C
     elif record.status == "lost":
         summary = f"{record.tool_name} was lost: {record.error}"
     else:
-        summary = f"{record.tool_name} {record.status.replace('_', ' ')}" + (f": {record.error}" if record.error else "")
+        summary = f"{record.tool_name} {record.status.replace('_', ' ')}" + (
+            f": {record.error}" if record.error else ""
+        )
     lines = [
         "[SYSTEM NOTIFICATION - NOT USER INPUT]",
         "<task-notification>",
@@ -566,7 +581,7 @@ def task_notification_text(record: TaskRecord, *, preview_chars: int = PREVIEW_C
     if record.attachments:
         lines.append(f"<attachments>{len(record.attachments)} file(s) for the user</attachments>")
     lines.append(
-        f"<result-ref>{record.ref} — call check_background_tasks(task_id=\"{e(record.id)}\") for the full result"
+        f'<result-ref>{record.ref} — call check_background_tasks(task_id="{e(record.id)}") for the full result'
         "</result-ref>"
     )
     lines.append("</task-notification>")
@@ -695,7 +710,9 @@ class InMemoryTaskStore:
         rec = self.tasks.get(task_id)
         if rec is None or rec.status != "queued":
             return False
-        self.tasks[task_id] = rec.model_copy(update={"status": "running", "started_at": started_at, "heartbeat_at": started_at})
+        self.tasks[task_id] = rec.model_copy(
+            update={"status": "running", "started_at": started_at, "heartbeat_at": started_at}
+        )
         return True
 
     async def update_progress(
@@ -725,7 +742,8 @@ class InMemoryTaskStore:
         rows = [
             r
             for r in self.tasks.values()
-            if (session_id is None or r.session_id == session_id) and (chat_key is None or r.chat_key == chat_key)
+            if (session_id is None or r.session_id == session_id)
+            and (chat_key is None or r.chat_key == chat_key)
         ]
         rows.sort(key=lambda r: r.created_at, reverse=True)
         return [r.model_copy(deep=True) for r in rows[:limit]]
@@ -742,7 +760,9 @@ class InMemoryTaskStore:
         for tid, rec in self.tasks.items():
             beat = rec.heartbeat_at or rec.created_at
             if rec.status in ACTIVE and rec.owner != exclude_owner and beat < stale_before:
-                self.tasks[tid] = rec.model_copy(update={"status": "lost", "finished_at": at, "error": reason})
+                self.tasks[tid] = rec.model_copy(
+                    update={"status": "lost", "finished_at": at, "error": reason}
+                )
                 lost.append(self.tasks[tid].model_copy(deep=True))
         return lost
 

@@ -33,9 +33,15 @@ log = logging.getLogger("tapebot")
 
 class App:
     def __init__(
-        self, settings: Settings, *, model_factory: Callable[[str | None], ModelClient] | None = None
+        self,
+        settings: Settings,
+        *,
+        model_factory: Callable[[str | None], ModelClient] | None = None,
+        adapter_options: dict[str, dict[str, Any]] | None = None,
     ):
         self.settings = settings
+        # extra constructor arguments per platform (tests pass fake transports here)
+        self.adapter_options = adapter_options or {}
         self.redactor = Redactor(settings.secret_values())
         self._model_factory = model_factory
         self.db: Database | None = None
@@ -49,6 +55,8 @@ class App:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Any]] = []
         self._clients: dict[str, ModelClient] = {}
+        # callables run on the gateway after it is built (issues 4-7 register commands there)
+        self.gateway_extensions: list[Callable[[Any], None]] = []
 
     # ---- models ------------------------------------------------------------------------------
     @property

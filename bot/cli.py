@@ -250,19 +250,21 @@ def cmd_usage(ctx: CliContext, *, days: float = 30) -> int:
     settings = ctx.settings(require_model=False)
     settings.ensure_dirs()
 
-    async def _go() -> list[Any]:
+    async def _go() -> tuple[list[Any], Any]:
         from memory.db import Database
         from memory.stores import SqlStore
 
         async with Database(settings.db_url) as db:
-            return await SqlStore(db).usage_totals(days)
+            store = SqlStore(db)
+            return await store.usage_totals(days), await store.usage_summary(days)
 
-    totals = asyncio.run(_go())
-    print(format_usage(totals, days), file=ctx.stdout)
+    totals, summary = asyncio.run(_go())
+    print(format_usage(totals, days, summary), file=ctx.stdout)
     return 0
 
 
-def format_usage(totals: Sequence[Any], days: float) -> str:
+def format_usage(totals: Sequence[Any], days: float, summary: Any | None = None) -> str:
+    """A fixed-width table: one row per model, then the total (turns counted once each)."""
     span = f"{days:g} day{'s' * (days != 1)}"
     if not totals:
         return f"no model usage recorded in the last {span}"
@@ -279,10 +281,11 @@ def format_usage(totals: Sequence[Any], days: float) -> str:
         )
         for t in totals
     ]
+    turns = summary.turns if summary is not None else sum(t.turns for t in totals)
     rows.append(
         (
             "total",
-            f"{sum(t.turns for t in totals):,}",
+            f"{turns:,}",
             f"{sum(t.input_tokens for t in totals):,}",
             f"{sum(t.output_tokens for t in totals):,}",
             f"{sum(t.cache_read_tokens for t in totals):,}",

@@ -59,6 +59,8 @@ class GatewayStore(KeyValue, Protocol):
 
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None: ...
 
+    async def open_turns(self) -> list[TurnRecord]: ...
+
 
 @dataclass
 class PlatformAccess:
@@ -94,6 +96,7 @@ class Gateway:
         self.context_window = context_window or (lambda _m: 65_536)
         self.status_extra = status_extra
         self.commands: dict[str, CommandHandler] = {}
+        self.command_help: dict[str, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._denied_notice: set[str] = set()
         from bot.commands import BUILTIN_COMMANDS
@@ -441,7 +444,9 @@ class Gateway:
         """Expire approvals and questions whose time ran out (silence is never consent)."""
         now = now or datetime.now(UTC)
         count = 0
-        for turn in await self.runtime.store.suspended_turns():  # type: ignore[attr-defined]
+        for turn in await self.store.open_turns():
+            if turn.status != "suspended":
+                continue
             w = turn.waiting
             if w is None or w.expires_at is None or w.expires_at > now:
                 continue

@@ -36,6 +36,15 @@ def _from_env(env: Mapping[str, str], name: str | None) -> str | None:
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
+    # The environment this section was loaded from (set by Settings.bind_environ), so that
+    # `resolved_*()` without an argument resolves `*_env` names against it rather than os.environ.
+    _environ: Mapping[str, str] | None = PrivateAttr(default=None)
+
+    def _env(self, env: Mapping[str, str] | None) -> Mapping[str, str]:
+        if env is not None:
+            return env
+        return os.environ if self._environ is None else self._environ
+
 
 class ModelConfig(_Section):
     id: str = Field(min_length=1)  # our name for it ("main", "backup")
@@ -51,8 +60,9 @@ class ModelConfig(_Section):
     reasoning: bool = False
 
     def resolved_api_key(self, env: Mapping[str, str] | None = None) -> str | None:
-        """The literal `api_key` if set, else the value of `api_key_env` in `env` (default os.environ)."""
-        return _secret(self.api_key) or _from_env(os.environ if env is None else env, self.api_key_env)
+        """The literal `api_key` if set, else the value of `api_key_env` in `env` (default: the
+        environment the settings were loaded from, else os.environ)."""
+        return _secret(self.api_key) or _from_env(self._env(env), self.api_key_env)
 
 
 class AgentConfig(_Section):
@@ -90,12 +100,10 @@ class TelegramConfig(_Section):
         return self
 
     def resolved_token(self, env: Mapping[str, str] | None = None) -> str | None:
-        return _secret(self.token) or _from_env(os.environ if env is None else env, self.token_env)
+        return _secret(self.token) or _from_env(self._env(env), self.token_env)
 
     def resolved_webhook_secret(self, env: Mapping[str, str] | None = None) -> str | None:
-        return _secret(self.webhook_secret) or _from_env(
-            os.environ if env is None else env, self.webhook_secret_env
-        )
+        return _secret(self.webhook_secret) or _from_env(self._env(env), self.webhook_secret_env)
 
 
 class DiscordConfig(_Section):
@@ -109,7 +117,7 @@ class DiscordConfig(_Section):
     guild_ids: list[int] = Field(default_factory=list)
 
     def resolved_token(self, env: Mapping[str, str] | None = None) -> str | None:
-        return _secret(self.token) or _from_env(os.environ if env is None else env, self.token_env)
+        return _secret(self.token) or _from_env(self._env(env), self.token_env)
 
 
 class ToolsConfig(_Section):
@@ -222,7 +230,11 @@ class Settings(BaseSettings):
         return os.environ if self._environ is None else self._environ
 
     def bind_environ(self, environ: Mapping[str, str]) -> Settings:
-        self._environ = dict(environ)
+        """Resolve every `*_env` secret against `environ` from now on (the loader calls this)."""
+        env = dict(environ)
+        self._environ = env
+        for section in (*self.models, self.telegram, self.discord):
+            section._environ = env
         return self
 
     # ---- paths -------------------------------------------------------------------------------

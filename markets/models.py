@@ -14,10 +14,11 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Date, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, Date, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.base import Base
+from memory.models import UTCDateTime
 
 
 def _now() -> datetime:
@@ -33,8 +34,8 @@ class MarketAccount(Base):
     market: Mapped[str] = mapped_column(String(16))
     cash: Mapped[float] = mapped_column(Float, default=0.0)
     currency: Mapped[str] = mapped_column(String(8), default="CNY")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
 class MarketPosition(Base):
@@ -51,7 +52,7 @@ class MarketPosition(Base):
     high_since_entry: Mapped[float] = mapped_column(Float, default=0.0)
     opened_on: Mapped[date | None] = mapped_column(Date, nullable=True)
     note: Mapped[str] = mapped_column(Text, default="")
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
 class MarketTrade(Base):
@@ -74,8 +75,8 @@ class MarketTrade(Base):
     source: Mapped[str] = mapped_column(String(64), default="chat")  # chat | trader:<id> | manual
     reason: Mapped[str] = mapped_column(Text, default="")
     external_id: Mapped[str] = mapped_column(String(128), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
 class MarketStrategy(Base):
@@ -87,8 +88,8 @@ class MarketStrategy(Base):
     name: Mapped[str] = mapped_column(String(128))
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     is_active: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
 class MarketTrader(Base):
@@ -106,8 +107,8 @@ class MarketTrader(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     last_run_on: Mapped[date | None] = mapped_column(Date, nullable=True)
     last_result: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
 class MarketRecord(Base):
@@ -121,7 +122,7 @@ class MarketRecord(Base):
     summary: Mapped[str] = mapped_column(Text, default="")
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     as_of: Mapped[date | None] = mapped_column(Date, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)
 
 
 class MarketBarCache(Base):
@@ -137,4 +138,4 @@ class MarketBarCache(Base):
     volume: Mapped[float] = mapped_column(Float)
     amount: Mapped[float | None] = mapped_column(Float, nullable=True)
     adjust: Mapped[str] = mapped_column(String(8), default="none")
-    fetched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    fetched_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)

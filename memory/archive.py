@@ -132,7 +132,9 @@ class FileArchiveStore:
         except Exception:
             return extract_codes(text)
 
-    def _write(self, session_dir: str, compaction_id: str, dumped: list[dict[str, Any]], meta: ArchiveMeta) -> None:
+    def _write(
+        self, session_dir: str, compaction_id: str, dumped: list[dict[str, Any]], meta: ArchiveMeta
+    ) -> None:
         folder = self.root / session_dir
         folder.mkdir(parents=True, exist_ok=True)
         lines = [
@@ -156,7 +158,9 @@ class FileArchiveStore:
         def read() -> list[Message]:
             if not path.is_file():
                 raise LookupError(f"archive not found: {archive_ref}")
-            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            rows = [
+                json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+            ]
             rows.sort(key=lambda r: r.get("index", 0))
             return load_messages([r["message"] for r in rows])
 
@@ -173,7 +177,11 @@ class FileArchiveStore:
     def _list_sync(self, session_id: str | None) -> list[ArchiveMeta]:
         if not self.root.is_dir():
             return []
-        folders = [self.root / safe_session(session_id)] if session_id else [p for p in self.root.iterdir() if p.is_dir()]
+        folders = (
+            [self.root / safe_session(session_id)]
+            if session_id
+            else [p for p in self.root.iterdir() if p.is_dir()]
+        )
         metas = []
         for folder in folders:
             if not folder.is_dir():

@@ -95,10 +95,37 @@ def alembic_config(url: str) -> Any:
     return cfg
 
 
+def check_migration_chain(cfg: Any) -> str:
+    """The single head of the packaged migrations; StorageError if the chain is broken or forked
+    (revisions are one linear chain: 0001_core <- 0002_memory <- 0003_markets <- ...)."""
+    import warnings
+
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(cfg)
+    versions = Path(script.dir) / "versions"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            heads = script.get_heads()
+    except KeyError as exc:
+        raise StorageError(
+            f"the migration chain in {versions} is broken: a revision names "
+            f"{exc.args[0]!r} as its parent but no file defines it"
+        ) from None
+    if len(heads) != 1:
+        raise StorageError(
+            f"the migrations in {versions} have {len(heads)} heads ({', '.join(sorted(heads))}); "
+            "they must form one linear chain"
+        )
+    return heads[0]
+
+
 def _upgrade_sync(connection: Any, url: str, revision: str) -> None:
     from alembic import command
 
     cfg = alembic_config(url)
+    check_migration_chain(cfg)
     cfg.attributes["connection"] = connection  # env.py runs on this connection
     command.upgrade(cfg, revision)
 

@@ -188,7 +188,9 @@ def level_of(memory_type: str) -> str:
 class MemoryStore:
     """Rows in, rows out; no LLM calls here (see memory.extraction)."""
 
-    def __init__(self, db: Database, *, clock: Clock | None = None, code_resolver: CodeResolver | None = None):
+    def __init__(
+        self, db: Database, *, clock: Clock | None = None, code_resolver: CodeResolver | None = None
+    ):
         self.db = db
         self.clock = clock or SystemClock()
         self.code_resolver = code_resolver or default_code_resolver
@@ -273,12 +275,18 @@ class MemoryStore:
             .limit(cap)
         )
         stale = (
-            await s.execute(
-                sa.select(MemoryRow.id).where(
-                    MemoryRow.scope == scope, MemoryRow.memory_type == memory_type, MemoryRow.id.not_in(keep)
+            (
+                await s.execute(
+                    sa.select(MemoryRow.id).where(
+                        MemoryRow.scope == scope,
+                        MemoryRow.memory_type == memory_type,
+                        MemoryRow.id.not_in(keep),
+                    )
                 )
             )
-        ).scalars().all()
+            .scalars()
+            .all()
+        )
         if stale:
             await self._delete_ids(s, list(stale))
 
@@ -324,12 +332,16 @@ class MemoryStore:
                     continue
                 cutoff = now - timedelta(days=rule.keep_days)
                 ids = (
-                    await s.execute(
-                        sa.select(MemoryRow.id).where(
-                            MemoryRow.memory_type == memory_type, MemoryRow.created_at < cutoff
+                    (
+                        await s.execute(
+                            sa.select(MemoryRow.id).where(
+                                MemoryRow.memory_type == memory_type, MemoryRow.created_at < cutoff
+                            )
                         )
                     )
-                ).scalars().all()
+                    .scalars()
+                    .all()
+                )
                 if ids:
                     await self._delete_ids(s, list(ids))
                     report.deleted[memory_type] = len(ids)
@@ -389,7 +401,9 @@ class MemoryStore:
             async with self.db.read() as s:
                 ranked = [(int(r[0]), -float(r[1])) for r in (await s.execute(stmt, params)).all()]
         else:  # PostgreSQL: pg_trgm accelerates the ILIKEs; rank by how many terms match
-            likes = [MemoryRow.content.ilike(f"%{_like_escape(t)}%", escape="\\") for t in terms if len(t) >= 3]
+            likes = [
+                MemoryRow.content.ilike(f"%{_like_escape(t)}%", escape="\\") for t in terms if len(t) >= 3
+            ]
             score = sum(sa.case((cond, 1), else_=0) for cond in likes)
             stmt2 = (
                 sa.select(MemoryRow.id, score.label("rank"))
@@ -446,7 +460,12 @@ class MemoryStore:
         if not ranked:
             return []
         async with self.db.read() as s:
-            rows = {r.id: r for r in (await s.execute(sa.select(MemoryRow).where(MemoryRow.id.in_([i for i, _ in ranked])))).scalars()}
+            rows = {
+                r.id: r
+                for r in (
+                    await s.execute(sa.select(MemoryRow).where(MemoryRow.id.in_([i for i, _ in ranked])))
+                ).scalars()
+            }
         return [SearchHit(MemoryRecord.of(rows[i]), rank) for i, rank in ranked if i in rows]
 
     # -- markers -----------------------------------------------------------------------------------
@@ -459,7 +478,9 @@ class MemoryStore:
         async with self.db.session() as s:
             row = await s.get(MemoryMarkerRow, (scope, kind, key))
             if row is None:
-                s.add(MemoryMarkerRow(scope=scope, kind=kind, key=key, value=value, created_at=self.clock.now()))
+                s.add(
+                    MemoryMarkerRow(scope=scope, kind=kind, key=key, value=value, created_at=self.clock.now())
+                )
             else:
                 row.value = value
 

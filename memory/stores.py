@@ -414,8 +414,22 @@ class SqlStore:
     ) -> list[UsageTotal]:
         """Per-model totals over the last `days` (None = all time), optionally for one session;
         sorted by cost, then model."""
+        totals = await self._usage(days, session_id, now, per_model=True)
+        return sorted(totals, key=lambda t: (-t.cost, t.model))
+
+    async def usage_summary(
+        self, days: float | None = 30, *, session_id: str | None = None, now: datetime | None = None
+    ) -> UsageTotal:
+        """All models together (`model="*"`); `turns` counts each turn once even if it used two models."""
+        rows = await self._usage(days, session_id, now, per_model=False)
+        return rows[0] if rows else UsageTotal("*", 0, 0, 0, 0, 0, 0, 0.0)
+
+    async def _usage(
+        self, days: float | None, session_id: str | None, now: datetime | None, *, per_model: bool
+    ) -> list[UsageTotal]:
+        label = UsageRow.model if per_model else sa.literal("*")
         stmt = sa.select(
-            UsageRow.model,
+            label,
             sa.func.count(sa.distinct(UsageRow.turn_id)),
             sa.func.count(UsageRow.id),
             sa.func.coalesce(sa.func.sum(UsageRow.input_tokens), 0),
@@ -423,16 +437,18 @@ class SqlStore:
             sa.func.coalesce(sa.func.sum(UsageRow.cache_read_tokens), 0),
             sa.func.coalesce(sa.func.sum(UsageRow.cache_write_tokens), 0),
             sa.func.coalesce(sa.func.sum(UsageRow.cost), 0.0),
-        ).group_by(UsageRow.model)
+        )
+        if per_model:
+            stmt = stmt.group_by(UsageRow.model)
         if days is not None:
             stmt = stmt.where(UsageRow.created_at >= (now or utcnow()) - timedelta(days=days))
         if session_id is not None:
             stmt = stmt.where(UsageRow.session_id == session_id)
         async with self.db.read() as s:
             rows = (await s.execute(stmt)).all()
-        totals = [
+        return [
             UsageTotal(
-                model=r[0],
+                model=str(r[0]),
                 turns=int(r[1]),
                 calls=int(r[2]),
                 input_tokens=int(r[3]),
@@ -442,8 +458,8 @@ class SqlStore:
                 cost=float(r[7]),
             )
             for r in rows
+            if int(r[2]) > 0  # an aggregate over no rows still returns one row
         ]
-        return sorted(totals, key=lambda t: (-t.cost, t.model))
 
     # ---- inbound de-duplication --------------------------------------------------------------
     async def mark_update_processed(self, platform: str, update_id: str | int) -> bool:

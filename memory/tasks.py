@@ -9,13 +9,12 @@ schema its SQLAlchemyJobStore expects. `scheduler/store.py` queries the schedule
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     Boolean,
-    DateTime,
     Float,
     Index,
     Integer,
@@ -27,34 +26,13 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
 
 from agent.background import ACTIVE, TERMINAL, TaskAttachment, TaskRecord
 from memory.base import Base
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes in, aware UTC datetimes out. SQLite keeps them as naive UTC text, which
-    also makes `<` comparisons in SQL correct there."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+from memory.db import Database
+from memory.models import UTCDateTime
 
 
 class TaskRow(Base):
@@ -188,13 +166,13 @@ class SqlTaskStore:
     guarded by the current status, so concurrent writers (a sweep, a cancel from another
     process, the owner finishing) resolve as first-writer-wins."""
 
-    def __init__(self, engine: AsyncEngine):
-        self.engine = engine
+    def __init__(self, db: Database):
+        self.db = db
 
     async def insert_task(self, record: TaskRecord) -> None:
         values = record.model_dump()
         values["attachments"] = [a.model_dump() for a in record.attachments]
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             await conn.execute(_T.insert().values(**values))
 
     async def start_task(self, task_id: str, *, started_at: datetime) -> bool:
@@ -203,7 +181,7 @@ class SqlTaskStore:
             .where(_T.c.id == task_id, _T.c.status == "queued")
             .values(status="running", started_at=started_at, heartbeat_at=started_at)
         )
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             return (await conn.execute(stmt)).rowcount == 1
 
     async def update_progress(
@@ -214,7 +192,7 @@ class SqlTaskStore:
             .where(_T.c.id == task_id, _T.c.status.in_(_ACTIVE))
             .values(stage=stage, detail=detail, percent=percent, heartbeat_at=at)
         )
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             await conn.execute(stmt)
 
     async def finish_task(self, record: TaskRecord) -> bool:
@@ -233,11 +211,11 @@ class SqlTaskStore:
                 finished_at=record.finished_at,
             )
         )
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             return (await conn.execute(stmt)).rowcount == 1
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
-        async with self.engine.connect() as conn:
+        async with self.db.read() as conn:
             row = (await conn.execute(select(_T).where(_T.c.id == task_id))).first()
         return _to_record(row) if row else None
 
@@ -249,13 +227,13 @@ class SqlTaskStore:
             stmt = stmt.where(_T.c.session_id == session_id)
         if chat_key is not None:
             stmt = stmt.where(_T.c.chat_key == chat_key)
-        async with self.engine.connect() as conn:
+        async with self.db.read() as conn:
             rows = (await conn.execute(stmt)).all()
         return [_to_record(r) for r in rows]
 
     async def heartbeat(self, owner: str, at: datetime) -> None:
         stmt = update(_T).where(_T.c.owner == owner, _T.c.status.in_(_ACTIVE)).values(heartbeat_at=at)
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             await conn.execute(stmt)
 
     async def mark_lost(
@@ -266,7 +244,7 @@ class SqlTaskStore:
             _T.c.owner != exclude_owner,
             or_(_T.c.heartbeat_at.is_(None), _T.c.heartbeat_at < stale_before),
         )
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             ids = [r.id for r in (await conn.execute(select(_T.c.id).where(stale))).all()]
             if not ids:
                 return []
@@ -284,11 +262,11 @@ class SqlTaskStore:
             .where(_T.c.id == task_id, _T.c.notified.is_(False), _T.c.status.in_(_TERMINAL))
             .values(notified=True)
         )
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             return (await conn.execute(stmt)).rowcount == 1
 
     async def release_notification(self, task_id: str) -> None:
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             await conn.execute(update(_T).where(_T.c.id == task_id).values(notified=False))
 
     async def pending_notifications(self) -> list[TaskRecord]:
@@ -297,11 +275,11 @@ class SqlTaskStore:
             .where(_T.c.notified.is_(False), _T.c.status.in_(_TERMINAL))
             .order_by(_T.c.finished_at, _T.c.created_at)
         )
-        async with self.engine.connect() as conn:
+        async with self.db.read() as conn:
             rows = (await conn.execute(stmt)).all()
         return [_to_record(r) for r in rows]
 
     async def delete_finished(self, before: datetime) -> int:
         stmt = delete(_T).where(_T.c.status.in_(_TERMINAL), _T.c.finished_at < before)
-        async with self.engine.begin() as conn:
+        async with self.db.session() as conn:
             return (await conn.execute(stmt)).rowcount or 0

@@ -26,9 +26,9 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from agent.context import unwrap_recall
+from agent.messages import Message
 from agent.ports import Clock, SystemClock
 from agent.providers.base import ModelClient, ModelRequest, TextChunk
-from agent.messages import Message
 from memory.base import Base
 from memory.db import Database
 from memory.models import UTCDateTime
@@ -119,7 +119,9 @@ def normalise_task_state(state: TaskState) -> TaskState:
     """De-duplicate lists (case-insensitive), drop step-level open loops, secrets and live numbers."""
     goal = "" if _is_live(state.goal) else " ".join(state.goal.split())[:MAX_ITEM_CHARS]
     decision = state.last_decision
-    if decision is not None and (not decision.action.strip() or _is_live(decision.action + " " + decision.reason)):
+    if decision is not None and (
+        not decision.action.strip() or _is_live(decision.action + " " + decision.reason)
+    ):
         decision = None
     return state.model_copy(
         update={
@@ -242,7 +244,11 @@ class TaskStateUpdater:
             return None
         try:
             fresh = TaskState.model_validate(
-                {k: v for k, v in data.items() if k in ("goal", "open_loops", "important_facts", "last_decision")}
+                {
+                    k: v
+                    for k, v in data.items()
+                    if k in ("goal", "open_loops", "important_facts", "last_decision")
+                }
             )
         except ValidationError as exc:
             log.warning("TaskState update for session %s was invalid: %s", session_id, exc)

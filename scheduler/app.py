@@ -24,8 +24,8 @@ import concurrent.futures
 import contextlib
 import logging
 import os
-import socket
 import secrets
+import socket
 import sys
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +50,14 @@ from sqlalchemy.engine import URL, make_url
 from agent.errors import ConfigError
 from agent.ports import Clock, SystemClock
 from scheduler import jobs
-from scheduler.jobs import RUN_BRIEF, RUN_HOUSEKEEPING, BriefCallback, BriefOutcome, HousekeepingJob, JobContext
+from scheduler.jobs import (
+    RUN_BRIEF,
+    RUN_HOUSEKEEPING,
+    BriefCallback,
+    BriefOutcome,
+    HousekeepingJob,
+    JobContext,
+)
 from scheduler.specs import DailyTrigger, normalize_timezone
 from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
 
@@ -288,8 +295,9 @@ class AppScheduler:
             self._log_standby(state)
         self._lease_task = asyncio.create_task(self._lease_loop(), name="scheduler-lease")
 
-    async def stop(self) -> None:
-        """Stop firing, let running jobs finish (bounded by `stop_timeout`), release the lease."""
+    async def stop(self, *, release: bool = True) -> None:
+        """Stop firing, let running jobs finish (bounded by `stop_timeout`), release the lease.
+        `release=False` leaves the lease to expire, as a crash would (tests)."""
         aps = self._aps
         if aps is None:
             return
@@ -306,7 +314,7 @@ class AppScheduler:
                 await asyncio.wait(inflight, timeout=self.stop_timeout)
         aps._stop_timer()
         await self._call(BaseScheduler.shutdown, aps, False)  # cancels leftovers, disposes the engine
-        if self._leader:
+        if self._leader and release:
             with contextlib.suppress(Exception):
                 await self.store.release_lease(LEASE_NAME, self.owner_id, now=self.clock.now())
         self._leader = False
@@ -324,7 +332,9 @@ class AppScheduler:
         return True
 
     # ---- jobs --------------------------------------------------------------------------------------
-    async def add_brief_job(self, schedule: Schedule, *, next_run_time: datetime | None = None) -> datetime | None:
+    async def add_brief_job(
+        self, schedule: Schedule, *, next_run_time: datetime | None = None
+    ) -> datetime | None:
         """(Re)register the job for an active schedule. Returns its next run time (None if the
         scheduler is not running: `reconcile()` adds it at the next start). `next_run_time`
         overrides the first firing (tests, benches)."""
@@ -392,13 +402,18 @@ class AppScheduler:
         report = ReconcileReport(schedules=len(want), added=len(missing), removed=len(stale))
         self.last_reconcile = report
         log.info(
-            "scheduler reconciled: %d schedules, %d jobs added, %d removed", report.schedules, report.added, report.removed
+            "scheduler reconciled: %d schedules, %d jobs added, %d removed",
+            report.schedules,
+            report.added,
+            report.removed,
         )
         return report
 
     # ---- leadership --------------------------------------------------------------------------------
     async def _try_lease(self) -> LeaseState:
-        state = await self.store.acquire_lease(LEASE_NAME, self.owner_id, now=self.clock.now(), ttl=self.lease_ttl)
+        state = await self.store.acquire_lease(
+            LEASE_NAME, self.owner_id, now=self.clock.now(), ttl=self.lease_ttl
+        )
         if state.held:
             self._lease_expires = state.expires_at
         return state
@@ -471,7 +486,7 @@ class AppScheduler:
         url = self._jobstore_url
         sync_url = make_url(url) if isinstance(url, str) else url
         if sync_url is None:
-            sync_url = sync_database_url(self.store.engine.url)
+            sync_url = sync_database_url(self.store.db.url)
         if sync_url is None:
             log.warning("in-memory database: scheduled jobs will not survive a restart")
             return MemoryJobStore()

@@ -108,7 +108,9 @@ async def execute_housekeeping(ctx: JobContext, name: str) -> bool:
     return True
 
 
-async def execute_brief(ctx: JobContext, chat_key: str, schedule_id: str, *, manual: bool = False) -> BriefOutcome:
+async def execute_brief(
+    ctx: JobContext, chat_key: str, schedule_id: str, *, manual: bool = False
+) -> BriefOutcome:
     """Run one brief: check the schedule, skip non-trading days, claim the (schedule, local date)
     run so it happens once, then call `on_brief` with retries and record the outcome.
     `manual=True` (/brief now) skips the calendar and the claim."""
@@ -131,7 +133,9 @@ async def execute_brief(ctx: JobContext, chat_key: str, schedule_id: str, *, man
             await ctx.store.note_status(schedule_id, f"skipped {run_date}: market closed")
             log.info("brief %s skipped: %s is not a trading day", schedule_id, run_date)
             return BriefOutcome("skipped", run_date=run_date)
-        if not await ctx.store.claim_run(schedule_id, run_date, scheduled_for=scheduled, at=now, owner=ctx.owner):
+        if not await ctx.store.claim_run(
+            schedule_id, run_date, scheduled_for=scheduled, at=now, owner=ctx.owner
+        ):
             log.warning("brief %s for %s already ran; not firing twice", schedule_id, run_date)
             return BriefOutcome("duplicate", run_date=run_date)
 
@@ -150,7 +154,12 @@ async def execute_brief(ctx: JobContext, chat_key: str, schedule_id: str, *, man
         )
     if run_date:
         await ctx.store.finish_run(
-            schedule_id, run_date, status=outcome.status, attempts=outcome.attempts, error=outcome.error, at=done
+            schedule_id,
+            run_date,
+            status=outcome.status,
+            attempts=outcome.attempts,
+            error=outcome.error,
+            at=done,
         )
     return outcome
 

@@ -246,14 +246,22 @@ class DailyTrigger(BaseTrigger):
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
         if previous_fire_time is not None:
             # strictly after the previous firing (one per local date by construction)
-            return next_fire_time(self.days, self.hour, self.minute, self.zone, previous_fire_time + timedelta(microseconds=1))
+            return next_fire_time(
+                self.days, self.hour, self.minute, self.zone, previous_fire_time + timedelta(microseconds=1)
+            )
         return next_fire_time(self.days, self.hour, self.minute, self.zone, now)
 
     def previous(self, now: datetime) -> datetime | None:
         return previous_fire_time(self.days, self.hour, self.minute, self.zone, now)
 
     def __getstate__(self) -> dict[str, object]:
-        return {"version": 1, "days": self.days, "hour": self.hour, "minute": self.minute, "timezone": self.timezone}
+        return {
+            "version": 1,
+            "days": self.days,
+            "hour": self.hour,
+            "minute": self.minute,
+            "timezone": self.timezone,
+        }
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.days = str(state["days"])

@@ -38,14 +38,27 @@ from markets.indicators import shift, swing_points
 from markets.wyckoff.params import WyckoffParams
 
 
+def _sorted_pick(x: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """The q-quantile (linear) of the non-NaN values along the last axis, and their count.
+    np.sort puts NaN last, so this is a plain C sort (np.nanquantile/nanmedian fall back to slow
+    per-row paths on 3-D input)."""
+    xs = np.sort(x, axis=-1)
+    c = (~np.isnan(x)).sum(axis=-1)
+    pos = q * np.maximum(c - 1, 0)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(c - 1, 0))
+    a = np.take_along_axis(xs, lo[..., None], axis=-1)[..., 0]
+    b = np.take_along_axis(xs, hi[..., None], axis=-1)[..., 0]
+    out = a + (b - a) * (pos - lo)
+    return np.where(c > 0, out, np.nan), c
+
+
 def _median_last(values: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Median of the last n values where mask is set (along the last axis) and how many were used."""
     m = mask & ~np.isnan(values)
     rc = np.cumsum(m[..., ::-1], axis=-1)[..., ::-1]
     sel = m & (rc <= n)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(np.where(sel, values, np.nan), axis=-1), sel.sum(axis=-1)
+    return _sorted_pick(np.where(sel, values, np.nan), 0.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +83,8 @@ def range_levels(H: np.ndarray, L: np.ndarray, C: np.ndarray, atr_pct: np.ndarra
         sh, sl = swing_points(H, L, p.swing_window)
         sup, ns = _median_last(L, sl, p.range_pivots)
         res, nr = _median_last(H, sh, p.range_pivots)
-        sup = np.where(ns >= 2, sup, np.nanquantile(L, 0.10, axis=-1))
-        res = np.where(nr >= 2, res, np.nanquantile(H, 0.90, axis=-1))
+        sup = np.where(ns >= 2, sup, _sorted_pick(L, 0.10)[0])
+        res = np.where(nr >= 2, res, _sorted_pick(H, 0.90)[0])
         width = (res - sup) / sup
         have = ~np.isnan(C)
         n_have = have.sum(axis=-1)

@@ -58,7 +58,7 @@ def test_config_check_masks_secrets(home, capsys, monkeypatch):
     home.mkdir()
     (home / "config.toml").write_text(
         '[[models]]\nid = "main"\nprovider = "openai"\nmodel = "m"\napi_key = "sk-inline-secret-in-file-4321"\n'
-        '[telegram]\nallowed_users = [1]\n'
+        "[telegram]\nallowed_users = [1]\n"
     )
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", TG)
     code, out, err = run(capsys, "config", "check")
@@ -89,7 +89,7 @@ def test_no_model_anywhere_says_what_to_set(home, capsys):
 
 def test_home_option_beats_environment(tmp_path, home, capsys):
     other = tmp_path / "other"
-    code, out, _ = run(capsys, "--home", str(other), "init")
+    code, _, _ = run(capsys, "--home", str(other), "init")
     assert code == 0 and (other / "config.toml").exists() and not home.exists()
 
 
@@ -100,7 +100,9 @@ def test_unexpected_error_is_one_line_with_debug_hint(home, capsys, monkeypatch)
     monkeypatch.setattr(cli, "cmd_usage", boom)
     code, _, err = run(capsys, "usage")
     assert code == 1
-    assert err == "tapebot: unexpected error: RuntimeError: kaput second line (rerun with --debug for details)\n"
+    assert (
+        err == "tapebot: unexpected error: RuntimeError: kaput second line (rerun with --debug for details)\n"
+    )
     with pytest.raises(RuntimeError):
         cli.main(["--debug", "usage"])
 
@@ -145,6 +147,8 @@ def test_help_imports_nothing_heavy():
         " if m in sys.modules]\n"
         "print(heavy)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(cli.__file__).parents[1])
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(cli.__file__).parents[1]
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

@@ -115,7 +115,11 @@ def test_no_config_anthropic_from_env(tmp_path):
 
 
 def test_no_config_openai_from_env_with_base_url_and_model(tmp_path):
-    env = {"OPENAI_API_KEY": "sk-openai-xyz", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "OPENAI_MODEL": "qwen2.5"}
+    env = {
+        "OPENAI_API_KEY": "sk-openai-xyz",
+        "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1",
+        "OPENAI_MODEL": "qwen2.5",
+    }
     m = load(tmp_path, env).model("main")
     assert (m.provider, m.model, m.base_url) == ("openai", "qwen2.5", "http://127.0.0.1:11434/v1")
 
@@ -126,7 +130,10 @@ def test_no_config_openai_default_model(tmp_path):
 
 
 def test_anthropic_preferred_when_both_keys_are_set(tmp_path):
-    assert load(tmp_path, {"OPENAI_API_KEY": "a" * 20, "ANTHROPIC_API_KEY": KEY}).model("main").provider == "anthropic"
+    assert (
+        load(tmp_path, {"OPENAI_API_KEY": "a" * 20, "ANTHROPIC_API_KEY": KEY}).model("main").provider
+        == "anthropic"
+    )
 
 
 def test_nothing_configured_says_what_to_set(tmp_path):
@@ -168,8 +175,15 @@ def test_missing_api_key_env(tmp_path):
 
 
 def test_missing_key_of_a_fallback(tmp_path):
-    path = write(tmp_path, BACKUP + ANTHROPIC.replace('"main"', '"claude"') + '[agent]\nmodel = "backup"\nfallbacks = ["claude"]\n')
-    assert error(tmp_path).startswith(f"{path}: key 'models[1].api_key_env': model 'claude' reads its API key")
+    path = write(
+        tmp_path,
+        BACKUP
+        + ANTHROPIC.replace('"main"', '"claude"')
+        + '[agent]\nmodel = "backup"\nfallbacks = ["claude"]\n',
+    )
+    assert error(tmp_path).startswith(
+        f"{path}: key 'models[1].api_key_env': model 'claude' reads its API key"
+    )
 
 
 def test_fallback_naming_no_model(tmp_path):
@@ -212,13 +226,18 @@ def test_missing_required_model_field(tmp_path):
 
 def test_duplicate_model_ids(tmp_path):
     path = write(tmp_path, BACKUP + BACKUP)
-    assert error(tmp_path) == f"{path}: key 'models[1].id': duplicate model id 'backup' — give each model its own id"
+    assert (
+        error(tmp_path)
+        == f"{path}: key 'models[1].id': duplicate model id 'backup' — give each model its own id"
+    )
 
 
 def test_bad_value_from_env_names_the_variable(tmp_path):
     write(tmp_path, BACKUP)
     text = error(tmp_path, {"TAPEBOT_AGENT__MAX_TOOL_ROUNDS": "many"})
-    assert text.startswith("environment: key 'TAPEBOT_AGENT__MAX_TOOL_ROUNDS': Input should be a valid integer")
+    assert text.startswith(
+        "environment: key 'TAPEBOT_AGENT__MAX_TOOL_ROUNDS': Input should be a valid integer"
+    )
 
 
 def test_bad_json_in_env(tmp_path):
@@ -249,7 +268,9 @@ def test_platforms_enabled_when_token_available(tmp_path):
 
 def test_run_needs_a_platform(tmp_path):
     path = write(tmp_path, BACKUP)
-    assert error(tmp_path, require_platform=True).startswith("no chat platform is enabled: set TELEGRAM_BOT_TOKEN")
+    assert error(tmp_path, require_platform=True).startswith(
+        "no chat platform is enabled: set TELEGRAM_BOT_TOKEN"
+    )
     write(tmp_path, BACKUP + "\n[discord]\nenabled = true\n")
     assert error(tmp_path, require_platform=True) == (
         f"{path}: key 'discord.enabled': is true but there is no bot token — set DISCORD_BOT_TOKEN or put token in [discord]"
@@ -264,9 +285,18 @@ def test_webhook_mode_needs_url(tmp_path):
 # ---- secrets -----------------------------------------------------------------------------------
 def test_secret_values_and_mask(tmp_path):
     write(tmp_path, ANTHROPIC + BACKUP)
-    env = {"ANTHROPIC_API_KEY": KEY, "TELEGRAM_BOT_TOKEN": "123456:telegram-token-abc", "DISCORD_BOT_TOKEN": "discord-tok"}
+    env = {
+        "ANTHROPIC_API_KEY": KEY,
+        "TELEGRAM_BOT_TOKEN": "123456:telegram-token-abc",
+        "DISCORD_BOT_TOKEN": "discord-tok",
+    }
     s = load(tmp_path, env)
-    assert set(s.secret_values()) == {KEY, "sk-literal-backup-key-0000", "123456:telegram-token-abc", "discord-tok"}
+    assert set(s.secret_values()) == {
+        KEY,
+        "sk-literal-backup-key-0000",
+        "123456:telegram-token-abc",
+        "discord-tok",
+    }
     shown = mask(s)
     assert shown["models"][0]["api_key"] == "sk-…WXYZ"
     assert shown["telegram"]["token"] == "123…-abc"
@@ -287,3 +317,14 @@ def test_mask_secret_shapes():
     assert mask_secret(None) is None
     assert mask_secret("short") == "***"
     assert mask_secret("sk-1234567890abcdef") == "sk-…cdef"
+
+
+def test_sections_resolve_against_the_loaded_environment(tmp_path, monkeypatch):
+    # Providers call `cfg.resolved_api_key()` with no argument: it must use the environment the
+    # settings were loaded from, not os.environ.
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    write(tmp_path, ANTHROPIC)
+    s = load(tmp_path, {"ANTHROPIC_API_KEY": KEY, "TELEGRAM_BOT_TOKEN": "123456:tg-token-xyz"})
+    assert s.model("main").resolved_api_key() == KEY
+    assert s.telegram.resolved_token() == "123456:tg-token-xyz"
+    assert s.model("main").resolved_api_key({}) is None  # an explicit mapping still wins

@@ -62,7 +62,7 @@ class FakeDiscord:
         self.identifies: list[dict] = []
         self.token_channels: dict[str, str] = {}  # interaction token -> channel id (for followups)
         self.fail_next: dict[tuple[str, str], list[tuple[int, dict]]] = {}
-        self._ids = itertools.count(800_000_000_000_000_001)
+        self._ids = itertools.count(1)
         self._seq = itertools.count(2)
         self._ws: web.WebSocketResponse | None = None
         self._ws_ready = asyncio.Event()
@@ -96,7 +96,9 @@ class FakeDiscord:
         )
 
     def new_id(self) -> str:
-        return str(next(self._ids))
+        """A snowflake carrying the current time (discord.py derives created_at from it)."""
+        ms = int(time.time() * 1000) - 1420070400000
+        return str((ms << 22) + (next(self._ids) % 4096))
 
     # ---- gateway ----------------------------------------------------------------------------------
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:

@@ -116,3 +116,16 @@ def distribution() -> tuple[Bars, dict[str, int]]:
     idx["LPSY"] = b.bar(138.0, 139.5, 137.5, 138.2, 0.6e6)
     b.trend(4, 130.0, 1.0e6)
     return b.build(), idx
+
+
+async def make_sessions(tmp_path):
+    """A real SQLite file with every table on Base.metadata; returns (engine, async_sessionmaker)."""
+    from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+
+    import markets.models  # noqa: F401
+    from memory.base import Base
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'markets.db'}")
+    async with engine.begin() as conn:
+        await conn.run_sync(Base.metadata.create_all)
+    return engine, async_sessionmaker(engine, expire_on_commit=False)

@@ -123,3 +123,31 @@ async def test_bad_path_is_a_storage_error(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(StorageError, match="cannot create the database folder"):
         await Database(url_for(blocker / "x" / "t.db")).start()
+
+
+def _scripts(tmp_path, files: dict[str, str | None]):
+    from memory.db import alembic_config
+
+    (tmp_path / "versions").mkdir(parents=True)
+    for name, down in files.items():
+        (tmp_path / "versions" / f"{name}.py").write_text(
+            f"revision = {name!r}\ndown_revision = {down!r}\nbranch_labels = None\ndepends_on = None\n"
+            "def upgrade():\n    pass\n"
+        )
+    cfg = alembic_config("sqlite://")
+    cfg.set_main_option("script_location", str(tmp_path))
+    return cfg
+
+
+def test_broken_or_forked_migration_chain_is_a_clear_error(tmp_path):
+    from memory.db import check_migration_chain
+
+    with pytest.raises(
+        StorageError, match="broken: a revision names '0002_x' as its parent but no file defines it"
+    ):
+        check_migration_chain(_scripts(tmp_path / "a", {"0001_a": None, "0003_y": "0002_x"}))
+    with pytest.raises(StorageError, match="2 heads"):
+        check_migration_chain(
+            _scripts(tmp_path / "b", {"0001_a": None, "0002_x": "0001_a", "0002_y": "0001_a"})
+        )
+    assert check_migration_chain(_scripts(tmp_path / "c", {"0001_a": None, "0002_x": "0001_a"})) == "0002_x"

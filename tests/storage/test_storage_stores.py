@@ -31,7 +31,9 @@ def conversation() -> list[Message]:
     bad = ToolCallPart(id="c2", name="portfolio", arguments=None, raw_arguments="{not json")
     return [
         Message.user("分析一下 600519 贵州茅台", source="telegram"),
-        Message.assistant("Looking.", tool_calls=[call, bad], thinking=[ThinkingPart(text="hmm", signature="sig")]),
+        Message.assistant(
+            "Looking.", tool_calls=[call, bad], thinking=[ThinkingPart(text="hmm", signature="sig")]
+        ),
         Message.tool_result("c1", "analyze_stock", '{"phase": "B"}'),
         Message.tool_result("c2", "portfolio", "invalid arguments", is_error=True),
         Message.assistant("Phase B, accumulation."),
@@ -110,7 +112,9 @@ async def test_turn_save_load_update(store):
     assert await store.open_turn("s1") == turn
     assert [t.id for t in await store.open_turns()] == ["t1"]
 
-    done = turn.model_copy(update={"status": "completed", "waiting": None, "calls": {"c1": "done", "c2": "done"}})
+    done = turn.model_copy(
+        update={"status": "completed", "waiting": None, "calls": {"c1": "done", "c2": "done"}}
+    )
     await store.save_turn(done)
     assert await store.load_turn("t1") == done
     assert await store.open_turn("s1") is None
@@ -147,7 +151,9 @@ async def test_approval_round_trip_and_second_resolve_loses(store):
     got = await store.get_approval("a1")
     assert (got.status, got.decided_by, got.decision) == ("approved", "42", "once")
     assert await store.pending_approvals() == []
-    assert await store.resolve_approval("missing", status="approved", decided_by="42", decision="once") is False
+    assert (
+        await store.resolve_approval("missing", status="approved", decided_by="42", decision="once") is False
+    )
 
     await store.set_approval_message_ref("a1", "msg:99")
     assert (await store.get_approval("a1")).message_ref == "msg:99"
@@ -198,7 +204,11 @@ async def test_usage_totals_per_model(store):
 
     def rec(session, turn, model, usage, cost, age_days=0.0):
         return UsageRecord(
-            session_id=session, turn_id=turn, model=model, usage=usage, cost=cost,
+            session_id=session,
+            turn_id=turn,
+            model=model,
+            usage=usage,
+            cost=cost,
             created_at=now - timedelta(days=age_days),
         )
 
@@ -236,7 +246,10 @@ async def test_processed_updates_dedupe_survives_restart(url):
         store = SqlStore(db)
         assert await store.mark_update_processed("telegram", "1001") is False
         assert await store.prune_processed_updates(timedelta(hours=1)) == 0
-        assert await store.prune_processed_updates(timedelta(hours=1), now=datetime.now(UTC) + timedelta(days=1)) == 3
+        assert (
+            await store.prune_processed_updates(timedelta(hours=1), now=datetime.now(UTC) + timedelta(days=1))
+            == 3
+        )
         assert await store.mark_update_processed("telegram", 1001) is True
 
 
@@ -248,3 +261,22 @@ async def test_kv(store):
     assert await store.kv_get("offset") == {"telegram": 6}
     assert await store.kv_delete("offset") and not await store.kv_delete("offset")
     assert await store.kv_get("offset") is None
+
+
+async def test_usage_summary_counts_each_turn_once(store):
+    await store.record_usage(
+        UsageRecord(session_id="s", turn_id="t1", model="main", usage=Usage(10, 1), cost=0.5)
+    )
+    await store.record_usage(
+        UsageRecord(session_id="s", turn_id="t1", model="backup", usage=Usage(20, 2), cost=0.25)
+    )
+    summary = await store.usage_summary(1)
+    assert (summary.model, summary.turns, summary.calls, summary.input_tokens, summary.cost) == (
+        "*",
+        1,
+        2,
+        30,
+        0.75,
+    )
+    empty = await store.usage_summary(1, session_id="none")
+    assert (empty.turns, empty.calls, empty.cost) == (0, 0, 0.0)

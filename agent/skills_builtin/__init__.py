@@ -1,0 +1,1 @@
+"""Built-in skills (Markdown with front matter), loaded by agent.skills."""

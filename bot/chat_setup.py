@@ -1,0 +1,144 @@
+"""Wiring of the chat front door for `tapebot run`: the gateway, the Telegram and Discord adapters
+built from settings, the command menus, and the expiry sweeper for approvals and questions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from bot.gateway import Gateway, PlatformAccess
+from bot.i18n import COMMAND_DESCRIPTIONS
+
+if TYPE_CHECKING:
+    from bot.app import App
+
+log = logging.getLogger("tapebot.chat")
+
+EXPIRY_SWEEP_SECONDS = 30.0
+
+
+def build_gateway(app: App) -> Gateway:
+    s = app.settings
+    assert app.runtime is not None and app.store is not None
+    access = {
+        "telegram": PlatformAccess(
+            {str(u) for u in s.telegram.allowed_users},
+            {str(u) for u in s.telegram.admins},
+            s.telegram.group_sessions,
+        ),
+        "discord": PlatformAccess(
+            {str(u) for u in s.discord.allowed_users}, {str(u) for u in s.discord.admins}
+        ),
+    }
+    gateway = Gateway(
+        app.runtime,
+        app.store,
+        access,
+        models=app.model_ids(),
+        default_model=app.default_model_id,
+        context_window=app.context_window,
+    )
+    for extend in app.gateway_extensions:
+        extend(gateway)
+    return gateway
+
+
+def command_menu(gateway: Gateway) -> tuple[list[tuple[str, str]], dict[str, dict[str, str]]]:
+    en = COMMAND_DESCRIPTIONS["en"]
+    names = [n for n in gateway.commands if n in en] + [n for n in gateway.commands if n not in en]
+    menu = [(n, gateway.command_help.get(n, en.get(n, n))) for n in names]
+    zh = {n: COMMAND_DESCRIPTIONS["zh"][n] for n in names if n in COMMAND_DESCRIPTIONS["zh"]}
+    return menu, {"zh": zh}
+
+
+def build_adapters(app: App) -> list[Any]:
+    s = app.settings
+    env = s.environ
+    adapters: list[Any] = []
+    assert app.store is not None
+    if s.telegram.enabled:
+        from adapters.telegram import TelegramAdapter, WebhookConfig
+
+        token = s.telegram.resolved_token(env) or ""
+        webhook = None
+        if s.telegram.mode == "webhook":
+            webhook = WebhookConfig(
+                url=s.telegram.webhook_url or "",
+                secret_token=s.telegram.resolved_webhook_secret(env) or "",
+                listen=s.telegram.webhook_listen,
+                port=s.telegram.webhook_port,
+            )
+        adapters.append(
+            TelegramAdapter(
+                token,
+                api_base_url=s.telegram.api_base_url,
+                webhook=webhook,
+                max_backlog_age_s=s.telegram.max_backlog_age_s,
+                **app.adapter_options.get("telegram", {}),
+            )
+        )
+        if not s.telegram.allowed_users:
+            log.warning(
+                "telegram: no allowed_users configured — the bot will answer nobody ([telegram] allowed_users)"
+            )
+    if s.discord.enabled:
+        from adapters.discord import DiscordAdapter
+
+        if s.discord.api_base_url or s.discord.gateway_url:
+            from adapters.discord import point_at
+
+            point_at(s.discord.api_base_url, s.discord.gateway_url)
+        adapters.append(
+            DiscordAdapter(
+                s.discord.resolved_token(env) or "",
+                kv_get=app.store.kv_get,
+                kv_set=app.store.kv_set,
+                message_content_intent=True,
+                command_guild_ids=list(s.discord.guild_ids),
+                **app.adapter_options.get("discord", {}),
+            )
+        )
+        if not s.discord.allowed_users:
+            log.warning(
+                "discord: no allowed_users configured — the bot will answer nobody ([discord] allowed_users)"
+            )
+    return adapters
+
+
+async def _sweep_expired(gateway: Gateway) -> None:
+    while True:
+        await asyncio.sleep(EXPIRY_SWEEP_SECONDS)
+        try:
+            await gateway.expire_due()
+        except Exception:
+            log.exception("expiry sweep failed")
+
+
+async def start_chat(app: App) -> None:
+    gateway = build_gateway(app)
+    app.gateway = gateway
+    adapters = build_adapters(app)
+    if not adapters:
+        log.warning(
+            "no chat platform is enabled: set TELEGRAM_BOT_TOKEN or DISCORD_BOT_TOKEN (or [telegram]/[discord] in config.toml)"
+        )
+    menu, translations = command_menu(gateway)
+    for adapter in adapters:
+        gateway.attach(adapter)
+        await adapter.set_commands(menu, translations=translations)
+        await adapter.start(gateway.handle)
+        app.adapters.append(adapter)
+        log.info("%s adapter started", adapter.platform)
+
+    async def stop_chat() -> None:
+        # Stop receiving first (unhandled updates stay unacknowledged), then finish/cancel turns.
+        for adapter in reversed(app.adapters):
+            with contextlib.suppress(Exception):
+                await adapter.stop()
+        await gateway.drain()
+
+    app.on_stop(stop_chat)
+    await gateway.expire_due()
+    app.spawn(_sweep_expired(gateway), name="expiry-sweeper")

@@ -1,0 +1,343 @@
+"""An in-house daily backtester that knows A-share rules (and crypto's).
+
+Timing (no look-ahead): signals are read at the close of day t and executed at the open of day t + 1.
+Stops are intraday: when a bar's low reaches the stop, the position is sold at min(open, stop).
+Explicit orders (`Order`) may also fill at a day's open or close; the tests use them.
+
+Rules (markets.rules.MarketRules): A-share buys in lots of 100; T+1 (a position bought on day d
+cannot be sold on day d — a stop hit that day waits for the next bar); no fill on a bar locked at the
+limit (high == low at the limit), and by default no buy when the open is already at limit-up and no
+sell when it is at limit-down; commission 0.025 % (min 5 CNY) + 0.001 % transfer fee per order and 0.05 %
+stamp duty on sells. Crypto: fractional sizes, same-day round trips, a flat fee, no limits.
+
+Results: equity curve, total return, CAGR (calendar days), max drawdown, Sharpe (daily returns,
+rf = 0, annualised with 252 or 365 days), win rate and the list of round trips, blocked orders, and a
+comparison with the benchmark (CSI 300 for A-shares).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from markets.bars import Bars
+from markets.panel import Panel
+from markets.rules import MarketRules, at_limit
+
+ProgressCb = Callable[[str, str, float | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    day: int  # index into the panel's dates
+    symbol: str
+    side: Literal["buy", "sell"]
+    quantity: float | None = None  # None: buy with `value` / sell everything
+    value: float | None = None  # buy for this much cash (fees included)
+    at: Literal["open", "close"] = "open"
+    reason: str = ""
+
+
+@dataclass
+class BacktestConfig:
+    initial_cash: float = 1_000_000.0
+    max_positions: int = 10
+    position_pct: float = 0.10  # of equity per new position
+    stop_pct: float | None = 0.07
+    trail_after: float | None = 0.15
+    trail_pct: float = 0.10
+    max_hold: int | None = 60  # bars
+    block_limit_open: bool = True  # no buy when the open is at limit-up (sell: at limit-down)
+    start: int = 0  # first day index that may trade (warm-up before it)
+
+
+@dataclass
+class RoundTrip:
+    symbol: str
+    entry_date: str
+    entry_price: float
+    exit_date: str | None
+    exit_price: float | None
+    quantity: float
+    pnl: float | None
+    pnl_pct: float | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        for k in ("entry_price", "exit_price", "pnl"):
+            if d[k] is not None:
+                d[k] = round(d[k], 4)
+        if d["pnl_pct"] is not None:
+            d["pnl_pct"] = round(d["pnl_pct"] * 100, 2)
+        return d
+
+
+@dataclass
+class BacktestResult:
+    dates: np.ndarray
+    equity: np.ndarray
+    trades: list[RoundTrip]
+    fills: list[dict[str, Any]]
+    blocked: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    benchmark: np.ndarray | None = None
+    bars_processed: int = 0
+
+    def summary(self, max_trades: int = 20) -> dict[str, Any]:
+        return {
+            "start": str(self.dates[0]) if len(self.dates) else None,
+            "end": str(self.dates[-1]) if len(self.dates) else None,
+            "metrics": self.metrics,
+            "trades": [t.to_dict() for t in self.trades[-max_trades:]],
+            "trades_total": len(self.trades),
+            "blocked_orders": len(self.blocked),
+            "blocked_examples": self.blocked[:5],
+        }
+
+
+@dataclass
+class _Pos:
+    qty: float
+    cost: float  # total cost incl. buy fees
+    entry_day: int
+    entry_price: float
+    high: float
+    trip: RoundTrip
+
+
+@dataclass
+class _Book:
+    panel: Panel
+    rules: MarketRules
+    cfg: BacktestConfig
+    limits: np.ndarray  # per-symbol limit fraction (NaN: none)
+    cash: float = 0.0
+    pos: dict[int, _Pos] = field(default_factory=dict)
+    trips: list[RoundTrip] = field(default_factory=list)
+    fills: list[dict[str, Any]] = field(default_factory=list)
+    blocked: list[dict[str, Any]] = field(default_factory=list)
+
+    def _limit(self, i: int) -> float | None:
+        v = self.limits[i]
+        return None if np.isnan(v) else float(v)
+
+    def _prev_close(self, i: int, t: int) -> float:
+        c = self.panel.close[i, :t]
+        ok = c[~np.isnan(c)]
+        return float(ok[-1]) if len(ok) else float("nan")
+
+    def _block(self, i: int, t: int, side: str, price: float) -> str | None:
+        P = self.panel
+        if np.isnan(P.close[i, t]):
+            return "no bar (suspended or not listed)"
+        lim = self._limit(i)
+        if lim is None:
+            return None
+        prev = self._prev_close(i, t)
+        locked = P.high[i, t] == P.low[i, t] and at_limit(P.close[i, t], prev, lim, side)  # type: ignore[arg-type]
+        if locked:
+            return f"limit-locked bar ({'limit-up' if side == 'buy' else 'limit-down'})"
+        if self.cfg.block_limit_open and at_limit(price, prev, lim, side):  # type: ignore[arg-type]
+            return f"price at {'limit-up' if side == 'buy' else 'limit-down'}"
+        return None
+
+    def equity(self, t: int) -> float:
+        P = self.panel
+        v = self.cash
+        for i, p in self.pos.items():
+            c = P.close[i, t]
+            v += p.qty * (c if not np.isnan(c) else self._prev_close(i, t))
+        return v
+
+    def buy(self, i: int, t: int, price: float, qty: float | None, value: float | None, reason: str) -> bool:
+        sym = self.panel.symbols[i]
+        why = self._block(i, t, "buy", price)
+        if why:
+            self.blocked.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "buy", "reason": why})
+            return False
+        if qty is None:
+            qty = self.rules.max_affordable(min(value or self.cash, self.cash), price)
+        else:
+            qty = self.rules.round_qty(qty)
+        if qty <= 0:
+            return False
+        notional = qty * price
+        fee, tax = self.rules.order_cost("buy", notional)
+        if notional + fee + tax > self.cash + 1e-9:
+            self.blocked.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "buy", "reason": "insufficient cash"})
+            return False
+        self.cash -= notional + fee + tax
+        if i in self.pos:
+            p = self.pos[i]
+            p.qty += qty
+            p.cost += notional + fee + tax
+        else:
+            trip = RoundTrip(sym, str(self.panel.dates[t]), price, None, None, qty, None, None, reason)
+            self.pos[i] = _Pos(qty, notional + fee + tax, t, price, price, trip)
+            self.trips.append(trip)
+        self.fills.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "buy", "qty": qty, "price": price, "fee": fee, "tax": tax})
+        return True
+
+    def sell(self, i: int, t: int, price: float, qty: float | None, reason: str) -> bool:
+        p = self.pos.get(i)
+        if p is None:
+            return False
+        sym = self.panel.symbols[i]
+        if self.rules.t_plus_1 and p.entry_day == t:
+            self.blocked.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "reason": "T+1: bought today"})
+            return False
+        why = self._block(i, t, "sell", price)
+        if why:
+            self.blocked.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "reason": why})
+            return False
+        qty = p.qty if qty is None or qty >= p.qty else self.rules.round_qty(qty, "sell", p.qty)
+        if qty <= 0:
+            return False
+        notional = qty * price
+        fee, tax = self.rules.order_cost("sell", notional)
+        self.cash += notional - fee - tax
+        share = qty / p.qty
+        cost_part = p.cost * share
+        self.fills.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "qty": qty, "price": price, "fee": fee, "tax": tax})
+        if qty >= p.qty - 1e-12:
+            tr = p.trip
+            tr.exit_date, tr.exit_price = str(self.panel.dates[t]), price
+            tr.pnl = notional - fee - tax - p.cost
+            tr.pnl_pct = tr.pnl / p.cost if p.cost else None
+            tr.reason = f"{tr.reason} → {reason}".strip(" →")
+            del self.pos[i]
+        else:
+            p.qty -= qty
+            p.cost -= cost_part
+        return True
+
+
+def run(
+    panel: Panel,
+    *,
+    rules: MarketRules,
+    cfg: BacktestConfig | None = None,
+    entries: np.ndarray | None = None,
+    exits: np.ndarray | None = None,
+    orders: list[Order] | None = None,
+    limits: np.ndarray | None = None,
+    benchmark: Bars | None = None,
+    progress: ProgressCb | None = None,
+) -> BacktestResult:
+    """Run a backtest from signal masks ([symbol, day] booleans read at the close) and/or explicit orders."""
+    cfg = cfg or BacktestConfig()
+    n, T = panel.shape
+    lim = np.full(n, np.nan) if limits is None or not rules.limits else np.asarray(limits, dtype=float)
+    book = _Book(panel, rules, cfg, lim, cash=cfg.initial_cash)
+    by_day: dict[int, list[Order]] = {}
+    for o in orders or []:
+        by_day.setdefault(o.day, []).append(o)
+    sym_index = {s: i for i, s in enumerate(panel.symbols)}
+    equity = np.full(T, np.nan)
+    P = panel
+    processed = 0
+    for t in range(T):
+        if t >= cfg.start:
+            # 1) yesterday's signals at today's open: exits first, then entries by signal strength order
+            if t > 0 and exits is not None:
+                for i in [i for i in book.pos if exits[i, t - 1]]:
+                    if not np.isnan(P.open[i, t]):
+                        book.sell(i, t, float(P.open[i, t]), None, "exit signal")
+            if t > 0 and cfg.max_hold:
+                for i in [i for i, p in book.pos.items() if t - p.entry_day >= cfg.max_hold]:
+                    if not np.isnan(P.open[i, t]):
+                        book.sell(i, t, float(P.open[i, t]), None, f"held {cfg.max_hold} bars")
+            if t > 0 and entries is not None:
+                cands = np.flatnonzero(entries[:, t - 1])
+                eq = book.equity(t - 1)
+                for i in cands:
+                    if len(book.pos) >= cfg.max_positions:
+                        break
+                    if i in book.pos or np.isnan(P.open[i, t]):
+                        continue
+                    book.buy(i, t, float(P.open[i, t]), None, eq * cfg.position_pct, "entry signal")
+            for o in by_day.get(t, []):
+                if o.at == "open":
+                    _explicit(book, sym_index[o.symbol], t, o, float(P.open[sym_index[o.symbol], t]))
+            # 2) intraday stops
+            for i in list(book.pos):
+                p = book.pos[i]
+                lo, op = P.low[i, t], P.open[i, t]
+                if np.isnan(lo):
+                    continue
+                stop = -math.inf
+                if cfg.stop_pct is not None:
+                    stop = p.entry_price * (1 - cfg.stop_pct)
+                if cfg.trail_after is not None and p.high >= p.entry_price * (1 + cfg.trail_after):
+                    stop = max(stop, p.high * (1 - cfg.trail_pct))
+                if lo <= stop:
+                    book.sell(i, t, float(min(op, stop)), None, "stop")
+                if i in book.pos:
+                    book.pos[i].high = max(book.pos[i].high, float(P.close[i, t]))
+            for o in by_day.get(t, []):
+                if o.at == "close":
+                    _explicit(book, sym_index[o.symbol], t, o, float(P.close[sym_index[o.symbol], t]))
+        equity[t] = book.equity(t)
+        processed += int(np.count_nonzero(~np.isnan(P.close[:, t])))
+        if progress and t % 50 == 0:
+            progress("backtest", f"{P.dates[t]}", round(100 * t / max(1, T - 1), 1))
+    bench = _align(benchmark, P.dates) if benchmark is not None else None
+    return BacktestResult(
+        P.dates, equity, book.trips, book.fills, book.blocked,
+        metrics(P.dates, equity, book.trips, bench, 365 if rules.market == "crypto" else 252, cfg.start),
+        bench, processed,
+    )  # fmt: skip
+
+
+def _explicit(book: _Book, i: int, t: int, o: Order, price: float) -> None:
+    if o.side == "buy":
+        book.buy(i, t, price, o.quantity, o.value, o.reason or "order")
+    else:
+        book.sell(i, t, price, o.quantity, o.reason or "order")
+
+
+def _align(b: Bars, dates: np.ndarray) -> np.ndarray:
+    out = np.full(len(dates), np.nan)
+    pos = np.searchsorted(b.dates, dates, side="right") - 1  # last index bar on or before each date
+    ok = pos >= 0
+    out[ok] = b.close[pos[ok]]
+    return out
+
+
+def metrics(dates: np.ndarray, equity: np.ndarray, trips: list[RoundTrip], bench: np.ndarray | None,
+            periods: int = 252, start: int = 0) -> dict[str, Any]:  # fmt: skip
+    eq = equity[start:]
+    d = dates[start:]
+    if len(eq) < 2:
+        return {}
+    total = eq[-1] / eq[0] - 1
+    days = max(1, int((d[-1] - d[0]).astype(int)))
+    cagr = (eq[-1] / eq[0]) ** (365.25 / days) - 1 if eq[-1] > 0 else -1.0
+    peak = np.maximum.accumulate(eq)
+    mdd = float(np.min(eq / peak - 1))
+    r = np.diff(eq) / eq[:-1]
+    sharpe = float(np.mean(r) / np.std(r, ddof=1) * math.sqrt(periods)) if len(r) > 2 and np.std(r) > 0 else 0.0
+    closed = [t for t in trips if t.pnl is not None]
+    wins = [t for t in closed if (t.pnl or 0) > 0]
+    out: dict[str, Any] = {
+        "initial_equity": round(float(eq[0]), 2), "final_equity": round(float(eq[-1]), 2),
+        "total_return_pct": round(total * 100, 2), "cagr_pct": round(cagr * 100, 2),
+        "max_drawdown_pct": round(mdd * 100, 2), "sharpe": round(sharpe, 2),
+        "trades": len(trips), "closed_trades": len(closed), "open_positions": len(trips) - len(closed),
+        "win_rate_pct": round(100 * len(wins) / len(closed), 1) if closed else None,
+    }  # fmt: skip
+    if bench is not None:
+        b = bench[start:]
+        ok = ~np.isnan(b)
+        if ok.sum() >= 2:
+            bt = b[ok][-1] / b[ok][0] - 1
+            out["benchmark_return_pct"] = round(bt * 100, 2)
+            out["excess_return_pct"] = round((total - bt) * 100, 2)
+            bp = np.maximum.accumulate(b[ok])
+            out["benchmark_max_drawdown_pct"] = round(float(np.min(b[ok] / bp - 1)) * 100, 2)
+    return out

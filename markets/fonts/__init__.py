@@ -1,0 +1,1 @@
+"""A CJK font subset shipped for charts (see LICENSE-OFL.txt)."""

@@ -1,0 +1,250 @@
+"""Strategies (templates) and traders (a strategy running on the paper broker), after NOFXi (seed 003):
+a strategy is an independent resource; a trader binds one to an account and runs it on schedule.
+
+A strategy config drives both the backtester and traders:
+entries = the chosen Wyckoff triggers (signals.compute) on liquid names, optionally only above a
+rising MA50 over MA200; exits = SOW/upthrust triggers, stops, trailing stop and a holding limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from markets.data import MarketData
+from markets.errors import MarketError, NotFound
+from markets.indicators import sma
+from markets.models import MarketStrategy, MarketTrader
+from markets.panel import Panel
+from markets.wyckoff import signals
+from markets.wyckoff.params import DEFAULT_PARAMS, WyckoffParams
+
+Trigger = Literal["spring", "sos", "lps"]
+ExitTrigger = Literal["sow", "upthrust"]
+
+
+class StrategyConfig(BaseModel):
+    """A strategy template. Every field has a default (`manage_strategy get_default_config`)."""
+
+    market: Literal["cn", "crypto"] = "cn"
+    universe: list[str] = Field(default_factory=list, description="codes; empty = every instrument with data")
+    entry: list[Trigger] = Field(default_factory=lambda: ["spring", "sos", "lps"])
+    exit: list[ExitTrigger] = Field(default_factory=lambda: ["sow", "upthrust"])
+    trend_filter: bool = True  # enter only when MA50 > MA200 or price > MA200
+    min_amount: float = 2e8  # average daily turnover (CNY/USDT) over 20 bars
+    max_positions: int = Field(10, ge=1, le=100)
+    position_pct: float = Field(0.10, gt=0, le=1)
+    stop_pct: float | None = Field(0.07, ge=0, le=0.5)
+    trail_after: float | None = 0.15
+    trail_pct: float = 0.10
+    max_hold: int | None = 60
+    description: str = ""
+    prompt: str = ""  # free-text guidance for AI decisions (NOFXi "strategy prompt")
+
+
+DEFAULT_STRATEGY = StrategyConfig()
+
+
+@dataclass(frozen=True, slots=True)
+class StrategySignals:
+    entries: np.ndarray
+    exits: np.ndarray
+    raw: signals.Signals
+
+
+def strategy_signals(panel: Panel, cfg: StrategyConfig, limits: np.ndarray | None = None,
+                     params: WyckoffParams | None = None, days: np.ndarray | None = None) -> StrategySignals:  # fmt: skip
+    p = params or DEFAULT_PARAMS
+    s = signals.compute(panel.open, panel.high, panel.low, panel.close, panel.volume, p, limits, days=days)
+    entries = s.any_entry(tuple(cfg.entry))
+    amt = sma(np.nan_to_num(panel.amount, nan=0.0), 20)
+    entries &= amt >= cfg.min_amount
+    if cfg.trend_filter:
+        m50, m200 = sma(panel.close, 50), sma(panel.close, 200)
+        with np.errstate(invalid="ignore"):
+            entries &= (m50 > m200) | (panel.close > m200) | np.isnan(m200)
+    exits = np.zeros_like(entries)
+    for k in cfg.exit:
+        exits |= getattr(s, k)
+    return StrategySignals(entries, exits, s)
+
+
+def limits_for(data: MarketData, symbols: list[str]) -> np.ndarray:
+    out = np.full(len(symbols), np.nan)
+    for i, s in enumerate(symbols):
+        try:
+            lim = data.resolve(s).limit_pct
+        except NotFound:
+            lim = 0.10
+        out[i] = np.nan if lim is None else lim
+    return out
+
+
+# ---- storage ------------------------------------------------------------------------------------
+def strategy_dict(s: MarketStrategy) -> dict[str, Any]:
+    return {"id": s.id, "name": s.name, "is_active": s.is_active, "config": s.config}
+
+
+def trader_dict(t: MarketTrader) -> dict[str, Any]:
+    return {
+        "id": t.id, "name": t.name, "strategy_id": t.strategy_id, "market": t.market, "status": t.status,
+        "config": t.config, "last_run_on": str(t.last_run_on) if t.last_run_on else None, "last_result": t.last_result,
+    }  # fmt: skip
+
+
+class StrategyStore:
+    def __init__(self, sessions: Any):
+        self.sessions = sessions
+
+    async def list(self, user_id: str) -> list[dict[str, Any]]:
+        async with self.sessions() as s:
+            rows = (await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id).order_by(MarketStrategy.id))).scalars().all()
+            return [strategy_dict(r) for r in rows]
+
+    async def _get(self, s: Any, user_id: str, ref: int | str) -> MarketStrategy:
+        q = select(MarketStrategy).where(MarketStrategy.user_id == user_id)
+        q = q.where(MarketStrategy.id == int(ref)) if str(ref).isdigit() else q.where(MarketStrategy.name == str(ref))
+        row = (await s.execute(q)).scalar_one_or_none()
+        if row is None:
+            names = [r.name for r in (await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id))).scalars()]
+            raise NotFound(str(ref), names[:5], what="strategy")
+        return row
+
+    async def get(self, user_id: str, ref: int | str) -> dict[str, Any]:
+        async with self.sessions() as s:
+            return strategy_dict(await self._get(s, user_id, ref))
+
+    async def create(self, user_id: str, name: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        cfg = StrategyConfig.model_validate(config or {})
+        async with self.sessions() as s, s.begin():
+            exists = (await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id, MarketStrategy.name == name))).scalar_one_or_none()
+            if exists:
+                raise MarketError(f"a strategy named {name!r} exists already (id {exists.id})")
+            row = MarketStrategy(user_id=user_id, name=name, config=cfg.model_dump(), is_active=False)
+            s.add(row)
+            await s.flush()
+            return strategy_dict(row)
+
+    async def update(self, user_id: str, ref: int | str, config: dict[str, Any] | None = None, name: str | None = None) -> dict[str, Any]:
+        async with self.sessions() as s, s.begin():
+            row = await self._get(s, user_id, ref)
+            if config:
+                row.config = StrategyConfig.model_validate({**row.config, **config}).model_dump()
+            if name:
+                row.name = name
+            await s.flush()
+            return strategy_dict(row)
+
+    async def delete(self, user_id: str, ref: int | str) -> dict[str, Any]:
+        async with self.sessions() as s, s.begin():
+            row = await self._get(s, user_id, ref)
+            out = strategy_dict(row)
+            for t in (await s.execute(select(MarketTrader).where(MarketTrader.strategy_id == row.id))).scalars():
+                t.strategy_id, t.status = None, "stopped"
+            await s.delete(row)
+            return out
+
+    async def activate(self, user_id: str, ref: int | str) -> dict[str, Any]:
+        async with self.sessions() as s, s.begin():
+            row = await self._get(s, user_id, ref)
+            for other in (await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id))).scalars():
+                other.is_active = other.id == row.id
+            await s.flush()
+            return strategy_dict(row)
+
+    async def duplicate(self, user_id: str, ref: int | str, name: str | None = None) -> dict[str, Any]:
+        src = await self.get(user_id, ref)
+        return await self.create(user_id, name or f"{src['name']} copy", src["config"])
+
+    # -- traders ----------------------------------------------------------------------------------
+    async def traders(self, user_id: str) -> list[dict[str, Any]]:
+        async with self.sessions() as s:
+            rows = (await s.execute(select(MarketTrader).where(MarketTrader.user_id == user_id).order_by(MarketTrader.id))).scalars().all()
+            return [trader_dict(r) for r in rows]
+
+    async def _trader(self, s: Any, user_id: str, ref: int | str) -> MarketTrader:
+        q = select(MarketTrader).where(MarketTrader.user_id == user_id)
+        q = q.where(MarketTrader.id == int(ref)) if str(ref).isdigit() else q.where(MarketTrader.name == str(ref))
+        row = (await s.execute(q)).scalar_one_or_none()
+        if row is None:
+            raise NotFound(str(ref), what="trader")
+        return row
+
+    async def create_trader(self, user_id: str, name: str, strategy: int | str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        async with self.sessions() as s, s.begin():
+            st = await self._get(s, user_id, strategy)
+            row = MarketTrader(user_id=user_id, name=name, strategy_id=st.id, market=st.config.get("market", "cn"),
+                               status="stopped", config=config or {}, last_result="")  # fmt: skip
+            s.add(row)
+            await s.flush()
+            return trader_dict(row)
+
+    async def update_trader(self, user_id: str, ref: int | str, *, strategy: int | str | None = None,
+                            config: dict[str, Any] | None = None, status: str | None = None) -> dict[str, Any]:  # fmt: skip
+        async with self.sessions() as s, s.begin():
+            row = await self._trader(s, user_id, ref)
+            if strategy is not None:
+                st = await self._get(s, user_id, strategy)
+                row.strategy_id, row.market = st.id, st.config.get("market", "cn")
+            if config:
+                row.config = {**(row.config or {}), **config}
+            if status:
+                if status == "running" and row.strategy_id is None:
+                    raise MarketError("the trader has no strategy; bind one first (manage_trader update)")
+                row.status = status
+            await s.flush()
+            return trader_dict(row)
+
+    async def delete_trader(self, user_id: str, ref: int | str) -> dict[str, Any]:
+        async with self.sessions() as s, s.begin():
+            row = await self._trader(s, user_id, ref)
+            out = trader_dict(row)
+            await s.delete(row)
+            return out
+
+
+async def run_trader_once(store: StrategyStore, broker: Any, data: MarketData, user_id: str, trader_ref: int | str) -> dict[str, Any]:
+    """One scheduled step of a running trader: evaluate its strategy as of the last bar and send
+    paper orders. Keys are `trader:<id>:<date>:<symbol>:<side>`, so a re-run on the same day (a
+    restart, a double-fired job) never trades twice."""
+    async with store.sessions() as s:
+        t = await store._trader(s, user_id, trader_ref)
+        if t.status != "running":
+            return {"trader": t.name, "skipped": f"status {t.status}"}
+        st = await store._get(s, user_id, t.strategy_id) if t.strategy_id else None
+        trader_id, trader_name = t.id, t.name
+    if st is None:
+        return {"trader": trader_name, "skipped": "no strategy"}
+    cfg = StrategyConfig.model_validate(st.config)
+    syms = cfg.universe or [i.symbol for i in data.universe(cfg.market)]
+    panel = data.panel(syms, cfg.market, min_bars=60)
+    T = panel.shape[1]
+    sig = strategy_signals(panel, cfg, limits_for(data, panel.symbols), days=np.arange(max(0, T - 2), T))
+    as_of: date = panel.dates[-1].astype(object)
+    held = {p.symbol: p for p in await broker.portfolio.positions(user_id, cfg.market)}
+    orders = []
+    for i, sym in enumerate(panel.symbols):
+        if sym in held and sig.exits[i, -1]:
+            orders.append((sym, "sell", held[sym].quantity, "exit signal"))
+        elif sym not in held and sig.entries[i, -1] and len(held) + sum(o[1] == "buy" for o in orders) < cfg.max_positions:
+            cash = (await broker.portfolio.balance(user_id, cfg.market))[0]["cash"]
+            price = float(panel.close[i, -1])
+            from markets.broker import rules_for
+
+            qty = rules_for(cfg.market, broker.settings).max_affordable(cash * cfg.position_pct, price)
+            if qty > 0:
+                orders.append((sym, "buy", qty, "entry signal"))
+    results = []
+    for sym, side, qty, why in orders:
+        r = await broker.submit(user_id, sym, side, qty, key=f"trader:{trader_id}:{as_of}:{sym}:{side}", source=f"trader:{trader_id}")
+        results.append({**r.to_dict(), "why": why})
+    summary = f"{as_of}: {len(results)} order(s)"
+    async with store.sessions() as s, s.begin():
+        t = await store._trader(s, user_id, trader_id)
+        t.last_run_on, t.last_result = as_of, summary
+    return {"trader": trader_name, "as_of": str(as_of), "orders": results}

@@ -1,0 +1,144 @@
+"""`/memory` in chat and `tapebot memory …` in the terminal: list recent, search, forget, trace.
+
+    list [--type T] [--limit N] [--scope S]   newest memories
+    search QUERY                               hybrid recall ranking for QUERY
+    forget ID                                  delete one memory
+    trace ID                                   a memory's source: the chat messages it came from,
+                                               or the L1 memories an L2/L3 one was distilled from
+
+`memory_command(services, scope, text)` answers the chat command (one user's scope);
+`memory_cli(args, settings)` runs the terminal command over the configured database (every scope
+unless `--scope` is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from memory.longterm import TYPE_RULES, MemoryRecord, MemoryStore
+from memory.recall import MemoryRecall
+from memory.terms import containment
+
+USAGE = "用法 / usage: /memory [list [type]] | search <text> | forget <id> | trace <id>"
+
+
+def build_memory_parser(prog: str = "tapebot memory") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="inspect, search and edit long-term memories")
+    parser.add_argument("--scope", help="only this user's memories (default: all for list, 'default' for search)")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    p = sub.add_parser("list", help="newest memories")
+    p.add_argument("--type", choices=sorted(TYPE_RULES), help="only this type")
+    p.add_argument("--limit", type=int, default=20)
+    p = sub.add_parser("search", help="hybrid recall for a query")
+    p.add_argument("query", nargs="+")
+    p = sub.add_parser("forget", help="delete a memory")
+    p.add_argument("id", type=int)
+    p = sub.add_parser("trace", help="show where a memory came from")
+    p.add_argument("id", type=int)
+    return parser
+
+
+def format_record(r: MemoryRecord) -> str:
+    codes = f" [{','.join(r.codes)}]" if r.codes else ""
+    return f"#{r.id} {r.created_at:%Y-%m-%d} {r.level}/{r.memory_type}{codes} {r.content}"
+
+
+async def trace_text(store: MemoryStore, record: MemoryRecord, session_messages: Any = None) -> str:
+    """What a memory came from. `session_messages` loads a session's messages (`SessionStore.load_messages`)."""
+    lines = [format_record(record), f"source: {record.source_ref or '(none)'} ({record.source_kind})"]
+    if record.meta:
+        lines.append("meta: " + ", ".join(f"{k}={v}" for k, v in sorted(record.meta.items()) if k != "source_l1_ids"))
+    for l1_id in record.meta.get("source_l1_ids", [])[:30]:
+        src = await store.get(int(l1_id))
+        lines.append(f"  from {format_record(src)}" if src else f"  from #{l1_id} (deleted)")
+    if record.source_ref.startswith("chat_log:") and session_messages is not None:
+        session_id = record.source_ref.split(":", 1)[1]
+        try:
+            messages = await session_messages(session_id)
+        except Exception as exc:
+            lines.append(f"  (session {session_id} unavailable: {exc})")
+            messages = []
+        scored = sorted(
+            ((containment(record.content, m.text), m.text) for m in messages if m.role == "user" and m.text),
+            reverse=True,
+        )
+        for score, text in scored[:3]:
+            if score > 0:
+                lines.append(f"  user said ({score:.0%} overlap): {' '.join(text.split())[:200]}")
+    return "\n".join(lines)
+
+
+async def memory_command(
+    store: MemoryStore,
+    recall: MemoryRecall,
+    scope: str,
+    text: str,
+    *,
+    session_messages: Any = None,
+) -> str:
+    """The chat `/memory` command for one user (`text` is what follows `/memory`)."""
+    try:
+        words = shlex.split(text or "")
+    except ValueError:
+        words = (text or "").split()
+    action = words[0].lower() if words else "list"
+    rest = words[1:]
+    if action == "list":
+        types = [rest[0]] if rest and rest[0] in TYPE_RULES else None
+        records = await store.recent(scope, types=types, limit=15)
+        return "\n".join(format_record(r) for r in records) if records else "(no memories yet / 还没有记忆)"
+    if action == "search" and rest:
+        result = await recall.recall(scope, " ".join(rest))
+        return result.text or "(nothing recalled / 没有召回)"
+    if action in ("forget", "trace") and rest and rest[0].lstrip("#").isdigit():
+        memory_id = int(rest[0].lstrip("#"))
+        if action == "forget":
+            deleted = await store.delete(memory_id, scope=scope)
+            return f"forgot / 已删除: {format_record(deleted)}" if deleted else f"no memory #{memory_id}"
+        record = await store.get(memory_id, scope=scope)
+        if record is None:
+            return f"no memory #{memory_id}"
+        return await trace_text(store, record, session_messages)
+    return USAGE
+
+
+async def run_memory_cli(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
+    from memory.db import Database
+    from memory.stores import SqlStore
+
+    async with Database(settings.db_url) as db:
+        store = MemoryStore(db)
+        scope = getattr(args, "scope", None)
+        action = args.action or "list"
+        if action == "list":
+            types = [args.type] if getattr(args, "type", None) else None
+            for r in await store.recent(scope, types=types, limit=getattr(args, "limit", 20)):
+                print(f"{format_record(r)}  ({r.scope})", file=out)
+            return 0
+        if action == "search":
+            result = await MemoryRecall(store).recall(scope or "default", " ".join(args.query))
+            print(result.text or "(nothing recalled)", file=out)
+            return 0
+        record = await store.get(args.id, scope=scope)
+        if record is None:
+            print(f"no memory #{args.id}", file=out)
+            return 1
+        if action == "forget":
+            await store.delete(args.id)
+            print(f"forgot {format_record(record)}", file=out)
+            return 0
+        print(await trace_text(store, record, SqlStore(db).load_messages), file=out)
+        return 0
+
+
+def memory_cli(args: argparse.Namespace | Sequence[str], settings: Any, *, out: TextIO | None = None) -> int:
+    """`tapebot memory …`: `args` is the parsed namespace or the raw arguments after `memory`."""
+    import sys
+
+    if not isinstance(args, argparse.Namespace):
+        args = build_memory_parser().parse_args(list(args))
+    return asyncio.run(run_memory_cli(args, settings, out or sys.stdout))

@@ -1,0 +1,177 @@
+"""`MemoryContextHooks`: the runtime's context hooks backed by long-term memory, TaskState, the
+context archive and the compactor — plus `build_memory_hooks`, the one-call wiring for the
+composition root.
+
+Nothing here blocks a reply: recall is one bounded read; TaskState updates and memory extraction
+are scheduled on the caller's `TaskTracker` and run after the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+from agent.compaction import Compactor
+from agent.context import CompactingHooks, TaskTracker, unwrap_recall
+from agent.messages import Message
+from agent.ports import Clock, SessionStore
+from agent.providers.base import ModelClient
+from memory.archive import FileArchiveStore
+from memory.db import Database
+from memory.extraction import MemoryExtractor
+from memory.longterm import MemoryStore
+from memory.recall import MemoryRecall
+from memory.taskstate import TaskStateStore, TaskStateUpdater
+from memory.terms import CodeResolver
+
+log = logging.getLogger(__name__)
+
+ScopeOf = Callable[[str], Awaitable[str]]
+DEFAULT_SCOPE = "default"
+
+
+def session_scope_resolver(db: Database) -> ScopeOf:
+    """Memories belong to the session's user (else its chat, else "default"), read from the core
+    `sessions` table and cached."""
+    cache: dict[str, str] = {}
+
+    async def scope_of(session_id: str) -> str:
+        if session_id in cache:
+            return cache[session_id]
+        from memory.models import SessionRow
+
+        scope = DEFAULT_SCOPE
+        try:
+            async with db.read() as s:
+                row = await s.get(SessionRow, session_id)
+            if row is not None:
+                scope = row.user_id or row.chat_key or DEFAULT_SCOPE
+                cache[session_id] = scope
+        except Exception:
+            log.exception("cannot resolve the memory scope of session %s", session_id)
+        return scope
+
+    return scope_of
+
+
+async def _default_scope(session_id: str) -> str:
+    return DEFAULT_SCOPE
+
+
+class _Flush:
+    """Adapts the extractor to `agent.compaction.MemoryFlush` (session → scope)."""
+
+    def __init__(self, extractor: MemoryExtractor, scope_of: ScopeOf):
+        self.extractor, self.scope_of = extractor, scope_of
+
+    async def flush(self, session_id: str, head: Sequence[Message]) -> int:
+        return await self.extractor.flush_before_compaction(await self.scope_of(session_id), session_id, head)
+
+
+class MemoryContextHooks(CompactingHooks):
+    def __init__(
+        self,
+        *,
+        recall: MemoryRecall,
+        tracker: TaskTracker,
+        extractor: MemoryExtractor | None = None,
+        taskstate: TaskStateUpdater | None = None,
+        compactor: Compactor | None = None,
+        scope_of: ScopeOf | None = None,
+        session_store: SessionStore | None = None,
+        overhead_tokens: int = 0,
+        taskstate_every: int = 4,
+        extract_every: int = 12,
+    ):
+        super().__init__(compactor, store=session_store, overhead_tokens=overhead_tokens)
+        self.recaller = recall
+        self.tracker = tracker
+        self.extractor = extractor
+        self.taskstate = taskstate
+        self.scope_of = scope_of or _default_scope
+        self.taskstate_every = taskstate_every
+        self.extract_every = extract_every
+        self._taskstate_seen: dict[str, int] = {}
+        self._extract_seen: dict[str, int] = {}
+
+    @property
+    def flush_port(self) -> _Flush | None:
+        return _Flush(self.extractor, self.scope_of) if self.extractor is not None else None
+
+    async def recall(self, session_id: str, user_text: str) -> str | None:
+        try:
+            scope = await self.scope_of(session_id)
+            result = await self.recaller.recall(scope, unwrap_recall(user_text), session_id=session_id)
+        except Exception:  # recall is an aid; a failure must never cost the reply
+            log.exception("memory recall failed for session %s", session_id)
+            return None
+        return result.text or None
+
+    async def after_turn(self, session_id: str, messages: list[Message]) -> None:
+        """Schedules TaskState refresh (every `taskstate_every` new messages) and memory extraction
+        (every `extract_every`) in the background and returns at once."""
+        n = len(messages)
+        snapshot = list(messages)
+        if self.taskstate is not None and n - self._taskstate_seen.get(session_id, 0) >= self.taskstate_every:
+            self._taskstate_seen[session_id] = n
+            self.tracker.spawn(self.taskstate.update(session_id, snapshot), name=f"taskstate:{session_id}")
+        if self.extractor is not None and n - self._extract_seen.get(session_id, 0) >= self.extract_every:
+            self._extract_seen[session_id] = n
+            self.tracker.spawn(
+                self._extract(session_id, snapshot, False), name=f"memory-extract:{session_id}"
+            )
+
+    async def session_end(self, session_id: str, messages: list[Message]) -> None:
+        """/new, /clear or shutdown: extract long-term memory from the whole session (background)."""
+        if self.extractor is not None and messages:
+            self.tracker.spawn(
+                self._extract(session_id, list(messages), False), name=f"memory-end:{session_id}"
+            )
+        self._taskstate_seen.pop(session_id, None)
+        self._extract_seen.pop(session_id, None)
+
+    async def _extract(self, session_id: str, messages: list[Message], skip_layers: bool) -> None:
+        assert self.extractor is not None
+        scope = await self.scope_of(session_id)
+        report = await self.extractor.extract_session(scope, session_id, messages, skip_layers=skip_layers)
+        if report.saved:
+            log.info("saved %d memory(ies) from session %s", len(report.saved), session_id)
+
+
+def build_memory_hooks(
+    db: Database,
+    *,
+    archive_dir: Path,
+    tracker: TaskTracker,
+    memory_client: ModelClient | None = None,
+    summarizer: ModelClient | None = None,
+    code_resolver: CodeResolver | None = None,
+    session_store: SessionStore | None = None,
+    scope_of: ScopeOf | None = None,
+    overhead_tokens: int = 0,
+    recall_budget_chars: int = 1200,
+    clock: Clock | None = None,
+) -> MemoryContextHooks:
+    """Everything memory needs, wired. `memory_client` runs extraction, de-duplication and TaskState
+    (a cheap model is fine; None disables them); `summarizer` writes compaction summaries (None:
+    the turn's own model)."""
+    store = MemoryStore(db, clock=clock, code_resolver=code_resolver)
+    archive = FileArchiveStore(archive_dir, clock=clock, code_resolver=code_resolver)
+    tasks = TaskStateStore(db, clock=clock)
+    recall = MemoryRecall(
+        store, archive=archive, taskstates=tasks, code_resolver=code_resolver, max_chars=recall_budget_chars
+    )
+    extractor = MemoryExtractor(store, client=memory_client) if memory_client is not None else None
+    scope = scope_of or session_scope_resolver(db)
+    hooks = MemoryContextHooks(
+        recall=recall,
+        tracker=tracker,
+        extractor=extractor,
+        taskstate=TaskStateUpdater(tasks, memory_client) if memory_client is not None else None,
+        scope_of=scope,
+        session_store=session_store,
+        overhead_tokens=overhead_tokens,
+    )
+    hooks.compactor = Compactor(archive=archive, flush=hooks.flush_port, summarizer=summarizer)
+    return hooks

@@ -1,0 +1,250 @@
+"""`ScheduleService`: what `/brief`, `/status` and the `manage_schedule` tool call.
+
+The schedules table is the source of truth; the APScheduler job is derived from it (added on
+create/resume, removed on pause/delete, and re-derived by `AppScheduler.reconcile()` when a
+process becomes the scheduler), so a crash between the two writes heals at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent.ports import Clock, SystemClock
+from scheduler.app import AppScheduler
+from scheduler.jobs import BriefOutcome
+from scheduler.specs import (
+    BriefSpec,
+    BriefSpecError,
+    DailyTrigger,
+    ScheduleError,
+    normalize_timezone,
+    parse_brief_command,
+    parse_brief_spec,
+)
+from scheduler.store import Schedule, ScheduleStore, new_schedule_id
+
+log = logging.getLogger(__name__)
+
+_DAYS_TEXT = {"daily": "every day", "weekdays": "weekdays (Mon–Fri)", "trading_days": "trading days"}
+USAGE = (
+    "Usage: /brief 08:30 · /brief 08:30 Asia/Shanghai · /brief weekdays 21:00 · "
+    "/brief trading_days 08:30 · /brief now · /brief pause · /brief resume · /brief off · /brief tz <zone>"
+)
+
+
+class ScheduleNotFound(ScheduleError, LookupError):
+    pass
+
+
+class ScheduleService:
+    def __init__(
+        self,
+        store: ScheduleStore,
+        scheduler: AppScheduler | None = None,
+        *,
+        clock: Clock | None = None,
+        default_timezone: str | None = None,
+        max_per_chat: int = 5,
+    ):
+        self.store = store
+        self.scheduler = scheduler
+        self.clock = clock or (scheduler.clock if scheduler else SystemClock())
+        self.default_timezone = normalize_timezone(
+            default_timezone or (scheduler.default_timezone if scheduler else "UTC")
+        )
+        self.max_per_chat = max_per_chat
+        self._adhoc: set[asyncio.Task[Any]] = set()
+
+    # ---- zones ------------------------------------------------------------------------------------
+    async def chat_timezone(self, chat_key: str) -> str:
+        return await self.store.get_chat_timezone(chat_key) or self.default_timezone
+
+    async def set_chat_timezone(self, chat_key: str, tz: str) -> str:
+        tz = normalize_timezone(tz)
+        await self.store.set_chat_timezone(chat_key, tz, at=self.clock.now())
+        return tz
+
+    # ---- CRUD -------------------------------------------------------------------------------------
+    async def create(
+        self, chat_key: str, spec: BriefSpec | str, *, created_by: str = "", timezone: str | None = None
+    ) -> Schedule:
+        if not chat_key:
+            raise ScheduleError("a schedule needs a chat to deliver to")
+        parsed = parse_brief_spec(spec) if isinstance(spec, str) else spec
+        tz = normalize_timezone(timezone) if timezone else parsed.tz or await self.chat_timezone(chat_key)
+        if await self.store.count_schedules(chat_key) >= self.max_per_chat:
+            raise ScheduleError(f"this chat already has {self.max_per_chat} schedules; delete one first")
+        now = self.clock.now()
+        schedule = Schedule(
+            id=new_schedule_id(),
+            chat_key=chat_key,
+            spec=parsed.text,
+            tz=tz,
+            created_by=created_by,
+            created_at=now,
+            updated_at=now,
+        )
+        await self.store.create_schedule(schedule)
+        if self.scheduler is not None:
+            try:
+                await self.scheduler.add_brief_job(schedule)
+            except Exception:
+                await self.store.delete_schedule(schedule.id)  # keep table and job store in step
+                raise
+        return schedule
+
+    async def get(self, chat_key: str, schedule_id: str) -> Schedule:
+        schedule = await self.store.get_schedule(schedule_id.strip())
+        if schedule is None or schedule.chat_key != chat_key:
+            raise ScheduleNotFound(f"no schedule {schedule_id!r} in this chat")
+        return schedule
+
+    async def pause(self, chat_key: str, schedule_id: str) -> Schedule:
+        schedule = await self.get(chat_key, schedule_id)
+        await self.store.set_paused(schedule.id, True, at=self.clock.now())
+        if self.scheduler is not None:
+            await self.scheduler.remove_brief_job(schedule.id)
+        return schedule.model_copy(update={"paused": True})
+
+    async def resume(self, chat_key: str, schedule_id: str) -> Schedule:
+        """Resume from the next firing; runs missed while paused are not caught up."""
+        schedule = await self.get(chat_key, schedule_id)
+        await self.store.set_paused(schedule.id, False, at=self.clock.now())
+        schedule = schedule.model_copy(update={"paused": False})
+        if self.scheduler is not None:
+            await self.scheduler.add_brief_job(schedule)
+        return schedule
+
+    async def delete(self, chat_key: str, schedule_id: str) -> Schedule:
+        schedule = await self.get(chat_key, schedule_id)
+        if self.scheduler is not None:
+            await self.scheduler.remove_brief_job(schedule.id)
+        await self.store.delete_schedule(schedule.id)
+        return schedule
+
+    async def set_brief(
+        self, chat_key: str, spec: BriefSpec | str, *, created_by: str = ""
+    ) -> tuple[Schedule, builtins.list[Schedule]]:
+        """`/brief <spec>`: the chat's brief becomes this one (existing ones are replaced).
+        Returns (new schedule, replaced schedules)."""
+        parsed = parse_brief_spec(spec) if isinstance(spec, str) else spec
+        old = await self.store.list_schedules(chat_key)
+        for s in old:
+            await self.delete(chat_key, s.id)
+        return await self.create(chat_key, parsed, created_by=created_by), old
+
+    async def delete_all(self, chat_key: str) -> int:
+        old = await self.store.list_schedules(chat_key)
+        for s in old:
+            await self.delete(chat_key, s.id)
+        return len(old)
+
+    async def run_now(self, chat_key: str, *, wait: bool = False) -> BriefOutcome | None:
+        """`/brief now`: run a brief immediately (in the background unless `wait`)."""
+        if self.scheduler is None:
+            raise ScheduleError("the scheduler is not running in this process")
+        schedules = await self.store.list_schedules(chat_key)
+        schedule_id = schedules[0].id if schedules else ""
+        coro = self.scheduler.run_brief_now(chat_key, schedule_id)
+        if wait:
+            return await coro
+        task = asyncio.create_task(coro, name=f"brief-now:{chat_key}")
+        self._adhoc.add(task)
+        task.add_done_callback(self._adhoc.discard)
+        return None
+
+    # ---- views ------------------------------------------------------------------------------------
+    def next_run(self, schedule: Schedule, now: datetime | None = None) -> datetime | None:
+        if schedule.paused:
+            return None
+        trigger = DailyTrigger.from_spec(schedule.brief_spec, schedule.tz)
+        when = trigger.get_next_fire_time(None, now or self.clock.now())
+        is_trading = self.scheduler.context.is_trading_day if self.scheduler else None
+        if schedule.brief_spec.days == "trading_days" and is_trading is not None and when is not None:
+            for _ in range(30):  # skip holidays for display; the job skips them at run time
+                if is_trading(when.date()):
+                    break
+                when = trigger.get_next_fire_time(when, when + timedelta(seconds=1))
+                if when is None:
+                    break
+        return when
+
+    def describe(self, schedule: Schedule, now: datetime | None = None) -> str:
+        spec = schedule.brief_spec
+        line = f"{schedule.id} · {_DAYS_TEXT[spec.days]} {spec.time} {schedule.tz}"
+        if schedule.paused:
+            line += " · paused"
+        else:
+            nxt = self.next_run(schedule, now)
+            if nxt is not None:
+                line += f" · next {nxt:%a %d %b %H:%M}"
+        if schedule.last_status:
+            last = f" · last: {schedule.last_status}"
+            if schedule.last_run_at is not None and schedule.last_status in (
+                "delivered",
+                "failed",
+                "interrupted",
+            ):
+                local = schedule.last_run_at.astimezone(DailyTrigger.from_spec(spec, schedule.tz).zone)
+                last += f" {local:%d %b %H:%M}"
+            if schedule.last_error and schedule.last_status != "delivered":
+                last += f" ({schedule.last_error[:160]})"
+            line += last
+        return line
+
+    async def status_lines(self, chat_key: str) -> builtins.list[str]:
+        """Lines for `/status`, including a failed delivery's error."""
+        now = self.clock.now()
+        return [self.describe(s, now) for s in await self.store.list_schedules(chat_key)]
+
+    # ---- /brief -------------------------------------------------------------------------------------
+    async def handle_brief_command(self, chat_key: str, user_id: str, text: str) -> str:
+        """Run `/brief …` and return the reply text."""
+        try:
+            cmd = parse_brief_command(text)
+        except BriefSpecError as exc:
+            return f"{exc}\n{USAGE}"
+        try:
+            return await self._brief_command(chat_key, user_id, cmd)
+        except ScheduleError as exc:
+            return str(exc)
+
+    async def _brief_command(self, chat_key: str, user_id: str, cmd: Any) -> str:
+        schedules = await self.store.list_schedules(chat_key)
+        if cmd.action == "show":
+            zone = await self.chat_timezone(chat_key)
+            if not schedules:
+                return f"No brief is set (chat time zone: {zone}).\n{USAGE}"
+            return "\n".join([*(self.describe(s) for s in schedules), f"Chat time zone: {zone}"])
+        if cmd.action == "set":
+            new, old = await self.set_brief(chat_key, cmd.spec, created_by=user_id)
+            reply = f"Brief set: {self.describe(new)}"
+            if old:
+                reply += f"\n(replaces {', '.join(_DAYS_TEXT[s.brief_spec.days] + ' ' + s.brief_spec.time for s in old)})"
+            return reply
+        if cmd.action == "off":
+            n = await self.delete_all(chat_key)
+            return "Brief turned off." if n else "No brief was set."
+        if cmd.action == "now":
+            await self.run_now(chat_key)
+            return "Preparing your brief now…"
+        if cmd.action in ("pause", "resume"):
+            if not schedules:
+                return "No brief is set."
+            for s in schedules:
+                if cmd.action == "pause" and not s.paused:
+                    await self.pause(chat_key, s.id)
+                elif cmd.action == "resume" and s.paused:
+                    await self.resume(chat_key, s.id)
+            return "Brief paused." if cmd.action == "pause" else "Brief resumed."
+        if cmd.action == "timezone":
+            tz = await self.set_chat_timezone(chat_key, cmd.timezone)
+            return f"This chat's time zone is now {tz}. New briefs use it; existing ones keep theirs (set them again to move them)."
+        return USAGE  # pragma: no cover
+
+    async def list(self, chat_key: str) -> builtins.list[Schedule]:
+        return await self.store.list_schedules(chat_key)

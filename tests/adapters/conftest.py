@@ -1,0 +1,118 @@
+"""Fixtures for the adapter tests: the fake Bot API / fake Discord and adapters wired to them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from adapters.base import Inbound
+from adapters.discord import DiscordAdapter
+from adapters.telegram import TelegramAdapter
+from tests.fakes.discord_fake import FakeDiscord
+from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
+
+
+class Recorder:
+    """An inbound handler that records events; tests can plug extra behaviour in `on`."""
+
+    def __init__(self) -> None:
+        self.events: list[Inbound] = []
+        self.on = None
+
+    async def __call__(self, event: Inbound) -> None:
+        self.events.append(event)
+        if self.on is not None:
+            await self.on(event)
+
+    def of(self, cls: type) -> list:
+        return [e for e in self.events if isinstance(e, cls)]
+
+
+class FakeSleep:
+    """Injected sleep: records the requested delays and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def fake_sleep() -> FakeSleep:
+    return FakeSleep()
+
+
+@pytest.fixture
+def tg_api() -> FakeBotAPI:
+    return FakeBotAPI(max_poll_wait=0.05)
+
+
+@pytest.fixture
+async def make_tg(tg_api, fake_sleep):
+    """Factory: build + start a TelegramAdapter on the in-process fake; stopped at teardown."""
+    started: list[TelegramAdapter] = []
+
+    async def make(handler, **kw) -> TelegramAdapter:
+        kw.setdefault("poll_timeout", 0.05)
+        kw.setdefault("sleep", fake_sleep)
+        kw.setdefault("stop_grace_s", 1.0)
+        ad = TelegramAdapter(
+            tg_api.token, request=FakeRequest(tg_api), get_updates_request=FakeRequest(tg_api), **kw
+        )
+        await ad.start(handler)
+        started.append(ad)
+        return ad
+
+    yield make
+    for ad in started:
+        with contextlib.suppress(Exception):
+            await ad.stop()
+
+
+@pytest.fixture
+async def dc_fake(monkeypatch):
+    fake = FakeDiscord()
+    await fake.start()
+    fake.patch(monkeypatch)
+    yield fake
+    await fake.close()
+
+
+class MemoryKV(dict):
+    async def aget(self, key: str):
+        return self.get(key)
+
+    async def aset(self, key: str, value: str) -> None:
+        self[key] = value
+
+
+@pytest.fixture
+def kv() -> MemoryKV:
+    return MemoryKV()
+
+
+@pytest.fixture
+async def make_dc(dc_fake, kv):
+    started: list[DiscordAdapter] = []
+
+    async def make(handler, **kw) -> DiscordAdapter:
+        kw.setdefault("ready_timeout", 5)
+        kw.setdefault("stop_grace_s", 1.0)
+        ad = DiscordAdapter("fake-discord-token-xyz", kv_get=kv.aget, kv_set=kv.aset, **kw)
+        await ad.start(handler)
+        started.append(ad)
+        return ad
+
+    yield make
+    for ad in started:
+        with contextlib.suppress(Exception):
+            await ad.stop()

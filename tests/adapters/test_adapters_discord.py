@@ -1,0 +1,172 @@
+"""The Discord adapter against the fake REST + gateway (real discord.py client, real websocket)."""
+
+from __future__ import annotations
+
+import discord
+import pytest
+
+from adapters.base import Button, ButtonPress, ChatRef, InboundCommand, InboundMessage, MessageGone, SentMessage
+from adapters.discord import DiscordAdapter, command_payload
+from tests.fakes.discord_fake import APP_ID, BOT
+
+
+def test_seams_still_exist():
+    assert hasattr(discord.http.Route, "BASE")
+    assert hasattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY")
+
+
+async def test_login_identify_ready(make_dc, dc_fake, recorder):
+    ad = await make_dc(recorder)
+    assert ad.me is not None and ad.me.user_id == BOT["id"]
+    assert [c.path for c in dc_fake.calls[:2]] == ["/users/@me", "/oauth2/applications/@me"]
+    intents = discord.Intents._from_value(dc_fake.identifies[0]["intents"])
+    assert intents.dm_messages and intents.guild_messages and not intents.message_content
+
+
+async def test_dm_message_reaches_handler_and_reply_is_safe(make_dc, dc_fake, recorder):
+    async def reply(ev):
+        await ad.send_text(ev.chat, "Hi @everyone, **done** https://example.com", reply_to=ev.message_id)
+
+    recorder.on = reply
+    ad = await make_dc(recorder)
+    await dc_fake.push_dm(300, 42, "hello bot")
+    await dc_fake.wait_for(lambda: dc_fake.bot_messages(300))
+    ev = recorder.events[0]
+    assert isinstance(ev, InboundMessage) and ev.text == "hello bot" and ev.addressed
+    assert ev.chat == ChatRef("discord", "300") and ev.user.user_id == "42"
+    post = dc_fake.calls_matching("POST", "/channels/300/messages")[0].json
+    assert post["content"] == "Hi @\u200beveryone, **done** https://example.com"
+    assert post["allowed_mentions"]["parse"] == []
+    assert post["flags"] & 4  # SUPPRESS_EMBEDS: no link preview
+    assert post["message_reference"]["message_id"] == int(ev.message_id)
+
+
+async def test_guild_messages_only_when_addressed(make_dc, dc_fake, recorder):
+    await make_dc(recorder)
+    await dc_fake.push_guild_message(500, 501, 43, "chatter among humans")
+    await dc_fake.push_guild_message(500, 501, 43, "what about 600519?", mention_bot=True)
+    await dc_fake.wait_for(lambda: recorder.events)
+    assert len(recorder.events) == 1
+    ev = recorder.events[0]
+    assert ev.text == "what about 600519?" and ev.chat.is_group and ev.chat.key == "discord:501"
+
+
+async def test_slash_command_is_deferred_then_followed_up(make_dc, dc_fake, recorder):
+    async def on(ev):
+        assert dc_fake.callbacks and dc_fake.callbacks[0]["type"] == 5  # acknowledged before the work
+        await ad.send_text(ev.chat, "**Model**: test-model")
+        await ad.send_text(ev.chat, "second message goes to the channel")
+
+    recorder.on = on
+    ad = await make_dc(recorder)
+    await dc_fake.push_slash("model", "claude fast", user_id=42, channel_id=300, locale="zh-CN")
+    await dc_fake.wait_for(lambda: len(dc_fake.bot_messages(300)) == 2)
+    ev = recorder.events[0]
+    assert isinstance(ev, InboundCommand) and ev.name == "model" and ev.args == "claude fast"
+    assert ev.user.language_code == "zh-CN"
+    assert dc_fake.followups[0]["message"]["content"] == "**Model**: test-model"
+    assert len(dc_fake.calls_matching("POST", "/channels/300/messages")) == 1
+    # the followup message can be edited (through the interaction webhook while the token lives)
+    first = SentMessage(ev.chat, dc_fake.followups[0]["message"]["id"])
+    await ad.edit_text(first, "edited")
+    assert dc_fake.calls_matching("PATCH", f"/webhooks/{APP_ID}/")
+    assert dc_fake.followups[0]["message"]["content"] == "edited"
+
+
+async def test_unanswered_slash_command_placeholder_is_removed(make_dc, dc_fake, recorder, fake_sleep):
+    await make_dc(recorder, sleep=fake_sleep, interaction_grace_s=600)
+    await dc_fake.push_slash("new", user_id=42, channel_id=300)
+    await dc_fake.wait_for(lambda: dc_fake.calls_matching("DELETE", "/messages/@original"))
+    assert 600 in fake_sleep.delays
+
+
+async def test_button_survives_restart(make_dc, dc_fake, recorder):
+    first = await make_dc(recorder)
+    card = await first.send_text(
+        ChatRef("discord", "300"), "Run `buy`?", buttons=[[Button("Allow", "ap7Kq", "success"), Button("Deny", "dn7Kq", "danger")]]
+    )
+    components = dc_fake.bot_messages(300)[0]["components"][0]["components"]
+    assert [c["custom_id"] for c in components] == ["tb:ap7Kq", "tb:dn7Kq"]
+    await first.stop()
+
+    async def on(ev):
+        if isinstance(ev, ButtonPress):
+            await second.answer_button(ev, "Approved ✓")
+            await second.edit_text(SentMessage(ev.chat, ev.message_id), "Approved by Alice")
+
+    recorder.on = on
+    second = await make_dc(recorder)  # a new client: nothing registered in memory
+    await dc_fake.push_button("tb:ap7Kq", message_id=card.message_id, user_id=42, channel_id=300)
+    await dc_fake.push_button("someone-elses:button", message_id=card.message_id, channel_id=300)
+    await dc_fake.wait_for(lambda: dc_fake.followups)
+    press = recorder.events[0]
+    assert isinstance(press, ButtonPress) and press.data == "ap7Kq" and press.message_id == card.message_id
+    assert [c["type"] for c in dc_fake.callbacks] == [6]  # deferred update; the foreign button ignored
+    assert dc_fake.followups[0]["message"]["flags"] & 64  # ephemeral toast
+    await dc_fake.wait_for(lambda: dc_fake.bot_messages(300)[0]["content"] == "Approved by Alice")
+    assert dc_fake.bot_messages(300)[0]["components"] == []
+    assert len(recorder.events) == 1
+
+
+async def test_command_sync_only_when_changed(make_dc, dc_fake, recorder):
+    cmds = [("new", "Start a new session"), ("status", "Show status")]
+    tr = {"zh": {"new": "开始新会话"}}
+    a = await make_dc(recorder)
+    await a.set_commands(cmds, translations=tr)
+    assert len(dc_fake.command_syncs) == 1
+    payload = dc_fake.command_syncs[0]["payload"]
+    assert payload == command_payload(cmds, tr)
+    assert payload[0]["description_localizations"]["zh-CN"] == "开始新会话"
+    assert dc_fake.command_syncs[0]["path"] == f"/applications/{APP_ID}/commands"
+    await a.stop()
+    b = await make_dc(recorder)  # restart: same command set → no PUT
+    await b.set_commands(cmds, translations=tr)
+    assert len(dc_fake.command_syncs) == 1 and b.synced == 0
+    await b.set_commands([*cmds, ("cancel", "Stop the running turn")])
+    assert len(dc_fake.command_syncs) == 2
+
+
+async def test_text_commands_and_errors_do_not_kill(make_dc, dc_fake, recorder):
+    async def on(ev):
+        if getattr(ev, "text", "") == "crash":
+            raise RuntimeError("bug")
+
+    recorder.on = on
+    ad = await make_dc(recorder)
+    await ad.set_commands([("approve", "Approve")])
+    await dc_fake.push_dm(300, 42, "crash")
+    await dc_fake.push_dm(300, 42, "/approve ab12")
+    await dc_fake.push_dm(300, 42, "/notacommand x")
+    await dc_fake.wait_for(lambda: len(recorder.events) == 3)
+    cmd = recorder.events[1]
+    assert isinstance(cmd, InboundCommand) and cmd.name == "approve" and cmd.args == "ab12"
+    assert isinstance(recorder.events[2], InboundMessage)
+
+
+async def test_long_text_split_and_edit_errors(make_dc, dc_fake, recorder):
+    ad = await make_dc(recorder)
+    chat = ChatRef("discord", "300")
+    text = "\n\n".join(f"Section {i}\n" + "data " * 150 for i in range(7))
+    sent = await ad.send_text(chat, text)
+    msgs = dc_fake.bot_messages(300)
+    assert len(msgs) >= 3 and all(len(m["content"]) <= 2000 for m in msgs)
+    assert sent.message_id == msgs[-1]["id"] and len(sent.earlier_ids) == len(msgs) - 1
+    with pytest.raises(MessageGone):
+        await ad.edit_text(SentMessage(chat, "123456789012345678"), "x")
+
+
+async def test_typing_and_image(make_dc, dc_fake, recorder, tmp_path):
+    ad = await make_dc(recorder)
+    chat = ChatRef("discord", "300")
+    await ad.send_typing(chat)
+    assert dc_fake.calls_matching("POST", "/channels/300/typing")
+    png = tmp_path / "c.png"
+    png.write_bytes(b"\x89PNG")
+    await ad.send_image(chat, png, caption="chart @here")
+    call = dc_fake.calls_matching("POST", "/channels/300/messages")[-1]
+    assert call.files == ["c.png"] and call.json["content"] == "chart @\u200bhere"
+
+
+def test_adapter_requires_token():
+    with pytest.raises(ValueError):
+        DiscordAdapter("", kv_get=dict().get, kv_set=lambda k, v: None)

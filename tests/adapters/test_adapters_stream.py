@@ -1,0 +1,155 @@
+"""StreamingMessage: edit rate on an injected clock, splitting, final render, plain fallback."""
+
+from __future__ import annotations
+
+import asyncio
+
+from adapters.base import Button, ChatAdapter, ChatRef, SentMessage
+from adapters.stream import StreamingMessage
+from tests.fakes.telegram_api import cant_parse
+
+
+class Clock:
+    """Fake time. While the test drives it (`auto=False`), a sleep waits until the test has advanced
+    the clock far enough; with `auto=True` a sleep simply jumps the clock forward."""
+
+    def __init__(self, auto: bool = True) -> None:
+        self.t = 1000.0
+        self.auto = auto
+
+    def __call__(self) -> float:
+        return self.t
+
+    async def sleep(self, s: float) -> None:
+        target = self.t + s
+        while self.t < target:
+            if self.auto:
+                self.t = target
+            await asyncio.sleep(0)
+
+
+class RecordingAdapter(ChatAdapter):
+    platform = "test"
+    max_message_len = 300
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
+        self.ops: list[tuple[float, str, str, str]] = []  # (time, op, message id, text)
+        self.texts: dict[str, str] = {}
+        self.buttons: dict[str, object] = {}
+        self._n = 0
+
+    async def start(self, handler):  # pragma: no cover - not used
+        pass
+
+    async def stop(self):  # pragma: no cover
+        pass
+
+    async def send_text(self, chat, text, *, buttons=None, reply_to=None, format="markdown"):
+        assert len(text) <= self.max_message_len
+        self._n += 1
+        mid = str(self._n)
+        self.ops.append((self.clock.t, "send", mid, text))
+        self.texts[mid], self.buttons[mid] = text, buttons
+        return SentMessage(chat, mid)
+
+    async def edit_text(self, msg, text, *, buttons=None, format="markdown"):
+        assert len(text) <= self.max_message_len
+        self.ops.append((self.clock.t, "edit", msg.message_id, text))
+        self.texts[msg.message_id], self.buttons[msg.message_id] = text, buttons
+
+    async def send_typing(self, chat):  # pragma: no cover
+        pass
+
+    async def send_image(self, chat, path, caption=""):  # pragma: no cover
+        raise NotImplementedError
+
+    async def set_commands(self, commands, *, translations=None):  # pragma: no cover
+        pass
+
+
+DM = ChatRef("test", "1")
+GROUP = ChatRef("test", "-5", is_group=True)
+
+
+async def _stream_words(stream: StreamingMessage, clock: Clock, words: int, dt: float) -> str:
+    text = ""
+    for i in range(words):
+        delta = f"w{i} "
+        text += delta
+        await stream.append(delta)
+        clock.t += dt
+        await asyncio.sleep(0)
+    return text
+
+
+async def test_edits_are_rate_limited_per_chat_kind():
+    for chat, interval in [(DM, 1.0), (GROUP, 3.0)]:
+        clock = Clock(auto=False)
+        ad = RecordingAdapter(clock)
+        stream = StreamingMessage(ad, chat, clock=clock, sleep=clock.sleep)
+        assert stream.min_interval == interval
+        text = await _stream_words(stream, clock, words=200, dt=0.05)  # 10 s of streaming
+        clock.auto = True
+        await stream.finish()
+        times = stream.pushes
+        assert len(times) >= 2
+        assert all(b - a >= interval - 1e-9 for a, b in zip(times, times[1:], strict=False))
+        assert "".join(ad.texts[m.message_id] for m in stream.messages) == text
+        # one push per interval at most (a push may touch two messages when the text overflows)
+        assert len(times) <= 10 / interval + 2
+        assert len(ad.ops) <= 2 * len(times)
+
+
+async def test_overflow_continues_in_new_messages_and_buttons_go_last():
+    clock = Clock(auto=False)
+    ad = RecordingAdapter(clock)
+    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep, min_interval=0.5)
+    paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 8 for i in range(12)]
+    full = "\n\n".join(paragraphs)
+    for p in paragraphs:
+        await stream.append(p + "\n\n")
+        clock.t += 0.3
+        await asyncio.sleep(0)
+    clock.auto = True
+    sent = await stream.finish(full, buttons=[[Button("OK", "ok1")]])
+    assert len(sent) >= 3
+    shown = [ad.texts[m.message_id] for m in sent]
+    assert "".join(shown).replace("\n", "") == full.replace("\n", "")
+    assert ad.buttons[sent[-1].message_id] is not None
+    assert all(ad.buttons[m.message_id] is None for m in sent[:-1])
+
+
+async def test_finish_without_text_sends_nothing():
+    clock = Clock()
+    ad = RecordingAdapter(clock)
+    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep)
+    assert await stream.finish() == []
+    assert ad.ops == []
+
+
+async def test_flush_shows_text_before_a_pause():
+    clock = Clock()
+    ad = RecordingAdapter(clock)
+    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep)
+    await stream.append("Looking up prices")
+    await stream.flush()
+    assert ad.texts["1"] == "Looking up prices"
+    await stream.finish("Looking up prices… done.")
+    assert ad.texts["1"] == "Looking up prices… done."
+
+
+async def test_stream_on_telegram_falls_back_to_plain_when_formatting_rejected(make_tg, tg_api, recorder):
+    ad = await make_tg(recorder)
+    tg_api.chat(77)
+    clock = Clock()
+    chat = ChatRef("telegram", "77")
+    stream = StreamingMessage(ad, chat, clock=clock, sleep=clock.sleep)
+    await stream.append("**Total**: 5 < 6")
+    await stream.flush()
+    tg_api.fail("editMessageText", cant_parse())
+    final = await stream.finish("**Total**: 5 < 6 & done")
+    assert len(final) == 1
+    msg = tg_api.messages[(77, int(final[0].message_id))]
+    assert msg["text"] == "Total: 5 < 6 & done"  # the plain resend after the parse error
+    assert [c.params.get("parse_mode") for c in tg_api.calls_to("editMessageText")] == ["HTML", None]

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import pytest
+
+from agent.providers.scripted import ScriptedClient
+from bot.app import App
+from config.loader import load_settings
+from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
+
+ALICE, BOB, ADMIN = 1001, 1002, 1003
+
+
+def make_settings(home, extra_env=None):
+    env = {
+        "TAPEBOT_HOME": str(home),
+        "OPENAI_API_KEY": "sk-test-not-used-000000",
+        "TELEGRAM_BOT_TOKEN": "123456:TEST-token-abcdef",
+        "TAPEBOT_TELEGRAM__ALLOWED_USERS": f"[{ALICE},{BOB},{ADMIN}]",
+        "TAPEBOT_TELEGRAM__ADMINS": f"[{ADMIN}]",
+        "TAPEBOT_TELEGRAM__MAX_BACKLOG_AGE_S": "600",
+        "TAPEBOT_SCHEDULER__ENABLED": "false",
+        **(extra_env or {}),
+    }
+    return load_settings(home, env)
+
+
+class Harness:
+    def __init__(self, home, api: FakeBotAPI, script: ScriptedClient, extra_env=None):
+        self.home, self.api, self.script, self.extra_env = home, api, script, extra_env
+        self.app: App | None = None
+
+    async def start(self) -> App:
+        settings = make_settings(self.home, self.extra_env)
+        self.app = App(
+            settings,
+            model_factory=lambda _m: self.script,
+            adapter_options={"telegram": {"request": FakeRequest(self.api), "get_updates_request": FakeRequest(self.api),
+                                          "poll_timeout": 0.05}},
+        )
+        await self.app.start(adapters=True)
+        return self.app
+
+    async def stop(self) -> None:
+        if self.app is not None:
+            await self.app.stop()
+            self.app = None
+
+
+@pytest.fixture
+async def harness(tmp_path):
+    api = FakeBotAPI()
+    h = Harness(tmp_path / "home", api, ScriptedClient())
+    yield h
+    await h.stop()

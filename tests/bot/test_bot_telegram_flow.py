@@ -1,0 +1,230 @@
+"""The product's front door end to end: fake Telegram Bot API (python-telegram-bot's request hook)
+→ adapter → gateway → runtime (scripted model) → real SQLite → replies, cards and buttons."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.providers.scripted import reply
+from tests.bot.conftest import ADMIN, ALICE, BOB
+
+GROUP = -100500
+
+
+def buttons_of(msg: dict) -> list[dict]:
+    return [b for row in (msg.get("reply_markup") or {}).get("inline_keyboard", []) for b in row]
+
+
+async def test_dm_message_gets_an_answer(harness):
+    harness.script.add(reply("Hello! 600519 looks fine as of 2025-09-03."))
+    await harness.start()
+    harness.api.push_text(ALICE, "hi", user_id=ALICE)
+    await harness.api.wait_for(lambda: any("600519 looks fine" in t for t in harness.api.texts(ALICE)))
+
+
+async def test_unknown_user_is_denied_and_the_model_is_never_called(harness):
+    await harness.start()
+    harness.api.push_text(4242, "hi", user_id=4242)
+    await harness.api.wait_for(lambda: any("4242" in t for t in harness.api.texts(4242)))
+    assert harness.script.requests == []
+
+
+async def test_approval_card_tap_executes_exactly_once(harness, tmp_path):
+    harness.script.add(
+        reply(tool_calls=[("write_file", {"path": "plan.txt", "content": "max 15% per position"})]),
+        reply("Saved your plan."),
+    )
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "save my plan", user_id=ALICE)
+    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    assert "write_file" in card["text"] and "15%" in card["text"]
+    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    assert len(once["callback_data"].encode()) <= 64
+    api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+    await api.wait_for(lambda: any("Saved your plan." in t for t in api.texts(ALICE)))
+    target = harness.home / "workspace" / "plan.txt"
+    assert target.read_text() == "max 15% per position"
+    # a second tap (double tap / replay) changes nothing and is answered
+    target.unlink()
+    n_answers = len(api.calls_to("answerCallbackQuery"))
+    api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+    await api.wait_for(lambda: len(api.calls_to("answerCallbackQuery")) > n_answers)
+    await asyncio.sleep(0.1)
+    assert not target.exists()
+    # the card shows its final state, without buttons
+    final = api.messages[(ALICE, card["message_id"])]
+    assert "Approved" in final["text"] and not buttons_of(final)
+
+
+async def test_forged_callback_does_nothing(harness):
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "/help", user_id=ALICE)
+    help_msg = await api.wait_for(lambda: next(iter(api.sent(ALICE)), None))
+    api.push_callback(ALICE, help_msg["message_id"], "o:forged-id-123", user_id=ALICE)
+    await api.wait_for(lambda: api.calls_to("answerCallbackQuery"))
+    assert harness.script.requests == []
+
+
+async def test_group_member_who_is_not_an_approver_cannot_decide(harness):
+    harness.script.add(
+        reply(tool_calls=[("write_file", {"path": "g.txt", "content": "group"})]),
+        reply("Done."),
+    )
+    await harness.start()
+    api = harness.api
+    api.push_text(GROUP, "@tapebot_test_bot save g.txt", user_id=BOB)
+    card = await api.wait_for(lambda: next((m for m in api.sent(GROUP) if buttons_of(m)), None))
+    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=BOB)  # requester, not admin
+    await api.wait_for(lambda: api.calls_to("answerCallbackQuery"))
+    answer = api.calls_to("answerCallbackQuery")[-1].params
+    assert "not allowed" in answer.get("text", "")
+    assert not (harness.home / "workspace" / "g.txt").exists()
+    api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=ADMIN)
+    await api.wait_for(lambda: (harness.home / "workspace" / "g.txt").exists())
+
+
+async def test_restart_between_card_and_tap(harness):
+    harness.script.add(reply(tool_calls=[("write_file", {"path": "r.txt", "content": "after restart"})]))
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "write r.txt", user_id=ALICE)
+    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    await harness.stop()
+    harness.script.add(reply("Written after the restart."))
+    await harness.start()
+    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+    await api.wait_for(lambda: any("Written after the restart." in t for t in api.texts(ALICE)))
+    assert (harness.home / "workspace" / "r.txt").read_text() == "after restart"
+
+
+async def test_text_yes_approves_and_no_denies(harness):
+    harness.script.add(
+        reply(tool_calls=[("write_file", {"path": "y.txt", "content": "1"})]), reply("ok 1"),
+        reply(tool_calls=[("write_file", {"path": "n.txt", "content": "2"})]), reply("not written"),
+    )
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "write y", user_id=ALICE)
+    await api.wait_for(lambda: any(buttons_of(m) for m in api.sent(ALICE)))
+    api.push_text(ALICE, "好的", user_id=ALICE)
+    await api.wait_for(lambda: any("ok 1" in t for t in api.texts(ALICE)))
+    assert (harness.home / "workspace" / "y.txt").exists()
+    api.push_text(ALICE, "write n", user_id=ALICE)
+    await api.wait_for(lambda: sum(1 for m in api.sent(ALICE) if "n.txt" in m.get("text", "")) >= 1)
+    api.push_text(ALICE, "不", user_id=ALICE)
+    await api.wait_for(lambda: any("not written" in t for t in api.texts(ALICE)))
+    assert not (harness.home / "workspace" / "n.txt").exists()
+
+
+async def test_question_answered_by_number_and_by_button(harness):
+    harness.script.add(
+        reply(tool_calls=[("ask_user", {"question": "Which phase filter?", "options": ["Spring", "SOS", "LPS"]})]),
+        lambda req: [*reply(f"You picked {req.messages[-1].tool_results[0].content}")],
+    )
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "screen for me", user_id=ALICE)
+    q = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if "Which phase" in m.get("text", "")), None))
+    assert [b["text"] for b in buttons_of(q)] == ["Spring", "SOS", "LPS"]
+    api.push_text(ALICE, "the second one", user_id=ALICE)
+    await api.wait_for(lambda: any("You picked" in t and "SOS" in t for t in api.texts(ALICE)))
+
+
+async def test_new_command_while_waiting_moves_on(harness):
+    harness.script.add(
+        reply(tool_calls=[("ask_user", {"question": "Which one?", "options": ["A", "B"]})]),
+        reply("Fresh start."),
+    )
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "pick", user_id=ALICE)
+    await api.wait_for(lambda: any("Which one?" in t for t in api.texts(ALICE)))
+    api.push_text(ALICE, "/new", user_id=ALICE)
+    await api.wait_for(lambda: any("new conversation" in t for t in api.texts(ALICE)))
+    api.push_text(ALICE, "hello", user_id=ALICE)
+    await api.wait_for(lambda: any("Fresh start." in t for t in api.texts(ALICE)))
+    # the new session's history starts clean
+    assert [m.role for m in harness.script.requests[-1].messages] == ["user"]
+
+
+async def test_message_during_a_running_turn_is_folded_in(harness):
+    gate = asyncio.Event()
+
+    async def slow_round(req):
+        return [*reply(tool_calls=[("update_plan", {"steps": [{"text": "look", "status": "in_progress"}]})])]
+
+    started = asyncio.Event()
+
+    def first(req):
+        started.set()
+        return reply(tool_calls=[("update_plan", {"steps": [{"text": "look", "status": "in_progress"}]})])
+
+    def second(req):
+        return reply(f"Saw: {req.messages[-1].text}")
+
+    harness.script.add(first, second)
+    await harness.start()
+    api = harness.api
+    del gate, slow_round
+    api.push_text(ALICE, "analyze 600519", user_id=ALICE)
+    api.push_text(ALICE, "also 000001", user_id=ALICE)
+    await api.wait_for(lambda: any("Saw:" in t for t in api.texts(ALICE)))
+    texts = " ".join(api.texts(ALICE))
+    assert "also 000001" in texts or len(harness.script.requests) >= 2
+
+
+async def test_two_chats_run_in_parallel(harness):
+    release = asyncio.Event()
+    order = []
+
+    async def never(): ...
+
+    harness.script.add(lambda r: (order.append(r.messages[-1].text), reply("one"))[1],
+                       lambda r: (order.append(r.messages[-1].text), reply("two"))[1])
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "from alice", user_id=ALICE)
+    api.push_text(BOB, "from bob", user_id=BOB)
+    await api.wait_for(lambda: api.texts(ALICE) and api.texts(BOB))
+    assert sorted(order) == ["from alice", "from bob"]
+    del release
+
+
+async def test_long_answer_is_split_without_losing_characters(harness):
+    code = "```python\n" + "\n".join(f"print({i})  # line {i}" for i in range(300)) + "\n```"
+    prose = "\n\n".join(f"Paragraph {i}: " + "word " * 60 for i in range(20))
+    long_text = prose + "\n\n" + code
+    assert len(long_text) > 10_000
+    harness.script.add(reply(long_text))
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "long please", user_id=ALICE)
+    await api.wait_for(lambda: any("line 299" in t for t in api.texts(ALICE)), timeout=10)
+    chunks = [t for t in api.texts(ALICE)]
+    assert all(len(t) <= 4096 for t in chunks) and len(chunks) >= 3
+    joined = "".join(chunks)
+    for i in (0, 150, 299):
+        assert f"print({i})  # line {i}" in joined
+    assert joined.count("Paragraph") == 20
+
+
+async def test_status_and_unknown_command(harness):
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "/status", user_id=ALICE)
+    await api.wait_for(lambda: any("Session" in t for t in api.texts(ALICE)))
+    api.push_text(ALICE, "/frobnicate", user_id=ALICE)
+    await api.wait_for(lambda: any("Unknown command" in t for t in api.texts(ALICE)))
+
+
+async def test_chinese_client_gets_chinese_words(harness):
+    await harness.start()
+    api = harness.api
+    api.user(2001, "张三", "zh-hans")
+    harness.app.gateway.access["telegram"].allowed_users.add("2001")
+    api.push_text(2001, "/help", user_id=2001)
+    await api.wait_for(lambda: any("命令" in t for t in api.texts(2001)))

@@ -1,0 +1,182 @@
+"""Transient recall injection, background upkeep that never blocks, TaskState, and the hooks the
+runtime calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from memory_helpers import answering, resolve_codes
+
+from agent.compaction import Compactor
+from agent.context import (
+    CompactingHooks,
+    NoContextHooks,
+    TaskTracker,
+    inject_recall,
+    unwrap_recall,
+    wrap_recall,
+)
+from agent.messages import Message, ToolCallPart
+from agent.providers.base import ModelInfo
+from agent.providers.scripted import ScriptedClient, reply
+from memory.archive import FileArchiveStore
+from memory.hooks import MemoryContextHooks, build_memory_hooks
+from memory.longterm import MemoryStore
+from memory.recall import MemoryRecall
+from memory.taskstate import TaskState, TaskStateStore, TaskStateUpdater, normalise_task_state, render_task_state
+
+
+def test_inject_recall_is_transient_and_targets_the_last_real_user_message():
+    history = [Message.user("第一问"), Message.assistant("答"), Message.user("宁德时代现在可以建仓吗")]
+    nudge = Message.user("请先调用工具", internal_retry=True)
+    msgs = [*history, Message.assistant("…", internal_retry=True), nudge]
+    out = inject_recall(msgs, "# 用户画像\n- [preference] 不追涨")
+    assert out[2].text.startswith("<relevant-memories>\n# 用户画像")
+    assert out[2].text.endswith("<current-user-message>\n宁德时代现在可以建仓吗\n</current-user-message>")
+    assert out[-1] is nudge and msgs[2].text == "宁德时代现在可以建仓吗"  # stored message untouched
+    assert out[0] is msgs[0]  # the prefix is the same objects: prompt cache prefix unchanged
+    assert inject_recall(msgs, None) == msgs and inject_recall(msgs, "") is not msgs
+
+
+def test_unwrap_recall_returns_the_users_words():
+    assert unwrap_recall(wrap_recall("体检一下", "mem")) == "体检一下"
+    assert unwrap_recall("plain") == "plain"
+
+
+async def test_task_tracker_owns_and_drains_tasks():
+    tracker = TaskTracker()
+    done = []
+
+    async def work(i):
+        await asyncio.sleep(0.01)
+        done.append(i)
+
+    async def boom():
+        raise RuntimeError("logged, not raised")
+
+    for i in range(3):
+        tracker.spawn(work(i))
+    tracker.spawn(boom())
+    assert await tracker.drain(timeout=5)
+    assert sorted(done) == [0, 1, 2] and len(tracker) == 0
+    tracker.spawn(asyncio.sleep(3600))
+    await tracker.aclose()
+    assert len(tracker) == 0
+
+
+async def test_no_hooks_do_nothing():
+    hooks = NoContextHooks()
+    client = ScriptedClient()
+    assert await hooks.recall("s", "x") is None
+    assert await hooks.compact("s", [], client, 0, False) is None
+
+
+def test_taskstate_normalisation_drops_steps_prices_and_duplicates():
+    state = TaskState(
+        goal="决定是否加仓宁德时代",
+        open_loops=["Call analyze_stock for 300750", "确认宁德时代的支撑位", "确认宁德时代的支撑位", "等待用户回复"],
+        important_facts=["用户单票仓位不超过15%", "当前价格 215.3 元", "账户余额 12 万", "USER单票仓位不超过15%"],
+        last_decision={"action": "暂不加仓", "reason": "未确认支撑"},
+    )
+    clean = normalise_task_state(state)
+    assert clean.open_loops == ["确认宁德时代的支撑位"]
+    assert clean.important_facts == ["用户单票仓位不超过15%", "USER单票仓位不超过15%"]
+    text = render_task_state(clean)
+    assert "目标: 决定是否加仓宁德时代" in text and "最近决定: 暂不加仓（未确认支撑）" in text
+
+
+async def test_taskstate_updater_saves_filtered_state_and_survives_bad_output(db, clock):
+    store = TaskStateStore(db, clock=clock)
+    answer = json.dumps(
+        {
+            "goal": "比较比亚迪和宁德时代",
+            "open_loops": ["run backtest on 002594", "用户还没决定买哪只"],
+            "important_facts": ["比亚迪现价 250 元", "用户只做 A 股"],
+            "last_decision": None,
+        },
+        ensure_ascii=False,
+    )
+    updater = TaskStateUpdater(store, answering("```json\n" + answer + "\n```", "not json at all"))
+    msgs = [Message.user("比亚迪和宁德时代哪个好"), Message.assistant("我来比较")]
+    state = await updater.update("s1", msgs)
+    assert state is not None and state.open_loops == ["用户还没决定买哪只"]
+    assert state.important_facts == ["用户只做 A 股"] and state.seen_messages == 2
+    assert await updater.update("s1", msgs) is None  # invalid output: old state kept
+    assert (await store.get("s1")).goal == "比较比亚迪和宁德时代"
+
+
+async def test_memory_hooks_recall_and_background_upkeep(db, clock, store: MemoryStore, tmp_path):
+    await store.add("u1", "preference", "用户不追涨")
+    await store.add("u1", "decision", "比亚迪回踩 20 日线再考虑建仓")
+    gate = asyncio.Event()
+
+    class SlowClient(ScriptedClient):
+        async def stream(self, request):
+            await gate.wait()  # the model is slow: after_turn must not wait for it
+            async for chunk in super().stream(request):
+                yield chunk
+
+    slow = SlowClient(default=reply('{"goal": "看比亚迪", "open_loops": [], "important_facts": []}'))
+    tracker = TaskTracker()
+
+    async def scope_of(session_id):
+        return "u1"
+
+    tasks = TaskStateStore(db, clock=clock)
+    hooks = MemoryContextHooks(
+        recall=MemoryRecall(store, taskstates=tasks, code_resolver=resolve_codes),
+        tracker=tracker,
+        taskstate=TaskStateUpdater(tasks, slow),
+        scope_of=scope_of,
+        taskstate_every=2,
+    )
+    text = await hooks.recall("s1", "比亚迪能建仓吗")
+    assert text and "用户不追涨" in text and "比亚迪回踩" in text
+    msgs = [Message.user("比亚迪能建仓吗"), Message.assistant("可以等回踩")]
+    await asyncio.wait_for(hooks.after_turn("s1", msgs), 1)  # returns at once
+    assert len(tracker) == 1
+    gate.set()
+    assert await tracker.drain(timeout=5)
+    assert "# 当前任务" in (await hooks.recall("s1", "继续"))
+
+
+async def test_compacting_hooks_persist_and_return_the_new_history(tmp_path):
+    class Store:
+        def __init__(self):
+            self.replaced = None
+
+        async def replace_messages(self, session_id, messages):
+            self.replaced = (session_id, messages)
+
+    msgs = []
+    for t in range(40):
+        cid = f"c{t}"
+        msgs += [
+            Message.user(f"问题{t} 600519"),
+            Message.assistant("", [ToolCallPart(id=cid, name="analyze_stock", arguments={"code": "600519"})]),
+            Message.tool_result(cid, "analyze_stock", "数据" * 800),
+            Message.assistant("结论"),
+        ]
+    store = Store()
+    client = ScriptedClient(
+        [reply("摘要：用户反复分析 600519，结论为吸筹阶段，等待回踩确认后再考虑。")],
+        info=ModelInfo(id="m", model="m", provider="scripted", context_window=65_536),
+    )
+    hooks = CompactingHooks(Compactor(archive=FileArchiveStore(tmp_path)), store=store, overhead_tokens=500)
+    out = await hooks.compact("s1", msgs, client, 0, False)
+    assert out is not None
+    new_messages, event = out
+    assert store.replaced == ("s1", new_messages) and event.kind == "compaction"
+    assert event.after_messages == len(new_messages) < len(msgs) and event.archive_ref
+
+
+async def test_build_memory_hooks_wires_everything(db, tmp_path):
+    tracker = TaskTracker()
+    hooks = build_memory_hooks(
+        db, archive_dir=tmp_path / "archive", tracker=tracker, memory_client=ScriptedClient(), code_resolver=resolve_codes
+    )
+    assert hooks.compactor is not None and hooks.compactor.flush is not None and hooks.compactor.archive is not None
+    assert await hooks.recall("no-such-session", "随便问问") is None
+    await hooks.session_end("s", [Message.user("hi")])
+    await tracker.aclose()

@@ -1,0 +1,68 @@
+"""Token estimates: conservative for Chinese, counting every part of a request, and never more
+than 10% under a real tokenizer (cl100k / o200k from `bpe-openai`, whose wheel ships them)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.messages import Message, ThinkingPart, ToolCallPart
+from agent.providers.base import ToolSchema
+from agent.tokens import cjk_char_cost, estimate_message, estimate_messages, estimate_tokens
+
+SAMPLES = [
+    "帮我看看贵州茅台(600519)最近的量价结构，是不是在吸筹阶段？我的仓位不超过15%。",
+    "上下文压缩摘要本身仍然是有损的，但系统不再把“摘要”当成唯一历史来源。现在采用 摘要继续执行 + 原文归档恢复 的双轨策略：",
+    "贵州茅台 宁德时代 泸州老窖 洋河股份 迈瑞医疗 韦尔股份 汇顶科技 紫金矿业 歌尔股份 鹏鼎控股 璞泰来 兆易创新 沪硅产业 赣锋锂业 濮阳惠成 藏格矿业 铜陵有色 鄂尔多斯 昊华科技",
+    "Wyckoff 的 Spring 出现在交易区间（TR）的下沿，随后 SOS 放量突破 Creek；LPS 回踩不破即是较好的买点。",
+    "| 对话轮次 N | 历史消息总数 | 每轮 miss 条数 | miss 比例 |\n| 2 | 2 | 1 | 50%（短对话损失大） |",
+    "• 我们期望在上下文窗口中，预留 25% 的空间不放历史记录。\n• 为了防止小窗口模型的 25% 空间太少，系统规定了安全垫的硬性最低保底值为 16,384。",
+    json.dumps(
+        {"code": "600519", "name": "贵州茅台", "phase": "吸筹B阶段", "bars": [[20250101, 1701.5, 1710.0, 1695.2, 1705.3, 32145]]},
+        ensure_ascii=False,
+    ),
+    json.dumps({"code": "300750", "name": "宁德时代", "signals": ["弹簧", "放量突破"]}),  # \\u escapes
+    "The quick brown fox jumps over the lazy dog. Backtest: total_return=12.5%, max_drawdown=-8.1%, sharpe=1.42",
+    "def summarize_tool_result(name: str, content: str, max_len: int = 600) -> str:\n    return content[:max_len]",
+    "QWxhZGRpbjpvcGVuIHNlc2FtZQ== a3f9c2e1b7d4 https://example.com/a/b?x=1&y=abc 😀🚀 Привет мир",
+    "止损设在 LPS 下方 3%，若 14:45 后仍站稳 VWAP 且量能温和放大，可以分两笔建仓（各 5%）。",
+]
+
+
+def test_cjk_counts_at_least_one_token_per_character():
+    text = "跌破确认支撑不买"
+    assert estimate_tokens(text) >= len(text)
+    assert estimate_tokens("你") >= 1 and estimate_tokens("") == 0
+
+
+def test_estimates_count_system_tools_thinking_and_arguments():
+    base = estimate_messages([Message.user("hi")])
+    assert estimate_messages([Message.user("hi")], system="你是一个投资助手。" * 20) > base + 20
+    tool = ToolSchema("analyze_stock", "分析一只股票", {"type": "object", "properties": {"code": {"type": "string"}}})
+    assert estimate_messages([Message.user("hi")], tools=[tool]) > base + 10
+    thinking = Message.assistant("ok", thinking=[ThinkingPart(text="让我想想这个问题" * 30)])
+    assert estimate_message(thinking) > estimate_message(Message.assistant("ok")) + 100
+    args = Message.assistant("", [ToolCallPart(id="1", name="f", arguments={"query": "宁德时代 " * 50})])
+    assert estimate_message(args) > 200
+    result = Message.tool_result("1", "f", "数据" * 300)
+    assert estimate_message(result) > 600
+
+
+def test_never_more_than_ten_percent_under_a_real_tokenizer():
+    bpe = pytest.importorskip(
+        "bpe_openai", reason="bpe-openai (dev extra) ships cl100k/o200k; without it there is no offline tokenizer"
+    )
+    encodings = [bpe.get_encoding("cl100k_base"), bpe.get_encoding("o200k_base")]
+    mixed = "\n".join(SAMPLES)
+    for text in [*SAMPLES, mixed]:
+        for enc in encodings:
+            real = len(enc.encode(text))
+            assert estimate_tokens(text) >= 0.9 * real, (text[:40], estimate_tokens(text), real)
+
+
+def test_embedded_cjk_table_matches_cl100k():
+    bpe = pytest.importorskip("bpe_openai", reason="bpe-openai (dev extra) not installed")
+    enc = bpe.get_encoding("cl100k_base")
+    for cp in range(0x4E00, 0xA000, 7):
+        assert cjk_char_cost(chr(cp)) == len(enc.encode(chr(cp)))

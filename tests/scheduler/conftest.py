@@ -1,0 +1,49 @@
+"""Fixtures for the scheduler tests: a real SQLite file with the scheduler tables, a settable clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory.db import Database
+from memory.tasks import create_tables
+from scheduler.store import ScheduleStore
+
+
+class FakeClock:
+    def __init__(self, now: datetime | None = None):
+        self._now = now or datetime.now(UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+
+    def set(self, when: datetime) -> None:
+        self._now = when
+
+
+@pytest.fixture
+def db_url(tmp_path):
+    return f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
+
+
+@pytest.fixture
+async def db(db_url):
+    database = Database(db_url, migrate=False)
+    await database.start()
+    await create_tables(database.engine)
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+def store(db):
+    return ScheduleStore(db)
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()

@@ -1,0 +1,393 @@
+"""AppScheduler on a real SQLite file: persistence across a restart, missed-run catch-up (one run,
+not five), two schedulers on one database (one runs, the other stands by and takes over), run
+claims against double fires, trading-day skips, delivery retries, housekeeping, reconcile.
+
+APScheduler 3 reads the wall clock itself, so missed runs are produced by writing a job into the
+store in its "five runs ago" state (`next_run_time` in the past) — never by sleeping. The lease
+and our bookkeeping use the injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from scheduler import jobs
+from scheduler.app import LEASE_NAME, AppScheduler
+from scheduler.jobs import JobContext, execute_brief
+from scheduler.service import ScheduleService
+from scheduler.store import Schedule, new_schedule_id
+
+SH = ZoneInfo("Asia/Shanghai")
+NY = ZoneInfo("America/New_York")
+
+
+class Recorder:
+    """An `on_brief` callback that records calls; optionally fails the first `fail` times."""
+
+    def __init__(self, fail: int = 0):
+        self.calls: list[tuple[str, str]] = []
+        self.fail = fail
+
+    async def __call__(self, chat_key: str, schedule_id: str) -> None:
+        self.calls.append((chat_key, schedule_id))
+        if len(self.calls) <= self.fail:
+            raise ConnectionError("telegram unreachable")
+
+
+async def eventually(predicate, timeout: float = 5.0) -> None:
+    """Wait for a condition (never for a fixed time)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            result = predicate()
+            if asyncio.iscoroutine(result):
+                result = await result
+            if result:
+                return
+            await asyncio.sleep(0.02)
+
+
+async def make_schedule(store, *, chat: str = "tg:1", spec: str = "08:30", tz: str = "UTC") -> Schedule:
+    now = datetime.now(UTC)
+    s = Schedule(id=new_schedule_id(), chat_key=chat, spec=spec, tz=tz, created_at=now, updated_at=now)
+    await store.create_schedule(s)
+    return s
+
+
+def later_hhmm(tz: ZoneInfo, hours: float = 3) -> str:
+    """A local time that will not come round while the test runs."""
+    return f"{datetime.now(tz) + timedelta(hours=hours):%H:%M}"
+
+
+def app(store, **kw) -> AppScheduler:
+    kw.setdefault("retry_delays", ())
+    kw.setdefault("stop_timeout", 2.0)
+    return AppScheduler(store, **kw)
+
+
+async def test_jobs_survive_a_restart_with_the_same_next_run(store):
+    rec = Recorder()
+    a = app(store, on_brief=rec, default_timezone="Asia/Shanghai")
+    await a.start()
+    assert a.is_leader
+    service = ScheduleService(store, a)
+    s = await service.create("tg:1", f"trading_days {later_hhmm(SH)} Asia/Shanghai", created_by="u1")
+    before = await a.next_run_time(s.job_id)
+    assert before is not None and before > datetime.now(UTC)
+    await a.stop()
+
+    b = app(store, on_brief=rec)
+    await b.start()
+    try:
+        assert b.is_leader
+        assert await b.next_run_time(s.job_id) == before  # same job, same next run
+        assert b.last_reconcile is not None and b.last_reconcile.added == 0
+        assert rec.calls == []
+    finally:
+        await b.stop()
+
+
+async def stage_missed_job(store, schedule: Schedule, next_run_time: datetime, grace: int = 3600) -> None:
+    """Write a brief job into the store as a crashed process would have left it: a standby
+    scheduler (the lease is held elsewhere) adds it without firing it."""
+    now = datetime.now(UTC)
+    await store.acquire_lease(LEASE_NAME, "elsewhere", now=now, ttl=3600)
+    standby = app(store, brief_grace_time=grace)
+    await standby.start()
+    assert not standby.is_leader
+    await standby.add_brief_job(schedule, next_run_time=next_run_time)
+    await standby.stop()
+    await store.release_lease(LEASE_NAME, "elsewhere", now=now)
+
+
+@pytest.mark.parametrize("grace", [3600, 7 * 86400])
+async def test_downtime_across_five_runs_yields_one_catch_up_run(store, grace):
+    due = (datetime.now(UTC) - timedelta(minutes=2)).replace(second=0, microsecond=0)
+    s = await make_schedule(store, spec=f"{due:%H:%M}")
+    await stage_missed_job(store, s, due - timedelta(days=5), grace)  # 6 firings in the past
+
+    rec = Recorder()
+    b = app(store, on_brief=rec, brief_grace_time=grace)
+    await b.start()
+    try:
+        await eventually(lambda: rec.calls)
+        await eventually(lambda: _finished(store, s.id, due.date().isoformat()))
+        assert rec.calls == [("tg:1", s.id)]  # one run, not six
+        nxt = await b.next_run_time(s.job_id)
+        assert nxt == due + timedelta(days=1)  # rescheduled for tomorrow, nothing left to catch up
+        assert (await store.get_schedule(s.id)).last_status == "delivered"
+    finally:
+        await b.stop()
+    assert rec.calls == [("tg:1", s.id)]
+
+
+async def _finished(store, schedule_id: str, run_date: str) -> bool:
+    run = await store.get_run(schedule_id, run_date)
+    return bool(run and run["finished_at"] is not None)
+
+
+async def test_runs_missed_beyond_the_grace_time_are_skipped_not_replayed(store):
+    due = (datetime.now(UTC) - timedelta(hours=3)).replace(second=0, microsecond=0)
+    s = await make_schedule(store, spec=f"{due:%H:%M}")
+    await stage_missed_job(store, s, due - timedelta(days=5))
+
+    rec = Recorder()
+    b = app(store, on_brief=rec, brief_grace_time=3600)
+    await b.start()
+    try:
+
+        async def noted():
+            return (await store.get_schedule(s.id)).last_status.startswith("missed")
+
+        await eventually(noted)
+        assert rec.calls == []
+        assert await b.next_run_time(s.job_id) == due + timedelta(days=1)
+    finally:
+        await b.stop()
+
+
+async def test_two_schedulers_on_one_database_one_runs_the_other_stands_by(store, clock, caplog):
+    caplog.set_level(logging.INFO, logger="scheduler.app")
+    rec_a, rec_b = Recorder(), Recorder()
+    a = app(store, clock=clock, on_brief=rec_a, owner_id="proc-a", lease_ttl=30, renew_interval=0.05)
+    b = app(store, clock=clock, on_brief=rec_b, owner_id="proc-b", lease_ttl=30, renew_interval=0.05)
+    await a.start()
+    await b.start()
+    try:
+        assert a.is_leader and not b.is_leader
+        assert "scheduler standing by: lease held by proc-a" in caplog.text
+
+        # A job added through the standby process is run by the leader, once.
+        s1 = await make_schedule(store, spec=later_hhmm(UTC))
+        await b.add_brief_job(s1, next_run_time=datetime.now(UTC) + timedelta(milliseconds=200))
+        await eventually(lambda: rec_a.calls)
+        assert rec_a.calls == [("tg:1", s1.id)] and rec_b.calls == []
+
+        # The leader dies without releasing the lease; the standby takes over once it expires.
+        await a.stop(release=False)
+        clock.advance(31)
+        assert await b.wait_until_leader(timeout=5)
+        assert "scheduler active: proc-b holds the lease" in caplog.text
+        s2 = await make_schedule(store, chat="tg:2", spec=later_hhmm(UTC))
+        await b.add_brief_job(s2, next_run_time=datetime.now(UTC) + timedelta(milliseconds=100))
+        await eventually(lambda: rec_b.calls)
+        assert rec_b.calls == [("tg:2", s2.id)]  # s1 is not fired again by the new leader
+        assert rec_a.calls == [("tg:1", s1.id)]
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_a_graceful_stop_hands_the_lease_over_at_once(store, clock):
+    a = app(store, clock=clock, owner_id="proc-a", renew_interval=0.05)
+    b = app(store, clock=clock, owner_id="proc-b", renew_interval=0.05)
+    await a.start()
+    await b.start()
+    try:
+        assert not b.is_leader
+        await a.stop()  # releases: no need to wait for the ttl
+        assert await b.wait_until_leader(timeout=5)
+    finally:
+        await b.stop()
+
+
+async def test_run_claim_stops_a_second_fire_on_the_same_local_day(store, clock):
+    rec = Recorder()
+    ctx = JobContext(store=store, clock=clock, on_brief=rec, retry_delays=())
+    s = await make_schedule(store, spec="08:30", tz="Asia/Shanghai")
+    clock.set(datetime(2024, 6, 11, 8, 30, 2, tzinfo=SH))
+    first = await execute_brief(ctx, "tg:1", s.id)
+    clock.advance(5)  # e.g. a takeover re-fires the same trigger time
+    second = await execute_brief(ctx, "tg:1", s.id)
+    assert (first.status, first.run_date) == ("delivered", "2024-06-11")
+    assert second.status == "duplicate"
+    assert rec.calls == [("tg:1", s.id)]
+
+
+async def test_dst_fall_back_repeated_hour_delivers_once(store, clock):
+    rec = Recorder()
+    ctx = JobContext(store=store, clock=clock, on_brief=rec, retry_delays=())
+    s = await make_schedule(store, spec="01:30", tz="America/New_York")
+    first_130 = datetime(2024, 11, 3, 5, 30, tzinfo=UTC)  # 01:30 EDT
+    second_130 = datetime(2024, 11, 3, 6, 30, tzinfo=UTC)  # 01:30 EST, an hour later
+    clock.set(first_130)
+    assert (await execute_brief(ctx, "tg:1", s.id)).status == "delivered"
+    clock.set(second_130)
+    assert (await execute_brief(ctx, "tg:1", s.id)).status == "duplicate"
+    assert len(rec.calls) == 1
+
+
+async def test_trading_day_brief_skips_a_holiday_and_runs_the_next_day(store, clock):
+    rec = Recorder()
+    holiday = date(2024, 6, 10)  # Dragon Boat Festival, a Monday
+    ctx = JobContext(store=store, clock=clock, on_brief=rec, retry_delays=(), is_trading_day=lambda d: d != holiday)
+    s = await make_schedule(store, spec="trading_days 08:30", tz="Asia/Shanghai")
+    clock.set(datetime(2024, 6, 10, 8, 30, 1, tzinfo=SH))
+    out = await execute_brief(ctx, "tg:1", s.id)
+    assert out.status == "skipped" and rec.calls == []
+    assert "market closed" in (await store.get_schedule(s.id)).last_status
+    clock.set(datetime(2024, 6, 11, 8, 30, 1, tzinfo=SH))
+    assert (await execute_brief(ctx, "tg:1", s.id)).status == "delivered"
+    assert rec.calls == [("tg:1", s.id)]
+
+
+async def test_delivery_is_retried_with_backoff_and_failures_show_in_status(store, clock):
+    sleeps: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    flaky = Recorder(fail=2)
+    ctx = JobContext(store=store, clock=clock, on_brief=flaky, retry_delays=(30.0, 120.0), sleep=fake_sleep)
+    s = await make_schedule(store, spec="08:30", tz="Asia/Shanghai")
+    clock.set(datetime(2024, 6, 11, 8, 30, 1, tzinfo=SH))
+    out = await execute_brief(ctx, "tg:1", s.id)
+    assert (out.status, out.attempts) == ("delivered", 3)
+    assert sleeps == [30.0, 120.0]
+
+    dead = Recorder(fail=99)
+    ctx = JobContext(store=store, clock=clock, on_brief=dead, retry_delays=(30.0, 120.0), sleep=fake_sleep)
+    clock.set(datetime(2024, 6, 12, 8, 30, 1, tzinfo=SH))
+    out = await execute_brief(ctx, "tg:1", s.id)
+    assert (out.status, out.attempts) == ("failed", 3)
+    row = await store.get_schedule(s.id)
+    assert row.last_status == "failed" and "telegram unreachable" in row.last_error
+    assert row.consecutive_failures == 1
+    lines = await ScheduleService(store, clock=clock).status_lines("tg:1")
+    assert "last: failed" in lines[0] and "telegram unreachable" in lines[0]
+
+
+async def test_a_job_whose_schedule_was_deleted_removes_itself(store):
+    rec = Recorder()
+    a = app(store, on_brief=rec)
+    await a.start()
+    try:
+        s = await make_schedule(store, spec=later_hhmm(UTC))
+        await a.add_brief_job(s)
+        await store.delete_schedule(s.id)  # e.g. deleted by another process
+        out = await execute_brief(a.context, "tg:1", s.id)
+        assert out.status == "missing"
+        assert s.job_id not in await a.job_ids()
+        assert rec.calls == []
+    finally:
+        await a.stop()
+
+
+async def test_reconcile_adds_missing_jobs_and_drops_orphans(store):
+    s1 = await make_schedule(store, spec=later_hhmm(UTC))
+    s2 = await make_schedule(store, chat="tg:2", spec=later_hhmm(UTC))
+    paused = await make_schedule(store, chat="tg:3", spec=later_hhmm(UTC))
+    await store.set_paused(paused.id, True, at=datetime.now(UTC))
+    a = app(store)
+    await a.start()
+    try:
+        orphan = Schedule(**{**s1.model_dump(), "id": "sch_gone"})
+        await a.add_brief_job(orphan)
+        report = await a.reconcile()
+        assert (report.schedules, report.added, report.removed) == (2, 0, 1)
+        ids = await a.job_ids()
+        assert {s1.job_id, s2.job_id} <= ids and paused.job_id not in ids and orphan.job_id not in ids
+        assert a.last_reconcile is not None
+    finally:
+        await a.stop()
+    # the first reconcile (at start) had added both jobs
+    b = app(store)
+    await b.start()
+    try:
+        assert b.last_reconcile.added == 0
+    finally:
+        await b.stop()
+
+
+async def test_housekeeping_jobs_are_registered_and_fire_with_their_context(store):
+    hits: list[str] = []
+
+    async def prune_memory() -> int:
+        hits.append("prune_memory")
+        return 3
+
+    async def cleanup_tasks() -> int:
+        hits.append("cleanup_tasks")
+        return 0
+
+    a = app(store, housekeeping={"prune_memory": prune_memory, "cleanup_tasks": cleanup_tasks}, housekeeping_at="03:50")
+    await a.start()
+    try:
+        ids = await a.job_ids()
+        assert {"housekeeping:prune_memory", "housekeeping:cleanup_tasks", "housekeeping:prune_schedule_runs"} <= ids
+        # Fire one now through APScheduler itself: the module-level job finds its app via the context.
+        await a._call(a._aps.modify_job, "housekeeping:prune_memory", next_run_time=datetime.now(UTC))
+        await eventually(lambda: "prune_memory" in hits)
+        assert await a.run_housekeeping_now("cleanup_tasks")
+        assert hits.count("prune_memory") == 1 and hits.count("cleanup_tasks") == 1
+    finally:
+        await a.stop()
+
+
+async def test_job_without_a_running_scheduler_is_a_logged_no_op(caplog):
+    await jobs.run_brief("tg:1", "sch_x")
+    await jobs.run_housekeeping("prune_memory")
+    assert "no running scheduler context" in caplog.text
+
+
+async def test_migration_0004_matches_the_models(tmp_path):
+    """Apply this revision's upgrade() on a fresh database and diff it against the ORM tables."""
+    import importlib.util
+
+    import sqlalchemy as sa
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+
+    from memory.base import Base
+    from memory.tasks import TABLES
+
+    path = "memory/migrations/versions/0004_tasks_scheduler.py"
+    spec = importlib.util.spec_from_file_location("mig_0004", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (module.revision, module.down_revision) == ("0004_tasks_scheduler", "0003_markets")
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'm.db'}")
+    with engine.begin() as conn:
+        ctx = MigrationContext.configure(conn, opts={"target_metadata": Base.metadata})
+        with Operations.context(ctx):
+            module.upgrade()
+        diffs = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+    mine = {t.name for t in TABLES}
+
+    def table_of(d) -> str:
+        d = d[0] if isinstance(d, list) else d
+        if d[0] in ("add_table", "remove_table"):
+            return d[1].name
+        if d[0] in ("add_column", "remove_column") or d[0].startswith("modify_"):
+            return d[2]
+        return d[1].table.name
+
+    assert [d for d in diffs if table_of(d) in mine] == []
+    with engine.begin() as conn:
+        module.downgrade.__globals__["op"]  # noqa: B018 - the module is importable and complete
+        ctx = MigrationContext.configure(conn, opts={"target_metadata": Base.metadata})
+        with Operations.context(ctx):
+            module.downgrade()
+        assert sa.inspect(conn).get_table_names() == []
+    engine.dispose()
+
+
+@pytest.mark.parametrize("zone", ["Asia/Shanghai", "America/New_York"])
+async def test_next_run_reported_in_the_schedules_zone(store, zone):
+    a = app(store, default_timezone=zone)
+    await a.start()
+    try:
+        service = ScheduleService(store, a)
+        s = await service.create("tg:1", "07:15")
+        assert s.tz == zone
+        nxt = await a.next_run_time(s.job_id)
+        local = nxt.astimezone(ZoneInfo(zone))
+        assert (local.hour, local.minute) == (7, 15)
+        assert service.next_run(s) == nxt
+    finally:
+        await a.stop()
