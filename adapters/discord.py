@@ -83,7 +83,10 @@ class _SendOnlyView(discord.ui.View):
             for b in row[:5]:
                 self.add_item(
                     discord.ui.Button(
-                        label=b.label[:80], custom_id=CUSTOM_ID_PREFIX + b.data, style=_STYLES[b.style], row=row_i
+                        label=b.label[:80],
+                        custom_id=CUSTOM_ID_PREFIX + b.data,
+                        style=_STYLES[b.style],
+                        row=row_i,
                     )
                 )
 
@@ -127,6 +130,7 @@ class DiscordAdapter(ChatAdapter):
         message_content_intent: bool = False,
         command_guild_ids: Sequence[int] = (),
         ready_timeout: float = 30.0,
+        guild_ready_timeout: float = 2.0,
         handler_timeout: float = 60.0,
         stop_grace_s: float = 10.0,
         interaction_grace_s: float = 600.0,
@@ -151,7 +155,12 @@ class DiscordAdapter(ChatAdapter):
         intents.guild_messages = True
         intents.dm_messages = True
         intents.message_content = message_content_intent
-        self.client = _Client(self, intents=intents, allowed_mentions=discord.AllowedMentions.none())
+        self.client = _Client(
+            self,
+            intents=intents,
+            allowed_mentions=discord.AllowedMentions.none(),
+            guild_ready_timeout=guild_ready_timeout,  # how long READY waits for GUILD_CREATEs
+        )
         self._handler: InboundHandler | None = None
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
@@ -175,14 +184,18 @@ class DiscordAdapter(ChatAdapter):
         self._ready.clear()
         self._task = asyncio.create_task(self.client.start(self._token), name="discord-client")
         ready = asyncio.ensure_future(self._ready.wait())
-        done, _ = await asyncio.wait({ready, self._task}, timeout=self._ready_timeout, return_when="FIRST_COMPLETED")
+        done, _ = await asyncio.wait(
+            {ready, self._task}, timeout=self._ready_timeout, return_when="FIRST_COMPLETED"
+        )
         if self._task in done:
             ready.cancel()
             exc = self._task.exception()
             raise DeliveryError(f"discord client stopped during start: {exc!r}") from exc
         if not done:
             ready.cancel()
-            log.warning("discord: not ready after %.0f s; still connecting in the background", self._ready_timeout)
+            log.warning(
+                "discord: not ready after %.0f s; still connecting in the background", self._ready_timeout
+            )
             return
         if self._commands is not None:
             await self._sync_commands()
@@ -208,7 +221,7 @@ class DiscordAdapter(ChatAdapter):
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._task, 5)
-            except BaseException:  # noqa: BLE001 - shutting down; nothing to recover
+            except BaseException:
                 self._task.cancel()
         self._task = None
         log.info("discord adapter stopped")
@@ -267,7 +280,9 @@ class DiscordAdapter(ChatAdapter):
                 name, _, args = text[1:].partition(" ")
                 name = name.lower()
                 if name and (not self._command_names or name in self._command_names):
-                    event: Any = InboundCommand(str(message.id), chat, user, name, args.strip(), sent_at, str(message.id))
+                    event: Any = InboundCommand(
+                        str(message.id), chat, user, name, args.strip(), sent_at, str(message.id)
+                    )
                     await self._deliver(chat.key, event)
                     return
             event = InboundMessage(
@@ -293,11 +308,18 @@ class DiscordAdapter(ChatAdapter):
             if interaction.type == discord.InteractionType.application_command:
                 await self._on_command(interaction)
             elif interaction.type == discord.InteractionType.component:
-                custom_id = (interaction.data or {}).get("custom_id", "")
+                data: Any = interaction.data or {}
+                custom_id = str(data.get("custom_id", ""))
                 if custom_id.startswith(CUSTOM_ID_PREFIX):
                     await self._on_button(interaction, custom_id[len(CUSTOM_ID_PREFIX) :])
         except Exception:
             log.exception("discord: failed to handle interaction %s", interaction.id)
+
+    async def _safe_send(self, chat: ChatRef, text: str) -> None:
+        try:
+            await self.send_text(chat, text, format="plain")
+        except DeliveryError as e:
+            log.info("discord: notice not delivered: %s", e)
 
     def _interaction_chat(self, interaction: discord.Interaction) -> ChatRef:
         ch = interaction.channel
@@ -344,7 +366,9 @@ class DiscordAdapter(ChatAdapter):
                 return
             replied = True
             try:
-                await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+                await interaction.followup.send(
+                    text[:2000], ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+                )
             except discord.HTTPException as e:
                 log.info("discord: ephemeral answer failed: %s", e)
 
@@ -407,7 +431,9 @@ class DiscordAdapter(ChatAdapter):
                     continue
                 if i == 0 and reply_to:
                     kw["reference"] = discord.MessageReference(
-                        message_id=int(reply_to), channel_id=int(chat.thread_id or chat.chat_id), fail_if_not_exists=False
+                        message_id=int(reply_to),
+                        channel_id=int(chat.thread_id or chat.chat_id),
+                        fail_if_not_exists=False,
                     )
                 m = await self._target(chat).send(content, **kw)
                 ids.append(str(m.id))
@@ -430,7 +456,11 @@ class DiscordAdapter(ChatAdapter):
         if len(parts) > 1:
             content = content[: self.max_message_len - 2].rstrip() + "\n…"
         view = _SendOnlyView(buttons) if buttons else None
-        kw: dict[str, Any] = {"content": content, "view": view, "allowed_mentions": discord.AllowedMentions.none()}
+        kw: dict[str, Any] = {
+            "content": content,
+            "view": view,
+            "allowed_mentions": discord.AllowedMentions.none(),
+        }
         try:
             hooked = self._webhook_msgs.get(msg.message_id)
             if hooked is not None and self._clock() - hooked[1] < INTERACTION_TOKEN_TTL:

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import logging
 
-NOISY_LOGGERS = ("httpx", "httpcore", "telegram", "telegram.ext", "aiohttp.access", "discord.http", "discord.gateway")
+NOISY_LOGGERS = (
+    "httpx",
+    "httpcore",
+    "telegram",
+    "telegram.ext",
+    "aiohttp.access",
+    "discord.http",
+    "discord.gateway",
+)
 _MASK = "[REDACTED]"
 
 

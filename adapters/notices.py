@@ -25,9 +25,7 @@ def pick_language(language_code: str | None) -> str:
     return "zh" if (language_code or "").lower().startswith("zh") else "en"
 
 
-def notice(
-    table: Mapping[str, Mapping[str, str]], key: str, language_code: str | None, **fmt: object
-) -> str:
+def notice(table: Mapping[str, Mapping[str, str]], key: str, language_code: str | None, **fmt: object) -> str:
     entry = table.get(key) or DEFAULT_NOTICES[key]
     text = entry.get(pick_language(language_code)) or entry.get("en") or next(iter(entry.values()))
     return text.format(**fmt) if fmt else text

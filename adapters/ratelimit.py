@@ -98,7 +98,13 @@ class FloodLimiter(BaseRateLimiter[int]):
                     raise
                 attempt += 1
                 self.retries += 1
-                log.warning("Telegram flood control on %s: waiting %.1f s (retry %d/%d)", endpoint, wait, attempt, retries)
+                log.warning(
+                    "Telegram flood control on %s: waiting %.1f s (retry %d/%d)",
+                    endpoint,
+                    wait,
+                    attempt,
+                    retries,
+                )
                 self._resume.clear()
                 try:
                     await self._sleep(wait + 0.1)

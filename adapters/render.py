@@ -51,9 +51,7 @@ class _Fence:
 def _is_close(line: str, fence: _Fence) -> bool:
     s = line.strip()
     return (
-        len(line) - len(line.lstrip(" ")) <= 3
-        and len(s) >= len(fence.marker)
-        and set(s) == {fence.marker[0]}
+        len(line) - len(line.lstrip(" ")) <= 3 and len(s) >= len(fence.marker) and set(s) == {fence.marker[0]}
     )
 
 
@@ -153,11 +151,9 @@ def _choose_cut(text: str, fm: _FenceMap, start: int, end: int) -> int:
         return para
     if line is not None:
         return line
-    m = None
-    for m in re.finditer(r"\s+", text[floor:end]):
-        pass
-    if m is not None:
-        return floor + m.end()
+    spaces = [m.end() for m in re.finditer(r"\s+", text[floor:end])]
+    if spaces:
+        return floor + spaces[-1]
     cut = end
     # don't cut a surrogate-free but combining sequence in half: step back over combining marks
     while cut - 1 > start and _is_joiner(text[cut]):
@@ -250,7 +246,9 @@ class _HtmlTarget(_Target):
 
 
 _SAFE_SCHEMES = ("http://", "https://", "tg://", "mailto:")
-_LINK_RE = re.compile(r"\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*<?([^\s()<>]+(?:\([^\s()]*\))?[^\s()<>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+_LINK_RE = re.compile(
+    r"\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*<?([^\s()<>]+(?:\([^\s()]*\))?[^\s()<>]*)>?(?:\s+\"[^\"]*\")?\s*\)"
+)
 _AUTOLINK_RE = re.compile(r"<((?:https?|tg)://[^\s<>]+|mailto:[^\s<>]+)>")
 _PUNCT = set("\\`*_{}[]()#+-.!|~<>\"'=:;,?@$%^&/")
 _DELIMS = (("**", "b"), ("__", "b"), ("~~", "s"), ("||", "spoiler"))

@@ -179,7 +179,9 @@ class TelegramAdapter(ChatAdapter):
             # polling and a webhook are mutually exclusive; keep pending updates (no drop)
             await self.bot.delete_webhook(drop_pending_updates=False)
             self._poll_task = asyncio.create_task(self._poll_loop(), name="telegram-poll")
-        log.info("telegram adapter started as @%s (%s)", u.username, "webhook" if self._webhook else "polling")
+        log.info(
+            "telegram adapter started as @%s (%s)", u.username, "webhook" if self._webhook else "polling"
+        )
 
     async def stop(self) -> None:
         if not self._started:
@@ -213,7 +215,9 @@ class TelegramAdapter(ChatAdapter):
                 await self._get_updates_raw({"offset": self._handled, "limit": 1, "timeout": 0}, 5.0)
                 self._confirmed = self._handled
             except TelegramError as e:
-                log.warning("telegram: could not confirm handled updates on stop (%s); they will be redelivered", e)
+                log.warning(
+                    "telegram: could not confirm handled updates on stop (%s); they will be redelivered", e
+                )
 
     # ---------------------------------------------------------------- polling
 
@@ -473,7 +477,9 @@ class TelegramAdapter(ChatAdapter):
         if isinstance(m, Message):
             chat = self._chat_ref(m)
         else:  # InaccessibleMessage: too old to read, but chat and id are known
-            chat = ChatRef(PLATFORM, str(m.chat.id), None, m.chat.type != ChatType.PRIVATE, m.chat.title or "")
+            chat = ChatRef(
+                PLATFORM, str(m.chat.id), None, m.chat.type != ChatType.PRIVATE, m.chat.title or ""
+            )
         press = ButtonPress(
             update_id=f"cq{cq.id}",
             chat=chat,
@@ -604,7 +610,7 @@ class TelegramAdapter(ChatAdapter):
 
     async def send_image(self, chat: ChatRef, path: str | Path, caption: str = "") -> SentMessage:
         part = self._single(caption, "markdown", CAPTION_LIMIT) if caption.strip() else None
-        data = Path(path).read_bytes()
+        data = await asyncio.to_thread(Path(path).read_bytes)
 
         async def send(text: str | None = None, parse_mode: str | None = None, **kw: Any) -> Message:
             return await self.bot.send_photo(photo=data, caption=text or None, parse_mode=parse_mode, **kw)

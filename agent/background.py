@@ -150,9 +150,18 @@ WorkFactory = Callable[[ProgressFn], Awaitable[Any]]
 class _Live:
     record: TaskRecord
     factory: WorkFactory
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] | None = None  # the bookkeeping wrapper (_run); never cancelled
+    work: asyncio.Future[Any] | None = None  # the tool's own work; what cancel() cancels
     last_persist: datetime | None = None
     stop_reason: Literal["", "user", "shutdown"] = ""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def stop(self, reason: Literal["user", "shutdown"]) -> None:
+        # Cancel the work, not the wrapper: a wrapper cancelled before its first step would skip
+        # its bookkeeping; this way _run always records the outcome.
+        self.stop_reason = reason
+        if self.work is not None:
+            self.work.cancel()
 
 
 def new_task_id() -> str:
@@ -191,7 +200,8 @@ class TaskManager:
         self.notify_cancelled = notify_cancelled
         self.owner_id = owner_id or f"tm_{secrets.token_hex(6)}"
         self._queue: deque[_Live] = deque()
-        self._running: dict[str, _Live] = {}
+        self._running: dict[str, _Live] = {}  # counts against the limits
+        self._live: dict[str, _Live] = {}  # queued or running, until its outcome is recorded
         self._subscribers: list[Subscriber] = []
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._closing = False
@@ -253,11 +263,11 @@ class TaskManager:
                 }
             )
             await self.store.finish_task(live.record)
+            self._forget(live)
         tasks = []
         for live in list(self._running.values()):
-            live.stop_reason = "shutdown"
+            live.stop("shutdown")
             if live.task is not None:
-                live.task.cancel()
                 tasks.append(live.task)
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
@@ -299,6 +309,7 @@ class TaskManager:
         )
         await self.store.insert_task(record)
         live = _Live(record=record, factory=coro_factory)
+        self._live[record.id] = live
         self._queue.append(live)
         self._pump()
         if live.record.status == "queued":
@@ -322,10 +333,8 @@ class TaskManager:
                 return live.record.model_copy()
         live_run = self._running.get(task_id)
         if live_run is not None and session_id in (None, live_run.record.session_id):
-            live_run.stop_reason = "user"
-            if live_run.task is not None:
-                live_run.task.cancel()
-                await asyncio.wait({live_run.task})
+            live_run.stop("user")
+            await live_run.done.wait()
             return live_run.record.model_copy()
         record = await self.store.get_task(task_id)
         if record is None or (session_id is not None and record.session_id != session_id):
@@ -341,22 +350,17 @@ class TaskManager:
         return record
 
     async def get(self, task_id: str) -> TaskRecord | None:
-        live = self._running.get(task_id) or next((x for x in self._queue if x.record.id == task_id), None)
+        live = self._live.get(task_id)
         if live is not None:
             return live.record.model_copy()
         return await self.store.get_task(task_id)
 
     async def wait(self, task_id: str) -> TaskRecord | None:
-        """Wait until an in-process task reaches a terminal state (for tests and the terminal UI)."""
-        while True:
-            live = self._running.get(task_id)
-            if live is not None and live.task is not None:
-                await asyncio.wait({live.task})
-                continue
-            if any(x.record.id == task_id for x in self._queue):
-                await asyncio.sleep(0.01)
-                continue
-            return await self.store.get_task(task_id)
+        """Wait until an in-process task's outcome is recorded (for tests and the terminal UI)."""
+        live = self._live.get(task_id)
+        if live is not None:
+            await live.done.wait()
+        return await self.store.get_task(task_id)
 
     async def cleanup(self, older_than: timedelta = DEFAULT_RETENTION) -> int:
         """Delete finished tasks (and their results) older than `older_than` (default 7 days)."""
@@ -407,8 +411,11 @@ class TaskManager:
         try:
             await self.store.start_task(rec.id, started_at=rec.started_at or self.clock.now())
             await self._publish(rec)
+            if live.stop_reason:
+                raise asyncio.CancelledError  # stopped before the work began
             async with timer:
-                value = await live.factory(self._progress_fn(live))
+                live.work = asyncio.ensure_future(live.factory(self._progress_fn(live)))
+                value = await live.work
         except TimeoutError as exc:
             if timer.expired():
                 update = {
@@ -418,9 +425,8 @@ class TaskManager:
             else:
                 update = {"status": "failed", "error": f"TimeoutError: {exc}"}
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()  # we finish the bookkeeping below instead of propagating
+            if not live.stop_reason:
+                raise  # the wrapper itself was cancelled (loop teardown): nothing to record
             if live.stop_reason == "user":
                 update = {"status": "cancelled", "error": "cancelled by user"}
             else:
@@ -449,22 +455,29 @@ class TaskManager:
         live.record = live.record.model_copy(update=update)
         await self._finish(live)
 
+    def _forget(self, live: _Live) -> None:
+        self._live.pop(live.record.id, None)
+        live.done.set()
+
     async def _finish(self, live: _Live) -> None:
         self._running.pop(live.record.id, None)
         self._pump()
-        owned = await self.store.finish_task(live.record)
-        if not owned:  # someone else finished it first (a cancel from another process, a sweep)
-            latest = await self.store.get_task(live.record.id)
-            if latest is not None:
-                live.record = latest
-            return
-        await self._publish(live.record)
-        if self._closing:
-            return  # reported after the restart by notify_pending()
-        if live.record.status == "cancelled" and live.stop_reason != "shutdown" and not self.notify_cancelled:
-            await self.store.claim_notification(live.record.id)  # the user asked; no notice needed
-            return
-        await self._notify(live.record)
+        try:
+            owned = await self.store.finish_task(live.record)
+            if not owned:  # someone else finished it first (a cancel from another process, a sweep)
+                latest = await self.store.get_task(live.record.id)
+                if latest is not None:
+                    live.record = latest
+                return
+            await self._publish(live.record)
+            if self._closing:
+                return  # reported after the restart by notify_pending()
+            if live.record.status == "cancelled" and not self.notify_cancelled:
+                await self.store.claim_notification(live.record.id)  # the user asked; no notice needed
+                return
+            await self._notify(live.record)
+        finally:
+            self._forget(live)  # outcome recorded (and announced): waiters may go
 
     async def _notify(self, record: TaskRecord) -> bool:
         if self.on_complete is None:
@@ -535,7 +548,7 @@ class TaskManager:
     async def list(self, session_id: str, *, limit: int = 20) -> builtins.list[TaskRecord]:
         """The session's tasks, newest first, with live progress for ours."""
         records = await self.store.list_tasks(session_id=session_id, limit=limit)
-        fresh = {live.record.id: live.record for live in (*self._queue, *self._running.values())}
+        fresh = {tid: live.record for tid, live in self._live.items()}
         return [fresh.get(r.id, r).model_copy() for r in records]
 
 

@@ -276,7 +276,8 @@ def run(
                 if cfg.trail_after is not None and p.high >= p.entry_price * (1 + cfg.trail_after):
                     stop = max(stop, p.high * (1 - cfg.trail_pct))
                 if lo <= stop:
-                    book.sell(i, t, float(min(op, stop)), None, "stop")
+                    fill = min(op, stop)
+                    book.sell(i, t, round(fill, 2) if rules.lot else float(fill), None, "stop")
                 if i in book.pos:
                     book.pos[i].high = max(book.pos[i].high, float(P.close[i, t]))
             for o in by_day.get(t, []):
@@ -289,7 +290,7 @@ def run(
     bench = _align(benchmark, P.dates) if benchmark is not None else None
     return BacktestResult(
         P.dates, equity, book.trips, book.fills, book.blocked,
-        metrics(P.dates, equity, book.trips, bench, 365 if rules.market == "crypto" else 252, cfg.start),
+        metrics(P.dates, equity, book.trips, bench, 365 if rules.market == "crypto" else 252, cfg.start, cfg.initial_cash),
         bench, processed,
     )  # fmt: skip
 
@@ -310,14 +311,20 @@ def _align(b: Bars, dates: np.ndarray) -> np.ndarray:
 
 
 def metrics(dates: np.ndarray, equity: np.ndarray, trips: list[RoundTrip], bench: np.ndarray | None,
-            periods: int = 252, start: int = 0) -> dict[str, Any]:  # fmt: skip
+            periods: int = 252, start: int = 0, initial: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """Performance figures from `start` on. With `initial`, the curve is measured from that cash
+    (held the day before `start`), so the first day's fees count."""
     eq = equity[start:]
     d = dates[start:]
+    if initial is not None:
+        eq = np.concatenate([[initial], eq])
+        d = np.concatenate([[d[0] - 1], d])
     if len(eq) < 2:
         return {}
     total = eq[-1] / eq[0] - 1
     days = max(1, int((d[-1] - d[0]).astype(int)))
-    cagr = (eq[-1] / eq[0]) ** (365.25 / days) - 1 if eq[-1] > 0 else -1.0
+    cagr = float((eq[-1] / eq[0]) ** (365.25 / days) - 1) if eq[-1] > 0 else -1.0
+    total = float(total)
     peak = np.maximum.accumulate(eq)
     mdd = float(np.min(eq / peak - 1))
     r = np.diff(eq) / eq[:-1]
@@ -332,10 +339,10 @@ def metrics(dates: np.ndarray, equity: np.ndarray, trips: list[RoundTrip], bench
         "win_rate_pct": round(100 * len(wins) / len(closed), 1) if closed else None,
     }  # fmt: skip
     if bench is not None:
-        b = bench[start:]
+        b = bench[max(0, start - 1) :] if initial is not None and start > 0 else bench[start:]
         ok = ~np.isnan(b)
         if ok.sum() >= 2:
-            bt = b[ok][-1] / b[ok][0] - 1
+            bt = float(b[ok][-1] / b[ok][0] - 1)
             out["benchmark_return_pct"] = round(bt * 100, 2)
             out["excess_return_pct"] = round((total - bt) * 100, 2)
             bp = np.maximum.accumulate(b[ok])

@@ -58,6 +58,14 @@ class ArchiveHit:
     matched: tuple[str, ...]
 
 
+def query_terms(query: str) -> list[str]:
+    """Words of a query for scanning archived text: whitespace-separated pieces of ≥2 characters
+    (quotes and brackets stripped) plus the extracted keywords."""
+    pieces = [p.strip("\"'“”‘’()（）[]【】,，。.!！?？:：;；") for p in (query or "").split()]
+    words = [p for p in pieces if len(p) >= 2]
+    return list(dict.fromkeys([*words, *extract_keywords(query, limit=8)]))[:12]
+
+
 def safe_session(session_id: str) -> str:
     return _SAFE.sub("_", session_id or "default")[:128] or "default"
 
@@ -215,10 +223,12 @@ class FileArchiveStore:
         session_id: str | None = None,
         codes: Sequence[str] = (),
         limit: int = 5,
+        deep: bool = False,
     ) -> list[ArchiveHit]:
         """Archives whose codes, files, keywords or summary mention the query's stock codes (and
         names resolved to codes), file paths, keywords or an `archive://` reference. Scored by the
-        number of matched terms; codes and references weigh most."""
+        number of matched terms; codes and references weigh most. `deep` also scans the archived
+        text itself for the query's words (the model's explicit search; recall stays on metadata)."""
         metas = await self.list_archives(session_id)
         if not metas:
             return []
@@ -245,10 +255,25 @@ class FileArchiveStore:
                 if kw.lower() in haystack:
                     score += 1
                     matched.append(kw)
+            if deep:
+                found = await asyncio.to_thread(self._scan, meta, query_terms(query))
+                score += 0.5 * len(found)
+                matched.extend(found)
             if score > 0:
                 hits.append(ArchiveHit(meta, score, tuple(dict.fromkeys(matched))))
         hits.sort(key=lambda h: (h.score, h.meta.created_at), reverse=True)
         return hits[:limit]
+
+    def _scan(self, meta: ArchiveMeta, terms: Sequence[str]) -> list[str]:
+        if not terms:
+            return []
+        try:
+            text = (self.root / meta.messages_path).read_text(encoding="utf-8")
+        except OSError:
+            return []
+        # The JSONL escapes nothing for CJK (ensure_ascii=False); compare case-insensitively.
+        low = text.lower()
+        return [t for t in terms if t.lower() in low]
 
     async def recall_lines(self, session_id: str, query: str, *, limit: int = 2) -> list[str]:
         """Lines for the `# 压缩归档` recall section: reference, matched terms, summary excerpt."""

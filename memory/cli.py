@@ -28,7 +28,9 @@ USAGE = "用法 / usage: /memory [list [type]] | search <text> | forget <id> | t
 
 def build_memory_parser(prog: str = "tapebot memory") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="inspect, search and edit long-term memories")
-    parser.add_argument("--scope", help="only this user's memories (default: all for list, 'default' for search)")
+    parser.add_argument(
+        "--scope", help="only this user's memories (default: all for list, 'default' for search)"
+    )
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     p = sub.add_parser("list", help="newest memories")
     p.add_argument("--type", choices=sorted(TYPE_RULES), help="only this type")
@@ -51,7 +53,9 @@ async def trace_text(store: MemoryStore, record: MemoryRecord, session_messages:
     """What a memory came from. `session_messages` loads a session's messages (`SessionStore.load_messages`)."""
     lines = [format_record(record), f"source: {record.source_ref or '(none)'} ({record.source_kind})"]
     if record.meta:
-        lines.append("meta: " + ", ".join(f"{k}={v}" for k, v in sorted(record.meta.items()) if k != "source_l1_ids"))
+        lines.append(
+            "meta: " + ", ".join(f"{k}={v}" for k, v in sorted(record.meta.items()) if k != "source_l1_ids")
+        )
     for l1_id in record.meta.get("source_l1_ids", [])[:30]:
         src = await store.get(int(l1_id))
         lines.append(f"  from {format_record(src)}" if src else f"  from #{l1_id} (deleted)")

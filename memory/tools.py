@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent.compaction import message_text
 from agent.errors import InvalidToolArguments, ToolFailed
 from agent.messages import Message
 from agent.tools.registry import ToolContext, Toolset
-from memory.archive import FileArchiveStore
+from memory.archive import FileArchiveStore, query_terms
 from memory.extraction import Candidate, MemoryExtractor
 from memory.longterm import MemoryRecord, MemoryStore
 from memory.recall import MemoryRecall
@@ -59,13 +60,19 @@ def _record(r: MemoryRecord) -> dict[str, Any]:
 
 
 def render_restored(
-    messages: list[Message], start: int = 0, max_chars: int = RESTORE_PAGE_CHARS
+    messages: list[Message],
+    start: int = 0,
+    max_chars: int = RESTORE_PAGE_CHARS,
+    only: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Restored messages as compact rows, paged by characters."""
+    """Restored messages as compact rows, paged by characters (`only`: these indexes)."""
     rows: list[dict[str, Any]] = []
     used = 0
     index = start
+    wanted = None if only is None else set(only)
     for index in range(start, len(messages)):
+        if wanted is not None and index not in wanted:
+            continue
         msg = messages[index]
         row: dict[str, Any] = {"index": index, "role": msg.role}
         if msg.text:
@@ -84,8 +91,13 @@ def render_restored(
         used += size
     else:
         index = len(messages)
+    if wanted is not None and index < len(messages) and not any(i >= index for i in wanted):
+        index = len(messages)
     next_start = index if index < len(messages) else None
-    return {"total_messages": len(messages), "messages": rows, "next_start": next_start}
+    out: dict[str, Any] = {"total_messages": len(messages), "messages": rows, "next_start": next_start}
+    if wanted is not None:
+        out["matching_messages"] = len(wanted)
+    return out
 
 
 @memory_tools.tool(concurrency_safe=True, side_effect="read_only")
@@ -101,7 +113,8 @@ async def query_history(
 
     Use source="archive" with `query` (a stock code, name, file path or keyword) to find archives of
     this conversation that compaction moved out of context, then source="archive" with
-    `archive_ref` ("archive://…") to restore the original messages (page with `start`).
+    `archive_ref` ("archive://…") to restore the original messages (page with `start`; add `query`
+    to get only the messages that mention it).
     Use source="memory" with `query` to search the user's long-term memories.
 
     Args:
@@ -124,12 +137,17 @@ async def query_history(
             except LookupError as exc:
                 raise ToolFailed(str(exc)) from None
             meta = await services.archive.get(archive_ref)
-            page = render_restored(messages, max(0, start))
+            if query.strip():  # only the messages that mention the query's words
+                terms = [t.lower() for t in query_terms(query)]
+                keep = [i for i, m in enumerate(messages) if any(t in message_text(m).lower() for t in terms)]
+                page = render_restored(messages, max(0, start), only=keep)
+            else:
+                page = render_restored(messages, max(0, start))
             return {"archive_ref": archive_ref, "summary": meta.summary if meta else "", **page}
         if not query.strip():
             archives = await services.archive.list_archives(ctx.session_id or None)
             return {"archives": [_archive_row(m) for m in archives[:limit]]}
-        hits = await services.archive.search(query, session_id=ctx.session_id or None, limit=limit)
+        hits = await services.archive.search(query, session_id=ctx.session_id or None, limit=limit, deep=True)
         return {
             "query": query,
             "archives": [{**_archive_row(h.meta), "matched": list(h.matched)} for h in hits],

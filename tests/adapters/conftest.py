@@ -106,6 +106,7 @@ async def make_dc(dc_fake, kv):
 
     async def make(handler, **kw) -> DiscordAdapter:
         kw.setdefault("ready_timeout", 5)
+        kw.setdefault("guild_ready_timeout", 0.05)
         kw.setdefault("stop_grace_s", 1.0)
         ad = DiscordAdapter("fake-discord-token-xyz", kv_get=kv.aget, kv_set=kv.aset, **kw)
         await ad.start(handler)

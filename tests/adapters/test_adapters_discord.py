@@ -5,7 +5,15 @@ from __future__ import annotations
 import discord
 import pytest
 
-from adapters.base import Button, ButtonPress, ChatRef, InboundCommand, InboundMessage, MessageGone, SentMessage
+from adapters.base import (
+    Button,
+    ButtonPress,
+    ChatRef,
+    InboundCommand,
+    InboundMessage,
+    MessageGone,
+    SentMessage,
+)
 from adapters.discord import DiscordAdapter, command_payload
 from tests.fakes.discord_fake import APP_ID, BOT
 
@@ -83,7 +91,9 @@ async def test_unanswered_slash_command_placeholder_is_removed(make_dc, dc_fake,
 async def test_button_survives_restart(make_dc, dc_fake, recorder):
     first = await make_dc(recorder)
     card = await first.send_text(
-        ChatRef("discord", "300"), "Run `buy`?", buttons=[[Button("Allow", "ap7Kq", "success"), Button("Deny", "dn7Kq", "danger")]]
+        ChatRef("discord", "300"),
+        "Run `buy`?",
+        buttons=[[Button("Allow", "ap7Kq", "success"), Button("Deny", "dn7Kq", "danger")]],
     )
     components = dc_fake.bot_messages(300)[0]["components"][0]["components"]
     assert [c["custom_id"] for c in components] == ["tb:ap7Kq", "tb:dn7Kq"]
@@ -170,3 +180,22 @@ async def test_typing_and_image(make_dc, dc_fake, recorder, tmp_path):
 def test_adapter_requires_token():
     with pytest.raises(ValueError):
         DiscordAdapter("", kv_get=dict().get, kv_set=lambda k, v: None)
+
+
+async def test_attachment_only_dm_gets_a_clear_reply(make_dc, dc_fake, recorder):
+    await make_dc(recorder)
+    att = {"id": "1", "filename": "a.zip", "size": 10**8, "url": "http://x/a", "proxy_url": "http://x/a"}
+    await dc_fake.push_dm(300, 42, "", attachments=[att])
+    await dc_fake.wait_for(lambda: dc_fake.bot_messages(300))
+    assert "only read text" in dc_fake.bot_messages(300)[0]["content"]
+    assert recorder.events == []
+
+
+async def test_rate_limited_send_is_retried_by_discord_py(make_dc, dc_fake, recorder):
+    ad = await make_dc(recorder)
+    dc_fake.fail_next[("POST", "/channels/300/messages")] = [
+        (429, {"message": "You are being rate limited.", "retry_after": 0.01, "global": False})
+    ]
+    sent = await ad.send_text(ChatRef("discord", "300"), "after the wait")
+    assert len(dc_fake.calls_matching("POST", "/channels/300/messages")) == 2
+    assert dc_fake.bot_messages(300)[-1]["id"] == sent.message_id

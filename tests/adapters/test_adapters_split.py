@@ -26,10 +26,15 @@ def long_answer(n: int = 10_000, seed: int = 1) -> str:
     while sum(map(len, parts)) < n:
         kind = rng.random()
         if kind < 0.25:
-            lines = [f"    x{i} = {rng.randint(0, 999)}  # {' '.join(rng.choices(words, k=6))}" for i in range(rng.randint(5, 60))]
+            lines = [
+                f"    x{i} = {rng.randint(0, 999)}  # {' '.join(rng.choices(words, k=6))}"
+                for i in range(rng.randint(5, 60))
+            ]
             parts.append("```python\n" + "\n".join(lines) + "\n```")
         elif kind < 0.35:
-            parts.append("\n".join(f"- {' '.join(rng.choices(words, k=8))}" for _ in range(rng.randint(2, 8))))
+            parts.append(
+                "\n".join(f"- {' '.join(rng.choices(words, k=8))}" for _ in range(rng.randint(2, 8)))
+            )
         else:
             parts.append(" ".join(rng.choices(words, k=rng.randint(10, 90))))
     return "\n\n".join(parts)[:n]
@@ -83,7 +88,9 @@ def test_utf16_length_for_emoji():
 
 def test_rendered_parts_fit_telegram_and_parse():
     text = long_answer(seed=3)
-    parts = render_parts(text, limit=4096, fmt="markdown", render=to_telegram_html, visible=html_visible_text, length=utf16_len)
+    parts = render_parts(
+        text, limit=4096, fmt="markdown", render=to_telegram_html, visible=html_visible_text, length=utf16_len
+    )
     assert len(parts) >= 3
     for p in parts:
         assert utf16_len(parse_telegram_html(p.formatted)) <= 4096

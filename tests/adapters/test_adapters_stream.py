@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from adapters.base import Button, ChatAdapter, ChatRef, SentMessage
 from adapters.stream import StreamingMessage
@@ -94,7 +95,7 @@ async def test_edits_are_rate_limited_per_chat_kind():
         await stream.finish()
         times = stream.pushes
         assert len(times) >= 2
-        assert all(b - a >= interval - 1e-9 for a, b in zip(times, times[1:], strict=False))
+        assert all(b - a >= interval - 1e-9 for a, b in itertools.pairwise(times))
         assert "".join(ad.texts[m.message_id] for m in stream.messages) == text
         # one push per interval at most (a push may touch two messages when the text overflows)
         assert len(times) <= 10 / interval + 2

@@ -10,7 +10,15 @@ import time
 
 import pytest
 
-from adapters.base import Button, ButtonPress, ChatRef, DeliveryError, InboundCommand, InboundMessage, MessageGone
+from adapters.base import (
+    Button,
+    ButtonPress,
+    ChatRef,
+    DeliveryError,
+    InboundCommand,
+    InboundMessage,
+    MessageGone,
+)
 from adapters.telegram import TelegramAdapter, WebhookConfig
 from tests.fakes.telegram_api import BOT_USER, FakeRequest, cant_parse, retry_after
 
@@ -74,7 +82,9 @@ async def test_button_press_is_answered(make_tg, tg_api, recorder):
     recorder.on = on
     ad = await make_tg(recorder)
     tg_api.chat(5)
-    sent = await ad.send_text(ChatRef("telegram", "5"), "Run tool?", buttons=[[Button("Allow", "ap:x1"), Button("Deny", "dn:x1")]])
+    sent = await ad.send_text(
+        ChatRef("telegram", "5"), "Run tool?", buttons=[[Button("Allow", "ap:x1"), Button("Deny", "dn:x1")]]
+    )
     markup = tg_api.messages[(5, int(sent.message_id))]["reply_markup"]
     assert [b["callback_data"] for b in markup["inline_keyboard"][0]] == ["ap:x1", "dn:x1"]
     mid = int(sent.message_id)
@@ -83,7 +93,9 @@ async def test_button_press_is_answered(make_tg, tg_api, recorder):
     tg_api.push_callback(5, mid, "boom")  # handler raises: still answered, adapter survives
     await tg_api.wait_for(lambda: len(tg_api.callback_answers) == 3)
     first = recorder.events[0]
-    assert isinstance(first, ButtonPress) and first.message_id == sent.message_id and first.user.user_id == "1"
+    assert (
+        isinstance(first, ButtonPress) and first.message_id == sent.message_id and first.user.user_id == "1"
+    )
     answers = tg_api.callback_answers
     assert answers[0].get("text") == "Approved"
     assert "text" not in answers[1] and "text" not in answers[2]
@@ -249,7 +261,10 @@ async def test_image_and_commands(make_tg, tg_api, recorder, tmp_path):
     sent = await ad.send_image(ChatRef("telegram", "5"), png, caption="**600519** weekly")
     m = tg_api.messages[(5, int(sent.message_id))]
     assert m["caption"] == "600519 weekly" and m["photo"][0]["file_size"] == len(png.read_bytes())
-    await ad.set_commands([("new", "Start a new session"), ("status", "Show status")], translations={"zh": {"new": "开始新会话"}})
+    await ad.set_commands(
+        [("new", "Start a new session"), ("status", "Show status")],
+        translations={"zh": {"new": "开始新会话"}},
+    )
     assert [c["command"] for c in tg_api.commands[""]] == ["new", "status"]
     assert tg_api.commands["zh"][0]["description"] == "开始新会话"
     assert tg_api.commands["zh"][1]["description"] == "Show status"
@@ -258,7 +273,9 @@ async def test_image_and_commands(make_tg, tg_api, recorder, tmp_path):
 async def test_token_never_logged(make_tg, tg_api, recorder, caplog):
     caplog.set_level(logging.DEBUG)
     await make_tg(recorder)
-    logging.getLogger("telegram.ext.Updater").error("url was https://api.telegram.org/bot%s/getMe", tg_api.token)
+    logging.getLogger("telegram.ext.Updater").error(
+        "url was https://api.telegram.org/bot%s/getMe", tg_api.token
+    )
     try:
         raise RuntimeError(f"failed POST /bot{tg_api.token}/sendMessage")
     except RuntimeError:
@@ -278,8 +295,12 @@ def _free_port() -> int:
 
 async def test_webhook_mode_checks_secret(tg_api, recorder):
     port = _free_port()
-    cfg = WebhookConfig(url=f"http://127.0.0.1:{port}/tg", secret_token="s3cret-Token_1", port=port, path="/tg")
-    ad = TelegramAdapter(tg_api.token, request=FakeRequest(tg_api), get_updates_request=FakeRequest(tg_api), webhook=cfg)
+    cfg = WebhookConfig(
+        url=f"http://127.0.0.1:{port}/tg", secret_token="s3cret-Token_1", port=port, path="/tg"
+    )
+    ad = TelegramAdapter(
+        tg_api.token, request=FakeRequest(tg_api), get_updates_request=FakeRequest(tg_api), webhook=cfg
+    )
     await ad.start(recorder)
     try:
         assert tg_api.webhook["url"] == cfg.url and tg_api.webhook["secret_token"] == cfg.secret_token
@@ -317,3 +338,14 @@ async def test_end_to_end_over_http_via_api_base_url(tg_api, recorder, caplog):
         await tg_api.close()
     assert isinstance(recorder.events[0], InboundCommand) and recorder.events[0].name == "ping"
     assert tg_api.token not in caplog.text
+
+
+async def test_second_poller_conflict_is_reported_and_survived(make_tg, tg_api, recorder, fake_sleep, caplog):
+    caplog.set_level(logging.ERROR, logger="adapters.telegram")
+    conflict = (409, {"ok": False, "error_code": 409, "description": "Conflict: terminated by other getUpdates request"})
+    tg_api.fail("getUpdates", conflict, times=2)
+    await make_tg(recorder)
+    tg_api.push_text(5, "hi")
+    await tg_api.wait_for(lambda: recorder.events)
+    assert "another instance is polling" in caplog.text
+    assert fake_sleep.delays and min(fake_sleep.delays) >= 10

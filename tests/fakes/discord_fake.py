@@ -26,7 +26,14 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 APP_ID = "1000"
-BOT = {"id": "1000", "username": "tapebot", "discriminator": "0", "avatar": None, "bot": True, "global_name": "Tapebot"}
+BOT = {
+    "id": "1000",
+    "username": "tapebot",
+    "discriminator": "0",
+    "avatar": None,
+    "bot": True,
+    "global_name": "Tapebot",
+}
 
 
 def _jr(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -40,7 +47,13 @@ def _now() -> str:
 
 
 def user_payload(user_id: int | str, name: str = "alice") -> dict:
-    return {"id": str(user_id), "username": name, "discriminator": "0", "avatar": None, "global_name": name.title()}
+    return {
+        "id": str(user_id),
+        "username": name,
+        "discriminator": "0",
+        "avatar": None,
+        "global_name": name.title(),
+    }
 
 
 @dataclass
@@ -189,7 +202,9 @@ class FakeDiscord:
         data: dict[str, Any] = {"id": "9000", "name": name, "type": 1}
         if args:
             data["options"] = [{"name": "args", "type": 3, "value": args}]
-        payload = self._interaction(2, data, user_id=user_id, channel_id=channel_id, guild_id=guild_id, locale=locale)
+        payload = self._interaction(
+            2, data, user_id=user_id, channel_id=channel_id, guild_id=guild_id, locale=locale
+        )
         await self.dispatch("INTERACTION_CREATE", payload)
         return payload
 
@@ -279,7 +294,7 @@ class FakeDiscord:
                 status, err = queue.pop(0)
                 headers = {}
                 if status == 429:
-                    headers = {"Retry-After": str(err.get("retry_after", 0.01)), "X-RateLimit-Scope": "user"}
+                    headers = {"Retry-After": str(err.get("retry_after", 0.01)), "X-RateLimit-Scope": "user", "Via": "1.1 google"}
                 return _jr(err, status, headers)
         parts = path.strip("/").split("/")
 

@@ -35,7 +35,9 @@ _ALLOWED_TAGS = {
     "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a", "code", "pre",
     "blockquote", "tg-emoji",
 }  # fmt: skip
-_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)((?:\s+[a-zA-Z-]+(?:=\"[^\"<>]*\"|='[^'<>]*'|=[^\s<>]*)?)*)\s*>")
+_TAG = re.compile(
+    r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)((?:\s+[a-zA-Z-]+(?:=\"[^\"<>]*\"|='[^'<>]*'|=[^\s<>]*)?)*)\s*>"
+)
 _ENTITY = re.compile(r"&(lt|gt|amp|quot|#\d{1,7}|#x[0-9a-fA-F]{1,6});")
 
 
@@ -59,10 +61,12 @@ def parse_telegram_html(text: str) -> str:
                 raise ParseError(f'Unsupported start tag "{name}" at byte offset {len(text[:i].encode())}')
             if closing:
                 if not stack or stack[-1] != name:
-                    raise ParseError(f'Unmatched end tag at byte offset {len(text[:i].encode())}, expected "</{stack[-1] if stack else ""}>", found "</{name}>"')
+                    raise ParseError(
+                        f'Unmatched end tag at byte offset {len(text[:i].encode())}, expected "</{stack[-1] if stack else ""}>", found "</{name}>"'
+                    )
                 stack.pop()
             else:
-                if stack and stack[-1] in ("code",) or (stack and stack[-1] == "pre" and name != "code"):
+                if (stack and stack[-1] in ("code",)) or (stack and stack[-1] == "pre" and name != "code"):
                     raise ParseError(f"Entities can't be nested in {stack[-1]}")
                 if name == "a" and 'href="' not in m.group(3) and "href='" not in m.group(3):
                     raise ParseError("Can't find end of a URL")
@@ -71,7 +75,9 @@ def parse_telegram_html(text: str) -> str:
         elif ch == "&":
             m = _ENTITY.match(text, i)
             if not m:
-                raise ParseError(f"Can't find end of the entity starting at byte offset {len(text[:i].encode())}")
+                raise ParseError(
+                    f"Can't find end of the entity starting at byte offset {len(text[:i].encode())}"
+                )
             out.append(html.unescape(m.group(0)))
             i = m.end()
         elif ch == ">":
@@ -100,7 +106,7 @@ def retry_after(seconds: int = 1) -> tuple[int, dict]:
 
 
 def cant_parse() -> tuple[int, dict]:
-    return _err(400, "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0")
+    return _err(400, 'Bad Request: can\'t parse entities: Unsupported start tag "x" at byte offset 0')
 
 
 @dataclass
@@ -151,7 +157,11 @@ class FakeBotAPI:
         if chat_id in self.chats:
             return self.chats[chat_id]
         if chat_id > 0:
-            c = {"id": chat_id, "type": "private", "first_name": self.users.get(chat_id, {}).get("first_name", "U")}
+            c = {
+                "id": chat_id,
+                "type": "private",
+                "first_name": self.users.get(chat_id, {}).get("first_name", "U"),
+            }
         else:
             c = {"id": chat_id, "type": "supergroup", "title": title or f"Group {chat_id}"}
             if forum:
@@ -254,11 +264,15 @@ class FakeBotAPI:
             if v:
                 return v
             if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met within {timeout}s; calls={[c.method for c in self.calls]}")
+                raise AssertionError(
+                    f"condition not met within {timeout}s; calls={[c.method for c in self.calls]}"
+                )
             await asyncio.sleep(0.005)
 
     # ---- the API --------------------------------------------------------------------------------
-    async def handle(self, method: str, p: dict[str, Any], files: dict[str, bytes] | None = None) -> tuple[int, dict]:
+    async def handle(
+        self, method: str, p: dict[str, Any], files: dict[str, bytes] | None = None
+    ) -> tuple[int, dict]:
         self.calls.append(Call(method, dict(p), files or {}))
         queued = self.fail_next.get(method)
         if queued:
@@ -296,7 +310,10 @@ class FakeBotAPI:
 
     async def _m_getUpdates(self, p, f):
         if self.webhook.get("url"):
-            return _err(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first")
+            return _err(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+            )
         off = int(p.get("offset") or 0)
         if off:
             self.confirmed_offset = max(self.confirmed_offset, off)
@@ -371,7 +388,10 @@ class FakeBotAPI:
             return checked
         markup = json.loads(p["reply_markup"]) if p.get("reply_markup") else None
         if m.get("text") == checked and m.get("reply_markup") == markup:
-            return _err(400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
+            return _err(
+                400,
+                "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
+            )
         new = {k: v for k, v in m.items() if k != "reply_markup"}
         new.update(text=checked, edit_date=int(time.time()), _parse_mode=p.get("parse_mode"))
         if markup:
@@ -397,7 +417,9 @@ class FakeBotAPI:
 
     async def _m_answerCallbackQuery(self, p, f):
         if any(a["callback_query_id"] == p["callback_query_id"] for a in self.callback_answers):
-            return _err(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+            return _err(
+                400, "Bad Request: query is too old and response timeout expired or query ID is invalid"
+            )
         self.callback_answers.append(dict(p))
         return self._ok(True)
 

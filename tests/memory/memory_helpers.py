@@ -9,7 +9,13 @@ from agent.providers.base import ModelRequest
 from agent.providers.scripted import ScriptedClient, reply
 from memory.terms import extract_codes
 
-NAMES = {"宁德时代": "300750", "比亚迪": "002594", "贵州茅台": "600519", "长信科技": "300088", "平安银行": "000001"}
+NAMES = {
+    "宁德时代": "300750",
+    "比亚迪": "002594",
+    "贵州茅台": "600519",
+    "长信科技": "300088",
+    "平安银行": "000001",
+}
 
 
 def resolve_codes(text: str) -> list[str]:

@@ -24,7 +24,13 @@ from memory.archive import FileArchiveStore
 from memory.hooks import MemoryContextHooks, build_memory_hooks
 from memory.longterm import MemoryStore
 from memory.recall import MemoryRecall
-from memory.taskstate import TaskState, TaskStateStore, TaskStateUpdater, normalise_task_state, render_task_state
+from memory.taskstate import (
+    TaskState,
+    TaskStateStore,
+    TaskStateUpdater,
+    normalise_task_state,
+    render_task_state,
+)
 
 
 def test_inject_recall_is_transient_and_targets_the_last_real_user_message():
@@ -75,8 +81,18 @@ async def test_no_hooks_do_nothing():
 def test_taskstate_normalisation_drops_steps_prices_and_duplicates():
     state = TaskState(
         goal="决定是否加仓宁德时代",
-        open_loops=["Call analyze_stock for 300750", "确认宁德时代的支撑位", "确认宁德时代的支撑位", "等待用户回复"],
-        important_facts=["用户单票仓位不超过15%", "当前价格 215.3 元", "账户余额 12 万", "USER单票仓位不超过15%"],
+        open_loops=[
+            "Call analyze_stock for 300750",
+            "确认宁德时代的支撑位",
+            "确认宁德时代的支撑位",
+            "等待用户回复",
+        ],
+        important_facts=[
+            "用户单票仓位不超过15%",
+            "当前价格 215.3 元",
+            "账户余额 12 万",
+            "USER单票仓位不超过15%",
+        ],
         last_decision={"action": "暂不加仓", "reason": "未确认支撑"},
     )
     clean = normalise_task_state(state)
@@ -174,9 +190,17 @@ async def test_compacting_hooks_persist_and_return_the_new_history(tmp_path):
 async def test_build_memory_hooks_wires_everything(db, tmp_path):
     tracker = TaskTracker()
     hooks = build_memory_hooks(
-        db, archive_dir=tmp_path / "archive", tracker=tracker, memory_client=ScriptedClient(), code_resolver=resolve_codes
+        db,
+        archive_dir=tmp_path / "archive",
+        tracker=tracker,
+        memory_client=ScriptedClient(),
+        code_resolver=resolve_codes,
     )
-    assert hooks.compactor is not None and hooks.compactor.flush is not None and hooks.compactor.archive is not None
+    assert (
+        hooks.compactor is not None
+        and hooks.compactor.flush is not None
+        and hooks.compactor.archive is not None
+    )
     assert await hooks.recall("no-such-session", "随便问问") is None
     await hooks.session_end("s", [Message.user("hi")])
     await tracker.aclose()

@@ -16,13 +16,21 @@ def session(user_lines: list[str], tool_text: str = '{"code": "300750", "close":
     for i, text in enumerate(user_lines):
         msgs.append(Message.user(text))
         if i == 0:
-            msgs.append(Message.assistant("", [ToolCallPart(id="c1", name="analyze_stock", arguments={"code": "300750"})]))
+            msgs.append(
+                Message.assistant(
+                    "", [ToolCallPart(id="c1", name="analyze_stock", arguments={"code": "300750"})]
+                )
+            )
             msgs.append(Message.tool_result("c1", "analyze_stock", tool_text))
         msgs.append(Message.assistant("好的，记住了。"))
     return msgs
 
 
-USER = ["我不想每天开盘就买，容易影响心情，一般尾盘再看", "宁德时代跌破 200 就不碰了", "还有，单票仓位不超过15%"]
+USER = [
+    "我不想每天开盘就买，容易影响心情，一般尾盘再看",
+    "宁德时代跌破 200 就不碰了",
+    "还有，单票仓位不超过15%",
+]
 
 
 def test_parse_tagged_lines_ignores_other_tags_and_limits():
@@ -57,9 +65,16 @@ async def test_gates(store: MemoryStore):
     client = ScriptedClient()
     extractor = MemoryExtractor(store, client=client)
     assert (await extractor.extract_session("u", "s", session(USER)[:3])).skipped == "fewer than 4 messages"
-    chat_only = [Message.user("你好"), Message.assistant("你好"), Message.user("在吗"), Message.assistant("在")]
+    chat_only = [
+        Message.user("你好"),
+        Message.assistant("你好"),
+        Message.user("在吗"),
+        Message.assistant("在"),
+    ]
     assert (await extractor.extract_session("u", "s", chat_only)).skipped == "no tool was used"
-    assert (await MemoryExtractor(store, client=None).extract_session("u", "s", session(USER))).skipped == "no model configured"
+    assert (
+        await MemoryExtractor(store, client=None).extract_session("u", "s", session(USER))
+    ).skipped == "no model configured"
     assert client.requests == []
 
 
@@ -77,7 +92,9 @@ async def test_deterministic_dedup_needs_no_llm(store: MemoryStore):
     await store.add("u", "preference", "用户不想开盘买入，偏好尾盘再看")
     client = ScriptedClient()
     extractor = MemoryExtractor(store, client=client)
-    record, reason = await extractor.save_candidate("u", Candidate("preference", "用户不想开盘买入 偏好尾盘再看!"), source_ref="x")
+    record, reason = await extractor.save_candidate(
+        "u", Candidate("preference", "用户不想开盘买入 偏好尾盘再看!"), source_ref="x"
+    )
     assert record is None and reason.startswith("duplicate")
     assert client.requests == []
 
@@ -106,7 +123,9 @@ async def test_fetched_content_never_becomes_a_user_preference(store: MemoryStor
     page = "专家观点：尾盘买入更稳健，不要追涨，仓位控制在三成以内，跌破年线坚决止损。"
     msgs = [
         Message.user("帮我读一下这个网页 https://example.com/advice"),
-        Message.assistant("", [ToolCallPart(id="w1", name="web_fetch", arguments={"url": "https://example.com/advice"})]),
+        Message.assistant(
+            "", [ToolCallPart(id="w1", name="web_fetch", arguments={"url": "https://example.com/advice"})]
+        ),
         Message.tool_result("w1", "web_fetch", page),
         Message.assistant("网页建议尾盘买入、不要追涨。"),
         Message.user("好的谢谢"),
@@ -123,7 +142,9 @@ async def test_fetched_content_never_becomes_a_user_preference(store: MemoryStor
 
 
 async def test_incremental_layer_refresh(store: MemoryStore, clock):
-    layers = "[画像] 用户重视本金安全，偏好二次确认\n[剧本] 尾盘二次确认买入：14:45 后检查支撑和量能；破支撑不买"
+    layers = (
+        "[画像] 用户重视本金安全，偏好二次确认\n[剧本] 尾盘二次确认买入：14:45 后检查支撑和量能；破支撑不买"
+    )
     client = ScriptedClient(default=reply(layers))
     extractor = MemoryExtractor(store, client=client)
     for text in ("不追涨", "尾盘买入", "跌破支撑不买"):
@@ -153,7 +174,9 @@ async def test_flush_before_compaction_dedups_and_binds_codes_per_line(store: Me
         Message.user("贵州茅台 600519 我长期看好，但 1500 以上不加仓"),
         Message.assistant("记下了：600519 高于 1500 不加仓。"),
     ]
-    client = answering("[偏好] 用户只在尾盘买，开盘从不追涨\n[决策] 贵州茅台 1500 以上不加仓\n[偏好] 对话摘要：聊了茅台")
+    client = answering(
+        "[偏好] 用户只在尾盘买，开盘从不追涨\n[决策] 贵州茅台 1500 以上不加仓\n[偏好] 对话摘要：聊了茅台"
+    )
     saved = await MemoryExtractor(store, client=client).flush_before_compaction("u", "s1", head)
     assert saved == 2
     rows = {r.content: r for r in await store.recent("u")}

@@ -31,7 +31,18 @@ def test_keyword_extraction_bigrams_stopwords_limit_and_codes_removed():
 
 @pytest.mark.parametrize(
     "query",
-    ['帮我看看 600519 的走势?', "AND", "a-b", '"unbalanced', "NOT OR NEAR(", "(追涨) * ^x", "'; DROP TABLE memories; --", "", "   ", "？？？"],
+    [
+        "帮我看看 600519 的走势?",
+        "AND",
+        "a-b",
+        '"unbalanced',
+        "NOT OR NEAR(",
+        "(追涨) * ^x",
+        "'; DROP TABLE memories; --",
+        "",
+        "   ",
+        "？？？",
+    ],
 )
 async def test_hostile_fts_queries_never_raise(store: MemoryStore, query):
     await store.add("u", "preference", "用户不追涨，偏好尾盘二次确认")
@@ -107,7 +118,12 @@ async def test_decay_by_type_and_preferences_never_decay(store: MemoryStore, clo
 async def test_layered_output_sections_source_and_pinned_not_duplicated(store: MemoryStore):
     persona = await store.add("u", "persona", "用户重视本金安全和情绪稳定")
     pref = await store.add("u", "preference", "用户不想开盘买入，避免影响心情", source_ref="chat_log:s1")
-    await store.add("u", "playbook", "尾盘二次确认买入：14:45 后检查支撑、VWAP 和量能；破支撑不买", source_ref="chat_log:s1")
+    await store.add(
+        "u",
+        "playbook",
+        "尾盘二次确认买入：14:45 后检查支撑、VWAP 和量能；破支撑不买",
+        source_ref="chat_log:s1",
+    )
     dec = await store.add("u", "decision", "极端放量但冲高回落不买", source_ref="chat_log:s1")
     result = await MemoryRecall(store).recall("u", "尾盘放量冲高回落还能买吗，开盘买入呢")
     text = result.text

@@ -19,7 +19,12 @@ SAMPLES = [
     "| 对话轮次 N | 历史消息总数 | 每轮 miss 条数 | miss 比例 |\n| 2 | 2 | 1 | 50%（短对话损失大） |",
     "• 我们期望在上下文窗口中，预留 25% 的空间不放历史记录。\n• 为了防止小窗口模型的 25% 空间太少，系统规定了安全垫的硬性最低保底值为 16,384。",
     json.dumps(
-        {"code": "600519", "name": "贵州茅台", "phase": "吸筹B阶段", "bars": [[20250101, 1701.5, 1710.0, 1695.2, 1705.3, 32145]]},
+        {
+            "code": "600519",
+            "name": "贵州茅台",
+            "phase": "吸筹B阶段",
+            "bars": [[20250101, 1701.5, 1710.0, 1695.2, 1705.3, 32145]],
+        },
         ensure_ascii=False,
     ),
     json.dumps({"code": "300750", "name": "宁德时代", "signals": ["弹簧", "放量突破"]}),  # \\u escapes
@@ -39,7 +44,9 @@ def test_cjk_counts_at_least_one_token_per_character():
 def test_estimates_count_system_tools_thinking_and_arguments():
     base = estimate_messages([Message.user("hi")])
     assert estimate_messages([Message.user("hi")], system="你是一个投资助手。" * 20) > base + 20
-    tool = ToolSchema("analyze_stock", "分析一只股票", {"type": "object", "properties": {"code": {"type": "string"}}})
+    tool = ToolSchema(
+        "analyze_stock", "分析一只股票", {"type": "object", "properties": {"code": {"type": "string"}}}
+    )
     assert estimate_messages([Message.user("hi")], tools=[tool]) > base + 10
     thinking = Message.assistant("ok", thinking=[ThinkingPart(text="让我想想这个问题" * 30)])
     assert estimate_message(thinking) > estimate_message(Message.assistant("ok")) + 100
@@ -51,7 +58,8 @@ def test_estimates_count_system_tools_thinking_and_arguments():
 
 def test_never_more_than_ten_percent_under_a_real_tokenizer():
     bpe = pytest.importorskip(
-        "bpe_openai", reason="bpe-openai (dev extra) ships cl100k/o200k; without it there is no offline tokenizer"
+        "bpe_openai",
+        reason="bpe-openai (dev extra) ships cl100k/o200k; without it there is no offline tokenizer",
     )
     encodings = [bpe.get_encoding("cl100k_base"), bpe.get_encoding("o200k_base")]
     mixed = "\n".join(SAMPLES)

@@ -39,14 +39,23 @@ async def run(services, name, **args):
 def test_tool_specs():
     specs = {s.name: s for s in memory_tools.specs()}
     assert set(specs) == {"query_history", "get_preferences", "manage_preferences"}
-    assert specs["manage_preferences"].side_effect == "mutating" and not specs["manage_preferences"].requires_approval
+    assert (
+        specs["manage_preferences"].side_effect == "mutating"
+        and not specs["manage_preferences"].requires_approval
+    )
     assert specs["query_history"].side_effect == "read_only"
-    assert specs["manage_preferences"].parameters["properties"]["action"]["enum"] == ["add", "update", "delete"]
+    assert specs["manage_preferences"].parameters["properties"]["action"]["enum"] == [
+        "add",
+        "update",
+        "delete",
+    ]
 
 
 async def test_query_history_archive_search_and_paged_restore(services: MemoryServices):
     head = [Message.user(f"第{i}条：贵州茅台 600519 的支撑在哪里？" + "细节" * 200) for i in range(30)]
-    head.append(Message.assistant("", [ToolCallPart(id="c1", name="analyze_stock", arguments={"code": "600519"})]))
+    head.append(
+        Message.assistant("", [ToolCallPart(id="c1", name="analyze_stock", arguments={"code": "600519"})])
+    )
     head.append(Message.tool_result("c1", "analyze_stock", '{"code": "600519", "phase": "markup"}'))
     ref = await services.archive.save("s1", head, summary="讨论了贵州茅台的支撑位", anchors=[], tail_start=32)
     found = await run(services, "query_history", source="archive", query="贵州茅台")
@@ -65,7 +74,12 @@ async def test_query_history_archive_search_and_paged_restore(services: MemorySe
     with pytest.raises(InvalidToolArguments):
         await run(services, "query_history", source="archive", archive_ref="archive://../../etc/passwd")
     with pytest.raises(ToolFailed):
-        await run(services, "query_history", source="archive", archive_ref="archive://s1/ctx_20260101000000_0123456789ab")
+        await run(
+            services,
+            "query_history",
+            source="archive",
+            archive_ref="archive://s1/ctx_20260101000000_0123456789ab",
+        )
     with pytest.raises(InvalidToolArguments):
         await run(services, "query_history", source="nope", query="x")
 
@@ -79,7 +93,9 @@ async def test_query_history_memory_and_extra_sources(services: MemoryServices):
         return [{"code": "600519", "verdict": "watch"}]
 
     services.history_sources["analyses"] = analyses
-    assert (await run(services, "query_history", source="analyses", query="600519"))["result"][0]["verdict"] == "watch"
+    assert (await run(services, "query_history", source="analyses", query="600519"))["result"][0][
+        "verdict"
+    ] == "watch"
 
 
 async def test_manage_and_get_preferences(services: MemoryServices):
@@ -124,7 +140,14 @@ async def test_migration_creates_memory_schema_and_search_works(tmp_path):
     async with Database(url, migrate=False) as db:
         async with db.read() as s:
             names = set((await s.execute(sa.text("SELECT name FROM sqlite_master"))).scalars())
-        assert {"memories", "memory_codes", "memory_markers", "task_states", "memories_fts", "memories_terms_fts"} <= names
+        assert {
+            "memories",
+            "memory_codes",
+            "memory_markers",
+            "task_states",
+            "memories_fts",
+            "memories_terms_fts",
+        } <= names
         store = MemoryStore(db, code_resolver=resolve_codes)
         await store.add("u", "decision", "宁德时代跌破支撑不买")
         assert [h.record.content for h in await store.search_fts("u", ["跌破支"])] == ["宁德时代跌破支撑不买"]
