@@ -49,6 +49,7 @@ from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.render import render_parts, to_discord
+from agent.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,11 @@ class DiscordAdapter(ChatAdapter):
         if self._task in done:
             ready.cancel()
             exc = self._task.exception()
+            self._task = None
+            await self.client.close()  # release the HTTP session opened by login
+            if isinstance(exc, discord.LoginFailure):
+                raise ConfigError("Discord rejected the bot token", key="discord.token",
+                                  fix="check DISCORD_BOT_TOKEN / [discord] token") from exc  # fmt: skip
             raise DeliveryError(f"discord client stopped during start: {exc!r}") from exc
         if not done:
             ready.cancel()
@@ -528,6 +534,18 @@ class DiscordAdapter(ChatAdapter):
         self.synced += 1
         await _maybe_await(self._kv_set(key, digest))
         log.info("discord: synced %d slash commands (%s)", len(self._commands), scope)
+
+
+def point_at(api_base_url: str | None, gateway_url: str | None) -> None:
+    """Point discord.py at another REST root (e.g. "http://127.0.0.1:8080/api/v10") and/or gateway
+    websocket URL — a test fake or a proxy. These are discord.py class attributes, so this affects
+    every client in the process; pin discord.py 2.7.x (tests check the seams still exist)."""
+    import yarl
+
+    if api_base_url:
+        discord.http.Route.BASE = api_base_url.rstrip("/")
+    if gateway_url:
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
 
 
 def command_payload(

@@ -61,6 +61,7 @@ from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.ratelimit import FloodLimiter, Sleep, retry_after_seconds
 from adapters.render import html_visible_text, render_parts, split_chunks, to_telegram_html, utf16_len
+from agent.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,11 @@ class TelegramAdapter(ChatAdapter):
         install_redaction(self._token)
         self._handler = handler
         self._stopping.clear()
-        await self.app.initialize()
+        try:
+            await self.app.initialize()  # getMe
+        except InvalidToken as e:
+            raise ConfigError("Telegram rejected the bot token", key="telegram.token",
+                              fix="check TELEGRAM_BOT_TOKEN / [telegram] token") from e  # fmt: skip
         u = self.bot.bot
         self.me = UserRef(PLATFORM, str(u.id), u.full_name, None, u.username, True)
         self._started = True

@@ -40,10 +40,11 @@ class WyckoffAnalysis:
     health: Health
     indicators: dict[str, float | None] = field(default_factory=dict)
     params_board: str = "main"
+    bars_used: int = 0
 
-    def recent_events(self, bars: int = 60, n_bars: int | None = None) -> list[ev.Event]:
-        last = (n_bars or 0) - bars
-        return [e for e in self.events if e.index >= last]
+    def recent_events(self, bars: int = 20) -> list[ev.Event]:
+        """Events on the last `bars` bars."""
+        return [e for e in self.events if e.index >= self.bars_used - bars]
 
     def to_dict(self, max_events: int = 12) -> dict:
         return {
@@ -175,5 +176,5 @@ def analyze(
     return WyckoffAnalysis(
         symbol=bars.symbol, name=inst.name if inst else "", as_of=bars.dates[-1].astype(object), close=c,
         change_pct=0.0 if np.isnan(pct) else float(pct), range=rng, events=events, phase=phase, health=health,
-        indicators=indicators, params_board="st" if is_st else board,
+        indicators=indicators, params_board="st" if is_st else board, bars_used=len(bars),
     )  # fmt: skip

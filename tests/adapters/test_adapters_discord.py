@@ -199,3 +199,13 @@ async def test_rate_limited_send_is_retried_by_discord_py(make_dc, dc_fake, reco
     sent = await ad.send_text(ChatRef("discord", "300"), "after the wait")
     assert len(dc_fake.calls_matching("POST", "/channels/300/messages")) == 2
     assert dc_fake.bot_messages(300)[-1]["id"] == sent.message_id
+
+
+async def test_rejected_token_is_a_config_error(dc_fake, kv, recorder):
+    from agent.errors import ConfigError
+
+    dc_fake.fail_next[("GET", "/users/@me")] = [(401, {"message": "401: Unauthorized", "code": 0})]
+    ad = DiscordAdapter("bad-token-123", kv_get=kv.aget, kv_set=kv.aset, ready_timeout=5)
+    with pytest.raises(ConfigError):
+        await ad.start(recorder)
+    await ad.stop()

@@ -349,3 +349,13 @@ async def test_second_poller_conflict_is_reported_and_survived(make_tg, tg_api, 
     await tg_api.wait_for(lambda: recorder.events)
     assert "another instance is polling" in caplog.text
     assert fake_sleep.delays and min(fake_sleep.delays) >= 10
+
+
+async def test_rejected_token_is_a_config_error(tg_api, recorder):
+    from agent.errors import ConfigError
+
+    tg_api.fail("getMe", (401, {"ok": False, "error_code": 401, "description": "Unauthorized"}))
+    ad = TelegramAdapter(tg_api.token, request=FakeRequest(tg_api), get_updates_request=FakeRequest(tg_api))
+    with pytest.raises(ConfigError) as exc:
+        await ad.start(recorder)
+    assert "telegram.token" in str(exc.value) and tg_api.token not in str(exc.value)

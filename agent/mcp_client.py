@@ -1,0 +1,449 @@
+"""MCP servers as tapebot tools: `[[mcp_servers]]` in config.toml.
+
+    [[mcp_servers]]
+    name = "files"
+    command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv/notes"]
+    env_allowlist = ["HOME"]          # the server sees these variables and PATH, nothing else
+    requires_approval = true          # the default: every call waits for the user's tap
+    tool_overrides = { read_file = false }   # per tool: false = no approval needed
+    timeout = 30                      # seconds, for connecting and for each call
+
+    [[mcp_servers]]
+    name = "search"
+    url = "https://mcp.example.com/mcp"      # streamable HTTP
+
+`McpManager(configs).start()` connects to every server concurrently with the official `mcp`
+SDK, lists their tools and wraps each as a tapebot tool named `server__tool` whose parameters are
+the server's JSON schema. A server that fails to start, crashes or hangs is reported by
+`status()` (shown in /status) and never stops the bot; a call to a server that went away is a
+tool error the model can read. Each connection lives in its own task (the SDK's task groups must
+be entered and left by the same task); calls are made from the turn's task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agent.errors import InvalidToolArguments, ToolFailed, ToolTimedOut
+from agent.tools.registry import Attachment, Tool, ToolContext, ToolOutput, Toolset, ToolSpec
+from config.settings import McpServerConfig
+
+log = logging.getLogger(__name__)
+
+NAME_LIMIT = 64  # Anthropic and OpenAI tool-name limit
+OUTPUT_CAP = 20_000  # characters of text a server may return per call
+DESCRIPTION_CAP = 1_500
+STDERR_TAIL = 300
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
+
+State = Literal["starting", "ready", "failed", "disconnected", "stopped"]
+
+
+def _clean(text: str) -> str:
+    return _UNSAFE.sub("_", text).strip("_") or "x"
+
+
+def namespaced(server: str, tool: str) -> str:
+    """`server__tool`, made of the characters every provider accepts, at most 64 long."""
+    name = f"{_clean(server)}__{_clean(tool)}"
+    if len(name) <= NAME_LIMIT:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
+    return name[: NAME_LIMIT - 7] + "_" + digest
+
+
+def _root_error(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK wraps errors in task-group groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    exc = _root_error(exc)
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def server_environment(config: McpServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment a stdio server gets: the allow-listed variables and PATH."""
+    environ = os.environ if environ is None else environ
+    env = {k: environ[k] for k in config.env_allowlist if k in environ}
+    env["PATH"] = environ.get("PATH", os.defpath)
+    return env
+
+
+def stdio_parameters(config: McpServerConfig, environ: Mapping[str, str] | None = None) -> Any:
+    """StdioServerParameters that start the server with ONLY `server_environment()`. The SDK
+    always merges a few variables of ours (HOME, USER, SHELL, ...) into the child's environment,
+    so on POSIX the command runs through `env -u NAME ...` to drop the ones not allow-listed
+    (names only on that command line, never values)."""
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
+
+    assert config.command, "a stdio server needs a command"
+    env = server_environment(config, environ)
+    command, args = config.command[0], list(config.command[1:])
+    env_bin = shutil.which("env") if os.name == "posix" else None
+    drop = [k for k in DEFAULT_INHERITED_ENV_VARS if k not in env]
+    if env_bin and drop:
+        unset = [a for k in drop for a in ("-u", k)]
+        command, args = env_bin, [*unset, "--", config.command[0], *config.command[1:]]
+    return StdioServerParameters(command=command, args=args, env=env)
+
+
+# ---- the tool adapter -------------------------------------------------------------------------
+def _validator(schema: dict[str, Any]) -> Any:
+    try:
+        import jsonschema
+    except ImportError:  # pragma: no cover - mcp depends on jsonschema
+        return None
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        return cls(schema)
+    except Exception:  # a server's broken schema: fall back to the required-keys check
+        return None
+
+
+class McpTool(Tool):
+    """One remote tool, shaped like `agent.tools.registry.Tool` (spec, name, validate, call)."""
+
+    def __init__(self, connection: McpServerConnection, remote_name: str, spec: ToolSpec):
+        # Not calling Tool.__init__: there is no Python function behind this tool.
+        self.connection = connection
+        self.remote_name = remote_name
+        self.spec = spec
+        self.fn = None
+        self.args_model = None
+        self.ctx_param = None
+        self.is_async = True
+        self._validator = _validator(spec.parameters)
+
+    def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        if arguments is None or not isinstance(arguments, dict):
+            raise InvalidToolArguments("arguments are not a valid JSON object")
+        if self._validator is not None:
+            errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+            if errors:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:6]
+                )
+                raise InvalidToolArguments(f"invalid arguments for {self.name}: {problems}")
+        else:
+            missing = [k for k in self.spec.parameters.get("required", []) if k not in arguments]
+            if missing:
+                raise InvalidToolArguments(f"invalid arguments for {self.name}: missing {', '.join(missing)}")
+        return dict(arguments)
+
+    async def call(self, ctx: ToolContext, arguments: dict[str, Any] | None) -> Any:
+        args = self.validate(arguments)
+        return await self.connection.call(self.remote_name, args, ctx)
+
+
+def _schema(raw: Any) -> dict[str, Any]:
+    schema = dict(raw) if isinstance(raw, dict) else {}
+    if schema.get("type") != "object":
+        schema = {"type": "object", "properties": {}, **{k: v for k, v in schema.items() if k != "type"}}
+    schema.setdefault("properties", {})
+    return schema
+
+
+def build_spec(config: McpServerConfig, remote: Any) -> ToolSpec:
+    """The tapebot spec for one listed MCP tool: namespaced, approval per config (the server's
+    annotations are hints from a third party: they set the side-effect label, never approval)."""
+    ann = getattr(remote, "annotations", None)
+    read_only = bool(ann is not None and ann.read_only_hint)
+    idempotent = bool(ann is not None and ann.idempotent_hint)
+    name = namespaced(config.name, remote.name)
+    overrides = config.tool_overrides
+    approval = overrides.get(remote.name, overrides.get(name, config.requires_approval))
+    desc = " ".join((remote.description or remote.name).split())
+    description = f"[MCP server {config.name}] {desc}"
+    if len(description) > DESCRIPTION_CAP:
+        description = description[: DESCRIPTION_CAP - 1] + "…"
+    return ToolSpec(
+        name=name,
+        description=description,
+        parameters=_schema(remote.input_schema),
+        concurrency_safe=read_only and not approval,
+        requires_approval=approval,
+        side_effect="read_only" if read_only else ("idempotent" if idempotent else "mutating"),
+        timeout=config.timeout + 5,  # a backstop behind the connection's own timeout
+        toolset="mcp",
+        summary=description.split(". ")[0][:200],
+    )
+
+
+# ---- one server -------------------------------------------------------------------------------
+@dataclass
+class McpServerConnection:
+    """A connection to one configured server, owned by its own task."""
+
+    config: McpServerConfig
+    environ: Mapping[str, str] | None = None
+    log_dir: Path | None = None
+    results_dir: Path | None = None
+    output_cap: int = OUTPUT_CAP
+    state: State = "starting"
+    error: str = ""
+    tools: list[McpTool] = field(default_factory=list)
+    _client: Any = None
+    _task: asyncio.Task[None] | None = None
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _errlog: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def log_path(self) -> Path | None:
+        return self.log_dir / f"mcp-{_clean(self.name)}.log" if self.log_dir else None
+
+    def _transport(self) -> Any:
+        from mcp.client.stdio import stdio_client
+
+        if self.config.url:
+            return self.config.url
+        # The server's stderr goes to a log file (its last lines explain a failed start).
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._errlog = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in _run
+        else:
+            self._errlog = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        return stdio_client(stdio_parameters(self.config, self.environ), errlog=self._errlog)
+
+    def _stderr_tail(self) -> str:
+        path = self.log_path
+        if path is None or not path.exists():
+            return ""
+        with contextlib.suppress(OSError):
+            lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+            if lines:
+                return lines[-1][-STDERR_TAIL:]
+        return ""
+
+    async def start(self) -> None:
+        """Connect and list tools within `config.timeout`; never raises for the server's faults."""
+        self._task = asyncio.create_task(self._run(), name=f"mcp-{self.name}")
+        waiter = asyncio.ensure_future(self._ready.wait())
+        done, _ = await asyncio.wait({waiter, self._task}, timeout=self.config.timeout, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if not done:
+            self.state, self.error = "failed", f"not responding: no answer within {self.config.timeout:.0f} s"
+            await self.stop()
+            self.state = "failed"  # stop() would say "stopped"; keep the reason
+
+    async def _run(self) -> None:
+        from mcp import Client
+
+        try:
+            async with Client(self._transport(), read_timeout_seconds=self.config.timeout) as client:
+                listed = await self._list_tools(client)
+                self.tools = [McpTool(self, remote.name, build_spec(self.config, remote)) for remote in listed]
+                self._client = client
+                self.state, self.error = "ready", ""
+                self._ready.set()
+                await self._stop.wait()
+        except Exception as exc:  # any failure (ExceptionGroups included) is reported, never raised
+            tail = self._stderr_tail()
+            was_ready = self.state == "ready"
+            self.state = "disconnected" if was_ready else "failed"
+            self.error = ("failed to start: " if not was_ready else "") + _describe(exc)
+            if tail:
+                self.error += f" (stderr: {tail})"
+            log.warning("MCP server %s: %s", self.name, self.error)
+        finally:
+            self._client = None
+            if self._errlog is not None:
+                with contextlib.suppress(Exception):
+                    self._errlog.close()
+                self._errlog = None
+
+    async def _list_tools(self, client: Any) -> list[Any]:
+        tools: list[Any] = []
+        cursor = None
+        for _ in range(50):  # a paginator that never ends cannot hang the start
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    async def stop(self) -> None:
+        """Close the session (a ready server gets a clean shutdown; a stuck one is cancelled)."""
+        self._stop.set()
+        task = self._task
+        if task is not None and not task.done():
+            done: set[Any] = set()
+            if self.state == "ready":
+                done, _ = await asyncio.wait({task}, timeout=5.0)
+            if not done:
+                task.cancel()
+                await asyncio.wait({task}, timeout=10.0)
+        if self.state in ("ready", "starting"):
+            self.state = "stopped"
+
+    async def call(self, remote_name: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        client = self._client
+        if client is None or self.state != "ready":
+            reason = self.error or self.state
+            raise ToolFailed(f"MCP server {self.name} is not available ({reason}); its tools cannot run now")
+        timeout = self.config.timeout
+        try:
+            result = await asyncio.wait_for(
+                client.call_tool(remote_name, arguments, read_timeout_seconds=timeout), timeout + 1
+            )
+        except TimeoutError:
+            raise ToolTimedOut(
+                f"MCP server {self.name} did not answer {remote_name} within {timeout:.0f} s"
+            ) from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            message = _describe(exc)
+            if "Connection closed" in message or isinstance(_root_error(exc), (EOFError, BrokenPipeError)):
+                self.state = "disconnected"
+                self.error = "the server went away" + (f" (stderr: {t})" if (t := self._stderr_tail()) else "")
+                self._stop.set()
+            raise ToolFailed(f"MCP server {self.name} failed on {remote_name}: {message}") from None
+        return self._convert(remote_name, result, ctx)
+
+    def _convert(self, remote_name: str, result: Any, ctx: ToolContext) -> Any:
+        texts: list[str] = []
+        attachments: list[Attachment] = []
+        for item in result.content or []:
+            kind = getattr(item, "type", "")
+            if kind == "text":
+                texts.append(item.text)
+            elif kind == "image":
+                saved = self._save_image(item, ctx)
+                if saved is not None:
+                    attachments.append(saved)
+                    texts.append(f"[image sent to the chat: {saved.path.name}]")
+                else:
+                    texts.append(f"[image ({item.mime_type}) not shown]")
+            elif kind == "resource":
+                res = item.resource
+                text = getattr(res, "text", None)
+                texts.append(text if text is not None else f"[binary resource {res.uri}]")
+            elif kind == "resource_link":
+                texts.append(f"[resource: {item.uri}]")
+            else:
+                texts.append(f"[{kind or 'unknown'} content not shown]")
+        if not texts and result.structured_content is not None:
+            texts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
+        text = "\n".join(texts)
+        if len(text) > self.output_cap:
+            text = text[: self.output_cap] + f"\n…[output capped at {self.output_cap:,} characters]"
+        if result.is_error:
+            raise ToolFailed(f"{self.name}/{remote_name} returned an error: {text[:2000] or '(no details)'}")
+        return ToolOutput(text, attachments) if attachments else text
+
+    def _save_image(self, item: Any, ctx: ToolContext) -> Attachment | None:
+        if self.results_dir is None:
+            return None
+        ext = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}.get(
+            item.mime_type
+        )
+        if ext is None:
+            return None
+        try:
+            data = base64.b64decode(item.data, validate=True)
+        except ValueError:
+            return None
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+        path = self.results_dir / f"mcp_{_clean(self.name)}_{_clean(ctx.call_id or 'call')}_{len(data)}{ext}"
+        path.write_bytes(data)
+        return Attachment(path=path, mime=item.mime_type, caption="")
+
+    def status_line(self) -> str:
+        transport = self.config.url or " ".join(self.config.command or [])
+        if self.state == "ready":
+            return f"{self.name}: ready, {len(self.tools)} tool(s) ({transport})"
+        detail = f": {self.error}" if self.error else ""
+        return f"{self.name}: {self.state}{detail}"
+
+
+# ---- all servers ------------------------------------------------------------------------------
+class McpManager:
+    """Connects the configured MCP servers and exposes their tools as one Toolset ("mcp").
+
+    Build the runtime's toolset after `start()` (the tool list is fixed then). `status()` gives
+    one line per server for /status."""
+
+    def __init__(
+        self,
+        configs: Iterable[McpServerConfig],
+        *,
+        environ: Mapping[str, str] | None = None,
+        log_dir: Path | None = None,
+        results_dir: Path | None = None,
+        output_cap: int = OUTPUT_CAP,
+    ):
+        self.connections = [
+            McpServerConnection(
+                config=c, environ=environ, log_dir=log_dir, results_dir=results_dir, output_cap=output_cap
+            )
+            for c in configs
+        ]
+        self._toolset = Toolset("mcp")
+        self.started = False
+
+    async def start(self) -> None:
+        """Connect every server concurrently; failures are recorded, never raised."""
+        if self.started:
+            return
+        self.started = True
+        await asyncio.gather(*(c.start() for c in self.connections))
+        toolset = Toolset("mcp")
+        for conn in self.connections:
+            for tool in conn.tools:
+                if tool.name in toolset:
+                    log.warning("MCP tool name %s is used twice; the second one is skipped", tool.name)
+                    continue
+                toolset.add(tool)
+        self._toolset = toolset
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(c.stop() for c in self.connections), return_exceptions=True)
+
+    @property
+    def toolset(self) -> Toolset:
+        return self._toolset
+
+    def status(self) -> list[str]:
+        return [c.status_line() for c in self.connections]
+
+    async def __aenter__(self) -> McpManager:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+__all__ = [
+    "McpManager",
+    "McpServerConnection",
+    "McpTool",
+    "build_spec",
+    "namespaced",
+    "server_environment",
+    "stdio_parameters",
+]

@@ -1,0 +1,215 @@
+"""Whole-market screening funnel, vectorised over a panel [symbol, day] (3,000 stocks in seconds).
+
+Stages (each reports progress as (stage, detail, percent)):
+1. Liquidity: ≥ `min_bars` bars, a bar on the last day, 20-bar average turnover ≥ `min_amount`,
+   close ≥ `min_price`, not ST.
+2. Channels (any one passes): mark-up (close > MA50 > MA200, MA50 rising), range (a valid trading
+   range ends at the last bar), accumulation (close ≤ 1.45 × the 250-bar low, 60-bar range ≤ 40 %,
+   20/120-bar volume < 0.75), relative strength (20-bar return ≥ CSI 300's + 2 points).
+3. Industry resonance: industries ranked by the median 20-bar return of their liquid members;
+   those at or above the 70th percentile with ≥ 3 members are "strong" and add to the score
+   (with `require_resonance`, other industries are dropped).
+4. Triggers from the Wyckoff rules (signals.compute) in the last `trigger_window` bars: Spring,
+   SOS, LPS (and penalties for SOW / upthrust).
+5. Ranking: trigger + channel + industry + RS points; the top `confirm_top` are confirmed with the
+   full per-stock engine, whose phase and evidence become the reasons.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from markets.data import MarketData
+from markets.errors import NotFound
+from markets.indicators import rolling, sma
+from markets.panel import Panel
+from markets.symbols import Instrument
+from markets.wyckoff import analyze, signals
+from markets.wyckoff.params import DEFAULT_PARAMS, WyckoffParams
+
+Progress = Callable[[str, str, float | None], None]
+
+TRIGGER_POINTS = {"spring": 3.0, "sos": 3.0, "lps": 2.5}
+PENALTY_POINTS = {"sow": -3.0, "upthrust": -2.0}
+
+
+@dataclass
+class ScreenConfig:
+    min_bars: int = 120
+    min_amount: float = 1e8  # CNY per day, 20-bar average
+    min_price: float = 2.0
+    exclude_st: bool = True
+    triggers: tuple[str, ...] = ("spring", "sos", "lps")
+    trigger_window: int = 3
+    require_trigger: bool = False  # False: channels alone can rank (triggers add points)
+    require_resonance: bool = False
+    strong_quantile: float = 0.70
+    top: int = 20
+    confirm_top: int = 30
+    params: WyckoffParams = field(default_factory=lambda: DEFAULT_PARAMS)
+
+
+@dataclass
+class ScreenResult:
+    as_of: str
+    funnel: dict[str, int]
+    picks: list[dict[str, Any]]
+    industries: list[dict[str, Any]]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"as_of": self.as_of, "funnel": self.funnel, "picks": self.picks, "strong_industries": self.industries,
+                "seconds": round(self.seconds, 2)}  # fmt: skip
+
+
+def _noop(stage: str, detail: str = "", percent: float | None = None) -> None:
+    return None
+
+
+def screen(data: MarketData, cfg: ScreenConfig | None = None, *, panel: Panel | None = None,
+           progress: Progress | None = None) -> ScreenResult:  # fmt: skip
+    cfg = cfg or ScreenConfig()
+    prog = progress or _noop
+    t0 = time.perf_counter()
+    prog("load", "building the panel", 0.0)
+    if panel is None:
+        panel = data.panel(min_bars=1)
+    n, T = panel.shape
+    insts: list[Instrument | None] = []
+    for s in panel.symbols:
+        try:
+            insts.append(data.resolve(s))
+        except NotFound:
+            insts.append(None)
+    C, V, A = panel.close, panel.volume, panel.amount
+    last = T - 1
+    funnel: dict[str, int] = {"universe": n}
+
+    # -- 1. liquidity ------------------------------------------------------------------------------
+    prog("liquidity", f"{n} instruments", 10.0)
+    nbars = (~np.isnan(C)).sum(axis=1)
+    amt20 = sma(np.nan_to_num(A, nan=0.0), 20)[:, last]
+    is_st = np.array([bool(i and i.is_st) for i in insts])
+    with np.errstate(invalid="ignore"):
+        liquid = (nbars >= cfg.min_bars) & ~np.isnan(C[:, last]) & (amt20 >= cfg.min_amount) & (C[:, last] >= cfg.min_price)
+    if cfg.exclude_st:
+        liquid &= ~is_st
+    funnel["liquid"] = int(liquid.sum())
+
+    # -- 2. channels -------------------------------------------------------------------------------
+    prog("channels", f"{funnel['liquid']} liquid", 25.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m50, m200 = sma(C, 50), sma(C, 200)
+        c = C[:, last]
+        rising = m50[:, last] > m50[:, last - 5]
+        markup = (c > m50[:, last]) & (m50[:, last] > m200[:, last]) & rising
+        low250 = rolling(panel.low, min(250, T), "min")[:, last]
+        hi60, lo60 = rolling(panel.high, 60, "max")[:, last], rolling(panel.low, 60, "min")[:, last]
+        v20, v120 = sma(V, 20)[:, last], sma(V, 120)[:, last]
+        accum = (c <= 1.45 * low250) & ((hi60 - lo60) / lo60 <= 0.40) & (v20 / v120 < 0.75)
+        ret20 = c / C[:, last - 20] - 1
+    bench20 = 0.0
+    try:
+        ib = data.index_bars("000300", end=str(panel.dates[last]))
+        if len(ib) > 21:
+            bench20 = float(ib.close[-1] / ib.close[-21] - 1)
+    except Exception:  # noqa: BLE001 - no index → RS against zero
+        pass
+    rs = np.nan_to_num(ret20 - bench20, nan=-1.0) >= 0.02
+    prog("triggers", "Wyckoff rules on the last bars", 40.0)
+    cand = np.flatnonzero(liquid)
+    days = np.arange(max(1, T - cfg.trigger_window), T)
+    lim = np.array([np.nan if (i is None or i.limit_pct is None) else i.limit_pct for i in insts])[cand]
+    sg = signals.compute(panel.open[cand], panel.high[cand], panel.low[cand], C[cand], V[cand], cfg.params, lim, days=days)
+    in_range = sg.valid[:, last]
+    ranged = np.zeros(n, dtype=bool)
+    ranged[cand] = in_range
+    channels = {"markup": markup, "range": ranged, "accumulation": accum, "relative_strength": rs}
+    any_channel = liquid & (markup | ranged | accum | rs)
+    funnel["channels"] = int(any_channel.sum())
+
+    # -- 3. industry resonance ---------------------------------------------------------------------
+    prog("industries", "ranking industries", 60.0)
+    industry = np.array([(i.industry if i and i.industry else "") for i in insts])
+    strong: set[str] = set()
+    ind_rows = []
+    groups: dict[str, list[int]] = {}
+    for k in np.flatnonzero(liquid):
+        if industry[k]:
+            groups.setdefault(industry[k], []).append(int(k))
+    if groups:
+        med = {g: float(np.nanmedian(ret20[ix])) for g, ix in groups.items() if len(ix) >= 3}
+        if med:
+            cut = float(np.quantile(list(med.values()), cfg.strong_quantile))
+            strong = {g for g, v in med.items() if v >= cut}
+            ind_rows = sorted(
+                ({"industry": str(g), "median_ret20_pct": round(v * 100, 2), "members": len(groups[g]),
+                  "in_channels": int(any_channel[groups[g]].sum())} for g, v in med.items() if g in strong),
+                key=lambda r: -r["median_ret20_pct"],
+            )  # fmt: skip
+    resonant = np.array([industry[k] in strong for k in range(n)])
+    keep = any_channel & (resonant if cfg.require_resonance else True)
+    funnel["resonance"] = int((any_channel & resonant).sum())
+
+    # -- 4. triggers -------------------------------------------------------------------------------
+    trig: dict[str, np.ndarray] = {}
+    for name in ("spring", "sos", "lps", "sow", "upthrust"):
+        full = np.zeros(n, dtype=bool)
+        full[cand] = getattr(sg, name)[:, days].any(axis=1)
+        trig[name] = full
+    has_trigger = np.zeros(n, dtype=bool)
+    for name in cfg.triggers:
+        has_trigger |= trig[name]
+    if cfg.require_trigger:
+        keep &= has_trigger
+    funnel["triggers"] = int((keep & has_trigger).sum())
+
+    # -- 5. ranking --------------------------------------------------------------------------------
+    prog("ranking", "scoring", 75.0)
+    score = np.zeros(n)
+    for name, pts in TRIGGER_POINTS.items():
+        if name in cfg.triggers:
+            score += pts * trig[name]
+    for name, pts in PENALTY_POINTS.items():
+        score += pts * trig[name]
+    score += 1.0 * markup + 0.8 * ranged + 0.8 * accum + 0.6 * rs + 1.0 * resonant
+    score += np.clip(np.nan_to_num(ret20 - bench20), -0.2, 0.2) * 5
+    order = [int(k) for k in np.argsort(-score) if keep[k]]
+    funnel["ranked"] = len(order)
+    picks = []
+    top = order[: max(cfg.top, cfg.confirm_top)]
+    for j, k in enumerate(top):
+        inst = insts[k]
+        sym = panel.symbols[k]
+        reasons = [f"{name} trigger in the last {cfg.trigger_window} bars" for name in cfg.triggers if trig[name][k]]
+        reasons += [f"{'SOW' if name == 'sow' else 'upthrust'} in the last {cfg.trigger_window} bars (penalty)" for name in PENALTY_POINTS if trig[name][k]]
+        reasons += [f"channel: {name}" for name, mask in channels.items() if mask[k]]
+        if resonant[k]:
+            reasons.append(f"industry {industry[k]} is among the strongest (20-bar median return)")
+        reasons.append(f"20-bar return {ret20[k] * 100:+.1f}% vs CSI 300 {bench20 * 100:+.1f}%")
+        pick: dict[str, Any] = {
+            "rank": j + 1, "symbol": sym, "name": inst.name if inst else "", "industry": str(industry[k]),
+            "score": round(float(score[k]), 2), "close": round(float(C[k, last]), 4),
+            "amount_20d_yi": round(float(amt20[k]) / 1e8, 2),
+            "triggers": [name for name in (*cfg.triggers, *PENALTY_POINTS) if trig[name][k]],
+            "channels": [name for name, mask in channels.items() if mask[k]], "reasons": reasons,
+        }  # fmt: skip
+        if j < cfg.confirm_top:
+            try:
+                a = analyze(panel.bars_of(sym), inst, cfg.params)
+                pick["phase"] = a.phase.label
+                pick["health"] = a.health.rating
+                pick["evidence"] = a.phase.evidence[-3:]
+            except ValueError:
+                pass
+        picks.append(pick)
+        if j % 10 == 0:
+            prog("confirm", f"{sym}", 80.0 + 20.0 * j / max(1, len(top)))
+    picks = picks[: cfg.top]
+    prog("done", f"{len(picks)} picks", 100.0)
+    return ScreenResult(str(panel.dates[last]), funnel, picks, ind_rows[:10], time.perf_counter() - t0)
