@@ -156,6 +156,9 @@ class DiscordAdapter(ChatAdapter):
         intents.guild_messages = True
         intents.dm_messages = True
         intents.message_content = message_content_intent
+        # with the (privileged) content intent, unaddressed server messages are forwarded with
+        # addressed=False so the gateway can read answers to a pending question in that channel
+        self._content_intent = message_content_intent
         self.client = _Client(
             self,
             intents=intents,
@@ -193,6 +196,10 @@ class DiscordAdapter(ChatAdapter):
             exc = self._task.exception()
             self._task = None
             await self.client.close()  # release the HTTP session opened by login
+            if isinstance(exc, discord.PrivilegedIntentsRequired):
+                raise ConfigError("Discord refused the message content intent", key="discord.message_content_intent",
+                                  fix="enable 'Message Content Intent' for the bot in the Discord developer portal, "
+                                  "or turn the option off") from exc  # fmt: skip
             if isinstance(exc, discord.LoginFailure):
                 raise ConfigError("Discord rejected the bot token", key="discord.token",
                                   fix="check DISCORD_BOT_TOKEN / [discord] token") from exc  # fmt: skip
@@ -269,8 +276,8 @@ class DiscordAdapter(ChatAdapter):
                 reply_to_bot = ref.resolved.author.id == me.id
             mentioned = any(u.id == me.id for u in message.mentions)
             addressed = dm or mentioned or reply_to_bot
-            if not addressed:
-                return  # without the content intent we would not even see the text
+            if not addressed and not self._content_intent:
+                return  # without the content intent Discord sends us no text for these anyway
             text = message.content
             for token in (f"<@{me.id}>", f"<@!{me.id}>"):
                 text = text.replace(token, "")
@@ -278,14 +285,14 @@ class DiscordAdapter(ChatAdapter):
             chat = self._chat_of(ch.id, guild_id, getattr(ch, "name", "") or "")
             user = self._user_of(message.author)
             if not text:
-                if message.attachments or message.stickers:
+                if addressed and (message.attachments or message.stickers):
                     await self._safe_send(chat, notice(self._notices, "unsupported", user.language_code))
                 return
             sent_at = message.created_at.astimezone(UTC)
             if text.startswith("/"):
                 name, _, args = text[1:].partition(" ")
                 name = name.lower()
-                if name and (not self._command_names or name in self._command_names):
+                if addressed and name and (not self._command_names or name in self._command_names):
                     event: Any = InboundCommand(
                         str(message.id), chat, user, name, args.strip(), sent_at, str(message.id)
                     )
@@ -299,7 +306,7 @@ class DiscordAdapter(ChatAdapter):
                 reply_to_message_id=str(ref.message_id) if ref and ref.message_id else None,
                 sent_at=sent_at,
                 message_id=str(message.id),
-                addressed=True,
+                addressed=addressed,
                 reply_to_bot=reply_to_bot,
             )
             await self._deliver(chat.key, event)

@@ -17,6 +17,7 @@ retry_after, retry). Forum topics are separate chats (message_thread_id).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import time
@@ -153,7 +154,7 @@ class TelegramAdapter(ChatAdapter):
         self._inflight = InflightTracker()
         self._stopping = asyncio.Event()
         self._poll_task: asyncio.Task | None = None
-        self._in_fetch = False
+        self._dispatching = False
         self._confirmed = 0  # highest offset Telegram has been told about
         self._handled = 0  # offset that would confirm exactly what we handled
         self._runner: Any = None
@@ -172,9 +173,14 @@ class TelegramAdapter(ChatAdapter):
         self._stopping.clear()
         try:
             await self.app.initialize()  # getMe
-        except InvalidToken as e:
-            raise ConfigError("Telegram rejected the bot token", key="telegram.token",
-                              fix="check TELEGRAM_BOT_TOKEN / [telegram] token") from e  # fmt: skip
+        except BaseException as e:
+            for req in getattr(self.bot, "_request", ()):  # close the HTTP clients initialize opened
+                with contextlib.suppress(Exception):
+                    await req.shutdown()
+            if isinstance(e, InvalidToken):
+                raise ConfigError("Telegram rejected the bot token", key="telegram.token",
+                                  fix="check TELEGRAM_BOT_TOKEN / [telegram] token") from e  # fmt: skip
+            raise
         u = self.bot.bot
         self.me = UserRef(PLATFORM, str(u.id), u.full_name, None, u.username, True)
         self._started = True
@@ -194,8 +200,8 @@ class TelegramAdapter(ChatAdapter):
         self._started = False
         self._stopping.set()
         if self._poll_task:
-            if self._in_fetch:
-                self._poll_task.cancel()  # an in-flight long poll returns nothing we need
+            if not self._dispatching:
+                self._poll_task.cancel()  # a long poll or a back-off sleep: nothing to finish
             done, _ = await asyncio.wait({self._poll_task}, timeout=self._stop_grace_s)
             if not done:
                 log.warning("telegram: handlers still busy after %.0f s; stopping anyway", self._stop_grace_s)
@@ -231,7 +237,6 @@ class TelegramAdapter(ChatAdapter):
         offset: int | None = None
         while not self._stopping.is_set():
             try:
-                self._in_fetch = True
                 kwargs: dict[str, Any] = {"timeout": self._poll_timeout, "allowed_updates": ALLOWED_UPDATES}
                 if offset is not None:
                     kwargs["offset"] = offset
@@ -253,17 +258,23 @@ class TelegramAdapter(ChatAdapter):
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 60.0)
                 continue
-            finally:
-                self._in_fetch = False
+            except Exception:
+                log.exception("telegram: unexpected error while polling; retrying in %.0f s", backoff)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, 60.0)
+                continue
             if offset is not None:
                 self._confirmed = max(self._confirmed, offset)
             if self._stopping.is_set():
                 break  # fetched but not handled: not confirmed, redelivered next start
             if raw:
+                self._dispatching = True
                 try:
                     await self._handle_batch(raw)
                 except Exception:  # never let one bad batch stop polling
                     log.exception("telegram: failed while handling a batch of %d updates", len(raw))
+                finally:
+                    self._dispatching = False
                 offset = _next_offset(raw, offset)
 
     async def _get_updates_raw(self, data: dict[str, Any], read_timeout: float) -> list[dict]:
@@ -281,19 +292,21 @@ class TelegramAdapter(ChatAdapter):
 
         async def run_lane(items: list[tuple[int, dict]]) -> None:
             for i, item in items:
-                if self._stopping.is_set() and self._stop_grace_s <= 0:
-                    return
+                if self._stopping.is_set():
+                    return  # stopping: finish what runs, start nothing new (it stays unconfirmed)
                 await self._process_raw(item, stale)
                 done[i] = True
 
-        await asyncio.gather(*(run_lane(items) for items in lanes.values()))
-        # the contiguous handled prefix is what a clean stop may confirm
-        n = 0
-        while n < len(raw) and done[n]:
-            n += 1
-        handled = _next_offset(raw[:n], None)
-        if handled:
-            self._handled = max(self._handled, handled)
+        try:
+            await asyncio.gather(*(run_lane(items) for items in lanes.values()))
+        finally:
+            # the contiguous handled prefix is what a clean stop may confirm (even if cancelled)
+            n = 0
+            while n < len(raw) and done[n]:
+                n += 1
+            handled = _next_offset(raw[:n], None)
+            if handled:
+                self._handled = max(self._handled, handled)
         if stale and self._notify_stale:
             await self._send_stale_notices(stale)
 

@@ -482,7 +482,10 @@ async def run_subagent(
     store, but background tasks it starts are then filed under (and reported to) the parent chat."""
     profile = SUBAGENTS[agent] if isinstance(agent, str) else agent
     started = time.perf_counter()
-    available = [t.name for t in services.toolset] if services is not None else None
+    try:
+        available: list[str] | None = [t.name for t in services.toolset]
+    except Exception:  # a broken setup is reported below as a start error
+        available = None
 
     def result(status: Status, **kw: Any) -> SubAgentResult:
         return SubAgentResult(

@@ -95,7 +95,7 @@ def build_adapters(app: App) -> list[Any]:
                 s.discord.resolved_token(env) or "",
                 kv_get=app.store.kv_get,
                 kv_set=app.store.kv_set,
-                message_content_intent=True,
+                message_content_intent=s.discord.message_content_intent,
                 command_guild_ids=list(s.discord.guild_ids),
                 **app.adapter_options.get("discord", {}),
             )

@@ -207,9 +207,8 @@ def build_mcp_server(
     """A lowlevel MCP `Server` serving `toolset` (filtered by tier and, unless `allow_writes`,
     without write tools). Run it over stdio with `run_stdio(server)`, or connect in-process with
     `mcp.Client(server)`."""
-    from mcp.server.lowlevel import Server
-
     import mcp_types as types
+    from mcp.server.lowlevel import Server
 
     instance = secrets.token_hex(4)
     audit = audit if audit is not None else McpAudit(results_dir / AUDIT_FILE if results_dir else None)
@@ -244,8 +243,9 @@ def build_mcp_server(
             audit.record(_entry(name_, "", args, False, why, started, write=name_ in hidden_writes))
             return _result(why, error=True)
         write = is_write(tool.spec)
-        key = str(args.pop(IDEMPOTENCY_ARG, "") or "") if write else ""
-        key = key or f"mcp-{instance}-{sctx.request_id}"
+        client_key = str(args.pop(IDEMPOTENCY_ARG, "") or "") if write else ""
+        # Client keys get their own prefix so they can never collide with a chat call id.
+        key = f"mcp-key-{client_key}" if client_key else f"mcp-{instance}-{sctx.request_id}"
 
         async def progress(stage: str, detail: str = "", percent: float | None = None) -> None:
             try:

@@ -115,6 +115,10 @@ class DiscordConfig(_Section):
     api_base_url: str | None = None  # tests point these at a fake Discord
     gateway_url: str | None = None
     guild_ids: list[int] = Field(default_factory=list)
+    # The privileged intent must also be switched on in the Discord developer portal; without it
+    # DMs, mentions and slash commands still work.
+    message_content_intent: bool = False
+    group_sessions: Literal["per_group", "per_user"] = "per_group"
 
     def resolved_token(self, env: Mapping[str, str] | None = None) -> str | None:
         return _secret(self.token) or _from_env(self._env(env), self.token_env)

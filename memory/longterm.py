@@ -21,7 +21,8 @@ Stock codes live in `memory_codes` so exact-code recall is an index lookup.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -363,6 +364,7 @@ class MemoryStore:
         level: str | None = None,
         since: datetime | None = None,
         limit: int = 20,
+        session: AsyncSession | None = None,
     ) -> list[MemoryRecord]:
         """Newest first. `scope=None` lists every scope (the terminal's `tapebot memory list`)."""
         q = sa.select(MemoryRow)
@@ -375,7 +377,7 @@ class MemoryStore:
         if since is not None:
             q = q.where(MemoryRow.created_at >= since)
         q = q.order_by(MemoryRow.created_at.desc(), MemoryRow.id.desc()).limit(limit)
-        async with self.db.read() as s:
+        async with _reading(self.db, session) as s:
             return [MemoryRecord.of(r) for r in (await s.execute(q)).scalars()]
 
     async def count(self, scope: str | None = None) -> int:
@@ -385,7 +387,7 @@ class MemoryStore:
         async with self.db.read() as s:
             return int((await s.execute(q)).scalar_one())
 
-    async def search_fts(self, scope: str, terms: Sequence[str], *, limit: int = 16) -> list[SearchHit]:
+    async def search_fts(self, scope: str, terms: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None) -> list[SearchHit]:
         """Full-text search over content: any of `terms` (each ≥3 characters) as a substring,
         best first. Terms are quoted, so any user text is safe."""
         query = fts_or_query(t for t in terms if len(t) >= 3)
@@ -398,7 +400,7 @@ class MemoryStore:
                 "WHERE memories_fts MATCH :q AND m.scope = :scope ORDER BY rank LIMIT :limit"
             )
             params = {"q": query, "scope": scope, "limit": limit}
-            async with self.db.read() as s:
+            async with _reading(self.db, session) as s:
                 ranked = [(int(r[0]), -float(r[1])) for r in (await s.execute(stmt, params)).all()]
         else:  # PostgreSQL: pg_trgm accelerates the ILIKEs; rank by how many terms match
             likes = [
@@ -411,11 +413,11 @@ class MemoryStore:
                 .order_by(sa.desc("rank"))
                 .limit(limit)
             )
-            async with self.db.read() as s:
+            async with _reading(self.db, session) as s:
                 ranked = [(int(r[0]), float(r[1])) for r in (await s.execute(stmt2)).all()]
-        return await self._hits(ranked)
+        return await self._hits(ranked, session)
 
-    async def search_terms(self, scope: str, keywords: Sequence[str], *, limit: int = 16) -> list[SearchHit]:
+    async def search_terms(self, scope: str, keywords: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None) -> list[SearchHit]:
         """Keyword match through the bigram/word index (2-character Chinese words included)."""
         words = [k.lower() for k in keywords if k and k.strip()]
         if not words:
@@ -427,7 +429,7 @@ class MemoryStore:
                 "JOIN memories m ON m.id = memories_terms_fts.rowid "
                 "WHERE memories_terms_fts MATCH :q AND m.scope = :scope ORDER BY rank LIMIT :limit"
             )
-            async with self.db.read() as s:
+            async with _reading(self.db, session) as s:
                 rows = (await s.execute(stmt, {"q": query, "scope": scope, "limit": limit})).all()
             ranked = [(int(r[0]), -float(r[1])) for r in rows]
         else:
@@ -439,11 +441,11 @@ class MemoryStore:
                 .order_by(sa.desc("rank"))
                 .limit(limit)
             )
-            async with self.db.read() as s:
+            async with _reading(self.db, session) as s:
                 ranked = [(int(r[0]), float(r[1])) for r in (await s.execute(stmt2)).all()]
-        return await self._hits(ranked)
+        return await self._hits(ranked, session)
 
-    async def search_codes(self, scope: str, codes: Sequence[str], *, limit: int = 16) -> list[SearchHit]:
+    async def search_codes(self, scope: str, codes: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None) -> list[SearchHit]:
         if not codes:
             return []
         stmt = (
@@ -452,14 +454,14 @@ class MemoryStore:
             .order_by(MemoryCodeRow.memory_id.desc())
             .limit(limit)
         )
-        async with self.db.read() as s:
+        async with _reading(self.db, session) as s:
             ids = list(dict.fromkeys((await s.execute(stmt)).scalars()))
-        return await self._hits([(i, 1.0) for i in ids])
+        return await self._hits([(i, 1.0) for i in ids], session)
 
-    async def _hits(self, ranked: list[tuple[int, float]]) -> list[SearchHit]:
+    async def _hits(self, ranked: list[tuple[int, float]], session: AsyncSession | None = None) -> list[SearchHit]:
         if not ranked:
             return []
-        async with self.db.read() as s:
+        async with _reading(self.db, session) as s:
             rows = {
                 r.id: r
                 for r in (
@@ -483,6 +485,16 @@ class MemoryStore:
                 )
             else:
                 row.value = value
+
+
+@asynccontextmanager
+async def _reading(db: Database, session: AsyncSession | None) -> AsyncIterator[AsyncSession]:
+    """The caller's read session (recall runs all its queries in one), or a fresh one."""
+    if session is not None:
+        yield session
+    else:
+        async with db.read() as s:
+            yield s
 
 
 def _like_escape(term: str) -> str:

@@ -172,9 +172,17 @@ class MemoryRecall:
 
         now = self.clock.now()
         ranked = []
-        for item in candidates.values():
-            if item.record.memory_type not in RECALL_TYPES or not in_scope(item.record, codes):
-                continue
+        in_scope_items = [
+            i for i in candidates.values() if i.record.memory_type in RECALL_TYPES and in_scope(i.record, codes)
+        ]
+        # The keyword path is a fallback: a memory found only by one shared 2-character word
+        # (仓位, 连续) is noise once the full-text or code paths found something.
+        stronger = any(i.sources != {"keyword"} for i in in_scope_items)
+        for item in in_scope_items:
+            if item.sources == {"keyword"} and stronger:
+                content = item.record.content.lower()
+                if sum(k in content for k in keywords) < 2:
+                    continue
             item.score *= decay(item.record, now)
             if item.score >= self.min_score:
                 ranked.append(item)

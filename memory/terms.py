@@ -207,7 +207,8 @@ def extract_keywords(text: str, limit: int = 5, extra_stop: Iterable[str] = ()) 
         out.extend(g for g in grams if len(g) == 2 and g not in drop)
     for word in ASCII_WORD_RE.findall(CODE_RE.sub(" ", text or "")):
         lw = word.lower()
-        if len(lw) >= 3 and lw not in ASCII_STOPWORDS:
+        # Words of ≥3 letters, and short acronyms written in capitals (ST, PE, MA).
+        if (len(lw) >= 3 or (len(word) == 2 and word.isupper())) and lw not in ASCII_STOPWORDS:
             out.append(lw)
     return list(dict.fromkeys(out))[:limit]
 

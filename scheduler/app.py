@@ -132,9 +132,11 @@ class _ContextExecutor(AsyncIOExecutor):
             coro = asyncio.to_thread(run_job, job, job._jobstore_alias, run_times, self._logger.name)
         ctx = self._context_ref()
         token = jobs.bind_context(ctx) if ctx is not None else None
+        fire = jobs.bind_fire(run_times[-1], job.trigger)  # coalesced: one run time
         try:
             f = asyncio.run_coroutine_threadsafe(coro, self._eventloop)
         finally:
+            jobs.unbind_fire(fire)
             if token is not None:
                 jobs.unbind_context(token)
         f.add_done_callback(callback)

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import Any, Literal
 
 from agent.ports import Clock
@@ -68,6 +68,20 @@ def current_context() -> JobContext | None:
     return ref() if ref is not None else None
 
 
+# The firing being run: (scheduled run time, the job's trigger), set by the executor next to the
+# context. With coalescing there is exactly one run time per submission. Lets a brief know its
+# exact scheduled instant (hence its local run date) without re-deriving it from the clock.
+_FIRE: ContextVar[tuple[datetime, Any] | None] = ContextVar("tapebot_scheduler_fire", default=None)
+
+
+def bind_fire(scheduled: datetime, trigger: Any) -> Any:
+    return _FIRE.set((scheduled, trigger))
+
+
+def unbind_fire(token: Any) -> None:
+    _FIRE.reset(token)
+
+
 @dataclass(frozen=True, slots=True)
 class BriefOutcome:
     status: Literal["delivered", "failed", "skipped", "duplicate", "missing", "interrupted"]
@@ -111,57 +125,60 @@ async def execute_housekeeping(ctx: JobContext, name: str) -> bool:
 async def execute_brief(
     ctx: JobContext, chat_key: str, schedule_id: str, *, manual: bool = False
 ) -> BriefOutcome:
-    """Run one brief: check the schedule, skip non-trading days, claim the (schedule, local date)
-    run so it happens once, then call `on_brief` with retries and record the outcome.
-    `manual=True` (/brief now) skips the calendar and the claim."""
+    """Run one brief: skip non-trading days, claim the (schedule, local date) run — which also
+    checks that the schedule is still active — so it happens once, call `on_brief` with retries,
+    and record the outcome. `manual=True` (/brief now) skips the calendar and the claim."""
     now = ctx.clock.now()
     run_date = ""
-    schedule = await ctx.store.get_schedule(schedule_id) if schedule_id else None
     if not manual:
-        if schedule is None or schedule.paused or schedule.chat_key != chat_key:
-            # A job whose schedule is gone (deleted by another process): drop it.
-            log.warning("brief job for %s has no active schedule; removing it", schedule_id)
-            if ctx.remove_job is not None:
-                await ctx.remove_job(brief_job_id(schedule_id))
-            return BriefOutcome("missing")
-        spec = schedule.brief_spec
-        trigger = DailyTrigger.from_spec(spec, schedule.tz)
-        scheduled = trigger.previous(now) or now.astimezone(trigger.zone)
+        fire = _FIRE.get()
+        if fire is not None and isinstance(fire[1], DailyTrigger):
+            scheduled, trigger = fire
+        else:  # called outside the executor (tests, tools): derive the firing from the schedule
+            schedule = await ctx.store.get_schedule(schedule_id)
+            if schedule is None:
+                return await _drop_orphan(ctx, schedule_id)
+            trigger = DailyTrigger.from_spec(schedule.brief_spec, schedule.tz)
+            scheduled = trigger.previous(now) or now
         local_day = scheduled.astimezone(trigger.zone).date()
         run_date = local_day.isoformat()
-        if spec.days == "trading_days" and not _is_trading_day(ctx, local_day):
+        if trigger.days == "trading_days" and not _is_trading_day(ctx, local_day):
             await ctx.store.note_status(schedule_id, f"skipped {run_date}: market closed")
             log.info("brief %s skipped: %s is not a trading day", schedule_id, run_date)
             return BriefOutcome("skipped", run_date=run_date)
-        if not await ctx.store.claim_run(
-            schedule_id, run_date, scheduled_for=scheduled, at=now, owner=ctx.owner
-        ):
+        claim = await ctx.store.claim_run(
+            schedule_id, chat_key, run_date, scheduled_for=scheduled, at=now, owner=ctx.owner
+        )
+        if claim == "missing":
+            return await _drop_orphan(ctx, schedule_id)
+        if claim == "duplicate":
             log.warning("brief %s for %s already ran; not firing twice", schedule_id, run_date)
             return BriefOutcome("duplicate", run_date=run_date)
 
     outcome = await _deliver_with_retry(ctx, chat_key, schedule_id)
     outcome = BriefOutcome(outcome.status, outcome.attempts, outcome.error, run_date)
-    done = ctx.clock.now()
-    if schedule is not None:
-        status = {"delivered": "delivered", "interrupted": "interrupted"}.get(outcome.status, "failed")
-        await ctx.store.record_result(
+    if schedule_id:
+        await ctx.store.complete_run(
             schedule_id,
-            status=status,
-            error=outcome.error,
-            at=done,
-            ran=True,
-            failed=outcome.status != "delivered",
-        )
-    if run_date:
-        await ctx.store.finish_run(
-            schedule_id,
-            run_date,
+            run_date or None,
             status=outcome.status,
             attempts=outcome.attempts,
             error=outcome.error,
-            at=done,
+            at=ctx.clock.now(),
+            last_status={"delivered": "delivered", "interrupted": "interrupted"}.get(
+                outcome.status, "failed"
+            ),
+            failed=outcome.status != "delivered",
         )
     return outcome
+
+
+async def _drop_orphan(ctx: JobContext, schedule_id: str) -> BriefOutcome:
+    # A job whose schedule is gone or paused (changed by another process): drop the job.
+    log.warning("brief job for %s has no active schedule; removing it", schedule_id)
+    if ctx.remove_job is not None:
+        await ctx.remove_job(brief_job_id(schedule_id))
+    return BriefOutcome("missing")
 
 
 def _is_trading_day(ctx: JobContext, day: date) -> bool:

@@ -1,18 +1,29 @@
 """The scheduler's persistence: schedules, run claims, the lease, chat time zones (tables are in
-`memory.tasks`). All async, on the project's engine."""
+`memory.tasks`). All async, on the project's database.
+
+Hot path (one brief firing): one write to claim the run — which also checks that the schedule
+still exists and is active — and one write to record the outcome. Writes are serialized by a FIFO
+asyncio lock: SQLite has one writer, and queueing in-process is much cheaper than SQLite's busy
+handler, which sleeps in growing steps while it waits for the lock."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from sqlalchemy import case, delete, func, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import case, delete, exists, func, literal, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from memory.db import Database
+from memory.db import Database, storage_error
+from memory.models import UTCDateTime
 from memory.tasks import ChatTimezoneRow, SchedulerLeaseRow, ScheduleRow, ScheduleRunRow
 from scheduler.specs import BriefSpec, parse_stored_spec
 
@@ -49,6 +60,9 @@ def new_schedule_id() -> str:
     return f"sch_{secrets.token_hex(4)}"
 
 
+ClaimResult = Literal["claimed", "duplicate", "missing"]
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseState:
     held: bool  # True when the asking owner holds the lease now
@@ -67,16 +81,29 @@ def _schedule(row: Any) -> Schedule:
 
 
 class ScheduleStore:
-    """Writes run in `Database.session()` (IMMEDIATE on SQLite), reads in `Database.read()`.
-    Inserts that may collide use a savepoint, so a unique violation is an answer, not an error."""
-
     def __init__(self, db: Database):
         self.db = db
+        self._write_lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        """One write transaction (IMMEDIATE on SQLite), serialized in-process."""
+        async with self._write_lock:
+            try:
+                async with self.db.engine.begin() as conn:
+                    yield conn
+            except SQLAlchemyError as exc:
+                raise storage_error(exc, self.db.url) from exc
 
     # ---- schedules --------------------------------------------------------------------------------
     async def create_schedule(self, schedule: Schedule) -> None:
-        async with self.db.session() as conn:
+        async with self._write() as conn:
             await conn.execute(_S.insert().values(**schedule.model_dump()))
+
+    async def create_schedules(self, schedules: list[Schedule]) -> None:
+        if schedules:
+            async with self._write() as conn:
+                await conn.execute(_S.insert(), [s.model_dump() for s in schedules])
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         async with self.db.read() as conn:
@@ -102,66 +129,103 @@ class ScheduleStore:
             )
 
     async def set_paused(self, schedule_id: str, paused: bool, *, at: datetime) -> bool:
-        async with self.db.session() as conn:
+        async with self._write() as conn:
             res = await conn.execute(
                 update(_S).where(_S.c.id == schedule_id).values(paused=paused, updated_at=at)
             )
             return res.rowcount == 1
 
     async def delete_schedule(self, schedule_id: str) -> bool:
-        async with self.db.session() as conn:
+        async with self._write() as conn:
             await conn.execute(delete(_R).where(_R.c.schedule_id == schedule_id))
             res = await conn.execute(delete(_S).where(_S.c.id == schedule_id))
             return res.rowcount == 1
 
-    async def record_result(
-        self, schedule_id: str, *, status: str, error: str, at: datetime, ran: bool, failed: bool
-    ) -> None:
-        """Update last_status/last_error (what /status shows); `ran` sets last_run_at."""
-        values: dict[str, Any] = {"last_status": status, "last_error": error}
-        if ran:
-            values["last_run_at"] = at
-        values["consecutive_failures"] = (_S.c.consecutive_failures + 1) if failed else 0
-        async with self.db.session() as conn:
-            await conn.execute(update(_S).where(_S.c.id == schedule_id).values(**values))
-
     async def note_status(self, schedule_id: str, status: str) -> None:
-        async with self.db.session() as conn:
+        async with self._write() as conn:
             await conn.execute(update(_S).where(_S.c.id == schedule_id).values(last_status=status))
 
-    # ---- run claims (idempotency) -----------------------------------------------------------------
+    # ---- runs: claim before, complete after -------------------------------------------------------
     async def claim_run(
-        self, schedule_id: str, run_date: str, *, scheduled_for: datetime, at: datetime, owner: str = ""
-    ) -> bool:
-        """Insert the (schedule, local date) run row; False if that run was already claimed."""
-        insert = _R.insert().values(
-            schedule_id=schedule_id,
-            run_date=run_date,
-            scheduled_for=scheduled_for,
-            started_at=at,
-            status="running",
-            owner=owner,
-        )
-        return await self._insert_once(insert)
+        self,
+        schedule_id: str,
+        chat_key: str,
+        run_date: str,
+        *,
+        scheduled_for: datetime,
+        at: datetime,
+        owner: str = "",
+    ) -> ClaimResult:
+        """Insert the (schedule, local date) run row if the schedule is still active for this
+        chat. "duplicate" if that run was already claimed; "missing" if the schedule is gone or
+        paused. One statement in the common case."""
+        sel = select(
+            literal(schedule_id),
+            literal(run_date),
+            literal(scheduled_for, UTCDateTime()),
+            literal(at, UTCDateTime()),
+            literal("running"),
+            literal(0),
+            literal(""),
+            literal(owner),
+        ).where(exists().where(_S.c.id == schedule_id, _S.c.chat_key == chat_key, _S.c.paused.is_(False)))
+        cols = [
+            "schedule_id",
+            "run_date",
+            "scheduled_for",
+            "started_at",
+            "status",
+            "attempts",
+            "error",
+            "owner",
+        ]
+        dialect = self.db.engine.dialect.name
+        async with self._write() as conn:
+            if dialect in ("sqlite", "postgresql"):
+                ins = (sqlite if dialect == "sqlite" else postgresql).insert(_R).from_select(cols, sel)
+                inserted = (await conn.execute(ins.on_conflict_do_nothing())).rowcount == 1
+            else:  # pragma: no cover - other backends: a savepoint turns the conflict into an answer
+                try:
+                    async with conn.begin_nested():
+                        inserted = (await conn.execute(_R.insert().from_select(cols, sel))).rowcount == 1
+                except IntegrityError:
+                    inserted = False
+            if inserted:
+                return "claimed"
+            taken = await conn.execute(
+                select(_R.c.schedule_id).where(_R.c.schedule_id == schedule_id, _R.c.run_date == run_date)
+            )
+            return "duplicate" if taken.first() is not None else "missing"
 
-    async def _insert_once(self, insert: Any) -> bool:
-        """Run an INSERT; False (not an error) when it hits the primary key."""
-        async with self.db.session() as conn:
-            try:
-                async with conn.begin_nested():
-                    await conn.execute(insert)
-            except IntegrityError:
-                return False
-        return True
-
-    async def finish_run(
-        self, schedule_id: str, run_date: str, *, status: str, attempts: int, error: str, at: datetime
+    async def complete_run(
+        self,
+        schedule_id: str,
+        run_date: str | None,
+        *,
+        status: str,
+        attempts: int,
+        error: str,
+        at: datetime,
+        last_status: str,
+        failed: bool,
     ) -> None:
-        async with self.db.session() as conn:
+        """Record a brief's outcome on the run row (if any) and on the schedule (what /status shows)."""
+        async with self._write() as conn:
+            if run_date:
+                await conn.execute(
+                    update(_R)
+                    .where(_R.c.schedule_id == schedule_id, _R.c.run_date == run_date)
+                    .values(status=status, attempts=attempts, error=error, finished_at=at)
+                )
             await conn.execute(
-                update(_R)
-                .where(_R.c.schedule_id == schedule_id, _R.c.run_date == run_date)
-                .values(status=status, attempts=attempts, error=error, finished_at=at)
+                update(_S)
+                .where(_S.c.id == schedule_id)
+                .values(
+                    last_status=last_status,
+                    last_error=error,
+                    last_run_at=at,
+                    consecutive_failures=(_S.c.consecutive_failures + 1) if failed else 0,
+                )
             )
 
     async def get_run(self, schedule_id: str, run_date: str) -> dict[str, Any] | None:
@@ -174,7 +238,7 @@ class ScheduleStore:
         return dict(row._mapping) if row else None
 
     async def prune_runs(self, before: datetime) -> int:
-        async with self.db.session() as conn:
+        async with self._write() as conn:
             return (await conn.execute(delete(_R).where(_R.c.started_at < before))).rowcount or 0
 
     # ---- chat default zone ------------------------------------------------------------------------
@@ -183,7 +247,7 @@ class ScheduleStore:
             return (await conn.execute(select(_Z.c.tz).where(_Z.c.chat_key == chat_key))).scalar_one_or_none()
 
     async def set_chat_timezone(self, chat_key: str, tz: str, *, at: datetime) -> None:
-        async with self.db.session() as conn:
+        async with self._write() as conn:
             res = await conn.execute(update(_Z).where(_Z.c.chat_key == chat_key).values(tz=tz, updated_at=at))
             if res.rowcount == 0:
                 await conn.execute(_Z.insert().values(chat_key=chat_key, tz=tz, updated_at=at))
@@ -193,7 +257,7 @@ class ScheduleStore:
         """Take or renew the lease if it is ours or expired (one guarded UPDATE, or the first
         INSERT). Returns who holds it afterwards."""
         expires = now + timedelta(seconds=ttl)
-        async with self.db.session() as conn:
+        async with self._write() as conn:
             res = await conn.execute(
                 update(_L)
                 .where(_L.c.name == name, or_(_L.c.owner == owner, _L.c.expires_at < now))
@@ -205,19 +269,21 @@ class ScheduleStore:
             )
             if res.rowcount == 1:
                 return LeaseState(True, owner, expires)
-        if await self._insert_once(
-            _L.insert().values(name=name, owner=owner, acquired_at=now, expires_at=expires)
-        ):
-            return LeaseState(True, owner, expires)
-        async with self.db.read() as conn:
             row = (await conn.execute(select(_L.c.owner, _L.c.expires_at).where(_L.c.name == name))).first()
-        if row is None:  # pragma: no cover - deleted between our statements; try again next tick
-            return LeaseState(False, "", None)
+            if row is None:  # first ever: inside the same write transaction, so no race on SQLite
+                try:
+                    async with conn.begin_nested():
+                        await conn.execute(
+                            _L.insert().values(name=name, owner=owner, acquired_at=now, expires_at=expires)
+                        )
+                except IntegrityError:  # PostgreSQL: another process inserted it first
+                    return LeaseState(False, "another process", None)
+                return LeaseState(True, owner, expires)
         return LeaseState(row.owner == owner, row.owner, row.expires_at)
 
     async def release_lease(self, name: str, owner: str, *, now: datetime) -> None:
         """Expire our lease now so a standby process takes over at its next check."""
-        async with self.db.session() as conn:
+        async with self._write() as conn:
             await conn.execute(
                 update(_L)
                 .where(_L.c.name == name, _L.c.owner == owner)

@@ -209,3 +209,43 @@ async def test_rejected_token_is_a_config_error(dc_fake, kv, recorder):
     with pytest.raises(ConfigError):
         await ad.start(recorder)
     await ad.stop()
+
+
+async def test_with_content_intent_unaddressed_server_messages_are_forwarded_as_such(
+    make_dc, dc_fake, recorder
+):
+    await make_dc(recorder, message_content_intent=True)
+    assert discord.Intents._from_value(dc_fake.identifies[0]["intents"]).message_content
+    await dc_fake.push_guild_message(500, 501, 43, "yes")
+    await dc_fake.push_guild_message(500, 501, 43, "/status")  # not addressed: not a command for us
+    await dc_fake.wait_for(lambda: len(recorder.events) == 2)
+    assert all(isinstance(e, InboundMessage) and not e.addressed for e in recorder.events)
+
+
+async def test_disallowed_content_intent_is_a_config_error(dc_fake, kv, recorder):
+    from agent.errors import ConfigError
+
+    dc_fake.reject_identify_with = 4014
+    ad = DiscordAdapter(
+        "tok-123456",
+        kv_get=kv.aget,
+        kv_set=kv.aset,
+        message_content_intent=True,
+        ready_timeout=5,
+        guild_ready_timeout=0.05,
+    )
+    with pytest.raises(ConfigError) as exc:
+        await ad.start(recorder)
+    assert "Message Content Intent" in str(exc.value)
+
+
+def test_point_at_sets_the_discord_seams(monkeypatch):
+    from adapters.discord import point_at
+
+    monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)
+    monkeypatch.setattr(
+        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    )
+    point_at("http://127.0.0.1:9/api/v10/", "ws://127.0.0.1:9/gw")
+    assert discord.http.Route.BASE == "http://127.0.0.1:9/api/v10"
+    assert str(discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY) == "ws://127.0.0.1:9/gw"

@@ -342,7 +342,10 @@ async def test_end_to_end_over_http_via_api_base_url(tg_api, recorder, caplog):
 
 async def test_second_poller_conflict_is_reported_and_survived(make_tg, tg_api, recorder, fake_sleep, caplog):
     caplog.set_level(logging.ERROR, logger="adapters.telegram")
-    conflict = (409, {"ok": False, "error_code": 409, "description": "Conflict: terminated by other getUpdates request"})
+    conflict = (
+        409,
+        {"ok": False, "error_code": 409, "description": "Conflict: terminated by other getUpdates request"},
+    )
     tg_api.fail("getUpdates", conflict, times=2)
     await make_tg(recorder)
     tg_api.push_text(5, "hi")

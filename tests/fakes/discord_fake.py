@@ -73,6 +73,7 @@ class FakeDiscord:
         self.followups: list[dict] = []  # {"token", "message"}
         self.command_syncs: list[dict] = []  # {"path", "payload"}
         self.identifies: list[dict] = []
+        self.reject_identify_with: int | None = None  # e.g. 4014 "disallowed intents"
         self.token_channels: dict[str, str] = {}  # interaction token -> channel id (for followups)
         self.fail_next: dict[tuple[str, str], list[tuple[int, dict]]] = {}
         self._ids = itertools.count(1)
@@ -126,6 +127,9 @@ class FakeDiscord:
             d = json.loads(msg.data)
             if d["op"] == 2:
                 self.identifies.append(d["d"])
+                if self.reject_identify_with is not None:
+                    await ws.close(code=self.reject_identify_with, message=b"Disallowed intent(s).")
+                    break
                 ready = {
                     "v": 10, "user": BOT, "guilds": [], "session_id": f"s{len(self.identifies)}",
                     "resume_gateway_url": f"ws://127.0.0.1:{self.port}/gw",
@@ -294,7 +298,11 @@ class FakeDiscord:
                 status, err = queue.pop(0)
                 headers = {}
                 if status == 429:
-                    headers = {"Retry-After": str(err.get("retry_after", 0.01)), "X-RateLimit-Scope": "user", "Via": "1.1 google"}
+                    headers = {
+                        "Retry-After": str(err.get("retry_after", 0.01)),
+                        "X-RateLimit-Scope": "user",
+                        "Via": "1.1 google",
+                    }
                 return _jr(err, status, headers)
         parts = path.strip("/").split("/")
 

@@ -99,9 +99,14 @@ async def test_code_match_outranks_keyword_match(store: MemoryStore):
     code_hit = await store.add("u", "decision", "600519 只在周线回踩时加")
     kw_hit = await store.add("u", "decision", "周线级别的回踩更可靠")
     result = await MemoryRecall(store).search("u", "600519 周线")
-    order = [i.record.id for i in result.ranked]
-    assert order.index(code_hit.id) < order.index(kw_hit.id)
+    assert result.ranked[0].record.id == code_hit.id
     assert result.ranked[0].score == pytest.approx(1.2)
+    # A single shared 2-character word is only a fallback: dropped once stronger hits exist...
+    assert kw_hit.id not in [i.record.id for i in result.ranked]
+    # ...and used when nothing else matches.
+    alone = await MemoryRecall(store).search("u", "周线怎么看")
+    assert [i.record.id for i in alone.ranked] == [kw_hit.id]
+    assert alone.ranked[0].sources == {"keyword"} and alone.ranked[0].score == pytest.approx(0.25)
 
 
 async def test_decay_by_type_and_preferences_never_decay(store: MemoryStore, clock):
