@@ -46,6 +46,7 @@ NAME_LIMIT = 64  # Anthropic and OpenAI tool-name limit
 OUTPUT_CAP = 20_000  # characters of text a server may return per call
 DESCRIPTION_CAP = 1_500
 STDERR_TAIL = 300
+REQUEST_TIMEOUT = -32001  # JSON-RPC error code the SDK uses for a request that timed out
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
 
 State = Literal["starting", "ready", "failed", "disconnected", "stopped"]
@@ -316,6 +317,10 @@ class McpServerConnection:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if getattr(_root_error(exc), "code", None) == REQUEST_TIMEOUT:
+                raise ToolTimedOut(
+                    f"MCP server {self.name} did not answer {remote_name} within {timeout:.0f} s"
+                ) from None
             message = _describe(exc)
             if "Connection closed" in message or isinstance(_root_error(exc), (EOFError, BrokenPipeError)):
                 self.state = "disconnected"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from markets import backtest  # noqa: E402
-from markets.data import MarketData  # noqa: E402
-from markets.rules import MarketRules  # noqa: E402
-from markets.strategies import StrategyConfig, limits_for, strategy_signals  # noqa: E402
+from markets import backtest
+from markets.data import MarketData
+from markets.rules import MarketRules
+from markets.strategies import StrategyConfig, limits_for, strategy_signals
 
 
 def main() -> None:
@@ -26,18 +26,28 @@ def main() -> None:
     sig = strategy_signals(panel, cfg, limits)
     t2 = time.perf_counter()
     result = backtest.run(
-        panel, rules=MarketRules.cn(),
-        cfg=backtest.BacktestConfig(start=200, max_positions=cfg.max_positions, position_pct=cfg.position_pct),
-        entries=sig.entries, exits=sig.exits, limits=limits, benchmark=md.index_bars(),
-    )  # fmt: skip
+        panel,
+        rules=MarketRules.cn(),
+        cfg=backtest.BacktestConfig(
+            start=200, max_positions=cfg.max_positions, position_pct=cfg.position_pct
+        ),
+        entries=sig.entries,
+        exits=sig.exits,
+        limits=limits,
+        benchmark=md.index_bars(),
+    )
     t3 = time.perf_counter()
     bars = result.bars_processed
     print(f"panel: {panel.shape[0]} stocks x {panel.shape[1]} days = {bars} bars (load {t1 - t0:.2f} s)")
     print(f"signals: {t2 - t1:.2f} s   execution loop: {t3 - t2:.3f} s   total: {t3 - t1:.2f} s")
-    print(f"throughput: {bars / (t3 - t1):,.0f} bars/s end-to-end, {bars / max(t3 - t2, 1e-9):,.0f} bars/s execution only")
+    print(
+        f"throughput: {bars / (t3 - t1):,.0f} bars/s end-to-end, {bars / max(t3 - t2, 1e-9):,.0f} bars/s execution only"
+    )
     m = result.metrics
-    print(f"result: return {m['total_return_pct']}% (CSI 300 {m.get('benchmark_return_pct')}%), max DD {m['max_drawdown_pct']}%, "
-          f"Sharpe {m['sharpe']}, trades {m['trades']}, win rate {m['win_rate_pct']}%, blocked orders {len(result.blocked)}")  # fmt: skip
+    print(
+        f"result: return {m['total_return_pct']}% (CSI 300 {m.get('benchmark_return_pct')}%), max DD {m['max_drawdown_pct']}%, "
+        f"Sharpe {m['sharpe']}, trades {m['trades']}, win rate {m['win_rate_pct']}%, blocked orders {len(result.blocked)}"
+    )
 
 
 if __name__ == "__main__":

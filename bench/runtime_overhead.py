@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.approval import Requester  # noqa: E402
-from agent.inmemory import InMemoryStore  # noqa: E402
-from agent.runtime import AgentRuntime, TurnRequest  # noqa: E402
-from agent.tools.registry import Toolset  # noqa: E402
-from tests.fakes.runtime_kit import Script, call, text  # noqa: E402
+from agent.approval import Requester
+from agent.inmemory import InMemoryStore
+from agent.runtime import AgentRuntime, TurnRequest
+from agent.tools.registry import Toolset
+from tests.fakes.runtime_kit import Script, call, text
 
 tools = Toolset("bench")
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory.db import Database  # noqa: E402
-from memory.tasks import ScheduleRow, create_tables  # noqa: E402
-from scheduler.app import AppScheduler  # noqa: E402
-from scheduler.store import ScheduleStore  # noqa: E402
+from memory.db import Database
+from memory.tasks import ScheduleRow, create_tables
+from scheduler.app import AppScheduler
+from scheduler.store import ScheduleStore
 
 
 def pct(values: list[float], q: float) -> float:

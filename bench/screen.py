@@ -25,7 +25,9 @@ def peak_mb() -> float:
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else FULL
     if not path.is_file():
-        sys.exit(f"missing {path}: the full universe lives in the steering repo's shared/data (../shared/data from the repo root)")
+        sys.exit(
+            f"missing {path}: the full universe lives in the steering repo's shared/data (../shared/data from the repo root)"
+        )
     t0 = time.perf_counter()
     md = MarketData([BundledProvider(cn_file=path)])
     n = len(md.providers[0].cn)  # type: ignore[attr-defined]
@@ -33,14 +35,20 @@ def main() -> None:
     panel = md.panel(min_bars=1)
     t2 = time.perf_counter()
     stages: list[tuple[str, float]] = []
-    result = screen(md, ScreenConfig(), panel=panel, progress=lambda s, d, p: stages.append((s, time.perf_counter())))
+    result = screen(
+        md, ScreenConfig(), panel=panel, progress=lambda s, d, p: stages.append((s, time.perf_counter()))
+    )
     t3 = time.perf_counter()
     print(f"universe: {n} stocks, panel {panel.shape[0]} x {panel.shape[1]} days, as of {result.as_of}")
-    print(f"load csv.gz: {t1 - t0:.2f} s   build panel: {t2 - t1:.2f} s   screen: {t3 - t2:.2f} s   total: {t3 - t0:.2f} s")
+    print(
+        f"load csv.gz: {t1 - t0:.2f} s   build panel: {t2 - t1:.2f} s   screen: {t3 - t2:.2f} s   total: {t3 - t0:.2f} s"
+    )
     print("funnel:", result.funnel)
     print(f"peak memory (max RSS): {peak_mb():.0f} MB")
     for p in result.picks[:5]:
-        print(f"  #{p['rank']} {p['symbol']} {p['name']} score {p['score']} {p['triggers']} {p.get('phase', '')}")
+        print(
+            f"  #{p['rank']} {p['symbol']} {p['name']} score {p['score']} {p['triggers']} {p.get('phase', '')}"
+        )
 
 
 if __name__ == "__main__":

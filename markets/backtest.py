@@ -158,7 +158,9 @@ class _Book:
         sym = self.panel.symbols[i]
         why = self._block(i, t, "buy", price)
         if why:
-            self.blocked.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "buy", "reason": why})
+            self.blocked.append(
+                {"date": str(self.panel.dates[t]), "symbol": sym, "side": "buy", "reason": why}
+            )
             return False
         if qty is None:
             qty = self.rules.max_affordable(min(value or self.cash, self.cash), price)
@@ -169,7 +171,14 @@ class _Book:
         notional = qty * price
         fee, tax = self.rules.order_cost("buy", notional)
         if notional + fee + tax > self.cash + 1e-9:
-            self.blocked.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "buy", "reason": "insufficient cash"})
+            self.blocked.append(
+                {
+                    "date": str(self.panel.dates[t]),
+                    "symbol": sym,
+                    "side": "buy",
+                    "reason": "insufficient cash",
+                }
+            )
             return False
         self.cash -= notional + fee + tax
         if i in self.pos:
@@ -180,7 +189,17 @@ class _Book:
             trip = RoundTrip(sym, str(self.panel.dates[t]), price, None, None, qty, None, None, reason)
             self.pos[i] = _Pos(qty, notional + fee + tax, t, price, price, trip)
             self.trips.append(trip)
-        self.fills.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "buy", "qty": qty, "price": price, "fee": fee, "tax": tax})
+        self.fills.append(
+            {
+                "date": str(self.panel.dates[t]),
+                "symbol": sym,
+                "side": "buy",
+                "qty": qty,
+                "price": price,
+                "fee": fee,
+                "tax": tax,
+            }
+        )
         return True
 
     def sell(self, i: int, t: int, price: float, qty: float | None, reason: str) -> bool:
@@ -189,11 +208,20 @@ class _Book:
             return False
         sym = self.panel.symbols[i]
         if self.rules.t_plus_1 and p.entry_day == t:
-            self.blocked.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "reason": "T+1: bought today"})
+            self.blocked.append(
+                {
+                    "date": str(self.panel.dates[t]),
+                    "symbol": sym,
+                    "side": "sell",
+                    "reason": "T+1: bought today",
+                }
+            )
             return False
         why = self._block(i, t, "sell", price)
         if why:
-            self.blocked.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "reason": why})
+            self.blocked.append(
+                {"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "reason": why}
+            )
             return False
         qty = p.qty if qty is None or qty >= p.qty else self.rules.round_qty(qty, "sell", p.qty)
         if qty <= 0:
@@ -203,7 +231,17 @@ class _Book:
         self.cash += notional - fee - tax
         share = qty / p.qty
         cost_part = p.cost * share
-        self.fills.append({"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "qty": qty, "price": price, "fee": fee, "tax": tax})
+        self.fills.append(
+            {
+                "date": str(self.panel.dates[t]),
+                "symbol": sym,
+                "side": "sell",
+                "qty": qty,
+                "price": price,
+                "fee": fee,
+                "tax": tax,
+            }
+        )
         if qty >= p.qty - 1e-12:
             tr = p.trip
             tr.exit_date, tr.exit_price = str(self.panel.dates[t]), price
@@ -289,10 +327,23 @@ def run(
             progress("backtest", f"{P.dates[t]}", round(100 * t / max(1, T - 1), 1))
     bench = _align(benchmark, P.dates) if benchmark is not None else None
     return BacktestResult(
-        P.dates, equity, book.trips, book.fills, book.blocked,
-        metrics(P.dates, equity, book.trips, bench, 365 if rules.market == "crypto" else 252, cfg.start, cfg.initial_cash),
-        bench, processed,
-    )  # fmt: skip
+        P.dates,
+        equity,
+        book.trips,
+        book.fills,
+        book.blocked,
+        metrics(
+            P.dates,
+            equity,
+            book.trips,
+            bench,
+            365 if rules.market == "crypto" else 252,
+            cfg.start,
+            cfg.initial_cash,
+        ),
+        bench,
+        processed,
+    )
 
 
 def _explicit(book: _Book, i: int, t: int, o: Order, price: float) -> None:
@@ -310,8 +361,15 @@ def _align(b: Bars, dates: np.ndarray) -> np.ndarray:
     return out
 
 
-def metrics(dates: np.ndarray, equity: np.ndarray, trips: list[RoundTrip], bench: np.ndarray | None,
-            periods: int = 252, start: int = 0, initial: float | None = None) -> dict[str, Any]:  # fmt: skip
+def metrics(
+    dates: np.ndarray,
+    equity: np.ndarray,
+    trips: list[RoundTrip],
+    bench: np.ndarray | None,
+    periods: int = 252,
+    start: int = 0,
+    initial: float | None = None,
+) -> dict[str, Any]:
     """Performance figures from `start` on. With `initial`, the curve is measured from that cash
     (held the day before `start`), so the first day's fees count."""
     eq = equity[start:]
@@ -328,16 +386,23 @@ def metrics(dates: np.ndarray, equity: np.ndarray, trips: list[RoundTrip], bench
     peak = np.maximum.accumulate(eq)
     mdd = float(np.min(eq / peak - 1))
     r = np.diff(eq) / eq[:-1]
-    sharpe = float(np.mean(r) / np.std(r, ddof=1) * math.sqrt(periods)) if len(r) > 2 and np.std(r) > 0 else 0.0
+    sharpe = (
+        float(np.mean(r) / np.std(r, ddof=1) * math.sqrt(periods)) if len(r) > 2 and np.std(r) > 0 else 0.0
+    )
     closed = [t for t in trips if t.pnl is not None]
     wins = [t for t in closed if (t.pnl or 0) > 0]
     out: dict[str, Any] = {
-        "initial_equity": round(float(eq[0]), 2), "final_equity": round(float(eq[-1]), 2),
-        "total_return_pct": round(total * 100, 2), "cagr_pct": round(cagr * 100, 2),
-        "max_drawdown_pct": round(mdd * 100, 2), "sharpe": round(sharpe, 2),
-        "trades": len(trips), "closed_trades": len(closed), "open_positions": len(trips) - len(closed),
+        "initial_equity": round(float(eq[0]), 2),
+        "final_equity": round(float(eq[-1]), 2),
+        "total_return_pct": round(total * 100, 2),
+        "cagr_pct": round(cagr * 100, 2),
+        "max_drawdown_pct": round(mdd * 100, 2),
+        "sharpe": round(sharpe, 2),
+        "trades": len(trips),
+        "closed_trades": len(closed),
+        "open_positions": len(trips) - len(closed),
         "win_rate_pct": round(100 * len(wins) / len(closed), 1) if closed else None,
-    }  # fmt: skip
+    }
     if bench is not None:
         b = bench[max(0, start - 1) :] if initial is not None and start > 0 else bench[start:]
         ok = ~np.isnan(b)

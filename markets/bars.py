@@ -83,7 +83,9 @@ class Bars:
             object.__setattr__(self, "amount", np.full(n, np.nan))
         for name in ("open", "high", "low", "close", "volume", "amount"):
             if len(getattr(self, name)) != n:
-                raise ValueError(f"Bars({self.symbol}): column {name} has {len(getattr(self, name))} rows, dates {n}")
+                raise ValueError(
+                    f"Bars({self.symbol}): column {name} has {len(getattr(self, name))} rows, dates {n}"
+                )
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod

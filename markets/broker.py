@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from markets.data import MarketData
-from markets.models import MarketPosition, MarketTrade
+from markets.models import MarketTrade
 from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side
 from markets.services import MarketSettings
@@ -70,16 +70,31 @@ class PaperBroker:
 
     async def _existing(self, key: str) -> MarketTrade | None:
         async with self.sessions() as s:
-            return (await s.execute(select(MarketTrade).where(MarketTrade.idempotency_key == key))).scalar_one_or_none()
+            return (
+                await s.execute(select(MarketTrade).where(MarketTrade.idempotency_key == key))
+            ).scalar_one_or_none()
 
-    async def _reserve(self, key: str, user_id: str, market: str, symbol: str, side: Side, qty: float, source: str) -> tuple[int, MarketTrade | None]:
+    async def _reserve(
+        self, key: str, user_id: str, market: str, symbol: str, side: Side, qty: float, source: str
+    ) -> tuple[int, MarketTrade | None]:
         """Insert the pending row; if the key exists already return the earlier trade instead."""
         try:
             async with self.sessions() as s, s.begin():
                 t = MarketTrade(
-                    idempotency_key=key, user_id=user_id, market=market, symbol=symbol, side=side, quantity=qty,
-                    status="pending", venue=self.venue, source=source, fee=0.0, tax=0.0, reason="", external_id="",
-                )  # fmt: skip
+                    idempotency_key=key,
+                    user_id=user_id,
+                    market=market,
+                    symbol=symbol,
+                    side=side,
+                    quantity=qty,
+                    status="pending",
+                    venue=self.venue,
+                    source=source,
+                    fee=0.0,
+                    tax=0.0,
+                    reason="",
+                    external_id="",
+                )
                 s.add(t)
                 await s.flush()
                 return t.id, None
@@ -116,13 +131,17 @@ class PaperBroker:
             await s.flush()
             return trade_dict(t)
 
-    async def _fill(self, trade_id: int, user_id: str, inst: Any, market: str, side: Side, qty: float) -> dict[str, Any]:
+    async def _fill(
+        self, trade_id: int, user_id: str, inst: Any, market: str, side: Side, qty: float
+    ) -> dict[str, Any]:
         rules = rules_for(market, self.settings)
         bars = self.data.bars(inst)
         price = float(bars.close[-1])
         day: date = bars.dates[-1].astype(object)
         tail = bars.tail(2)
-        locked = bool(limit_locked(tail, inst.limit_pct if market == "cn" else None, DEFAULT_PARAMS.limit_tol)[-1])
+        locked = bool(
+            limit_locked(tail, inst.limit_pct if market == "cn" else None, DEFAULT_PARAMS.limit_tol)[-1]
+        )
 
         async with self.sessions() as s, s.begin():
             t = await s.get(MarketTrade, trade_id)
@@ -136,7 +155,9 @@ class PaperBroker:
             if qty <= 0:
                 return reject("quantity must be positive")
             if locked:
-                return reject(f"{inst.label} is limit-locked on {day} (one-price bar at the daily limit): no fill")
+                return reject(
+                    f"{inst.label} is limit-locked on {day} (one-price bar at the daily limit): no fill"
+                )
             if rules.lot and side == "buy" and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
                 return reject(f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not")
             acc = await self.portfolio._account(s, user_id, market)
@@ -145,7 +166,9 @@ class PaperBroker:
             fee, tax = rules.order_cost(side, notional)
             if side == "buy":
                 if notional + fee + tax > acc.cash + 1e-9:
-                    return reject(f"insufficient cash: need {notional + fee + tax:,.2f}, have {acc.cash:,.2f}")
+                    return reject(
+                        f"insufficient cash: need {notional + fee + tax:,.2f}, have {acc.cash:,.2f}"
+                    )
                 new_qty = pos.quantity + qty
                 pos.avg_cost = (pos.avg_cost * pos.quantity + notional + fee) / new_qty
                 pos.quantity = new_qty
@@ -155,17 +178,28 @@ class PaperBroker:
             else:
                 sellable = pos.quantity
                 if rules.t_plus_1:
-                    bought_today = (await s.execute(select(func.coalesce(func.sum(MarketTrade.quantity), 0.0)).where(
-                        MarketTrade.user_id == user_id, MarketTrade.symbol == inst.symbol, MarketTrade.side == "buy",
-                        MarketTrade.status == "filled", MarketTrade.trade_date == day,
-                    ))).scalar_one()  # fmt: skip
+                    bought_today = (
+                        await s.execute(
+                            select(func.coalesce(func.sum(MarketTrade.quantity), 0.0)).where(
+                                MarketTrade.user_id == user_id,
+                                MarketTrade.symbol == inst.symbol,
+                                MarketTrade.side == "buy",
+                                MarketTrade.status == "filled",
+                                MarketTrade.trade_date == day,
+                            )
+                        )
+                    ).scalar_one()
                     sellable = max(0.0, pos.quantity - float(bought_today))
                     if qty > sellable + 1e-9 and qty <= pos.quantity + 1e-9:
-                        return reject(f"T+1: {bought_today:g} shares were bought on {day} and can be sold from the next trading day; sellable now {sellable:g}")
+                        return reject(
+                            f"T+1: {bought_today:g} shares were bought on {day} and can be sold from the next trading day; sellable now {sellable:g}"
+                        )
                 if qty > sellable + 1e-9:
                     return reject(f"insufficient holding: have {pos.quantity:g}, sellable {sellable:g}")
                 if rules.lot and qty < pos.quantity and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
-                    return reject(f"A-share sells are whole lots of {rules.lot:g} unless the whole position is sold")
+                    return reject(
+                        f"A-share sells are whole lots of {rules.lot:g} unless the whole position is sold"
+                    )
                 pos.quantity -= qty
                 acc.cash += notional - fee - tax
                 if pos.quantity <= 1e-12:
@@ -178,12 +212,17 @@ class PaperBroker:
     async def reconcile(self, user_id: str | None = None) -> list[dict[str, Any]]:
         """Pending paper trades were never applied (fills are atomic): mark them rejected, don't retry."""
         async with self.sessions() as s, s.begin():
-            q = select(MarketTrade).where(MarketTrade.venue == self.venue, MarketTrade.status.in_(("pending", "unknown")))
+            q = select(MarketTrade).where(
+                MarketTrade.venue == self.venue, MarketTrade.status.in_(("pending", "unknown"))
+            )
             if user_id:
                 q = q.where(MarketTrade.user_id == user_id)
             rows = (await s.execute(q)).scalars().all()
             for t in rows:
-                t.status, t.reason = "rejected", "not applied (interrupted before the fill); reconciled, not retried"
+                t.status, t.reason = (
+                    "rejected",
+                    "not applied (interrupted before the fill); reconciled, not retried",
+                )
             return [trade_dict(t) for t in rows]
 
 
@@ -205,7 +244,9 @@ class LiveCcxtBroker(PaperBroker):
         self.exchange = exchange
         log.warning("LIVE TRADING ENABLED on %s: orders will be sent to the exchange", settings.live_exchange)
 
-    async def _fill(self, trade_id: int, user_id: str, inst: Any, market: str, side: Side, qty: float) -> dict[str, Any]:
+    async def _fill(
+        self, trade_id: int, user_id: str, inst: Any, market: str, side: Side, qty: float
+    ) -> dict[str, Any]:
         if market != "crypto":
             return await self._finish(trade_id, "rejected", reason="live trading supports crypto (ccxt) only")
         import asyncio
@@ -220,11 +261,20 @@ class LiveCcxtBroker(PaperBroker):
             kind = _ccxt_error_kind(exc)
             if kind == "rejected":
                 return await self._finish(trade_id, "rejected", reason=f"exchange rejected: {exc}")
-            return await self._finish(trade_id, "unknown", reason=f"outcome unknown ({type(exc).__name__}); will reconcile, not retry")
+            return await self._finish(
+                trade_id,
+                "unknown",
+                reason=f"outcome unknown ({type(exc).__name__}); will reconcile, not retry",
+            )
         return await self._apply_order(trade_id, order)
 
     async def _apply_order(self, trade_id: int, order: dict[str, Any]) -> dict[str, Any]:
-        status = {"closed": "filled", "canceled": "rejected", "rejected": "rejected", "expired": "rejected"}.get(order.get("status", ""), "unknown")
+        status = {
+            "closed": "filled",
+            "canceled": "rejected",
+            "rejected": "rejected",
+            "expired": "rejected",
+        }.get(order.get("status", ""), "unknown")
         fields: dict[str, Any] = {
             "price": order.get("average") or order.get("price"),
             "fee": float((order.get("fee") or {}).get("cost") or 0.0),
@@ -238,17 +288,23 @@ class LiveCcxtBroker(PaperBroker):
         import asyncio
 
         async with self.sessions() as s:
-            q = select(MarketTrade).where(MarketTrade.venue == self.venue, MarketTrade.status.in_(("pending", "unknown")))
+            q = select(MarketTrade).where(
+                MarketTrade.venue == self.venue, MarketTrade.status.in_(("pending", "unknown"))
+            )
             if user_id:
                 q = q.where(MarketTrade.user_id == user_id)
             rows = (await s.execute(q)).scalars().all()
         out = []
         for t in rows:
             try:
-                order = await asyncio.to_thread(self.exchange.fetch_order, None, t.symbol, {"clientOrderId": t.external_id})
+                order = await asyncio.to_thread(
+                    self.exchange.fetch_order, None, t.symbol, {"clientOrderId": t.external_id}
+                )
             except Exception as exc:
                 if _ccxt_error_kind(exc) == "rejected":  # OrderNotFound: it never reached the book
-                    out.append(await self._finish(t.id, "rejected", reason="not found at the exchange; not retried"))
+                    out.append(
+                        await self._finish(t.id, "rejected", reason="not found at the exchange; not retried")
+                    )
                 continue
             out.append(await self._apply_order(t.id, order))
         return out
@@ -256,6 +312,13 @@ class LiveCcxtBroker(PaperBroker):
 
 def _ccxt_error_kind(exc: Exception) -> Literal["rejected", "unknown"]:
     names = {c.__name__ for c in type(exc).__mro__}
-    if names & {"InsufficientFunds", "InvalidOrder", "OrderNotFound", "BadSymbol", "AuthenticationError", "PermissionDenied"}:
+    if names & {
+        "InsufficientFunds",
+        "InvalidOrder",
+        "OrderNotFound",
+        "BadSymbol",
+        "AuthenticationError",
+        "PermissionDenied",
+    }:
         return "rejected"
     return "unknown"  # NetworkError, RequestTimeout, ExchangeNotAvailable, anything else

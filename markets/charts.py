@@ -26,10 +26,19 @@ if TYPE_CHECKING:
 
 UP, DOWN = "#d62728", "#2ca02c"
 EVENT_STYLE = {
-    "SC": ("v", "#1f77b4"), "BC": ("^", "#8c564b"), "AR": ("^", "#17becf"), "ST": ("o", "#7f7f7f"),
-    "Spring": ("^", "#d62728"), "UT": ("v", "#ff7f0e"), "UTAD": ("v", "#ff7f0e"), "SOS": ("^", "#9467bd"),
-    "SOW": ("v", "#9467bd"), "LPS": ("^", "#e377c2"), "LPSY": ("v", "#e377c2"), "EvR": ("D", "#bcbd22"),
-}  # fmt: skip
+    "SC": ("v", "#1f77b4"),
+    "BC": ("^", "#8c564b"),
+    "AR": ("^", "#17becf"),
+    "ST": ("o", "#7f7f7f"),
+    "Spring": ("^", "#d62728"),
+    "UT": ("v", "#ff7f0e"),
+    "UTAD": ("v", "#ff7f0e"),
+    "SOS": ("^", "#9467bd"),
+    "SOW": ("v", "#9467bd"),
+    "LPS": ("^", "#e377c2"),
+    "LPSY": ("v", "#e377c2"),
+    "EvR": ("D", "#bcbd22"),
+}
 FONT_FILE = "NotoSansCJKsc-Regular-subset.otf"
 
 
@@ -121,8 +130,15 @@ def candles(
             below = marker == "^"
             y = b.low[i] * 0.985 if below else b.high[i] * 1.015
             ax.scatter([i], [y], marker=marker, color=c, s=36, zorder=5)
-            ax.annotate(e.kind, (i, y), textcoords="offset points", xytext=(0, -12 if below else 6),
-                        ha="center", fontsize=7, color=c)  # fmt: skip
+            ax.annotate(
+                e.kind,
+                (i, y),
+                textcoords="offset points",
+                xytext=(0, -12 if below else 6),
+                ha="center",
+                fontsize=7,
+                color=c,
+            )
 
     ticks = np.linspace(0, len(b) - 1, 8).astype(int)
     axv.set_xticks(ticks)
@@ -132,7 +148,9 @@ def candles(
     ax.legend(loc="upper left", fontsize=8)
     label = f"{name}({bars.symbol})" if name else bars.symbol
     phase = f" · {analysis.phase.label}" if analysis is not None else ""
-    text, font = _title(f"{label}{phase} · as of {b.dates[-1]}", f"{bars.symbol}{phase} · as of {b.dates[-1]}")
+    text, font = _title(
+        f"{label}{phase} · as of {b.dates[-1]}", f"{bars.symbol}{phase} · as of {b.dates[-1]}"
+    )
     ax.set_title(text, fontproperties=font, fontsize=11)
     path = _out(out_dir, f"{bars.symbol}_candles")
     fig.savefig(path, bbox_inches="tight")
@@ -161,8 +179,13 @@ def equity_curve(
         valid = ~np.isnan(benchmark)
         if valid.any():
             first = benchmark[valid][0]
-            ax.plot(x, benchmark / first, color="#7f7f7f", linewidth=1.0,
-                    label=benchmark_label if font is not None else "CSI 300")  # fmt: skip
+            ax.plot(
+                x,
+                benchmark / first,
+                color="#7f7f7f",
+                linewidth=1.0,
+                label=benchmark_label if font is not None else "CSI 300",
+            )
     peak = np.maximum.accumulate(eq)
     axd.fill_between(x, eq / peak - 1, 0, color=DOWN, alpha=0.4)
     axd.set_ylabel("drawdown")

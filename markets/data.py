@@ -64,7 +64,9 @@ class MarketData:
         return list(seen.values())
 
     # -- bars -------------------------------------------------------------------------------------
-    def bars(self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
+    def bars(
+        self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None
+    ) -> Bars:
         inst = self.resolve(query)
         errors = []
         for p in self.providers:
@@ -81,10 +83,14 @@ class MarketData:
         names = ", ".join(getattr(p, "coverage", p.name) for p in self.providers)
         raise NoData(f"no bars for {inst.label} from the configured providers ({names})")
 
-    async def abars(self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
+    async def abars(
+        self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None
+    ) -> Bars:
         return await asyncio.to_thread(self.bars, query, start, end)
 
-    def index_bars(self, code: str = "000300", start: date | str | None = None, end: date | str | None = None) -> Bars:
+    def index_bars(
+        self, code: str = "000300", start: date | str | None = None, end: date | str | None = None
+    ) -> Bars:
         inst = self.directory.index(code)
         if inst is None:
             raise NoData(f"unknown index {code}; available: 000300 (CSI 300)")
@@ -112,5 +118,7 @@ class MarketData:
 
     def calendar(self, market: str = "cn") -> TradingCalendar:
         if market not in self._calendars:
-            self._calendars[market] = TradingCalendar.crypto() if market == "crypto" else TradingCalendar.sse()
+            self._calendars[market] = (
+                TradingCalendar.crypto() if market == "crypto" else TradingCalendar.sse()
+            )
         return self._calendars[market]

@@ -23,7 +23,13 @@ from markets.symbols import Instrument, board_of, exchange_of, is_st_name, norma
 INDEXES = [
     Instrument("000300", "沪深300", market="index", exchange="CSI", board="index"),
 ]
-INDEX_ALIASES = {"沪深300": "000300", "CSI300": "000300", "CSI 300": "000300", "HS300": "000300", "000300.SH": "000300"}
+INDEX_ALIASES = {
+    "沪深300": "000300",
+    "CSI300": "000300",
+    "CSI 300": "000300",
+    "HS300": "000300",
+    "000300.SH": "000300",
+}
 
 
 def _norm_name(name: str) -> str:
@@ -160,7 +166,9 @@ class Directory:
     def _suggest_code(self, code: str) -> list[str]:
         # One wrong or swapped digit is the usual typo: rank by digit mismatches, then difflib.
         codes = [s for s in self._by_symbol if s.isdigit()]
-        near = sorted((sum(a != b for a, b in zip(code, c, strict=True)), c) for c in codes if c[:2] == code[:2])
+        near = sorted(
+            (sum(a != b for a, b in zip(code, c, strict=True)), c) for c in codes if c[:2] == code[:2]
+        )
         picks = [c for d, c in near if d <= 1][:5]
         picks += [c for c in difflib.get_close_matches(code, codes, n=5, cutoff=0.6) if c not in picks]
         return [self._by_symbol[c].label for c in picks[:5]]

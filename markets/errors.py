@@ -13,7 +13,13 @@ class MarketError(ToolFailed):
 class NotFound(MarketError):
     """An unknown code, name or symbol. `suggestions` are close matches for "did you mean …"."""
 
-    def __init__(self, query: str, suggestions: list[str] | None = None, what: str = "instrument", ambiguous: bool = False):
+    def __init__(
+        self,
+        query: str,
+        suggestions: list[str] | None = None,
+        what: str = "instrument",
+        ambiguous: bool = False,
+    ):
         self.query = query
         self.suggestions = list(suggestions or [])
         self.ambiguous = ambiguous

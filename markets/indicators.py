@@ -51,9 +51,9 @@ def wilder(x: np.ndarray, n: int) -> np.ndarray:
             continue
         start = ok[0]
         seed = start + n - 1
-        if np.isnan(row[start:seed + 1]).any():
+        if np.isnan(row[start : seed + 1]).any():
             continue
-        val = row[start:seed + 1].mean()
+        val = row[start : seed + 1].mean()
         out[r, seed] = val
         for t in range(seed + 1, len(row)):
             v = row[t]
@@ -78,8 +78,9 @@ def atr(high: np.ndarray, low: np.ndarray, close: np.ndarray, n: int = 14) -> np
 
 def rsi(close: np.ndarray, n: int = 14) -> np.ndarray:
     d = np.diff(close, axis=-1, prepend=np.nan)
-    up, down = wilder(np.where(np.isnan(d), np.nan, np.clip(d, 0, None)), n), wilder(
-        np.where(np.isnan(d), np.nan, np.clip(-d, 0, None)), n
+    up, down = (
+        wilder(np.where(np.isnan(d), np.nan, np.clip(d, 0, None)), n),
+        wilder(np.where(np.isnan(d), np.nan, np.clip(-d, 0, None)), n),
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         rs = up / down

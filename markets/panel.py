@@ -28,7 +28,11 @@ class Panel:
     def from_bars(cls, bars: Mapping[str, Bars], dates: np.ndarray | None = None) -> Panel:
         symbols = list(bars)
         if dates is None:
-            dates = np.unique(np.concatenate([b.dates for b in bars.values()])) if bars else np.empty(0, "datetime64[D]")
+            dates = (
+                np.unique(np.concatenate([b.dates for b in bars.values()]))
+                if bars
+                else np.empty(0, "datetime64[D]")
+            )
         n, t = len(symbols), len(dates)
         mats = {k: np.full((n, t), np.nan) for k in ("open", "high", "low", "close", "volume", "amount")}
         for i, s in enumerate(symbols):
@@ -49,14 +53,27 @@ class Panel:
     def tail(self, n: int) -> Panel:
         sl = slice(max(0, len(self.dates) - n), None)
         return Panel(
-            self.symbols, self.dates[sl], self.open[:, sl], self.high[:, sl], self.low[:, sl],
-            self.close[:, sl], self.volume[:, sl], self.amount[:, sl],
-        )  # fmt: skip
+            self.symbols,
+            self.dates[sl],
+            self.open[:, sl],
+            self.high[:, sl],
+            self.low[:, sl],
+            self.close[:, sl],
+            self.volume[:, sl],
+            self.amount[:, sl],
+        )
 
     def bars_of(self, symbol: str, market: str = "cn") -> Bars:
         i = self.row(symbol)
         ok = ~np.isnan(self.close[i])
         return Bars(
-            symbol, self.dates[ok], self.open[i, ok], self.high[i, ok], self.low[i, ok], self.close[i, ok],
-            self.volume[i, ok], self.amount[i, ok], market=market,
-        )  # fmt: skip
+            symbol,
+            self.dates[ok],
+            self.open[i, ok],
+            self.high[i, ok],
+            self.low[i, ok],
+            self.close[i, ok],
+            self.volume[i, ok],
+            self.amount[i, ok],
+            market=market,
+        )

@@ -56,9 +56,18 @@ class Portfolio:
         return self.settings.initial_cash_crypto if market == "crypto" else self.settings.initial_cash_cn
 
     async def _account(self, s: Any, user_id: str, market: str) -> MarketAccount:
-        acc = (await s.execute(select(MarketAccount).where(MarketAccount.user_id == user_id, MarketAccount.market == market))).scalar_one_or_none()
+        acc = (
+            await s.execute(
+                select(MarketAccount).where(MarketAccount.user_id == user_id, MarketAccount.market == market)
+            )
+        ).scalar_one_or_none()
         if acc is None:
-            acc = MarketAccount(user_id=user_id, market=market, cash=self.initial_cash(market), currency=CURRENCY.get(market, ""))
+            acc = MarketAccount(
+                user_id=user_id,
+                market=market,
+                cash=self.initial_cash(market),
+                currency=CURRENCY.get(market, ""),
+            )
             s.add(acc)
             await s.flush()
         return acc
@@ -67,7 +76,11 @@ class Portfolio:
         markets = [market] if market else ["cn", "crypto"]
         async with self.sessions() as s, s.begin():
             return [
-                {"market": m, "cash": round((a := await self._account(s, user_id, m)).cash, 2), "currency": a.currency}
+                {
+                    "market": m,
+                    "cash": round((a := await self._account(s, user_id, m)).cash, 2),
+                    "currency": a.currency,
+                }
                 for m in markets
             ]
 
@@ -91,7 +104,21 @@ class Portfolio:
             value = None if price is None else price * r.quantity
             pnl = None if value is None else value - r.avg_cost * r.quantity
             pct = None if price is None or not r.avg_cost else price / r.avg_cost - 1
-            out.append(PositionView(r.symbol, r.name, r.market, r.quantity, r.avg_cost, price, value, pnl, pct, as_of, r.high_since_entry))
+            out.append(
+                PositionView(
+                    r.symbol,
+                    r.name,
+                    r.market,
+                    r.quantity,
+                    r.avg_cost,
+                    price,
+                    value,
+                    pnl,
+                    pct,
+                    as_of,
+                    r.high_since_entry,
+                )
+            )
         return out
 
     async def view(self, user_id: str) -> dict[str, Any]:
@@ -104,13 +131,18 @@ class Portfolio:
             mv = sum(p.value or 0.0 for p in ps)
             cost = sum(p.avg_cost * p.quantity for p in ps)
             totals[m] = {
-                "cash": cash[m]["cash"], "market_value": round(mv, 2), "equity": round(cash[m]["cash"] + mv, 2),
-                "unrealized_pnl": round(mv - cost, 2), "currency": CURRENCY[m],
-            }  # fmt: skip
+                "cash": cash[m]["cash"],
+                "market_value": round(mv, 2),
+                "equity": round(cash[m]["cash"] + mv, 2),
+                "unrealized_pnl": round(mv - cost, 2),
+                "currency": CURRENCY[m],
+            }
         as_of = {m: str(d) if (d := self.data.as_of(m)) else None for m in ("cn", "crypto")}
         return {"as_of": as_of, "positions": [p.to_dict() for p in positions], "totals": totals}
 
-    async def set_holding(self, user_id: str, symbol: str, quantity: float, avg_cost: float, note: str = "") -> dict[str, Any]:
+    async def set_holding(
+        self, user_id: str, symbol: str, quantity: float, avg_cost: float, note: str = ""
+    ) -> dict[str, Any]:
         """Record a holding the user has (bookkeeping, no trade): quantity 0 removes it."""
         inst = self.data.resolve(symbol)
         if quantity < 0 or avg_cost < 0:
@@ -122,8 +154,15 @@ class Portfolio:
             pos.high_since_entry = max(pos.high_since_entry or 0.0, avg_cost)
             if pos.opened_on is None:
                 pos.opened_on = self.data.as_of(market)
-            s.add(MarketRecord(user_id=user_id, kind="portfolio_update", symbol=inst.symbol,
-                               summary=f"set {inst.label} to {quantity:g} @ {avg_cost:g}", payload={"quantity": quantity, "avg_cost": avg_cost}))  # fmt: skip
+            s.add(
+                MarketRecord(
+                    user_id=user_id,
+                    kind="portfolio_update",
+                    symbol=inst.symbol,
+                    summary=f"set {inst.label} to {quantity:g} @ {avg_cost:g}",
+                    payload={"quantity": quantity, "avg_cost": avg_cost},
+                )
+            )
         return {"symbol": inst.symbol, "name": inst.name, "quantity": quantity, "avg_cost": avg_cost}
 
     async def set_cash(self, user_id: str, market: str, cash: float) -> dict[str, Any]:
@@ -132,15 +171,39 @@ class Portfolio:
         async with self.sessions() as s, s.begin():
             acc = await self._account(s, user_id, market)
             acc.cash = float(cash)
-            s.add(MarketRecord(user_id=user_id, kind="portfolio_update", summary=f"set {market} cash to {cash:g}", payload={"cash": cash}))
+            s.add(
+                MarketRecord(
+                    user_id=user_id,
+                    kind="portfolio_update",
+                    summary=f"set {market} cash to {cash:g}",
+                    payload={"cash": cash},
+                )
+            )
         return {"market": market, "cash": cash}
 
-    async def _position(self, s: Any, user_id: str, market: str, symbol: str, name: str = "") -> MarketPosition:
-        pos = (await s.execute(select(MarketPosition).where(
-            MarketPosition.user_id == user_id, MarketPosition.market == market, MarketPosition.symbol == symbol
-        ))).scalar_one_or_none()  # fmt: skip
+    async def _position(
+        self, s: Any, user_id: str, market: str, symbol: str, name: str = ""
+    ) -> MarketPosition:
+        pos = (
+            await s.execute(
+                select(MarketPosition).where(
+                    MarketPosition.user_id == user_id,
+                    MarketPosition.market == market,
+                    MarketPosition.symbol == symbol,
+                )
+            )
+        ).scalar_one_or_none()
         if pos is None:
-            pos = MarketPosition(user_id=user_id, market=market, symbol=symbol, name=name, quantity=0.0, avg_cost=0.0, high_since_entry=0.0, note="")
+            pos = MarketPosition(
+                user_id=user_id,
+                market=market,
+                symbol=symbol,
+                name=name,
+                quantity=0.0,
+                avg_cost=0.0,
+                high_since_entry=0.0,
+                note="",
+            )
             s.add(pos)
             await s.flush()
         return pos
@@ -154,15 +217,31 @@ class Portfolio:
             rows = (await s.execute(q.order_by(MarketTrade.id.desc()).limit(limit))).scalars().all()
         return [trade_dict(t) for t in rows]
 
-    async def record(self, user_id: str, kind: str, summary: str, payload: dict[str, Any] | None = None,
-                     symbol: str = "", as_of: date | None = None) -> int:  # fmt: skip
+    async def record(
+        self,
+        user_id: str,
+        kind: str,
+        summary: str,
+        payload: dict[str, Any] | None = None,
+        symbol: str = "",
+        as_of: date | None = None,
+    ) -> int:
         async with self.sessions() as s, s.begin():
-            rec = MarketRecord(user_id=user_id, kind=kind, symbol=symbol, summary=summary[:2000], payload=payload or {}, as_of=as_of)
+            rec = MarketRecord(
+                user_id=user_id,
+                kind=kind,
+                symbol=symbol,
+                summary=summary[:2000],
+                payload=payload or {},
+                as_of=as_of,
+            )
             s.add(rec)
             await s.flush()
             return rec.id
 
-    async def records(self, user_id: str, kind: str | None = None, symbol: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    async def records(
+        self, user_id: str, kind: str | None = None, symbol: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
         async with self.sessions() as s:
             q = select(MarketRecord).where(MarketRecord.user_id == user_id)
             if kind:
@@ -171,16 +250,32 @@ class Portfolio:
                 q = q.where(MarketRecord.symbol == self.data.resolve(symbol).symbol)
             rows = (await s.execute(q.order_by(MarketRecord.id.desc()).limit(limit))).scalars().all()
         return [
-            {"id": r.id, "kind": r.kind, "symbol": r.symbol, "summary": r.summary, "as_of": str(r.as_of) if r.as_of else None,
-             "created_at": r.created_at.isoformat() if r.created_at else None}
+            {
+                "id": r.id,
+                "kind": r.kind,
+                "symbol": r.symbol,
+                "summary": r.summary,
+                "as_of": str(r.as_of) if r.as_of else None,
+                "created_at": r.created_at.isoformat() if r.created_at else None,
+            }
             for r in rows
-        ]  # fmt: skip
+        ]
 
 
 def trade_dict(t: MarketTrade) -> dict[str, Any]:
     return {
-        "id": t.id, "symbol": t.symbol, "market": t.market, "side": t.side, "quantity": t.quantity,
-        "price": t.price, "fee": t.fee, "tax": t.tax, "status": t.status, "venue": t.venue,
-        "trade_date": str(t.trade_date) if t.trade_date else None, "source": t.source, "reason": t.reason,
+        "id": t.id,
+        "symbol": t.symbol,
+        "market": t.market,
+        "side": t.side,
+        "quantity": t.quantity,
+        "price": t.price,
+        "fee": t.fee,
+        "tax": t.tax,
+        "status": t.status,
+        "venue": t.venue,
+        "trade_date": str(t.trade_date) if t.trade_date else None,
+        "source": t.source,
+        "reason": t.reason,
         "created_at": t.created_at.isoformat() if t.created_at else None,
-    }  # fmt: skip
+    }

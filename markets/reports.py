@@ -60,18 +60,32 @@ def template_report(f: dict[str, Any]) -> str:
         f"**Phase:** {f['phase']['label']} (confidence {f['phase']['confidence']:.2f}).",
     ]
     if r:
-        lines.append(f"**Trading range:** {r['support']:,}–{r['resistance']:,} (width {r['width_pct']}%, {r['age']} bars, "
-                     f"quality {r['quality']}).")  # fmt: skip
+        lines.append(
+            f"**Trading range:** {r['support']:,}–{r['resistance']:,} (width {r['width_pct']}%, {r['age']} bars, "
+            f"quality {r['quality']})."
+        )
     ev = f.get("events") or []
     if ev:
-        lines.append("**Recent events:** " + "; ".join(f"{e['date']} {e['kind']}" + (f" ({e['status']})" if e["status"] else "") for e in ev[-5:]) + ".")
+        lines.append(
+            "**Recent events:** "
+            + "; ".join(
+                f"{e['date']} {e['kind']}" + (f" ({e['status']})" if e["status"] else "") for e in ev[-5:]
+            )
+            + "."
+        )
     ind = f["indicators"]
-    lines.append(f"**Trend:** MA20 {ind.get('ma20')}, MA50 {ind.get('ma50')}, MA200 {ind.get('ma200')}; RSI14 {ind.get('rsi14')}; "
-                 f"20-day return {ind.get('ret_20d_pct')}%.")  # fmt: skip
+    lines.append(
+        f"**Trend:** MA20 {ind.get('ma20')}, MA50 {ind.get('ma50')}, MA200 {ind.get('ma200')}; RSI14 {ind.get('rsi14')}; "
+        f"20-day return {ind.get('ret_20d_pct')}%."
+    )
     h = f["health"]
-    lines.append(f"**Health:** {h['rating']} — " + "; ".join((h["dangers"] + h["warnings"] + h["positives"])[:4]))
+    lines.append(
+        f"**Health:** {h['rating']} — " + "; ".join((h["dangers"] + h["warnings"] + h["positives"])[:4])
+    )
     if "decision" in f:
-        lines.append(f"**Decision (rules):** {f['decision']['action']} — " + "; ".join(f["decision"]["why"][:3]))
+        lines.append(
+            f"**Decision (rules):** {f['decision']['action']} — " + "; ".join(f["decision"]["why"][:3])
+        )
     lines.append("Evidence: " + " ".join(f["phase"]["evidence"][-3:]))
     lines.append(f"_Source: {f['source']}; Wyckoff engine rules in markets/wyckoff. Not investment advice._")
     return "\n".join(lines)
@@ -80,7 +94,9 @@ def template_report(f: dict[str, Any]) -> str:
 async def write(model: Any, f: dict[str, Any], task: str) -> tuple[str, str | None]:
     """(text, model name or None). Falls back to the template when the model call fails."""
     if model is None:
-        return template_report(f) + "\n_No language model was used: this is a template filled from the engine's output._", None
+        return template_report(
+            f
+        ) + "\n_No language model was used: this is a template filled from the engine's output._", None
     from agent.messages import Message
     from agent.providers.base import ModelRequest, TextChunk
 
@@ -94,7 +110,9 @@ async def write(model: Any, f: dict[str, Any], task: str) -> tuple[str, str | No
         async for chunk in model.stream(req):
             if isinstance(chunk, TextChunk):
                 parts.append(chunk.text)
-    except Exception as exc:  # noqa: BLE001 - the facts still deserve an answer
-        return template_report(f) + f"\n_The model call failed ({type(exc).__name__}); template report shown._", None
+    except Exception as exc:
+        return template_report(
+            f
+        ) + f"\n_The model call failed ({type(exc).__name__}); template report shown._", None
     text = "".join(parts).strip() or template_report(f)
     return text, getattr(getattr(model, "info", None), "model", None) or "model"

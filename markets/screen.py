@@ -63,16 +63,26 @@ class ScreenResult:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"as_of": self.as_of, "funnel": self.funnel, "picks": self.picks, "strong_industries": self.industries,
-                "seconds": round(self.seconds, 2)}  # fmt: skip
+        return {
+            "as_of": self.as_of,
+            "funnel": self.funnel,
+            "picks": self.picks,
+            "strong_industries": self.industries,
+            "seconds": round(self.seconds, 2),
+        }
 
 
 def _noop(stage: str, detail: str = "", percent: float | None = None) -> None:
     return None
 
 
-def screen(data: MarketData, cfg: ScreenConfig | None = None, *, panel: Panel | None = None,
-           progress: Progress | None = None) -> ScreenResult:  # fmt: skip
+def screen(
+    data: MarketData,
+    cfg: ScreenConfig | None = None,
+    *,
+    panel: Panel | None = None,
+    progress: Progress | None = None,
+) -> ScreenResult:
     cfg = cfg or ScreenConfig()
     prog = progress or _noop
     t0 = time.perf_counter()
@@ -96,7 +106,12 @@ def screen(data: MarketData, cfg: ScreenConfig | None = None, *, panel: Panel | 
     amt20 = sma(np.nan_to_num(A, nan=0.0), 20)[:, last]
     is_st = np.array([bool(i and i.is_st) for i in insts])
     with np.errstate(invalid="ignore"):
-        liquid = (nbars >= cfg.min_bars) & ~np.isnan(C[:, last]) & (amt20 >= cfg.min_amount) & (C[:, last] >= cfg.min_price)
+        liquid = (
+            (nbars >= cfg.min_bars)
+            & ~np.isnan(C[:, last])
+            & (amt20 >= cfg.min_amount)
+            & (C[:, last] >= cfg.min_price)
+        )
     if cfg.exclude_st:
         liquid &= ~is_st
     funnel["liquid"] = int(liquid.sum())
@@ -118,14 +133,16 @@ def screen(data: MarketData, cfg: ScreenConfig | None = None, *, panel: Panel | 
         ib = data.index_bars("000300", end=str(panel.dates[last]))
         if len(ib) > 21:
             bench20 = float(ib.close[-1] / ib.close[-21] - 1)
-    except Exception:  # noqa: BLE001 - no index → RS against zero
+    except Exception:
         pass
     rs = np.nan_to_num(ret20 - bench20, nan=-1.0) >= 0.02
     prog("triggers", "Wyckoff rules on the last bars", 40.0)
     cand = np.flatnonzero(liquid)
     days = np.arange(max(1, T - cfg.trigger_window), T)
     lim = np.array([np.nan if (i is None or i.limit_pct is None) else i.limit_pct for i in insts])[cand]
-    sg = signals.compute(panel.open[cand], panel.high[cand], panel.low[cand], C[cand], V[cand], cfg.params, lim, days=days)
+    sg = signals.compute(
+        panel.open[cand], panel.high[cand], panel.low[cand], C[cand], V[cand], cfg.params, lim, days=days
+    )
     in_range = sg.valid[:, last]
     ranged = np.zeros(n, dtype=bool)
     ranged[cand] = in_range
@@ -148,10 +165,18 @@ def screen(data: MarketData, cfg: ScreenConfig | None = None, *, panel: Panel | 
             cut = float(np.quantile(list(med.values()), cfg.strong_quantile))
             strong = {g for g, v in med.items() if v >= cut}
             ind_rows = sorted(
-                ({"industry": str(g), "median_ret20_pct": round(v * 100, 2), "members": len(groups[g]),
-                  "in_channels": int(any_channel[groups[g]].sum())} for g, v in med.items() if g in strong),
+                (
+                    {
+                        "industry": str(g),
+                        "median_ret20_pct": round(v * 100, 2),
+                        "members": len(groups[g]),
+                        "in_channels": int(any_channel[groups[g]].sum()),
+                    }
+                    for g, v in med.items()
+                    if g in strong
+                ),
                 key=lambda r: -r["median_ret20_pct"],
-            )  # fmt: skip
+            )
     resonant = np.array([industry[k] in strong for k in range(n)])
     keep = any_channel & (resonant if cfg.require_resonance else True)
     funnel["resonance"] = int((any_channel & resonant).sum())
@@ -186,19 +211,30 @@ def screen(data: MarketData, cfg: ScreenConfig | None = None, *, panel: Panel | 
     for j, k in enumerate(top):
         inst = insts[k]
         sym = panel.symbols[k]
-        reasons = [f"{name} trigger in the last {cfg.trigger_window} bars" for name in cfg.triggers if trig[name][k]]
-        reasons += [f"{'SOW' if name == 'sow' else 'upthrust'} in the last {cfg.trigger_window} bars (penalty)" for name in PENALTY_POINTS if trig[name][k]]
+        reasons = [
+            f"{name} trigger in the last {cfg.trigger_window} bars" for name in cfg.triggers if trig[name][k]
+        ]
+        reasons += [
+            f"{'SOW' if name == 'sow' else 'upthrust'} in the last {cfg.trigger_window} bars (penalty)"
+            for name in PENALTY_POINTS
+            if trig[name][k]
+        ]
         reasons += [f"channel: {name}" for name, mask in channels.items() if mask[k]]
         if resonant[k]:
             reasons.append(f"industry {industry[k]} is among the strongest (20-bar median return)")
         reasons.append(f"20-bar return {ret20[k] * 100:+.1f}% vs CSI 300 {bench20 * 100:+.1f}%")
         pick: dict[str, Any] = {
-            "rank": j + 1, "symbol": sym, "name": inst.name if inst else "", "industry": str(industry[k]),
-            "score": round(float(score[k]), 2), "close": round(float(C[k, last]), 4),
+            "rank": j + 1,
+            "symbol": sym,
+            "name": inst.name if inst else "",
+            "industry": str(industry[k]),
+            "score": round(float(score[k]), 2),
+            "close": round(float(C[k, last]), 4),
             "amount_20d_yi": round(float(amt20[k]) / 1e8, 2),
             "triggers": [name for name in (*cfg.triggers, *PENALTY_POINTS) if trig[name][k]],
-            "channels": [name for name, mask in channels.items() if mask[k]], "reasons": reasons,
-        }  # fmt: skip
+            "channels": [name for name, mask in channels.items() if mask[k]],
+            "reasons": reasons,
+        }
         if j < cfg.confirm_top:
             try:
                 a = analyze(panel.bars_of(sym), inst, cfg.params)

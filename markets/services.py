@@ -56,7 +56,9 @@ class MarketServices:
 
     def sessions(self) -> Any:
         if self.session_factory is None:
-            raise ServiceMissing("the database is not configured for market tools (portfolio, trades, strategies)")
+            raise ServiceMissing(
+                "the database is not configured for market tools (portfolio, trades, strategies)"
+            )
         return self.session_factory
 
 

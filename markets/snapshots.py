@@ -28,7 +28,9 @@ def concerns_account(text: str) -> bool:
     return bool(TOPICS.search(text or ""))
 
 
-async def dynamic_snapshot(services: MarketServices, user_id: str, text: str = "", *, force: bool = False) -> str:
+async def dynamic_snapshot(
+    services: MarketServices, user_id: str, text: str = "", *, force: bool = False
+) -> str:
     """A short fact block, or "" when the message is not about the account (or no database)."""
     if services.session_factory is None or not (force or concerns_account(text)):
         return ""
@@ -37,15 +39,31 @@ async def dynamic_snapshot(services: MarketServices, user_id: str, text: str = "
     store = StrategyStore(services.session_factory)
     strategies = await store.list(user_id)
     traders = await store.traders(user_id)
-    lines = [f"[Account snapshot, as of {view['as_of']['cn']} (cn) / {view['as_of']['crypto']} (crypto); fresh, not memory]"]
+    lines = [
+        f"[Account snapshot, as of {view['as_of']['cn']} (cn) / {view['as_of']['crypto']} (crypto); fresh, not memory]"
+    ]
     for m, t in view["totals"].items():
-        lines.append(f"{m}: cash {t['cash']:,} {t['currency']}, market value {t['market_value']:,}, unrealized P&L {t['unrealized_pnl']:,}")
+        lines.append(
+            f"{m}: cash {t['cash']:,} {t['currency']}, market value {t['market_value']:,}, unrealized P&L {t['unrealized_pnl']:,}"
+        )
     for p in view["positions"][:20]:
-        lines.append(f"holding {p['name']}({p['symbol']}): {p['quantity']:g} @ {p['avg_cost']} → {p['price']} ({p['pnl_pct']}%)")
+        lines.append(
+            f"holding {p['name']}({p['symbol']}): {p['quantity']:g} @ {p['avg_cost']} → {p['price']} ({p['pnl_pct']}%)"
+        )
     if strategies:
-        lines.append("strategies: " + ", ".join(f"#{s['id']} {s['name']}{' (active)' if s['is_active'] else ''}" for s in strategies[:10]))
+        lines.append(
+            "strategies: "
+            + ", ".join(
+                f"#{s['id']} {s['name']}{' (active)' if s['is_active'] else ''}" for s in strategies[:10]
+            )
+        )
     if traders:
-        lines.append("traders: " + ", ".join(f"#{t['id']} {t['name']} [{t['status']}] strategy #{t['strategy_id']}" for t in traders[:10]))
+        lines.append(
+            "traders: "
+            + ", ".join(
+                f"#{t['id']} {t['name']} [{t['status']}] strategy #{t['strategy_id']}" for t in traders[:10]
+            )
+        )
     return "\n".join(lines)
 
 

@@ -57,8 +57,13 @@ class StrategySignals:
     raw: signals.Signals
 
 
-def strategy_signals(panel: Panel, cfg: StrategyConfig, limits: np.ndarray | None = None,
-                     params: WyckoffParams | None = None, days: np.ndarray | None = None) -> StrategySignals:  # fmt: skip
+def strategy_signals(
+    panel: Panel,
+    cfg: StrategyConfig,
+    limits: np.ndarray | None = None,
+    params: WyckoffParams | None = None,
+    days: np.ndarray | None = None,
+) -> StrategySignals:
     p = params or DEFAULT_PARAMS
     s = signals.compute(panel.open, panel.high, panel.low, panel.close, panel.volume, p, limits, days=days)
     entries = s.any_entry(tuple(cfg.entry))
@@ -92,9 +97,15 @@ def strategy_dict(s: MarketStrategy) -> dict[str, Any]:
 
 def trader_dict(t: MarketTrader) -> dict[str, Any]:
     return {
-        "id": t.id, "name": t.name, "strategy_id": t.strategy_id, "market": t.market, "status": t.status,
-        "config": t.config, "last_run_on": str(t.last_run_on) if t.last_run_on else None, "last_result": t.last_result,
-    }  # fmt: skip
+        "id": t.id,
+        "name": t.name,
+        "strategy_id": t.strategy_id,
+        "market": t.market,
+        "status": t.status,
+        "config": t.config,
+        "last_run_on": str(t.last_run_on) if t.last_run_on else None,
+        "last_result": t.last_result,
+    }
 
 
 class StrategyStore:
@@ -103,15 +114,34 @@ class StrategyStore:
 
     async def list(self, user_id: str) -> list[dict[str, Any]]:
         async with self.sessions() as s:
-            rows = (await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id).order_by(MarketStrategy.id))).scalars().all()
+            rows = (
+                (
+                    await s.execute(
+                        select(MarketStrategy)
+                        .where(MarketStrategy.user_id == user_id)
+                        .order_by(MarketStrategy.id)
+                    )
+                )
+                .scalars()
+                .all()
+            )
             return [strategy_dict(r) for r in rows]
 
     async def _get(self, s: Any, user_id: str, ref: int | str) -> MarketStrategy:
         q = select(MarketStrategy).where(MarketStrategy.user_id == user_id)
-        q = q.where(MarketStrategy.id == int(ref)) if str(ref).isdigit() else q.where(MarketStrategy.name == str(ref))
+        q = (
+            q.where(MarketStrategy.id == int(ref))
+            if str(ref).isdigit()
+            else q.where(MarketStrategy.name == str(ref))
+        )
         row = (await s.execute(q)).scalar_one_or_none()
         if row is None:
-            names = [r.name for r in (await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id))).scalars()]
+            names = [
+                r.name
+                for r in (
+                    await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id))
+                ).scalars()
+            ]
             raise NotFound(str(ref), names[:5], what="strategy")
         return row
 
@@ -122,7 +152,13 @@ class StrategyStore:
     async def create(self, user_id: str, name: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
         cfg = StrategyConfig.model_validate(config or {})
         async with self.sessions() as s, s.begin():
-            exists = (await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id, MarketStrategy.name == name))).scalar_one_or_none()
+            exists = (
+                await s.execute(
+                    select(MarketStrategy).where(
+                        MarketStrategy.user_id == user_id, MarketStrategy.name == name
+                    )
+                )
+            ).scalar_one_or_none()
             if exists:
                 raise MarketError(f"a strategy named {name!r} exists already (id {exists.id})")
             row = MarketStrategy(user_id=user_id, name=name, config=cfg.model_dump(), is_active=False)
@@ -130,7 +166,9 @@ class StrategyStore:
             await s.flush()
             return strategy_dict(row)
 
-    async def update(self, user_id: str, ref: int | str, config: dict[str, Any] | None = None, name: str | None = None) -> dict[str, Any]:
+    async def update(
+        self, user_id: str, ref: int | str, config: dict[str, Any] | None = None, name: str | None = None
+    ) -> dict[str, Any]:
         async with self.sessions() as s, s.begin():
             row = await self._get(s, user_id, ref)
             if config:
@@ -144,7 +182,9 @@ class StrategyStore:
         async with self.sessions() as s, s.begin():
             row = await self._get(s, user_id, ref)
             out = strategy_dict(row)
-            for t in (await s.execute(select(MarketTrader).where(MarketTrader.strategy_id == row.id))).scalars():
+            for t in (
+                await s.execute(select(MarketTrader).where(MarketTrader.strategy_id == row.id))
+            ).scalars():
                 t.strategy_id, t.status = None, "stopped"
             await s.delete(row)
             return out
@@ -152,7 +192,9 @@ class StrategyStore:
     async def activate(self, user_id: str, ref: int | str) -> dict[str, Any]:
         async with self.sessions() as s, s.begin():
             row = await self._get(s, user_id, ref)
-            for other in (await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id))).scalars():
+            for other in (
+                await s.execute(select(MarketStrategy).where(MarketStrategy.user_id == user_id))
+            ).scalars():
                 other.is_active = other.id == row.id
             await s.flush()
             return strategy_dict(row)
@@ -164,28 +206,56 @@ class StrategyStore:
     # -- traders ----------------------------------------------------------------------------------
     async def traders(self, user_id: str) -> list[dict[str, Any]]:
         async with self.sessions() as s:
-            rows = (await s.execute(select(MarketTrader).where(MarketTrader.user_id == user_id).order_by(MarketTrader.id))).scalars().all()
+            rows = (
+                (
+                    await s.execute(
+                        select(MarketTrader).where(MarketTrader.user_id == user_id).order_by(MarketTrader.id)
+                    )
+                )
+                .scalars()
+                .all()
+            )
             return [trader_dict(r) for r in rows]
 
     async def _trader(self, s: Any, user_id: str, ref: int | str) -> MarketTrader:
         q = select(MarketTrader).where(MarketTrader.user_id == user_id)
-        q = q.where(MarketTrader.id == int(ref)) if str(ref).isdigit() else q.where(MarketTrader.name == str(ref))
+        q = (
+            q.where(MarketTrader.id == int(ref))
+            if str(ref).isdigit()
+            else q.where(MarketTrader.name == str(ref))
+        )
         row = (await s.execute(q)).scalar_one_or_none()
         if row is None:
             raise NotFound(str(ref), what="trader")
         return row
 
-    async def create_trader(self, user_id: str, name: str, strategy: int | str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def create_trader(
+        self, user_id: str, name: str, strategy: int | str, config: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         async with self.sessions() as s, s.begin():
             st = await self._get(s, user_id, strategy)
-            row = MarketTrader(user_id=user_id, name=name, strategy_id=st.id, market=st.config.get("market", "cn"),
-                               status="stopped", config=config or {}, last_result="")  # fmt: skip
+            row = MarketTrader(
+                user_id=user_id,
+                name=name,
+                strategy_id=st.id,
+                market=st.config.get("market", "cn"),
+                status="stopped",
+                config=config or {},
+                last_result="",
+            )
             s.add(row)
             await s.flush()
             return trader_dict(row)
 
-    async def update_trader(self, user_id: str, ref: int | str, *, strategy: int | str | None = None,
-                            config: dict[str, Any] | None = None, status: str | None = None) -> dict[str, Any]:  # fmt: skip
+    async def update_trader(
+        self,
+        user_id: str,
+        ref: int | str,
+        *,
+        strategy: int | str | None = None,
+        config: dict[str, Any] | None = None,
+        status: str | None = None,
+    ) -> dict[str, Any]:
         async with self.sessions() as s, s.begin():
             row = await self._trader(s, user_id, ref)
             if strategy is not None:
@@ -208,7 +278,9 @@ class StrategyStore:
             return out
 
 
-async def run_trader_once(store: StrategyStore, broker: Any, data: MarketData, user_id: str, trader_ref: int | str) -> dict[str, Any]:
+async def run_trader_once(
+    store: StrategyStore, broker: Any, data: MarketData, user_id: str, trader_ref: int | str
+) -> dict[str, Any]:
     """One scheduled step of a running trader: evaluate its strategy as of the last bar and send
     paper orders. Keys are `trader:<id>:<date>:<symbol>:<side>`, so a re-run on the same day (a
     restart, a double-fired job) never trades twice."""
@@ -231,7 +303,11 @@ async def run_trader_once(store: StrategyStore, broker: Any, data: MarketData, u
     for i, sym in enumerate(panel.symbols):
         if sym in held and sig.exits[i, -1]:
             orders.append((sym, "sell", held[sym].quantity, "exit signal"))
-        elif sym not in held and sig.entries[i, -1] and len(held) + sum(o[1] == "buy" for o in orders) < cfg.max_positions:
+        elif (
+            sym not in held
+            and sig.entries[i, -1]
+            and len(held) + sum(o[1] == "buy" for o in orders) < cfg.max_positions
+        ):
             cash = (await broker.portfolio.balance(user_id, cfg.market))[0]["cash"]
             price = float(panel.close[i, -1])
             from markets.broker import rules_for
@@ -241,7 +317,14 @@ async def run_trader_once(store: StrategyStore, broker: Any, data: MarketData, u
                 orders.append((sym, "buy", qty, "entry signal"))
     results = []
     for sym, side, qty, why in orders:
-        r = await broker.submit(user_id, sym, side, qty, key=f"trader:{trader_id}:{as_of}:{sym}:{side}", source=f"trader:{trader_id}")
+        r = await broker.submit(
+            user_id,
+            sym,
+            side,
+            qty,
+            key=f"trader:{trader_id}:{as_of}:{sym}:{side}",
+            source=f"trader:{trader_id}",
+        )
         results.append({**r.to_dict(), "why": why})
     summary = f"{as_of}: {len(results)} order(s)"
     async with store.sessions() as s, s.begin():

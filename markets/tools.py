@@ -52,14 +52,21 @@ def _broker(svc: MarketServices) -> PaperBroker:
     return PaperBroker(svc.sessions(), svc.data, svc.settings)
 
 
-async def _record(svc: MarketServices, ctx: ToolContext, kind: str, summary: str, payload: dict[str, Any],
-                  symbol: str = "", as_of: Any = None) -> None:  # fmt: skip
+async def _record(
+    svc: MarketServices,
+    ctx: ToolContext,
+    kind: str,
+    summary: str,
+    payload: dict[str, Any],
+    symbol: str = "",
+    as_of: Any = None,
+) -> None:
     """Keep analyses/recommendations queryable; best effort (no database → nothing recorded)."""
     if svc.session_factory is None:
         return
     try:
         await _portfolio(svc).record(_user(ctx), kind, summary, payload, symbol, as_of)
-    except Exception:  # noqa: BLE001 - history is secondary to answering
+    except Exception:
         pass
 
 
@@ -86,10 +93,17 @@ def search_stock_by_name(ctx: ToolContext, query: str, limit: int = 10) -> dict:
     return {
         "query": query,
         "matches": [
-            {"symbol": i.symbol, "name": i.name, "market": i.market, "exchange": i.exchange, "board": i.board,
-             "industry": i.industry, "initials": i.initials}
+            {
+                "symbol": i.symbol,
+                "name": i.name,
+                "market": i.market,
+                "exchange": i.exchange,
+                "board": i.board,
+                "industry": i.industry,
+                "initials": i.initials,
+            }
             for i in hits
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -110,13 +124,20 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
             held = {p.symbol: p for p in await _portfolio(svc).positions(_user(ctx))}
             if inst.symbol in held:
                 p = held[inst.symbol]
-                position = {"quantity": p.quantity, "avg_cost": p.avg_cost, "high_since_entry": p.high_since_entry}
-        except Exception:  # noqa: BLE001
+                position = {
+                    "quantity": p.quantity,
+                    "avg_cost": p.avg_cost,
+                    "high_since_entry": p.high_since_entry,
+                }
+        except Exception:
             position = None
     a = await asyncio.to_thread(
-        analyze, bars, inst, cost=position["avg_cost"] if position else None,
+        analyze,
+        bars,
+        inst,
+        cost=position["avg_cost"] if position else None,
         high_since_entry=position["high_since_entry"] if position else None,
-    )  # fmt: skip
+    )
     out = a.to_dict()
     out["source"] = _source(svc, "crypto" if inst.market == "crypto" else "cn")
     out["refs"] = {"stock": inst.symbol}
@@ -130,10 +151,17 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
             path = await asyncio.to_thread(charts.candles, bars, svc.charts_dir, name=inst.name, analysis=a)
             attachments.append(Attachment(path, caption=f"{inst.label} · {a.phase.label} · as of {a.as_of}"))
             out["chart"] = str(path)
-        except Exception as exc:  # noqa: BLE001 - the analysis stands without its picture
+        except Exception as exc:
             out["chart_error"] = f"{type(exc).__name__}: {exc}"
-    await _record(svc, ctx, "analysis", f"{inst.label}: {a.phase.label}, health {a.health.rating}, close {a.close} as of {a.as_of}",
-                  {"phase": out["phase"], "health": out["health"]["rating"]}, inst.symbol, a.as_of)  # fmt: skip
+    await _record(
+        svc,
+        ctx,
+        "analysis",
+        f"{inst.label}: {a.phase.label}, health {a.health.rating}, close {a.close} as of {a.as_of}",
+        {"phase": out["phase"], "health": out["health"]["rating"]},
+        inst.symbol,
+        a.as_of,
+    )
     return ToolOutput(out, attachments)
 
 
@@ -150,14 +178,21 @@ async def get_market_price(ctx: ToolContext, code: str) -> dict:
     prev = float(b.close[0]) if len(b) > 1 else float("nan")
     c = float(b.close[-1])
     return {
-        "symbol": inst.symbol, "name": inst.name, "price": c, "change_pct": round((c / prev - 1) * 100, 2) if prev == prev else None,
-        "as_of": str(b.dates[-1]), "currency": "USDT" if inst.market == "crypto" else "CNY",
-        "note": f"last close as of {b.dates[-1]} (daily data, not a live quote)", "refs": {"stock": inst.symbol},
-    }  # fmt: skip
+        "symbol": inst.symbol,
+        "name": inst.name,
+        "price": c,
+        "change_pct": round((c / prev - 1) * 100, 2) if prev == prev else None,
+        "as_of": str(b.dates[-1]),
+        "currency": "USDT" if inst.market == "crypto" else "CNY",
+        "note": f"last close as of {b.dates[-1]} (daily data, not a live quote)",
+        "refs": {"stock": inst.symbol},
+    }
 
 
 @market_tools.tool(concurrency_safe=True)
-async def get_market_history(ctx: ToolContext, code: str, start: str | None = None, end: str | None = None, limit: int = 60) -> dict:
+async def get_market_history(
+    ctx: ToolContext, code: str, start: str | None = None, end: str | None = None, limit: int = 60
+) -> dict:
     """Daily OHLCV bars of a stock, index (沪深300) or coin, newest last, with a short summary.
 
     Args:
@@ -168,20 +203,31 @@ async def get_market_history(ctx: ToolContext, code: str, start: str | None = No
     """
     svc = require(ctx)
     inst = svc.data.resolve(code)
-    b = await svc.data.abars(inst, start, end) if inst.market != "index" else svc.data.index_bars(inst.symbol, start, end)
+    b = (
+        await svc.data.abars(inst, start, end)
+        if inst.market != "index"
+        else svc.data.index_bars(inst.symbol, start, end)
+    )
     if b.empty:
         raise NoData(f"no bars for {inst.label} between {start} and {end}")
     tail = b.tail(max(1, min(limit, 500)))
     return {
-        "symbol": inst.symbol, "name": inst.name, "as_of": str(b.dates[-1]),
-        "volume_unit": "shares" if inst.market == "cn" else ("base asset" if inst.market == "crypto" else "n/a"),
+        "symbol": inst.symbol,
+        "name": inst.name,
+        "as_of": str(b.dates[-1]),
+        "volume_unit": "shares"
+        if inst.market == "cn"
+        else ("base asset" if inst.market == "crypto" else "n/a"),
         "summary": {
-            "first": str(tail.dates[0]), "last": str(tail.dates[-1]), "bars": len(tail),
+            "first": str(tail.dates[0]),
+            "last": str(tail.dates[-1]),
+            "bars": len(tail),
             "return_pct": round((tail.close[-1] / tail.close[0] - 1) * 100, 2),
-            "high": round(float(tail.high.max()), 4), "low": round(float(tail.low.min()), 4),
+            "high": round(float(tail.high.max()), 4),
+            "low": round(float(tail.low.min()), 4),
         },
         "bars": tail.to_records(),
-    }  # fmt: skip
+    }
 
 
 @market_tools.tool(concurrency_safe=True)
@@ -214,20 +260,37 @@ def _overview(svc: MarketServices) -> dict:
         inst = data.directory.get(s)
         if inst and inst.industry and not np.isnan(ret20[i]):
             by_ind.setdefault(inst.industry, []).append(float(ret20[i]))
-    inds = sorted(((k, float(np.median(v)), len(v)) for k, v in by_ind.items() if len(v) >= 3), key=lambda t: -t[1])
+    inds = sorted(
+        ((k, float(np.median(v)), len(v)) for k, v in by_ind.items() if len(v) >= 3), key=lambda t: -t[1]
+    )
     return {
         "as_of": str(panel.dates[-1]),
-        "index": {"name": "沪深300 (CSI 300)", "close": round(float(ic[-1]), 2),
-                  "change_pct": round((ic[-1] / ic[-2] - 1) * 100, 2), "ret_20d_pct": round((ic[-1] / ic[-21] - 1) * 100, 2),
-                  "ma20": round(float(m20), 2), "ma60": round(float(m60), 2), "trend": trend},
-        "breadth": {"universe": int(ok.sum()), "advancers": int((chg[ok] > 0).sum()), "decliners": int((chg[ok] < 0).sum()),
-                    "unchanged": int((chg[ok] == 0).sum()), "pct_above_ma50": round(100 * float(above50[ok].mean()), 1),
-                    "pct_above_ma200": round(100 * float(above200[ok].mean()), 1)},
-        "strongest_industries": [{"industry": k, "median_ret_20d_pct": round(v * 100, 2), "members": n} for k, v, n in inds[:8]],
-        "weakest_industries": [{"industry": k, "median_ret_20d_pct": round(v * 100, 2), "members": n} for k, v, n in inds[-3:]],
+        "index": {
+            "name": "沪深300 (CSI 300)",
+            "close": round(float(ic[-1]), 2),
+            "change_pct": round((ic[-1] / ic[-2] - 1) * 100, 2),
+            "ret_20d_pct": round((ic[-1] / ic[-21] - 1) * 100, 2),
+            "ma20": round(float(m20), 2),
+            "ma60": round(float(m60), 2),
+            "trend": trend,
+        },
+        "breadth": {
+            "universe": int(ok.sum()),
+            "advancers": int((chg[ok] > 0).sum()),
+            "decliners": int((chg[ok] < 0).sum()),
+            "unchanged": int((chg[ok] == 0).sum()),
+            "pct_above_ma50": round(100 * float(above50[ok].mean()), 1),
+            "pct_above_ma200": round(100 * float(above200[ok].mean()), 1),
+        },
+        "strongest_industries": [
+            {"industry": k, "median_ret_20d_pct": round(v * 100, 2), "members": n} for k, v, n in inds[:8]
+        ],
+        "weakest_industries": [
+            {"industry": k, "median_ret_20d_pct": round(v * 100, 2), "members": n} for k, v, n in inds[-3:]
+        ],
         "source": _source(svc),
         "note": "breadth is measured over the configured universe (the bundled demo set: 300 liquid A-shares)",
-    }  # fmt: skip
+    }
 
 
 # ---- screening and backtests (background) ---------------------------------------------------------
@@ -251,22 +314,35 @@ async def screen_stocks(
     """
     svc = require(ctx)
     cfg = ScreenConfig(
-        triggers=tuple(triggers or ("spring", "sos", "lps")), top=max(1, min(top, 100)), min_amount=min_amount_yi * 1e8,
-        require_trigger=require_trigger, require_resonance=require_strong_industry,
-    )  # fmt: skip
+        triggers=tuple(triggers or ("spring", "sos", "lps")),
+        top=max(1, min(top, 100)),
+        min_amount=min_amount_yi * 1e8,
+        require_trigger=require_trigger,
+        require_resonance=require_strong_industry,
+    )
     result = await asyncio.to_thread(screen, svc.data, cfg, progress=_progress_bridge(ctx))
     out = result.to_dict()
     out["source"] = _source(svc)
     path = _save(svc, "screen", out)
     out["saved_to"] = str(path)
-    await _record(svc, ctx, "screen", f"screen as of {result.as_of}: top " + ", ".join(f"{p['name']}({p['symbol']})" for p in result.picks[:5]),
-                  {"funnel": result.funnel, "top": [p["symbol"] for p in result.picks]}, as_of=None)  # fmt: skip
+    await _record(
+        svc,
+        ctx,
+        "screen",
+        f"screen as of {result.as_of}: top "
+        + ", ".join(f"{p['name']}({p['symbol']})" for p in result.picks[:5]),
+        {"funnel": result.funnel, "top": [p["symbol"] for p in result.picks]},
+        as_of=None,
+    )
     return out
 
 
 def _save(svc: MarketServices, kind: str, payload: dict) -> Path:
     svc.results_dir.mkdir(parents=True, exist_ok=True)
-    path = svc.results_dir / f"{kind}_{time.strftime('%Y%m%d_%H%M%S')}_{abs(hash(json.dumps(payload, default=str))) % 10_000:04d}.json"
+    path = (
+        svc.results_dir
+        / f"{kind}_{time.strftime('%Y%m%d_%H%M%S')}_{abs(hash(json.dumps(payload, default=str))) % 10_000:04d}.json"
+    )
     path.write_text(json.dumps(payload, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
     return path
 
@@ -302,49 +378,92 @@ async def run_backtest(
     res = await asyncio.to_thread(_backtest, svc, cfg, syms, start, end, initial_cash, _progress_bridge(ctx))
     result, panel = res
     out = result.summary()
-    out.update(strategy=name, config=cfg.model_dump(), universe=len(panel.symbols), source=_source(svc, cfg.market),
-               rules="A-share: T+1, lots of 100, ±10/20/5% limits, commission 0.025% (min 5) + stamp duty 0.05% on sells"
-               if cfg.market == "cn" else f"crypto: fractional, fee {svc.settings.crypto_fee:.2%}")  # fmt: skip
+    out.update(
+        strategy=name,
+        config=cfg.model_dump(),
+        universe=len(panel.symbols),
+        source=_source(svc, cfg.market),
+        rules="A-share: T+1, lots of 100, ±10/20/5% limits, commission 0.025% (min 5) + stamp duty 0.05% on sells"
+        if cfg.market == "cn"
+        else f"crypto: fractional, fee {svc.settings.crypto_fee:.2%}",
+    )
     attachments = []
     try:
         from markets import charts
 
         s0 = int(np.searchsorted(panel.dates, np.datetime64(start))) if start else 0
         path = await asyncio.to_thread(
-            charts.equity_curve, result.dates[s0:], result.equity[s0:], svc.charts_dir,
-            benchmark=None if result.benchmark is None else result.benchmark[s0:], title=f"Backtest: {name}",
-        )  # fmt: skip
-        attachments.append(Attachment(path, caption=f"{name}: {out['metrics'].get('total_return_pct')}% vs CSI 300 {out['metrics'].get('benchmark_return_pct')}%"))
+            charts.equity_curve,
+            result.dates[s0:],
+            result.equity[s0:],
+            svc.charts_dir,
+            benchmark=None if result.benchmark is None else result.benchmark[s0:],
+            title=f"Backtest: {name}",
+        )
+        attachments.append(
+            Attachment(
+                path,
+                caption=f"{name}: {out['metrics'].get('total_return_pct')}% vs CSI 300 {out['metrics'].get('benchmark_return_pct')}%",
+            )
+        )
         out["chart"] = str(path)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         out["chart_error"] = f"{type(exc).__name__}: {exc}"
     out["saved_to"] = str(_save(svc, "backtest", out))
-    await _record(svc, ctx, "backtest", f"backtest {name}: {out['metrics'].get('total_return_pct')}% ({out['start']}→{out['end']})",
-                  {"metrics": out["metrics"]})  # fmt: skip
+    await _record(
+        svc,
+        ctx,
+        "backtest",
+        f"backtest {name}: {out['metrics'].get('total_return_pct')}% ({out['start']}→{out['end']})",
+        {"metrics": out["metrics"]},
+    )
     return ToolOutput(out, attachments)
 
 
-def _backtest(svc: MarketServices, cfg: StrategyConfig, syms: list[str] | None, start: str | None, end: str | None,
-              cash: float, prog: Any) -> tuple[bt.BacktestResult, Any]:  # fmt: skip
+def _backtest(
+    svc: MarketServices,
+    cfg: StrategyConfig,
+    syms: list[str] | None,
+    start: str | None,
+    end: str | None,
+    cash: float,
+    prog: Any,
+) -> tuple[bt.BacktestResult, Any]:
     data = svc.data
     panel = data.panel(syms, cfg.market, min_bars=60)
     if not panel.symbols:
         raise NoData("no instruments with bars for this backtest")
     if end:
         keep = panel.dates <= np.datetime64(end)
-        panel = type(panel)(panel.symbols, panel.dates[keep], *(getattr(panel, k)[:, keep] for k in ("open", "high", "low", "close", "volume", "amount")))
+        panel = type(panel)(
+            panel.symbols,
+            panel.dates[keep],
+            *(getattr(panel, k)[:, keep] for k in ("open", "high", "low", "close", "volume", "amount")),
+        )
     s0 = int(np.searchsorted(panel.dates, np.datetime64(start))) if start else min(200, panel.shape[1] // 3)
     prog("signals", f"{len(panel.symbols)} instruments", 5.0)
     limits = limits_for(data, panel.symbols) if cfg.market == "cn" else None
     sig = strategy_signals(panel, cfg, limits)
     bench = data.index_bars("000300") if cfg.market == "cn" else None
     result = bt.run(
-        panel, rules=rules_for(cfg.market, svc.settings), entries=sig.entries, exits=sig.exits, limits=limits, benchmark=bench,
-        cfg=bt.BacktestConfig(initial_cash=cash, max_positions=cfg.max_positions, position_pct=cfg.position_pct,
-                              stop_pct=cfg.stop_pct, trail_after=cfg.trail_after, trail_pct=cfg.trail_pct,
-                              max_hold=cfg.max_hold, start=s0),
+        panel,
+        rules=rules_for(cfg.market, svc.settings),
+        entries=sig.entries,
+        exits=sig.exits,
+        limits=limits,
+        benchmark=bench,
+        cfg=bt.BacktestConfig(
+            initial_cash=cash,
+            max_positions=cfg.max_positions,
+            position_pct=cfg.position_pct,
+            stop_pct=cfg.stop_pct,
+            trail_after=cfg.trail_after,
+            trail_pct=cfg.trail_pct,
+            max_hold=cfg.max_hold,
+            start=s0,
+        ),
         progress=prog,
-    )  # fmt: skip
+    )
     return result, panel
 
 
@@ -363,15 +482,26 @@ async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view"
         for p in out["positions"]:
             try:
                 inst = svc.data.resolve(p["symbol"])
-                a = await asyncio.to_thread(analyze, await svc.data.abars(inst), inst, cost=p["avg_cost"] or None,
-                                            high_since_entry=p["high_since_entry"] or None)  # fmt: skip
+                a = await asyncio.to_thread(
+                    analyze,
+                    await svc.data.abars(inst),
+                    inst,
+                    cost=p["avg_cost"] or None,
+                    high_since_entry=p["high_since_entry"] or None,
+                )
                 p["health"] = a.health.to_dict()
                 p["phase"] = a.phase.label
             except (NoData, ValueError) as exc:
                 p["health"] = {"rating": "unknown", "reason": str(exc)}
         red = [p["symbol"] for p in out["positions"] if p.get("health", {}).get("rating") == "red"]
         out["summary"] = f"{len(out['positions'])} holding(s); red: {', '.join(red) or 'none'}"
-        await _record(svc, ctx, "diagnosis", out["summary"], {"ratings": {p["symbol"]: p.get("health", {}).get("rating") for p in out["positions"]}})
+        await _record(
+            svc,
+            ctx,
+            "diagnosis",
+            out["summary"],
+            {"ratings": {p["symbol"]: p.get("health", {}).get("rating") for p in out["positions"]}},
+        )
     out["source"] = _source(svc)
     return out
 
@@ -405,10 +535,16 @@ async def update_portfolio(
     if not code:
         raise MarketError(f"action '{action}' needs `code`")
     if action == "remove":
-        return {"updated": await pf.set_holding(_user(ctx), code, 0, 0), "refs": {"stock": svc.data.resolve(code).symbol}}
+        return {
+            "updated": await pf.set_holding(_user(ctx), code, 0, 0),
+            "refs": {"stock": svc.data.resolve(code).symbol},
+        }
     if quantity is None or cost is None:
         raise MarketError("action 'set' needs `quantity` and `cost`")
-    return {"updated": await pf.set_holding(_user(ctx), code, quantity, cost), "refs": {"stock": svc.data.resolve(code).symbol}}
+    return {
+        "updated": await pf.set_holding(_user(ctx), code, quantity, cost),
+        "refs": {"stock": svc.data.resolve(code).symbol},
+    }
 
 
 @market_tools.tool(concurrency_safe=True)
@@ -420,7 +556,10 @@ async def get_positions(ctx: ToolContext, market: Literal["cn", "crypto"] | None
     """
     svc = require(ctx)
     ps = await _portfolio(svc).positions(_user(ctx), market)
-    return {"positions": [p.to_dict() for p in ps], "as_of": {m: str(svc.data.as_of(m)) for m in ("cn", "crypto")}}
+    return {
+        "positions": [p.to_dict() for p in ps],
+        "as_of": {m: str(svc.data.as_of(m)) for m in ("cn", "crypto")},
+    }
 
 
 @market_tools.tool(concurrency_safe=True)
@@ -431,7 +570,10 @@ async def get_balance(ctx: ToolContext, market: Literal["cn", "crypto"] | None =
         market: cn or crypto; both when omitted.
     """
     svc = require(ctx)
-    return {"balances": await _portfolio(svc).balance(_user(ctx), market), "venue": "live" if svc.settings.live else "paper"}
+    return {
+        "balances": await _portfolio(svc).balance(_user(ctx), market),
+        "venue": "live" if svc.settings.live else "paper",
+    }
 
 
 @market_tools.tool(concurrency_safe=True)
@@ -468,8 +610,9 @@ async def execute_trade(ctx: ToolContext, code: str, side: Literal["buy", "sell"
     out["refs"] = {"stock": out["symbol"]}
     out["note"] = (
         "already executed earlier: this is the earlier outcome, nothing was traded again"
-        if r.replayed else f"{'live' if svc.settings.live else 'paper'} {out['status']}"
-    )  # fmt: skip
+        if r.replayed
+        else f"{'live' if svc.settings.live else 'paper'} {out['status']}"
+    )
     return out
 
 
@@ -479,8 +622,11 @@ async def get_strategies(ctx: ToolContext) -> dict:
     """List saved strategies and traders, plus the default strategy config."""
     svc = require(ctx)
     store = StrategyStore(svc.sessions())
-    return {"strategies": await store.list(_user(ctx)), "traders": await store.traders(_user(ctx)),
-            "default_config": DEFAULT_STRATEGY.model_dump()}  # fmt: skip
+    return {
+        "strategies": await store.list(_user(ctx)),
+        "traders": await store.traders(_user(ctx)),
+        "default_config": DEFAULT_STRATEGY.model_dump(),
+    }
 
 
 @market_tools.tool(requires_approval=True, side_effect="mutating")
@@ -558,7 +704,11 @@ async def manage_trader(
         row = await store.delete_trader(user, trader)
     else:
         row = await store.update_trader(user, trader, status="running" if action == "start" else "stopped")
-    return {"action": action, "trader": row, "refs": {"trader": row["id"], "strategy": row.get("strategy_id")}}
+    return {
+        "action": action,
+        "trader": row,
+        "refs": {"trader": row["id"], "strategy": row.get("strategy_id")},
+    }
 
 
 # ---- AI write-ups (background) --------------------------------------------------------------------
@@ -574,9 +724,18 @@ async def generate_ai_report(ctx: ToolContext, code: str) -> dict:
     a = await asyncio.to_thread(analyze, await svc.data.abars(inst), inst)
     f = reports.facts(a, _source(svc, "crypto" if inst.market == "crypto" else "cn"))
     text, model = await reports.write(svc.model, f, f"Write an analysis report on {inst.label}.")
-    await _record(svc, ctx, "report", f"report on {inst.label} as of {a.as_of}", {"model": model}, inst.symbol, a.as_of)
-    return {"symbol": inst.symbol, "name": inst.name, "as_of": str(a.as_of), "report": text, "model": model,
-            "sources": [f["source"], "markets.wyckoff engine"], "refs": {"stock": inst.symbol}}  # fmt: skip
+    await _record(
+        svc, ctx, "report", f"report on {inst.label} as of {a.as_of}", {"model": model}, inst.symbol, a.as_of
+    )
+    return {
+        "symbol": inst.symbol,
+        "name": inst.name,
+        "as_of": str(a.as_of),
+        "report": text,
+        "model": model,
+        "sources": [f["source"], "markets.wyckoff engine"],
+        "refs": {"stock": inst.symbol},
+    }
 
 
 @market_tools.tool(background=True, timeout=300)
@@ -596,13 +755,37 @@ async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) 
     decisions = []
     for inst in targets:
         p = held.get(inst.symbol)
-        a = await asyncio.to_thread(analyze, await svc.data.abars(inst), inst, cost=p.avg_cost if p else None,
-                                    high_since_entry=p.high_since_entry if p else None)  # fmt: skip
+        a = await asyncio.to_thread(
+            analyze,
+            await svc.data.abars(inst),
+            inst,
+            cost=p.avg_cost if p else None,
+            high_since_entry=p.high_since_entry if p else None,
+        )
         action, why = reports.decide(a, p is not None)
         f = reports.facts(a, _source(svc), {"quantity": p.quantity, "avg_cost": p.avg_cost} if p else None)
         f["decision"] = {"action": action, "why": why}
-        text, model = await reports.write(svc.model, f, f"Explain the rule-based decision '{action}' for {inst.label}.")
-        decisions.append({"symbol": inst.symbol, "name": inst.name, "as_of": str(a.as_of), "action": action, "why": why,
-                          "rationale": text, "model": model})  # fmt: skip
-        await _record(svc, ctx, "recommendation", f"{inst.label}: {action} as of {a.as_of}", {"why": why, "model": model}, inst.symbol, a.as_of)
+        text, model = await reports.write(
+            svc.model, f, f"Explain the rule-based decision '{action}' for {inst.label}."
+        )
+        decisions.append(
+            {
+                "symbol": inst.symbol,
+                "name": inst.name,
+                "as_of": str(a.as_of),
+                "action": action,
+                "why": why,
+                "rationale": text,
+                "model": model,
+            }
+        )
+        await _record(
+            svc,
+            ctx,
+            "recommendation",
+            f"{inst.label}: {action} as of {a.as_of}",
+            {"why": why, "model": model},
+            inst.symbol,
+            a.as_of,
+        )
     return {"decisions": decisions, "note": "observations from rules, not investment advice"}

@@ -66,7 +66,9 @@ class BundledProvider:
         if self._index is None:
             with self._lock:
                 if self._index is None:
-                    self._index = {"000300": parse_index_csv(self._pkg_bytes("cn_index_000300.csv").decode(), "000300")}
+                    self._index = {
+                        "000300": parse_index_csv(self._pkg_bytes("cn_index_000300.csv").decode(), "000300")
+                    }
         return self._index
 
     # -- port -------------------------------------------------------------------------------------
@@ -88,7 +90,10 @@ class BundledProvider:
         return b.between(start, end) if (start or end) else b
 
     def instruments(self) -> list[Instrument]:
-        return [Instrument(s, s.split("/")[0], market="crypto", exchange="BINANCE", board="crypto") for s in self.crypto]
+        return [
+            Instrument(s, s.split("/")[0], market="crypto", exchange="BINANCE", board="crypto")
+            for s in self.crypto
+        ]
 
     def symbols(self, market: str = "cn") -> list[str]:
         return sorted({"cn": self.cn, "crypto": self.crypto, "index": self.indexes}[market])
@@ -103,14 +108,20 @@ def parse_crypto_csv(text: str) -> dict[str, Bars]:
     """`date,symbol,open,high,low,close,volume` (Binance spot, volume in base units)."""
     rows: dict[str, list[list[str]]] = {}
     for r in csv.DictReader(io.StringIO(text)):
-        rows.setdefault(r["symbol"], []).append([r["date"], r["open"], r["high"], r["low"], r["close"], r["volume"]])
+        rows.setdefault(r["symbol"], []).append(
+            [r["date"], r["open"], r["high"], r["low"], r["close"], r["volume"]]
+        )
     out = {}
     for sym, rs in rows.items():
         cols = list(zip(*rs, strict=True))
         out[sym] = Bars.from_columns(
-            sym, cols[0], *[np.array(c, dtype=float) for c in cols[1:6]],
-            volume_unit="base", market="crypto", source="bundled",
-        )  # fmt: skip
+            sym,
+            cols[0],
+            *[np.array(c, dtype=float) for c in cols[1:6]],
+            volume_unit="base",
+            market="crypto",
+            source="bundled",
+        )
     return out
 
 
@@ -119,9 +130,19 @@ def parse_index_csv(text: str, code: str) -> Bars:
     rows = list(csv.DictReader(io.StringIO(text)))
     f = lambda k: np.array([float(r[k]) for r in rows])  # noqa: E731
     return Bars.from_columns(
-        code, [r["date"] for r in rows], f("open"), f("high"), f("low"), f("close"),
-        np.zeros(len(rows)), f("amount_yi"), volume_unit="share", amount_unit="yi", market="index", source="bundled",
-    )  # fmt: skip
+        code,
+        [r["date"] for r in rows],
+        f("open"),
+        f("high"),
+        f("low"),
+        f("close"),
+        np.zeros(len(rows)),
+        f("amount_yi"),
+        volume_unit="share",
+        amount_unit="yi",
+        market="index",
+        source="bundled",
+    )
 
 
 def clip_to(b: Bars, end: date | None) -> Bars:

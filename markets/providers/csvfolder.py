@@ -59,9 +59,15 @@ class CsvFolderProvider:
         if code is None:
             code, market = normalize_crypto(raw) or raw.upper(), "crypto"
         out[code] = bars_from_table(
-            code, header, rows, volume_unit=self.volume_unit if market == "cn" else "base",
-            amount_unit=self.amount_unit, market=market, adjust=self.adjust, source=self.name,
-        )  # fmt: skip
+            code,
+            header,
+            rows,
+            volume_unit=self.volume_unit if market == "cn" else "base",
+            amount_unit=self.amount_unit,
+            market=market,
+            adjust=self.adjust,
+            source=self.name,
+        )
 
     def has(self, inst: Instrument) -> bool:
         return inst.symbol in self._load()
@@ -73,11 +79,17 @@ class CsvFolderProvider:
         return b.between(start, end)
 
     def instruments(self) -> list[Instrument]:
-        return [Instrument(s, s.split("/")[0], market="crypto", board="crypto") for s, b in self._load().items() if b.market == "crypto"]
+        return [
+            Instrument(s, s.split("/")[0], market="crypto", board="crypto")
+            for s, b in self._load().items()
+            if b.market == "crypto"
+        ]
 
     def symbols(self, market: str = "cn") -> list[str]:
         return sorted(s for s, b in self._load().items() if b.market == market)
 
     def as_of(self, market: str = "cn") -> date | None:
-        last = max((b.dates[-1] for b in self._load().values() if len(b) and b.market == market), default=None)
+        last = max(
+            (b.dates[-1] for b in self._load().values() if len(b) and b.market == market), default=None
+        )
         return None if last is None else last.astype(object)

@@ -14,13 +14,33 @@ from markets.bars import AmountUnit, Bars, VolumeUnit, volume_to_canonical
 
 # Header aliases → canonical column (akshare's Chinese names, Yahoo/Binance/Tushare names).
 ALIASES = {
-    "date": "date", "日期": "date", "trade_date": "date", "open time": "date", "time": "date", "timestamp": "date",
-    "open": "open", "开盘": "open", "high": "high", "最高": "high", "low": "low", "最低": "low",
-    "close": "close", "收盘": "close", "close price": "close", "adj close": "adj_close",
-    "volume": "volume", "vol": "volume", "成交量": "volume",
-    "amount": "amount", "成交额": "amount", "turnover": "amount",
-    "code": "code", "symbol": "code", "股票代码": "code", "ts_code": "code",
-}  # fmt: skip
+    "date": "date",
+    "日期": "date",
+    "trade_date": "date",
+    "open time": "date",
+    "time": "date",
+    "timestamp": "date",
+    "open": "open",
+    "开盘": "open",
+    "high": "high",
+    "最高": "high",
+    "low": "low",
+    "最低": "low",
+    "close": "close",
+    "收盘": "close",
+    "close price": "close",
+    "adj close": "adj_close",
+    "volume": "volume",
+    "vol": "volume",
+    "成交量": "volume",
+    "amount": "amount",
+    "成交额": "amount",
+    "turnover": "amount",
+    "code": "code",
+    "symbol": "code",
+    "股票代码": "code",
+    "ts_code": "code",
+}
 
 
 def ymd_to_date64(v: np.ndarray) -> np.ndarray:
@@ -36,7 +56,9 @@ def read_bytes(path: Path) -> bytes:
     return gzip.decompress(data) if path.suffix == ".gz" or data[:2] == b"\x1f\x8b" else data
 
 
-def read_long_cn(raw: bytes, *, volume_unit: VolumeUnit = "lot", adjust: str = "qfq", source: str = "") -> dict[str, Bars]:
+def read_long_cn(
+    raw: bytes, *, volume_unit: VolumeUnit = "lot", adjust: str = "qfq", source: str = ""
+) -> dict[str, Bars]:
     """Parse `date,code,open,high,low,close,volume` (numeric 6-digit codes, ISO dates) into Bars per code.
 
     Fast path: the dates' dashes are removed so numpy's C parser reads every column as a number
@@ -49,7 +71,9 @@ def read_long_cn(raw: bytes, *, volume_unit: VolumeUnit = "lot", adjust: str = "
     return _split_by_code(arr, cols, volume_unit=volume_unit, adjust=adjust, source=source)
 
 
-def _split_by_code(arr: np.ndarray, cols: list[str], *, volume_unit: VolumeUnit, adjust: str, source: str) -> dict[str, Bars]:
+def _split_by_code(
+    arr: np.ndarray, cols: list[str], *, volume_unit: VolumeUnit, adjust: str, source: str
+) -> dict[str, Bars]:
     ix = {c: i for i, c in enumerate(cols)}
     codes = arr[:, ix["code"]].astype(np.int64)
     order = np.lexsort((arr[:, ix["date"]], codes))

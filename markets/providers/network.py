@@ -52,10 +52,20 @@ def parse_akshare_hist(records: Sequence[Mapping[str, Any]], symbol: str, adjust
         raise NoData(f"akshare returned no bars for {symbol}")
     col = lambda k: [float(r[k]) for r in records]  # noqa: E731
     return Bars.from_columns(
-        symbol, [str(r["日期"])[:10] for r in records], col("开盘"), col("最高"), col("最低"), col("收盘"),
-        col("成交量"), col("成交额"), volume_unit="lot", amount_unit="yuan", market="cn",
-        adjust=adjust if adjust in ("qfq", "hfq") else "none", source="akshare",
-    )  # fmt: skip
+        symbol,
+        [str(r["日期"])[:10] for r in records],
+        col("开盘"),
+        col("最高"),
+        col("最低"),
+        col("收盘"),
+        col("成交量"),
+        col("成交额"),
+        volume_unit="lot",
+        amount_unit="yuan",
+        market="cn",
+        adjust=adjust if adjust in ("qfq", "hfq") else "none",
+        source="akshare",
+    )
 
 
 def parse_akshare_code_names(records: Sequence[Mapping[str, Any]]) -> list[Instrument]:
@@ -63,9 +73,12 @@ def parse_akshare_code_names(records: Sequence[Mapping[str, Any]]) -> list[Instr
 
     return [
         Instrument(
-            str(r["code"]).zfill(6), str(r["name"]), exchange=exchange_of(str(r["code"]).zfill(6)),
-            board=board_of(str(r["code"]).zfill(6)), is_st=is_st_name(str(r["name"])),
-        )  # fmt: skip
+            str(r["code"]).zfill(6),
+            str(r["name"]),
+            exchange=exchange_of(str(r["code"]).zfill(6)),
+            board=board_of(str(r["code"]).zfill(6)),
+            is_st=is_st_name(str(r["name"])),
+        )
         for r in records
     ]
 
@@ -83,9 +96,12 @@ class AkshareProvider:
     def bars(self, inst: Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
         ak = _import("akshare", "akshare", self._module)
         frame = ak.stock_zh_a_hist(
-            symbol=inst.symbol, period="daily", start_date=_ymd(start) or "19900101",
-            end_date=_ymd(end) or "20991231", adjust="" if self.adjust == "none" else self.adjust,
-        )  # fmt: skip
+            symbol=inst.symbol,
+            period="daily",
+            start_date=_ymd(start) or "19900101",
+            end_date=_ymd(end) or "20991231",
+            adjust="" if self.adjust == "none" else self.adjust,
+        )
         return parse_akshare_hist(_records(frame), inst.symbol, self.adjust)
 
     def instruments(self) -> list[Instrument]:
@@ -115,9 +131,18 @@ def parse_yfinance(records: Sequence[Mapping[str, Any]], symbol: str, market: st
     col = lambda k: [float(r[k]) for r in rows]  # noqa: E731
     dates = [str(r.get("Date") or r.get("Datetime"))[:10] for r in rows]
     return Bars.from_columns(
-        symbol, dates, col("Open"), col("High"), col("Low"), col("Close"), col("Volume"),
-        volume_unit="base" if market == "crypto" else "share", market=market, adjust="qfq", source="yfinance",
-    )  # fmt: skip
+        symbol,
+        dates,
+        col("Open"),
+        col("High"),
+        col("Low"),
+        col("Close"),
+        col("Volume"),
+        volume_unit="base" if market == "crypto" else "share",
+        market=market,
+        adjust="qfq",
+        source="yfinance",
+    )
 
 
 class YFinanceProvider:
@@ -132,10 +157,14 @@ class YFinanceProvider:
     def bars(self, inst: Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
         yf = _import("yfinance", "yfinance", self._module)
         frame = yf.download(
-            yahoo_ticker(inst), start=str(as_date64(start)) if start else "2015-01-01",
-            end=str(as_date64(end) + 1) if end else None, interval="1d", auto_adjust=True,
-            multi_level_index=False, progress=False,
-        )  # fmt: skip
+            yahoo_ticker(inst),
+            start=str(as_date64(start)) if start else "2015-01-01",
+            end=str(as_date64(end) + 1) if end else None,
+            interval="1d",
+            auto_adjust=True,
+            multi_level_index=False,
+            progress=False,
+        )
         return parse_yfinance(_records(frame), inst.symbol, inst.market)
 
     def instruments(self) -> list[Instrument]:
@@ -153,9 +182,19 @@ def parse_ccxt_ohlcv(rows: Sequence[Sequence[float]], symbol: str) -> Bars:
     a = np.asarray(rows, dtype=np.float64)
     dates = (a[:, 0] // 86_400_000).astype("int64").astype("datetime64[D]")
     return Bars.from_columns(
-        symbol, dates, a[:, 1], a[:, 2], a[:, 3], a[:, 4], a[:, 5], a[:, 4] * a[:, 5],
-        volume_unit="base", amount_unit="quote", market="crypto", source="ccxt",
-    )  # fmt: skip
+        symbol,
+        dates,
+        a[:, 1],
+        a[:, 2],
+        a[:, 3],
+        a[:, 4],
+        a[:, 5],
+        a[:, 4] * a[:, 5],
+        volume_unit="base",
+        amount_unit="quote",
+        market="crypto",
+        source="ccxt",
+    )
 
 
 class CcxtProvider:

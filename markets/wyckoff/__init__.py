@@ -18,6 +18,13 @@ from markets.wyckoff.phase import Phase
 from markets.wyckoff.range import TradingRange, find_range
 
 __all__ = [
-    "DEFAULT_PARAMS", "Event", "Health", "Phase", "TradingRange", "WyckoffAnalysis", "WyckoffParams", "analyze",
+    "DEFAULT_PARAMS",
+    "Event",
+    "Health",
+    "Phase",
+    "TradingRange",
+    "WyckoffAnalysis",
+    "WyckoffParams",
+    "analyze",
     "find_range",
-]  # fmt: skip
+]

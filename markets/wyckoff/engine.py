@@ -75,10 +75,17 @@ def limit_locked(bars: Bars, limit: float | None, tol: float) -> np.ndarray:
 def prepare(bars: Bars, p: WyckoffParams, limit: float | None) -> ev.Series:
     a = atr_fn(bars.high, bars.low, bars.close, 14)
     return ev.Series(
-        dates=bars.dates, open=bars.open, high=bars.high, low=bars.low, close=bars.close, volume=bars.volume,
-        pct=bars.pct_change(), atr=shift(a), vol_avg=shift(sma(bars.volume, p.vol_avg)),
+        dates=bars.dates,
+        open=bars.open,
+        high=bars.high,
+        low=bars.low,
+        close=bars.close,
+        volume=bars.volume,
+        pct=bars.pct_change(),
+        atr=shift(a),
+        vol_avg=shift(sma(bars.volume, p.vol_avg)),
         locked=limit_locked(bars, limit, p.limit_tol),
-    )  # fmt: skip
+    )
 
 
 def analyze(
@@ -92,7 +99,9 @@ def analyze(
 ) -> WyckoffAnalysis:
     """Wyckoff analysis of the last bar of `bars` (at most `lookback` bars are used)."""
     if len(bars) < MIN_BARS:
-        raise ValueError(f"{bars.symbol}: {len(bars)} bars; the engine needs at least {MIN_BARS} (250+ for MA200)")
+        raise ValueError(
+            f"{bars.symbol}: {len(bars)} bars; the engine needs at least {MIN_BARS} (250+ for MA200)"
+        )
     bars = bars.tail(lookback)
     base = params or DEFAULT_PARAMS
     board = inst.board if inst else ("crypto" if bars.market == "crypto" else "main")
@@ -174,7 +183,16 @@ def analyze(
     }
     pct = bars.pct_change()[-1]
     return WyckoffAnalysis(
-        symbol=bars.symbol, name=inst.name if inst else "", as_of=bars.dates[-1].astype(object), close=c,
-        change_pct=0.0 if np.isnan(pct) else float(pct), range=rng, events=events, phase=phase, health=health,
-        indicators=indicators, params_board="st" if is_st else board, bars_used=len(bars),
-    )  # fmt: skip
+        symbol=bars.symbol,
+        name=inst.name if inst else "",
+        as_of=bars.dates[-1].astype(object),
+        close=c,
+        change_pct=0.0 if np.isnan(pct) else float(pct),
+        range=rng,
+        events=events,
+        phase=phase,
+        health=health,
+        indicators=indicators,
+        params_board="st" if is_st else board,
+        bars_used=len(bars),
+    )

@@ -48,10 +48,15 @@ class Event:
 
     def to_dict(self) -> dict:
         return {
-            "kind": self.kind, "date": str(self.date), "price": round(self.price, 4),
-            "volume_ratio": round(self.volume_ratio, 2), "detail": self.detail, "variant": self.variant,
-            "status": self.status, "bias": self.bias,
-        }  # fmt: skip
+            "kind": self.kind,
+            "date": str(self.date),
+            "price": round(self.price, 4),
+            "volume_ratio": round(self.volume_ratio, 2),
+            "detail": self.detail,
+            "variant": self.variant,
+            "status": self.status,
+            "bias": self.bias,
+        }
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -82,7 +87,9 @@ def _fmt(x: float) -> str:
 
 
 # ---- climaxes, AR, ST --------------------------------------------------------------------------
-def find_climax(s: Series, rng: TradingRange | None, p: WyckoffParams, side: Literal["SC", "BC"]) -> Event | None:
+def find_climax(
+    s: Series, rng: TradingRange | None, p: WyckoffParams, side: Literal["SC", "BC"]
+) -> Event | None:
     n = len(s.close)
     lo_i = max(p.climax_new_extreme, (rng.start if rng else n - 120) - 20)
     hi_i = min(n - 1, (rng.start + rng.age // 2) if rng else n - 1)
@@ -116,12 +123,16 @@ def find_climax(s: Series, rng: TradingRange | None, p: WyckoffParams, side: Lit
     past = s.close[max(0, i - p.trend_lookback)]
     move = s.close[i] / past - 1
     return Event(
-        side, i, s.d(i), float(s.low[i] if down else s.high[i]), s.vr(i),
+        side,
+        i,
+        s.d(i),
+        float(s.low[i] if down else s.high[i]),
+        s.vr(i),
         f"{'selling' if down else 'buying'} climax: volume {s.vr(i):.1f}× average, range "
         f"{(s.high[i] - s.low[i]) / s.atr[i]:.1f} ATR, {'lowest low' if down else 'highest high'} of "
         f"{p.climax_new_extreme} bars after a {move * 100:+.0f}% move over {p.trend_lookback} bars",
         bias="bullish" if down else "bearish",
-    )  # fmt: skip
+    )
 
 
 def find_ar(s: Series, climax: Event, p: WyckoffParams) -> Event | None:
@@ -143,11 +154,15 @@ def find_ar(s: Series, climax: Event, p: WyckoffParams) -> Event | None:
         return None
     price = float(s.high[j] if down else s.low[j])
     return Event(
-        "AR", j, s.d(j), price, s.vr(j),
+        "AR",
+        j,
+        s.d(j),
+        price,
+        s.vr(j),
         f"automatic {'rally' if down else 'reaction'} to {_fmt(price)} ({travel / atr:.1f} ATR from the climax), "
         f"marks the range's initial {'resistance' if down else 'support'}",
         bias="neutral",
-    )  # fmt: skip
+    )
 
 
 def find_st(s: Series, climax: Event, ar: Event, p: WyckoffParams, limit: int = 3) -> list[Event]:
@@ -164,10 +179,14 @@ def find_st(s: Series, climax: Event, ar: Event, p: WyckoffParams, limit: int = 
         if near and s.volume[k] <= p.st_vol_ratio * cv and k - last > 3:
             out.append(
                 Event(
-                    "ST", k, s.d(k), float(s.low[k] if down else s.high[k]), s.vr(k),
+                    "ST",
+                    k,
+                    s.d(k),
+                    float(s.low[k] if down else s.high[k]),
+                    s.vr(k),
                     f"secondary test of the {'SC low' if down else 'BC high'} on {s.volume[k] / cv:.0%} of its volume",
                     bias="bullish" if down else "bearish",
-                )  # fmt: skip
+                )
             )
             last = k
             if len(out) >= limit:
@@ -194,14 +213,24 @@ def find_springs(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first
         vr = s.vr(t)
         variant = "low_volume" if vr <= p.spring_low_vol else "shakeout" if vr >= p.shakeout_vol else "normal"
         status, test_txt = _spring_test(s, t, low_pt, sup, p, end)
-        label = {"low_volume": "low-volume spring (no supply)", "shakeout": "shakeout (high-volume spring)", "normal": "spring"}[variant]
+        label = {
+            "low_volume": "low-volume spring (no supply)",
+            "shakeout": "shakeout (high-volume spring)",
+            "normal": "spring",
+        }[variant]
         out.append(
             Event(
-                "Spring", t, s.d(t), float(low_pt), vr,
+                "Spring",
+                t,
+                s.d(t),
+                float(low_pt),
+                vr,
                 f"{label}: low {_fmt(low_pt)} under support {_fmt(sup)} ({(low_pt / sup - 1) * 100:.1f}%), "
                 f"closed back at {_fmt(s.close[t])}, volume {vr:.1f}× average; {test_txt}",
-                variant=variant, status=status, bias="bearish" if status == "failed" else "bullish",
-            )  # fmt: skip
+                variant=variant,
+                status=status,
+                bias="bearish" if status == "failed" else "bullish",
+            )
         )
         last_k = t
     return out
@@ -221,7 +250,10 @@ def _spring_test(s: Series, t: int, low_pt: float, sup: float, p: WyckoffParams,
             and s.volume[k] <= p.test_vol_ratio * sv
             and (np.isnan(s.vol_avg[k]) or s.volume[k] <= s.vol_avg[k])
         ):
-            return "confirmed", f"test on {s.d(k)} held at {_fmt(s.low[k])} on {s.volume[k] / sv:.0%} of the spring's volume"
+            return (
+                "confirmed",
+                f"test on {s.d(k)} held at {_fmt(s.low[k])} on {s.volume[k] / sv:.0%} of the spring's volume",
+            )
     if any(s.close[k] < low_pt for k in range(t + 1, end + 1)):
         return "failed", "failed: later closed under the spring low"
     if end - t < p.test_window:
@@ -249,12 +281,17 @@ def find_upthrusts(s: Series, rng: TradingRange, p: WyckoffParams, end: int, fir
         failed_after = any(s.close[k] > hi for k in range(t + 1, end + 1))
         out.append(
             Event(
-                kind, t, s.d(t), float(hi), vr,
+                kind,
+                t,
+                s.d(t),
+                float(hi),
+                vr,
                 f"{'upthrust after distribution' if kind == 'UTAD' else 'upthrust'}: high {_fmt(hi)} over resistance "
                 f"{_fmt(res)}, closed back at {_fmt(s.close[t])} (upper shadow {shadow:.0%}), volume {vr:.1f}× average"
                 + ("; later exceeded (failed)" if failed_after else ""),
-                status="failed" if failed_after else "", bias="neutral" if failed_after else "bearish",
-            )  # fmt: skip
+                status="failed" if failed_after else "",
+                bias="neutral" if failed_after else "bearish",
+            )
         )
         last_k = t
     return out
@@ -270,20 +307,40 @@ def find_breaks(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first:
         vr = s.vr(t)
         if vr < p.sos_vol:
             continue
-        if s.close[t] > res and s.close[t - 1] <= res * (1 + p.sos_max_prev_above) and s.pct[t] >= p.sos_min_pct:
-            out.append(Event(
-                "SOS", t, s.d(t), float(s.close[t]), vr,
-                f"sign of strength: closed {_fmt(s.close[t])} over resistance {_fmt(res)} on a {s.pct[t] * 100:+.1f}% "
-                f"move with volume {vr:.1f}× average (jump across the range top)",
-                bias="bullish",
-            ))  # fmt: skip
-        elif s.close[t] < sup and s.close[t - 1] >= sup * (1 - p.sos_max_prev_above) and s.pct[t] <= -p.sos_min_pct:
-            out.append(Event(
-                "SOW", t, s.d(t), float(s.close[t]), vr,
-                f"sign of weakness: closed {_fmt(s.close[t])} under support {_fmt(sup)} on a {s.pct[t] * 100:+.1f}% "
-                f"move with volume {vr:.1f}× average",
-                bias="bearish",
-            ))  # fmt: skip
+        if (
+            s.close[t] > res
+            and s.close[t - 1] <= res * (1 + p.sos_max_prev_above)
+            and s.pct[t] >= p.sos_min_pct
+        ):
+            out.append(
+                Event(
+                    "SOS",
+                    t,
+                    s.d(t),
+                    float(s.close[t]),
+                    vr,
+                    f"sign of strength: closed {_fmt(s.close[t])} over resistance {_fmt(res)} on a {s.pct[t] * 100:+.1f}% "
+                    f"move with volume {vr:.1f}× average (jump across the range top)",
+                    bias="bullish",
+                )
+            )
+        elif (
+            s.close[t] < sup
+            and s.close[t - 1] >= sup * (1 - p.sos_max_prev_above)
+            and s.pct[t] <= -p.sos_min_pct
+        ):
+            out.append(
+                Event(
+                    "SOW",
+                    t,
+                    s.d(t),
+                    float(s.close[t]),
+                    vr,
+                    f"sign of weakness: closed {_fmt(s.close[t])} under support {_fmt(sup)} on a {s.pct[t] * 100:+.1f}% "
+                    f"move with volume {vr:.1f}× average",
+                    bias="bearish",
+                )
+            )
     return out
 
 
@@ -295,7 +352,9 @@ def _swing_high(s: Series, k: int, end: int) -> bool:
     return s.high[k] >= s.high[k - 1] and (k == end or s.high[k] >= s.high[k + 1])
 
 
-def find_lps(s: Series, rng: TradingRange, breaks: list[Event], springs: list[Event], p: WyckoffParams, end: int) -> list[Event]:
+def find_lps(
+    s: Series, rng: TradingRange, breaks: list[Event], springs: list[Event], p: WyckoffParams, end: int
+) -> list[Event]:
     out: list[Event] = []
     res, sup = rng.resistance, rng.support
     for b in breaks:
@@ -311,12 +370,19 @@ def find_lps(s: Series, rng: TradingRange, breaks: list[Event], springs: list[Ev
                     and s.volume[k] <= p.lps_vol * s.volume[b.index]
                     and (np.isnan(s.vol_avg[k]) or s.volume[k] <= s.vol_avg[k])
                 ):
-                    out.append(Event(
-                        "LPS", k, s.d(k), float(s.low[k]), s.vr(k),
-                        f"last point of support: pullback to {_fmt(s.low[k])} held the broken resistance "
-                        f"{_fmt(res)} on {s.volume[k] / s.volume[b.index]:.0%} of the SOS volume",
-                        variant="after_sos", bias="bullish",
-                    ))  # fmt: skip
+                    out.append(
+                        Event(
+                            "LPS",
+                            k,
+                            s.d(k),
+                            float(s.low[k]),
+                            s.vr(k),
+                            f"last point of support: pullback to {_fmt(s.low[k])} held the broken resistance "
+                            f"{_fmt(res)} on {s.volume[k] / s.volume[b.index]:.0%} of the SOS volume",
+                            variant="after_sos",
+                            bias="bullish",
+                        )
+                    )
                     break
         else:  # SOW → LPSY
             trough = s.close[b.index]
@@ -329,12 +395,18 @@ def find_lps(s: Series, rng: TradingRange, breaks: list[Event], springs: list[Ev
                     and s.high[k] >= trough * 1.02
                     and s.volume[k] <= p.lps_vol * s.volume[b.index]
                 ):
-                    out.append(Event(
-                        "LPSY", k, s.d(k), float(s.high[k]), s.vr(k),
-                        f"last point of supply: weak rally to {_fmt(s.high[k])} failed under the broken support "
-                        f"{_fmt(sup)} on {s.volume[k] / s.volume[b.index]:.0%} of the SOW volume",
-                        bias="bearish",
-                    ))  # fmt: skip
+                    out.append(
+                        Event(
+                            "LPSY",
+                            k,
+                            s.d(k),
+                            float(s.high[k]),
+                            s.vr(k),
+                            f"last point of supply: weak rally to {_fmt(s.high[k])} failed under the broken support "
+                            f"{_fmt(sup)} on {s.volume[k] / s.volume[b.index]:.0%} of the SOW volume",
+                            bias="bearish",
+                        )
+                    )
                     break
     for sp in springs:
         if sp.status == "failed":
@@ -348,12 +420,19 @@ def find_lps(s: Series, rng: TradingRange, breaks: list[Event], springs: list[Ev
                 and s.close[k] > sup
                 and s.volume[k] <= p.lps_vol * s.vol_avg[k]
             ):
-                out.append(Event(
-                    "LPS", k, s.d(k), float(s.low[k]), s.vr(k),
-                    f"last point of support: higher low {_fmt(s.low[k])} after the spring ({_fmt(sp.price)}) "
-                    f"on light volume ({s.vr(k):.1f}× average)",
-                    variant="after_spring", bias="bullish",
-                ))  # fmt: skip
+                out.append(
+                    Event(
+                        "LPS",
+                        k,
+                        s.d(k),
+                        float(s.low[k]),
+                        s.vr(k),
+                        f"last point of support: higher low {_fmt(s.low[k])} after the spring ({_fmt(sp.price)}) "
+                        f"on light volume ({s.vr(k):.1f}× average)",
+                        variant="after_spring",
+                        bias="bullish",
+                    )
+                )
                 break
     return out
 
@@ -367,10 +446,21 @@ def find_evr(s: Series, rng: TradingRange, p: WyckoffParams, end: int) -> list[E
         vr = s.vr(t)
         if vr >= p.evr_vol and abs(s.pct[t]) <= p.evr_band and lo <= s.close[t] <= hi:
             low_half = s.close[t] <= rng.mid
-            out.append(Event(
-                "EvR", t, s.d(t), float(s.close[t]), vr,
-                f"effort without result: volume {vr:.1f}× average but only {s.pct[t] * 100:+.1f}% — "
-                + ("absorption near support (demand meeting supply)" if low_half else "supply/churning near resistance"),
-                variant="absorption" if low_half else "supply", bias="bullish" if low_half else "bearish",
-            ))  # fmt: skip
+            out.append(
+                Event(
+                    "EvR",
+                    t,
+                    s.d(t),
+                    float(s.close[t]),
+                    vr,
+                    f"effort without result: volume {vr:.1f}× average but only {s.pct[t] * 100:+.1f}% — "
+                    + (
+                        "absorption near support (demand meeting supply)"
+                        if low_half
+                        else "supply/churning near resistance"
+                    ),
+                    variant="absorption" if low_half else "supply",
+                    bias="bullish" if low_half else "bearish",
+                )
+            )
     return out

@@ -42,10 +42,13 @@ class Health:
 
     def to_dict(self) -> dict:
         return {
-            "rating": self.rating, "dangers": self.dangers, "warnings": self.warnings, "positives": self.positives,
+            "rating": self.rating,
+            "dangers": self.dangers,
+            "warnings": self.warnings,
+            "positives": self.positives,
             "stops": {k: round(v, 4) for k, v in self.stops.items()},
             "range_position": None if self.range_position is None else round(self.range_position, 2),
-        }  # fmt: skip
+        }
 
 
 def rate(
@@ -71,7 +74,9 @@ def rate(
         stops["hard_stop"] = hard
         gain = c / cost - 1
         if c < hard:
-            dangers.append(f"Close {c:,.2f} is under the hard stop {hard:,.2f} (cost {cost:,.2f} − {p.stop_pct:.0%}).")
+            dangers.append(
+                f"Close {c:,.2f} is under the hard stop {hard:,.2f} (cost {cost:,.2f} − {p.stop_pct:.0%})."
+            )
         elif c < hard * (1 + p.stop_warn):
             warns.append(f"Close {c:,.2f} is within {p.stop_warn:.0%} of the hard stop {hard:,.2f}.")
         top = max(high_since_entry or 0.0, c)
@@ -79,13 +84,19 @@ def rate(
             trail = top * (1 - p.trail_pct)
             stops["trailing_stop"] = trail
             if c < trail:
-                dangers.append(f"Close {c:,.2f} is under the trailing stop {trail:,.2f} ({p.trail_pct:.0%} off the high {top:,.2f}).")
-        (pos if gain > 0 else warns).append(f"Position {'up' if gain > 0 else 'down'} {gain * 100:+.1f}% from cost {cost:,.2f}.")
+                dangers.append(
+                    f"Close {c:,.2f} is under the trailing stop {trail:,.2f} ({p.trail_pct:.0%} off the high {top:,.2f})."
+                )
+        (pos if gain > 0 else warns).append(
+            f"Position {'up' if gain > 0 else 'down'} {gain * 100:+.1f}% from cost {cost:,.2f}."
+        )
     if rng is not None:
         stops["structure_stop"] = rng.support * (1 - p.pierce) * (1 - p.spring_max_depth / 2)
         sow = [e for e in events if e.kind == "SOW"]
         if sow and c < rng.support:
-            dangers.append(f"Close under the range support {rng.support:,.2f} after an SOW on {sow[-1].date}.")
+            dangers.append(
+                f"Close under the range support {rng.support:,.2f} after an SOW on {sow[-1].date}."
+            )
     if not np.isnan(m50) and have200 and c < m20 < m50 < m200:
         dangers.append("Bearish MA alignment: close < MA20 < MA50 < MA200.")
     if len(close) > 10:

@@ -18,7 +18,15 @@ class WyckoffParams:
     # -- swings and the trading range --------------------------------------------------------------
     swing_window: int = 3  # a swing low/high is the extreme of the ±3 bars around it
     range_lookbacks: tuple[int, ...] = (40, 60, 90, 120, 180)  # candidate windows; the longest good one wins
-    range_offsets: tuple[int, ...] = (0, 5, 10, 20, 30, 45, 60)  # also look for a range that ended this many bars ago
+    range_offsets: tuple[int, ...] = (
+        0,
+        5,
+        10,
+        20,
+        30,
+        45,
+        60,
+    )  # also look for a range that ended this many bars ago
     range_exclude_last: int = 1  # the newest bar is judged against the range before it
     range_pivots: int = 5  # support/resistance = median of the last 5 swing lows/highs
     range_min_width: float = 0.04  # (resistance - support) / support
@@ -42,7 +50,9 @@ class WyckoffParams:
     st_vol_ratio: float = 0.8  # on at most 0.8 × the climax volume
     # -- Spring / upthrust -----------------------------------------------------------------------
     pierce: float = 0.005  # the low must go 0.5 % under support (the high 0.5 % over resistance)
-    spring_max_depth: float = 0.08  # deeper than 8 % under support is a breakdown, not a spring (board-scaled)
+    spring_max_depth: float = (
+        0.08  # deeper than 8 % under support is a breakdown, not a spring (board-scaled)
+    )
     spring_max_close_pos: float = 0.25  # spring close below mid + 0.25 × width
     spring_low_vol: float = 0.8  # ≤ 0.8 × avg volume: low-volume spring ("no supply")
     shakeout_vol: float = 1.3  # ≥ 1.3 × avg volume: shakeout, needs a low-volume test
@@ -64,7 +74,15 @@ class WyckoffParams:
     evr_recent: int = 60  # report EvR bars of the last 60 bars only
     # -- boards ----------------------------------------------------------------------------------
     board_scale: dict[str, float] = field(
-        default_factory=lambda: {"main": 1.0, "chinext": 1.6, "star": 1.6, "bj": 2.0, "st": 0.5, "crypto": 1.5, "index": 0.8}
+        default_factory=lambda: {
+            "main": 1.0,
+            "chinext": 1.6,
+            "star": 1.6,
+            "bj": 2.0,
+            "st": 0.5,
+            "crypto": 1.5,
+            "index": 0.8,
+        }
     )
     limit_tol: float = 0.003  # a close within 0.3 % of the limit counts as at the limit (qfq rounding)
     # -- trend and health ------------------------------------------------------------------------

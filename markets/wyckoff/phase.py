@@ -43,9 +43,12 @@ class Phase:
 
     def to_dict(self) -> dict:
         return {
-            "schematic": self.schematic, "phase": self.phase, "label": self.label,
-            "confidence": round(self.confidence, 2), "evidence": list(self.evidence),
-        }  # fmt: skip
+            "schematic": self.schematic,
+            "phase": self.phase,
+            "label": self.label,
+            "confidence": round(self.confidence, 2),
+            "evidence": list(self.evidence),
+        }
 
 
 def _last(events: list[Event], *kinds: str, ok: bool = True) -> Event | None:
@@ -75,17 +78,29 @@ def classify(
 
     pre_start = max(0, rng.start - 60)
     prior = close[rng.start] / close[pre_start] - 1 if rng.start > pre_start else 0.0
-    evidence.append(f"Prior trend: {prior * 100:+.0f}% over the {rng.start - pre_start} bars before the range began.")
-    acc = sum([
-        _last(events, "SC") is not None, prior <= -p.trend_min_move, _last(events, "Spring") is not None,
-        _last(events, "SOS") is not None, _last(events, "LPS") is not None,
-        any(e.kind == "EvR" and e.variant == "absorption" for e in events),
-    ])  # fmt: skip
-    dist = sum([
-        _last(events, "BC") is not None, prior >= p.trend_min_move, _last(events, "UT", "UTAD") is not None,
-        _last(events, "SOW") is not None, _last(events, "LPSY") is not None,
-        any(e.kind == "EvR" and e.variant == "supply" for e in events),
-    ])  # fmt: skip
+    evidence.append(
+        f"Prior trend: {prior * 100:+.0f}% over the {rng.start - pre_start} bars before the range began."
+    )
+    acc = sum(
+        [
+            _last(events, "SC") is not None,
+            prior <= -p.trend_min_move,
+            _last(events, "Spring") is not None,
+            _last(events, "SOS") is not None,
+            _last(events, "LPS") is not None,
+            any(e.kind == "EvR" and e.variant == "absorption" for e in events),
+        ]
+    )
+    dist = sum(
+        [
+            _last(events, "BC") is not None,
+            prior >= p.trend_min_move,
+            _last(events, "UT", "UTAD") is not None,
+            _last(events, "SOW") is not None,
+            _last(events, "LPSY") is not None,
+            any(e.kind == "EvR" and e.variant == "supply" for e in events),
+        ]
+    )
     side: Schematic = "accumulation" if (acc > dist or (acc == dist and prior <= 0)) else "distribution"
     evidence.append(f"Accumulation points {acc}, distribution points {dist} → reading as {side}.")
     conf = min(0.9, 0.35 + 0.1 * abs(acc - dist) + 0.2 * rng.quality)
@@ -93,24 +108,34 @@ def classify(
 
     if side == "accumulation":
         if sow and (not sos or sow.index > sos.index) and c < rng.support:
-            evidence.append(f"Price {c:,.2f} is under support after an SOW on {sow.date}: the accumulation failed.")
+            evidence.append(
+                f"Price {c:,.2f} is under support after an SOW on {sow.date}: the accumulation failed."
+            )
             return Phase("markdown", None, "Mark-down (range broken down)", conf, evidence)
         if sos and c >= rng.resistance * (1 - p.lps_tol):
-            if c >= rng.resistance * (1 + p.breakout_extend) or (n - 1 - sos.index > 20 and c > rng.resistance):
+            if c >= rng.resistance * (1 + p.breakout_extend) or (
+                n - 1 - sos.index > 20 and c > rng.resistance
+            ):
                 return Phase("markup", "E", "Accumulation Phase E (mark-up)", conf, evidence)
-            return Phase("accumulation", "D", "Accumulation Phase D (SOS, back-up / LPS zone)", conf, evidence)
+            return Phase(
+                "accumulation", "D", "Accumulation Phase D (SOS, back-up / LPS zone)", conf, evidence
+            )
         spring = _last(events, "Spring")
         if spring and c >= rng.support:
             lps = [e for e in events if e.kind == "LPS" and e.index > spring.index]
             if lps or (c > rng.mid and spring.status == "confirmed"):
-                return Phase("accumulation", "D", "Accumulation Phase D (spring held, higher lows)", conf, evidence)
+                return Phase(
+                    "accumulation", "D", "Accumulation Phase D (spring held, higher lows)", conf, evidence
+                )
             return Phase("accumulation", "C", "Accumulation Phase C (spring / test)", conf, evidence)
         if _last(events, "ST") or rng.age >= 30:
             return Phase("accumulation", "B", "Accumulation Phase B (building cause)", conf, evidence)
         return Phase("accumulation", "A", "Accumulation Phase A (stopping the decline)", conf, evidence)
 
     if sos and (not sow or sos.index > sow.index) and c > rng.resistance:
-        evidence.append(f"Price {c:,.2f} is over resistance after an SOS on {sos.date}: re-accumulation, not distribution.")
+        evidence.append(
+            f"Price {c:,.2f} is over resistance after an SOS on {sos.date}: re-accumulation, not distribution."
+        )
         return Phase("markup", None, "Mark-up (range broken up)", conf, evidence)
     if sow and c <= rng.support * (1 + p.lps_tol):
         if c <= rng.support * (1 - p.breakout_extend) or (n - 1 - sow.index > 20 and c < rng.support):

@@ -76,7 +76,9 @@ class RangeLevels:
     valid: np.ndarray
 
 
-def range_levels(H: np.ndarray, L: np.ndarray, C: np.ndarray, atr_pct: np.ndarray, p: WyckoffParams) -> RangeLevels:
+def range_levels(
+    H: np.ndarray, L: np.ndarray, C: np.ndarray, atr_pct: np.ndarray, p: WyckoffParams
+) -> RangeLevels:
     """Levels and acceptance of windows H/L/C shaped [..., W] (NaN where no bar)."""
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -93,10 +95,10 @@ def range_levels(H: np.ndarray, L: np.ndarray, C: np.ndarray, atr_pct: np.ndarra
         drift = np.abs(C[..., -1] / first - 1.0)
         tol = p.touch_tol
         lo_band, hi_band = (sup * (1 - tol))[..., None], (res * (1 + tol))[..., None]
-        inside = (C >= lo_band) & (C <= hi_band)
+        inside = (lo_band <= C) & (hi_band >= C)
         containment = inside.sum(axis=-1) / np.maximum(n_have, 1)
-        ts_bar = L <= (sup * (1 + tol))[..., None]
-        tr_bar = H >= (res * (1 - tol))[..., None]
+        ts_bar = (sup * (1 + tol))[..., None] >= L
+        tr_bar = (res * (1 - tol))[..., None] <= H
         ts = (ts_bar & ~(shift(ts_bar.astype(float), 1, 0.0) > 0)).sum(axis=-1)
         tr = (tr_bar & ~(shift(tr_bar.astype(float), 1, 0.0) > 0)).sum(axis=-1)
         touch_score = np.minimum(1.0, np.minimum(ts, tr) / 3.0)
@@ -158,11 +160,17 @@ class TradingRange:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(
-            start_date=str(self.start_date), end_date=str(self.end_date), mid=round(self.mid, 4),
-            age=self.age, width_pct=round(self.width_pct * 100, 2), drift=round(self.drift * 100, 2),
-            support=round(self.support, 4), resistance=round(self.resistance, 4),
-            containment=round(self.containment, 3), quality=round(self.quality, 3),
-        )  # fmt: skip
+            start_date=str(self.start_date),
+            end_date=str(self.end_date),
+            mid=round(self.mid, 4),
+            age=self.age,
+            width_pct=round(self.width_pct * 100, 2),
+            drift=round(self.drift * 100, 2),
+            support=round(self.support, 4),
+            resistance=round(self.resistance, 4),
+            containment=round(self.containment, 3),
+            quality=round(self.quality, 3),
+        )
         return d
 
 
@@ -196,8 +204,10 @@ def find_range(
         for j, lb in enumerate(lbs):
             s = we - lb + 1
             stack_h[j, W - lb :], stack_l[j, W - lb :], stack_c[j, W - lb :] = (
-                high[s : we + 1], low[s : we + 1], close[s : we + 1]
-            )  # fmt: skip
+                high[s : we + 1],
+                low[s : we + 1],
+                close[s : we + 1],
+            )
         ap = np.full(len(lbs), atr_pct[we] if not np.isnan(atr_pct[we]) else 0.02)
         lv = _levels_ragged(stack_h, stack_l, stack_c, ap, lbs, p)
         for j, lb in enumerate(lbs):
@@ -211,30 +221,50 @@ def find_range(
         sup, res = float(lv.support[j]), float(lv.resistance[j])
         start, body_end = _body(close, we - lb + 1, we, sup, res, p)
         return TradingRange(
-            support=sup, resistance=res, start=start, end=body_end,
-            start_date=dates[start].astype(object), end_date=dates[body_end].astype(object), lookback=lb,
-            touches_support=int(lv.touches_support[j]), touches_resistance=int(lv.touches_resistance[j]),
-            width_pct=float(lv.width[j]), drift=float(lv.drift[j]), containment=float(lv.containment[j]),
+            support=sup,
+            resistance=res,
+            start=start,
+            end=body_end,
+            start_date=dates[start].astype(object),
+            end_date=dates[body_end].astype(object),
+            lookback=lb,
+            touches_support=int(lv.touches_support[j]),
+            touches_resistance=int(lv.touches_resistance[j]),
+            width_pct=float(lv.width[j]),
+            drift=float(lv.drift[j]),
+            containment=float(lv.containment[j]),
             quality=float(lv.quality[j]),
-        )  # fmt: skip
+        )
     return None
 
 
-def _levels_ragged(H: np.ndarray, L: np.ndarray, C: np.ndarray, ap: np.ndarray, lbs: list[int], p: WyckoffParams) -> RangeLevels:
+def _levels_ragged(
+    H: np.ndarray, L: np.ndarray, C: np.ndarray, ap: np.ndarray, lbs: list[int], p: WyckoffParams
+) -> RangeLevels:
     """range_levels on right-aligned windows of different lengths: the NaN padding is ignored
     except for the bar-count test, which is applied per window length."""
     lv = range_levels(H, L, C, ap, p)
     n_have = (~np.isnan(C)).sum(axis=-1)
     ok = n_have >= 0.9 * np.asarray(lbs)
     core = (
-        (lv.width >= p.range_min_width) & (lv.width <= p.range_max_width) & (lv.drift <= p.range_max_drift)
-        & (lv.containment >= p.range_min_containment) & (lv.touches_support >= p.min_touches)
+        (lv.width >= p.range_min_width)
+        & (lv.width <= p.range_max_width)
+        & (lv.drift <= p.range_max_drift)
+        & (lv.containment >= p.range_min_containment)
+        & (lv.touches_support >= p.min_touches)
         & (lv.touches_resistance >= p.min_touches)
-    )  # fmt: skip
+    )
     return RangeLevels(
-        lv.support, lv.resistance, lv.width, lv.drift, lv.containment, lv.touches_support,
-        lv.touches_resistance, lv.quality, core & ok,
-    )  # fmt: skip
+        lv.support,
+        lv.resistance,
+        lv.width,
+        lv.drift,
+        lv.containment,
+        lv.touches_support,
+        lv.touches_resistance,
+        lv.quality,
+        core & ok,
+    )
 
 
 def _body(close: np.ndarray, ws: int, we: int, sup: float, res: float, p: WyckoffParams) -> tuple[int, int]:

@@ -49,9 +49,15 @@ class Signals:
 
 
 def rolling_levels(
-    H: np.ndarray, L: np.ndarray, C: np.ndarray, atr_pct: np.ndarray, p: WyckoffParams,
-    lookbacks: tuple[int, ...] = (60, 120), days: np.ndarray | None = None, chunk: int = 64,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    H: np.ndarray,
+    L: np.ndarray,
+    C: np.ndarray,
+    atr_pct: np.ndarray,
+    p: WyckoffParams,
+    lookbacks: tuple[int, ...] = (60, 120),
+    days: np.ndarray | None = None,
+    chunk: int = 64,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Support, resistance and validity for each [symbol, day] from the window ending the day before.
     `days` restricts the computation to some day indices (the screen needs only the last few)."""
     n, t = C.shape
@@ -63,7 +69,9 @@ def rolling_levels(
     for lb in sorted(lookbacks):
         if t <= lb:
             continue
-        wh, wl, wc = (sliding_window_view(x, lb, axis=-1) for x in (H, L, C))  # [n, t-lb+1, lb], window k ends at k+lb-1
+        wh, wl, wc = (
+            sliding_window_view(x, lb, axis=-1) for x in (H, L, C)
+        )  # [n, t-lb+1, lb], window k ends at k+lb-1
         for lo in range(0, len(all_days), chunk):
             dd = all_days[lo : lo + chunk]
             dd = dd[dd >= lb]  # window ends at d-1 → window index d-lb
@@ -88,10 +96,16 @@ def rolling_levels(
 
 
 def compute(
-    O: np.ndarray, H: np.ndarray, L: np.ndarray, C: np.ndarray, V: np.ndarray,
-    p: WyckoffParams, limit: np.ndarray | None = None, lookbacks: tuple[int, ...] = (60, 120),
+    Op: np.ndarray,
+    H: np.ndarray,
+    L: np.ndarray,
+    C: np.ndarray,
+    V: np.ndarray,
+    p: WyckoffParams,
+    limit: np.ndarray | None = None,
+    lookbacks: tuple[int, ...] = (60, 120),
     days: np.ndarray | None = None,
-) -> Signals:  # fmt: skip
+) -> Signals:
     """Trigger masks for a panel. `limit` is the per-symbol daily limit (NaN: none)."""
     with np.errstate(all="ignore"):
         prev_c = shift(C)
@@ -109,20 +123,38 @@ def compute(
         mid, width = (sup + res) / 2, res - sup
         low2 = np.fmin(L, shift(L))
         ok = valid & ~locked
-        spring = ok & (low2 <= sup * (1 - p.pierce)) & (low2 >= sup * (1 - p.spring_max_depth)) & (C > sup) & (
-            C < mid + p.spring_max_close_pos * width
+        spring = (
+            ok
+            & (low2 <= sup * (1 - p.pierce))
+            & (low2 >= sup * (1 - p.spring_max_depth))
+            & (sup < C)
+            & (mid + p.spring_max_close_pos * width > C)
         )
         big = vr >= p.sos_vol
-        sos = ok & big & (C > res) & (prev_c <= res * (1 + p.sos_max_prev_above)) & (pct >= p.sos_min_pct)
-        sow = ok & big & (C < sup) & (prev_c >= sup * (1 - p.sos_max_prev_above)) & (pct <= -p.sos_min_pct)
+        sos = ok & big & (res < C) & (prev_c <= res * (1 + p.sos_max_prev_above)) & (pct >= p.sos_min_pct)
+        sow = ok & big & (sup > C) & (prev_c >= sup * (1 - p.sos_max_prev_above)) & (pct <= -p.sos_min_pct)
         bar = H - L
-        shadow = np.where(bar > 0, (H - np.fmax(O, C)) / np.where(bar > 0, bar, 1), 0)
-        upthrust = ok & (H >= res * (1 + p.pierce)) & (C < res) & (shadow >= p.upthrust_shadow) & (vr >= p.shakeout_vol)
+        shadow = np.where(bar > 0, (H - np.fmax(Op, C)) / np.where(bar > 0, bar, 1), 0)
+        upthrust = (
+            ok
+            & (res * (1 + p.pierce) <= H)
+            & (res > C)
+            & (shadow >= p.upthrust_shadow)
+            & (vr >= p.shakeout_vol)
+        )
         lps = _lps(sos, res, C, L, V, vavg, p) & ~locked
     return Signals(sup, res, valid, spring, sos, sow, upthrust, lps, vr)
 
 
-def _lps(sos: np.ndarray, res: np.ndarray, C: np.ndarray, L: np.ndarray, V: np.ndarray, vavg: np.ndarray, p: WyckoffParams) -> np.ndarray:
+def _lps(
+    sos: np.ndarray,
+    res: np.ndarray,
+    C: np.ndarray,
+    L: np.ndarray,
+    V: np.ndarray,
+    vavg: np.ndarray,
+    p: WyckoffParams,
+) -> np.ndarray:
     n, t = sos.shape
     idx = np.where(sos, np.arange(t)[None, :], -1)
     last = np.maximum.accumulate(idx, axis=1)
@@ -134,4 +166,10 @@ def _lps(sos: np.ndarray, res: np.ndarray, C: np.ndarray, L: np.ndarray, V: np.n
     sos_vol = V[rows, li]
     peak = shift(rolling(C, p.lps_window, "max"))
     with np.errstate(all="ignore"):
-        return has & (L >= level * (1 - p.lps_tol)) & (L <= peak * 0.98) & (V <= p.lps_vol * sos_vol) & (V <= vavg)
+        return (
+            has
+            & (level * (1 - p.lps_tol) <= L)
+            & (peak * 0.98 >= L)
+            & (p.lps_vol * sos_vol >= V)
+            & (vavg >= V)
+        )

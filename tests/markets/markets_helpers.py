@@ -32,7 +32,9 @@ class Builder:
             o = self.c
             self.bar(o, max(o, c) * 1.004, min(o, c) * 0.996, c, vol)
 
-    def zigzag(self, n: int, lo: float, hi: float, leg: int = 6, vol: float | None = None, first_up: bool = True) -> None:
+    def zigzag(
+        self, n: int, lo: float, hi: float, leg: int = 6, vol: float | None = None, first_up: bool = True
+    ) -> None:
         """Closes oscillate between lo and hi; turning bars touch the level exactly."""
         up = first_up
         target = hi if up else lo
@@ -53,10 +55,14 @@ class Builder:
     def build(self, symbol: str = "TEST", market: str = "cn") -> Bars:
         a = np.array(self.rows)
         dates = self.first + np.arange(len(a))
-        return Bars(symbol, dates.astype("datetime64[D]"), a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4], market=market)
+        return Bars(
+            symbol, dates.astype("datetime64[D]"), a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4], market=market
+        )
 
 
-def accumulation(spring_vol: float = 0.5e6, with_test: bool = True, upto: str = "all") -> tuple[Bars, dict[str, int]]:
+def accumulation(
+    spring_vol: float = 0.5e6, with_test: bool = True, upto: str = "all"
+) -> tuple[Bars, dict[str, int]]:
     """Decline → SC → AR → ST → range → spring (→ test) → SOS → LPS → mark-up."""
     b = Builder(150.0)
     idx: dict[str, int] = {}

@@ -34,8 +34,13 @@ def test_buy_and_hold_crypto_equals_price_ratio_less_fees():
 
 def test_buy_and_hold_a_share_lots_and_fees_by_hand():
     p = panel_of({"600000": [(10.0, 10.1, 9.9, 10.0), (10.2, 10.6, 10.1, 10.5), (10.9, 11.1, 10.8, 11.0)]})
-    r = run(p, rules=MarketRules.cn(), cfg=NO_EXITS, orders=[Order(0, "600000", "buy", value=100_000)],
-            limits=np.array([0.10]))  # fmt: skip
+    r = run(
+        p,
+        rules=MarketRules.cn(),
+        cfg=NO_EXITS,
+        orders=[Order(0, "600000", "buy", value=100_000)],
+        limits=np.array([0.10]),
+    )
     # 10,000 shares would cost 100,000 + fees > cash, so 9,900 shares (whole lots):
     notional = 9_900 * 10.0
     fee = round(max(notional * 0.00025, 5) + notional * 0.00001, 2)  # 24.75 + 0.99 = 25.74
@@ -71,7 +76,16 @@ def test_limit_up_day_blocks_a_buy():
 
 def test_limit_down_day_blocks_a_sell_and_chinext_limit_is_20pct():
     down = round(10.0 * 0.80, 2)
-    p = panel_of({"300001": [(10.0, 10.1, 9.9, 10.0), (10.0, 10.1, 9.9, 10.0), (down, down, down, down), (8.2, 8.5, 8.0, 8.4)]})
+    p = panel_of(
+        {
+            "300001": [
+                (10.0, 10.1, 9.9, 10.0),
+                (10.0, 10.1, 9.9, 10.0),
+                (down, down, down, down),
+                (8.2, 8.5, 8.0, 8.4),
+            ]
+        }
+    )
     orders = [Order(0, "300001", "buy", quantity=100), Order(2, "300001", "sell"), Order(3, "300001", "sell")]
     r = run(p, rules=MarketRules.cn(), cfg=NO_EXITS, orders=orders, limits=np.array([0.20]))
     assert [b["reason"] for b in r.blocked] == ["limit-locked bar (limit-down)"]
@@ -81,26 +95,48 @@ def test_limit_down_day_blocks_a_sell_and_chinext_limit_is_20pct():
 
 def test_t_plus_1_blocks_a_same_day_sell():
     p = panel_of({"600000": [(10.0, 10.2, 9.8, 10.0), (10.1, 10.3, 9.9, 10.2)]})
-    orders = [Order(0, "600000", "buy", quantity=100), Order(0, "600000", "sell", at="close"), Order(1, "600000", "sell")]
+    orders = [
+        Order(0, "600000", "buy", quantity=100),
+        Order(0, "600000", "sell", at="close"),
+        Order(1, "600000", "sell"),
+    ]
     r = run(p, rules=MarketRules.cn(), cfg=NO_EXITS, orders=orders, limits=np.array([0.10]))
-    assert r.blocked == [{"date": "2024-01-01", "symbol": "600000", "side": "sell", "reason": "T+1: bought today"}]
+    assert r.blocked == [
+        {"date": "2024-01-01", "symbol": "600000", "side": "sell", "reason": "T+1: bought today"}
+    ]
     assert [f["date"] for f in r.fills if f["side"] == "sell"] == ["2024-01-02"]
     # crypto: same-day round trip allowed
-    rc = run(panel_of({"X": [(10.0, 10.2, 9.8, 10.0), (10.1, 10.3, 9.9, 10.2)]}, "crypto"), rules=MarketRules.crypto(),
-             cfg=NO_EXITS, orders=[Order(0, "X", "buy", quantity=1.5), Order(0, "X", "sell", at="close")])  # fmt: skip
+    rc = run(
+        panel_of({"X": [(10.0, 10.2, 9.8, 10.0), (10.1, 10.3, 9.9, 10.2)]}, "crypto"),
+        rules=MarketRules.crypto(),
+        cfg=NO_EXITS,
+        orders=[Order(0, "X", "buy", quantity=1.5), Order(0, "X", "sell", at="close")],
+    )
     assert rc.blocked == [] and len(rc.fills) == 2
 
 
 def test_intraday_stop_fills_at_stop_or_gap_open():
     p = panel_of({"600000": [(10.0, 10.1, 9.9, 10.0), (10.0, 10.1, 9.2, 9.5), (9.5, 9.6, 9.4, 9.5)]})
     cfg = BacktestConfig(initial_cash=100_000, stop_pct=0.07, trail_after=None, max_hold=None)
-    r = run(p, rules=MarketRules.cn(), cfg=cfg, orders=[Order(0, "600000", "buy", quantity=1_000)], limits=np.array([0.10]))
-    sell = [f for f in r.fills if f["side"] == "sell"][0]
+    r = run(
+        p,
+        rules=MarketRules.cn(),
+        cfg=cfg,
+        orders=[Order(0, "600000", "buy", quantity=1_000)],
+        limits=np.array([0.10]),
+    )
+    sell = next(f for f in r.fills if f["side"] == "sell")
     assert sell["date"] == "2024-01-02" and sell["price"] == 9.3  # 10.00 × 0.93
     # T+1 defers a stop hit on the entry day to the next bar, where it fills at the gap-down open
     p2 = panel_of({"600000": [(10.0, 10.1, 9.0, 9.2), (9.1, 9.2, 9.0, 9.1)]})
-    r2 = run(p2, rules=MarketRules.cn(), cfg=cfg, orders=[Order(0, "600000", "buy", quantity=1_000)], limits=np.array([0.10]))
-    sell2 = [f for f in r2.fills if f["side"] == "sell"][0]
+    r2 = run(
+        p2,
+        rules=MarketRules.cn(),
+        cfg=cfg,
+        orders=[Order(0, "600000", "buy", quantity=1_000)],
+        limits=np.array([0.10]),
+    )
+    sell2 = next(f for f in r2.fills if f["side"] == "sell")
     assert sell2["date"] == "2024-01-02" and sell2["price"] == 9.1
 
 

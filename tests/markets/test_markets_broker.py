@@ -92,8 +92,23 @@ async def test_portfolio_view_has_prices_pnl_and_as_of(sessions):
 async def test_pending_trade_is_reconciled_not_retried(sessions):
     broker = PaperBroker(sessions, MD)
     async with sessions() as s, s.begin():
-        s.add(MarketTrade(idempotency_key="crash", user_id="u1", market="cn", symbol="600519", side="buy",
-                          quantity=100, status="pending", venue="paper", source="chat", fee=0, tax=0, reason="", external_id=""))  # fmt: skip
+        s.add(
+            MarketTrade(
+                idempotency_key="crash",
+                user_id="u1",
+                market="cn",
+                symbol="600519",
+                side="buy",
+                quantity=100,
+                status="pending",
+                venue="paper",
+                source="chat",
+                fee=0,
+                tax=0,
+                reason="",
+                external_id="",
+            )
+        )
     fixed = await broker.reconcile("u1")
     assert [t["status"] for t in fixed] == ["rejected"]
     again = await broker.submit("u1", "600519", "buy", 100, key="crash")
@@ -108,7 +123,12 @@ class FakeExchange:
         self.fail, self.orders = fail, {}
 
     def create_order(self, symbol, type, side, amount, price, params):
-        self.orders[params["clientOrderId"]] = {"status": "closed", "average": 100.0, "filled": amount, "fee": {"cost": 0.1}}
+        self.orders[params["clientOrderId"]] = {
+            "status": "closed",
+            "average": 100.0,
+            "filled": amount,
+            "fee": {"cost": 0.1},
+        }
         if self.fail:
             raise self.fail
         return self.orders[params["clientOrderId"]]

@@ -61,18 +61,45 @@ def test_fixture_long_csv_parses():
 
 
 def test_from_columns_sorts_and_dedupes():
-    b = Bars.from_columns("X", ["2024-01-03", "2024-01-02", "2024-01-03"], [2, 1, 3], [2, 1, 3], [2, 1, 3],
-                          [2, 1, 3], [1, 1, 2], volume_unit="lot")  # fmt: skip
+    b = Bars.from_columns(
+        "X",
+        ["2024-01-03", "2024-01-02", "2024-01-03"],
+        [2, 1, 3],
+        [2, 1, 3],
+        [2, 1, 3],
+        [2, 1, 3],
+        [1, 1, 2],
+        volume_unit="lot",
+    )
     assert [str(d) for d in b.dates] == ["2024-01-02", "2024-01-03"]
     assert b.close.tolist() == [1, 3] and b.volume.tolist() == [100, 200]
 
 
 # ---- resolution --------------------------------------------------------------------------------
-@pytest.mark.parametrize("query", ["600519", "600519.SH", "600519.SS", "sh600519", "SH600519", "sh.600519",
-                                   "贵州茅台", "茅台", "GZMT", "gzmt", " 600519 "])  # fmt: skip
+@pytest.mark.parametrize(
+    "query",
+    [
+        "600519",
+        "600519.SH",
+        "600519.SS",
+        "sh600519",
+        "SH600519",
+        "sh.600519",
+        "贵州茅台",
+        "茅台",
+        "GZMT",
+        "gzmt",
+        " 600519 ",
+    ],
+)
 def test_resolve_forms(md, query):
     inst = md.resolve(query)
-    assert inst.symbol == "600519" and inst.name == "贵州茅台" and inst.exchange == "SH" and inst.industry == "白酒"
+    assert (
+        inst.symbol == "600519"
+        and inst.name == "贵州茅台"
+        and inst.exchange == "SH"
+        and inst.industry == "白酒"
+    )
 
 
 def test_resolve_crypto_and_index(md):
@@ -151,11 +178,35 @@ class FakeAk:
     def stock_zh_a_hist(self, **kw):
         self.calls.append(kw)
         return [
-            {"日期": "2024-01-03", "股票代码": "600519", "开盘": 1700.0, "收盘": 1690.0, "最高": 1710.0, "最低": 1680.0,
-             "成交量": 25000, "成交额": 4.2e9, "振幅": 1.7, "涨跌幅": -0.5, "涨跌额": -8.0, "换手率": 0.2},
-            {"日期": "2024-01-02", "股票代码": "600519", "开盘": 1720.0, "收盘": 1698.0, "最高": 1725.0, "最低": 1695.0,
-             "成交量": 30000, "成交额": 5.1e9, "振幅": 1.8, "涨跌幅": -1.0, "涨跌额": -17.0, "换手率": 0.24},
-        ]  # fmt: skip
+            {
+                "日期": "2024-01-03",
+                "股票代码": "600519",
+                "开盘": 1700.0,
+                "收盘": 1690.0,
+                "最高": 1710.0,
+                "最低": 1680.0,
+                "成交量": 25000,
+                "成交额": 4.2e9,
+                "振幅": 1.7,
+                "涨跌幅": -0.5,
+                "涨跌额": -8.0,
+                "换手率": 0.2,
+            },
+            {
+                "日期": "2024-01-02",
+                "股票代码": "600519",
+                "开盘": 1720.0,
+                "收盘": 1698.0,
+                "最高": 1725.0,
+                "最低": 1695.0,
+                "成交量": 30000,
+                "成交额": 5.1e9,
+                "振幅": 1.8,
+                "涨跌幅": -1.0,
+                "涨跌额": -17.0,
+                "换手率": 0.24,
+            },
+        ]
 
     def stock_info_a_code_name(self):
         return [{"code": "600519", "name": "贵州茅台"}, {"code": "1", "name": "平安银行"}]
@@ -165,7 +216,15 @@ def test_akshare_request_and_parse(md):
     ak = FakeAk()
     p = AkshareProvider(module=ak)
     b = p.bars(md.resolve("600519"), start="2024-01-01", end=date(2024, 1, 31))
-    assert ak.calls == [{"symbol": "600519", "period": "daily", "start_date": "20240101", "end_date": "20240131", "adjust": "qfq"}]
+    assert ak.calls == [
+        {
+            "symbol": "600519",
+            "period": "daily",
+            "start_date": "20240101",
+            "end_date": "20240131",
+            "adjust": "qfq",
+        }
+    ]
     assert [str(d) for d in b.dates] == ["2024-01-02", "2024-01-03"]
     assert b.volume.tolist() == [3_000_000, 2_500_000]  # lots → shares
     assert b.amount.tolist() == [5.1e9, 4.2e9] and not b.amount_estimated
@@ -175,11 +234,23 @@ def test_akshare_request_and_parse(md):
 
 
 def test_yfinance_parse_and_ticker(md):
-    recs = [{"Date": "2024-01-02 00:00:00", "Open": 1.0, "High": 2.0, "Low": 0.5, "Close": 1.5, "Volume": 1000},
-            {"Date": "2024-01-03 00:00:00", "Open": 1.5, "High": 2.5, "Low": 1.0, "Close": float("nan"), "Volume": 0}]  # fmt: skip
+    recs = [
+        {"Date": "2024-01-02 00:00:00", "Open": 1.0, "High": 2.0, "Low": 0.5, "Close": 1.5, "Volume": 1000},
+        {
+            "Date": "2024-01-03 00:00:00",
+            "Open": 1.5,
+            "High": 2.5,
+            "Low": 1.0,
+            "Close": float("nan"),
+            "Volume": 0,
+        },
+    ]
     b = parse_yfinance(recs, "600519")
     assert len(b) == 1 and b.volume[0] == 1000  # shares, NaN row dropped
-    assert yahoo_ticker(md.resolve("600519")) == "600519.SS" and yahoo_ticker(md.resolve("000001")) == "000001.SZ"
+    assert (
+        yahoo_ticker(md.resolve("600519")) == "600519.SS"
+        and yahoo_ticker(md.resolve("000001")) == "000001.SZ"
+    )
     assert yahoo_ticker(md.resolve("BTC")) == "BTC-USD"
 
     class FakeYf:

@@ -39,17 +39,31 @@ async def world(tmp_path):
 
 
 async def test_analyze_buy_approve_once_portfolio(world, tmp_path):
-    model = ScriptedClient([
-        reply(tool_calls=[("analyze_stock", {"code": "600519"})]),
-        lambda req: reply("600519 analysed: " + json.loads(req.messages[-1].tool_results[0].content)["phase"]["label"]),
-        reply(tool_calls=[("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]),
-        reply("Bought 100 shares."),
-        reply(tool_calls=[("portfolio", {"mode": "view"})]),
-        lambda req: reply("P&L " + str(json.loads(req.messages[-1].tool_results[0].content)["positions"][0]["pnl"])
-                          + " as of " + json.loads(req.messages[-1].tool_results[0].content)["as_of"]["cn"]),
-    ])  # fmt: skip
-    rt = AgentRuntime(model_for=lambda _id: model, tools=market_tools, store=InMemoryStore(), deps=Deps(world),
-                      workspace=tmp_path, results_dir=tmp_path / "spill")  # fmt: skip
+    model = ScriptedClient(
+        [
+            reply(tool_calls=[("analyze_stock", {"code": "600519"})]),
+            lambda req: reply(
+                "600519 analysed: " + json.loads(req.messages[-1].tool_results[0].content)["phase"]["label"]
+            ),
+            reply(tool_calls=[("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]),
+            reply("Bought 100 shares."),
+            reply(tool_calls=[("portfolio", {"mode": "view"})]),
+            lambda req: reply(
+                "P&L "
+                + str(json.loads(req.messages[-1].tool_results[0].content)["positions"][0]["pnl"])
+                + " as of "
+                + json.loads(req.messages[-1].tool_results[0].content)["as_of"]["cn"]
+            ),
+        ]
+    )
+    rt = AgentRuntime(
+        model_for=lambda _id: model,
+        tools=market_tools,
+        store=InMemoryStore(),
+        deps=Deps(world),
+        workspace=tmp_path,
+        results_dir=tmp_path / "spill",
+    )
     who = Requester("u1", "tg:1", ("u1",))
 
     events = await collect(rt.run(TurnRequest(session_id="s1", text="analyze 600519", who=who)))
@@ -78,8 +92,16 @@ async def test_analyze_buy_approve_once_portfolio(world, tmp_path):
 async def test_trader_runs_once_per_day(world):
     store = StrategyStore(world.session_factory)
     broker = PaperBroker(world.session_factory, MD)
-    await store.create("u1", "wy", {"universe": ["600547", "002031", "300765", "600519"], "trend_filter": False,
-                                    "min_amount": 0, "entry": ["spring", "sos", "lps"]})  # fmt: skip
+    await store.create(
+        "u1",
+        "wy",
+        {
+            "universe": ["601939", "600519", "000001"],
+            "trend_filter": False,
+            "min_amount": 0,
+            "entry": ["spring", "sos", "lps"],
+        },
+    )
     await store.create_trader("u1", "bot", "wy")
     skipped = await run_trader_once(store, broker, MD, "u1", "bot")
     assert "skipped" in skipped
@@ -87,7 +109,7 @@ async def test_trader_runs_once_per_day(world):
     first = await run_trader_once(store, broker, MD, "u1", "bot")
     again = await run_trader_once(store, broker, MD, "u1", "bot")  # double-fired job
     fills = [o for o in first["orders"] if o["status"] == "filled"]
-    assert fills, first  # 600547 / 002031 / 300765 fire SOS or LPS on the last bars of the dataset
+    assert fills, first  # 601939 fires an entry trigger on the last bar of the dataset
     assert all(o["replayed"] for o in again["orders"]) and len(again["orders"]) == len(first["orders"])
     trades = await broker.portfolio.trades("u1")
     assert len([t for t in trades if t["status"] == "filled"]) == len(fills)
@@ -96,7 +118,11 @@ async def test_trader_runs_once_per_day(world):
 
 async def test_dynamic_snapshot_and_references(world):
     await PaperBroker(world.session_factory, MD).portfolio.set_holding("u1", "600519", 100, 1400)
-    assert concerns_account("我的持仓怎么样") and concerns_account("how is my portfolio") and not concerns_account("hello")
+    assert (
+        concerns_account("我的持仓怎么样")
+        and concerns_account("how is my portfolio")
+        and not concerns_account("hello")
+    )
     snap = await dynamic_snapshot(world, "u1", "how is my portfolio")
     assert "as of 2025-09-03" in snap and "贵州茅台(600519)" in snap
     assert await dynamic_snapshot(world, "u1", "tell me a joke") == ""
@@ -104,17 +130,19 @@ async def test_dynamic_snapshot_and_references(world):
 
 
 def test_migration_matches_the_orm_tables(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
     import sqlalchemy as sa
     from alembic.migration import MigrationContext
     from alembic.operations import Operations
 
-    import importlib.util
-    from pathlib import Path
-
     import markets.models
     from memory.base import Base
 
-    spec = importlib.util.spec_from_file_location("m0003", Path(markets.models.__file__).parents[1] / "memory/migrations/versions/0003_markets.py")
+    spec = importlib.util.spec_from_file_location(
+        "m0003", Path(markets.models.__file__).parents[1] / "memory/migrations/versions/0003_markets.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.revision == "0003_markets" and mod.down_revision == "0002_memory"

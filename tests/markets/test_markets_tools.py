@@ -26,7 +26,9 @@ async def ctx(tmp_path):
     n = iter(range(1, 10_000))
 
     def make(**kw) -> ToolContext:
-        return ToolContext(call_id=kw.pop("call_id", f"c{next(n)}"), session_id="s1", user_id="u1", deps=Deps(svc), **kw)
+        return ToolContext(
+            call_id=kw.pop("call_id", f"c{next(n)}"), session_id="s1", user_id="u1", deps=Deps(svc), **kw
+        )
 
     yield make
     await engine.dispose()
@@ -38,10 +40,25 @@ async def call(ctx_factory, tool_name: str, **args):
 
 def test_every_tool_has_a_valid_schema_and_description():
     names = {t.name for t in market_tools}
-    assert {"search_stock_by_name", "analyze_stock", "get_market_overview", "get_market_history", "screen_stocks",
-            "run_backtest", "portfolio", "update_portfolio", "generate_ai_report", "generate_strategy_decision",
-            "manage_strategy", "manage_trader", "execute_trade", "get_positions", "get_balance", "get_market_price",
-            "get_trade_history"} <= names  # fmt: skip
+    assert {
+        "search_stock_by_name",
+        "analyze_stock",
+        "get_market_overview",
+        "get_market_history",
+        "screen_stocks",
+        "run_backtest",
+        "portfolio",
+        "update_portfolio",
+        "generate_ai_report",
+        "generate_strategy_decision",
+        "manage_strategy",
+        "manage_trader",
+        "execute_trade",
+        "get_positions",
+        "get_balance",
+        "get_market_price",
+        "get_trade_history",
+    } <= names
     for t in market_tools:
         jsonschema.Draft202012Validator.check_schema(t.spec.parameters)
         assert t.spec.parameters["type"] == "object" and t.spec.description and len(t.spec.summary) < 300
@@ -52,7 +69,9 @@ def test_every_tool_has_a_valid_schema_and_description():
 def test_flags_mutating_tools_need_approval_and_reads_are_concurrency_safe():
     for t in market_tools:
         if t.name in MUTATING:
-            assert t.spec.requires_approval and t.spec.side_effect == "mutating" and not t.spec.concurrency_safe, t.name
+            assert (
+                t.spec.requires_approval and t.spec.side_effect == "mutating" and not t.spec.concurrency_safe
+            ), t.name
         else:
             assert not t.spec.requires_approval, t.name
         if t.name in BACKGROUND:
@@ -89,7 +108,10 @@ async def test_market_history_and_overview(ctx):
     h = await call(ctx, "get_market_history", code="沪深300", limit=5)
     assert len(h["bars"]) == 5 and h["as_of"] == "2025-09-03"
     o = await call(ctx, "get_market_overview")
-    assert o["as_of"] == "2025-09-03" and o["breadth"]["advancers"] + o["breadth"]["decliners"] <= o["breadth"]["universe"]
+    assert (
+        o["as_of"] == "2025-09-03"
+        and o["breadth"]["advancers"] + o["breadth"]["decliners"] <= o["breadth"]["universe"]
+    )
     assert o["strongest_industries"] and o["index"]["trend"] in ("up", "down", "sideways")
 
 
@@ -102,7 +124,9 @@ async def test_trade_replay_fills_once_and_portfolio_pnl(ctx):
     pos = await call(ctx, "get_positions")
     assert [(p["symbol"], p["quantity"]) for p in pos["positions"]] == [("600519", 100)]
     view = await call(ctx, "portfolio", mode="view")
-    assert view["as_of"]["cn"] == "2025-09-03" and view["positions"][0]["pnl"] == pytest.approx(-first["fee"], abs=0.01)
+    assert view["as_of"]["cn"] == "2025-09-03" and view["positions"][0]["pnl"] == pytest.approx(
+        -first["fee"], abs=0.01
+    )
     diag = await call(ctx, "portfolio", mode="diagnose")
     assert diag["positions"][0]["health"]["rating"] in ("green", "yellow", "red")
     hist = await call(ctx, "get_trade_history")
@@ -116,7 +140,9 @@ async def test_update_portfolio_and_strategies(ctx):
     await call(ctx, "update_portfolio", action="cash", market="cn", cash=50_000)
     v = await call(ctx, "portfolio")
     assert v["positions"][0]["symbol"] == "000001" and v["totals"]["cn"]["cash"] == 50_000
-    s = await call(ctx, "manage_strategy", action="create", name="激进", config={"max_positions": 5, "position_pct": 0.2})
+    s = await call(
+        ctx, "manage_strategy", action="create", name="激进", config={"max_positions": 5, "position_pct": 0.2}
+    )
     assert s["refs"]["strategy"] == s["strategy"]["id"] and s["strategy"]["config"]["max_positions"] == 5
     await call(ctx, "manage_strategy", action="update", strategy="激进", config={"stop_pct": 0.05})
     t = await call(ctx, "manage_trader", action="create", name="lky", strategy="激进")
@@ -140,12 +166,18 @@ async def test_background_tools_screen_backtest_and_reports(ctx):
     s = await market_tools.get("screen_stocks").call(c, {"top": 5})
     assert len(s["picks"]) == 5 and s["as_of"] == "2025-09-03" and s["picks"][0]["reasons"]
     assert {"liquidity", "triggers", "done"} <= set(progress)
-    b = await market_tools.get("run_backtest").call(ctx(), {"codes": ["600519", "300750", "000001", "601318"], "start": "2024-09-01"})
+    b = await market_tools.get("run_backtest").call(
+        ctx(), {"codes": ["600519", "300750", "000001", "601318"], "start": "2024-09-01"}
+    )
     m = b.content["metrics"]
     assert b.content["start"] and "max_drawdown_pct" in m and "benchmark_return_pct" in m
     assert b.attachments and b.attachments[0].path.is_file()
     r = await call(ctx, "generate_ai_report", code="600519")
-    assert r["model"] is None and "No language model was used" in r["report"] and "as of 2025-09-03" in r["report"]
+    assert (
+        r["model"] is None
+        and "No language model was used" in r["report"]
+        and "as of 2025-09-03" in r["report"]
+    )
     d = await call(ctx, "generate_strategy_decision", code="300750")
     assert d["decisions"][0]["action"] in ("consider_buy", "watch", "avoid")
 

@@ -30,7 +30,9 @@ def test_accumulation_events_and_phase_d():
     assert a.range.support == pytest.approx(95.0) and a.range.resistance == pytest.approx(110.0)
     assert a.range.creek == a.range.support and a.range.ice == a.range.resistance
     assert a.phase.schematic == "accumulation" and a.phase.phase == "D"
-    assert any("SOS" in line for line in a.phase.evidence) and any("Trading range" in line for line in a.phase.evidence)
+    assert any("SOS" in line for line in a.phase.evidence) and any(
+        "Trading range" in line for line in a.phase.evidence
+    )
     assert "SOW" not in k and "UTAD" not in k
 
 
@@ -47,7 +49,7 @@ def test_shakeout_needs_and_gets_a_test():
     spring = next(e for e in analyze(bars).events if e.kind == "Spring")
     assert spring.index == idx["Spring"] and spring.variant == "shakeout" and spring.status == "confirmed"
     # without the low-volume test the shakeout stays unconfirmed
-    b2, idx2 = accumulation(spring_vol=2.5e6, with_test=False, upto="spring")
+    b2, _ = accumulation(spring_vol=2.5e6, with_test=False, upto="spring")
     s2 = next(e for e in analyze(b2).events if e.kind == "Spring")
     assert s2.variant == "shakeout" and s2.status in ("awaiting_test", "untested")
 
@@ -84,7 +86,9 @@ def test_effort_vs_result_in_range():
 def test_limit_locked_bar_is_not_an_sos():
     bars, idx = accumulation()
     cut = idx["SOS"]
-    o, h, lo, c, v = (np.array(x[: cut + 1], dtype=float) for x in (bars.open, bars.high, bars.low, bars.close, bars.volume))
+    o, h, lo, c, v = (
+        np.array(x[: cut + 1], dtype=float) for x in (bars.open, bars.high, bars.low, bars.close, bars.volume)
+    )
     prev = c[cut - 1]
     locked = round(prev * 1.10, 2)
     o[cut] = h[cut] = lo[cut] = c[cut] = locked  # one-price limit-up bar with heavy volume
@@ -133,7 +137,11 @@ def test_range_detection_on_flat_window():
 
     ap = atr(bars.high, bars.low, bars.close) / bars.close
     r = find_range(bars.dates, bars.high, bars.low, bars.close, np.nan_to_num(ap, nan=0.02), WyckoffParams())
-    assert r is not None and r.support == pytest.approx(95, rel=0.01) and r.resistance == pytest.approx(105, rel=0.01)
+    assert (
+        r is not None
+        and r.support == pytest.approx(95, rel=0.01)
+        and r.resistance == pytest.approx(105, rel=0.01)
+    )
     assert r.touches_support >= 2 and r.age >= 150 and 0 < r.quality <= 1
 
 

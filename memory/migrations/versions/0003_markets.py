@@ -148,7 +148,12 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     for table in (
-        "market_bar_cache", "market_records", "market_traders", "market_strategies", "market_trades",
-        "market_positions", "market_accounts",
-    ):  # fmt: skip
+        "market_bar_cache",
+        "market_records",
+        "market_traders",
+        "market_strategies",
+        "market_trades",
+        "market_positions",
+        "market_accounts",
+    ):
         op.drop_table(table)

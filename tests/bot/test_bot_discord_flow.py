@@ -1,0 +1,81 @@
+"""Discord end to end: fake REST + gateway → discord.py → adapter → gateway → runtime → SQLite."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.providers.scripted import ScriptedClient, reply
+from bot.app import App
+from config.loader import load_settings
+from tests.fakes.discord_fake import FakeDiscord
+
+USER, ADMIN, STRANGER = 42, 43, 99
+
+
+@pytest.fixture
+async def discord_app(tmp_path, monkeypatch):
+    fake = FakeDiscord()
+    await fake.start()
+    fake.patch(monkeypatch)
+    script = ScriptedClient()
+    env = {
+        "TAPEBOT_HOME": str(tmp_path / "home"),
+        "OPENAI_API_KEY": "sk-test-unused-000000",
+        "DISCORD_BOT_TOKEN": "discord-test-token-abcdef",
+        "TAPEBOT_DISCORD__ALLOWED_USERS": f"[{USER},{ADMIN}]",
+        "TAPEBOT_DISCORD__ADMINS": f"[{ADMIN}]",
+        "TAPEBOT_SCHEDULER__ENABLED": "false",
+    }
+    apps: list[App] = []
+
+    async def start() -> App:
+        app = App(load_settings(tmp_path / "home", env), model_factory=lambda _m: script)
+        await app.start(adapters=True)
+        apps.append(app)
+        return app
+
+    yield fake, script, start, tmp_path / "home"
+    for app in apps:
+        await app.stop()
+    await fake.close()
+
+
+def components(msg):
+    return [c for row in msg.get("components", []) for c in row.get("components", [])]
+
+
+async def test_dm_conversation_and_slash_command(discord_app):
+    fake, script, start, _ = discord_app
+    script.add(reply("Hi from tapebot."))
+    await start()
+    assert fake.command_syncs, "slash commands were synced on first start"
+    await fake.push_dm(channel_id=300, user_id=USER, content="hello")
+    await fake.wait_for(lambda: any("Hi from tapebot." in m["content"] for m in fake.bot_messages(300)))
+    await fake.push_slash("status", user_id=USER, channel_id=300)
+    await fake.wait_for(lambda: fake.followups and "Session" in fake.followups[0]["message"]["content"])
+    assert fake.callbacks[0]["type"] == 5  # deferred within the 3 s window, then followed up
+
+
+async def test_stranger_is_denied(discord_app):
+    fake, script, start, _ = discord_app
+    await start()
+    await fake.push_dm(channel_id=301, user_id=STRANGER, content="hello")
+    await fake.wait_for(lambda: any(str(STRANGER) in m["content"] for m in fake.bot_messages(301)))
+    assert script.requests == []
+
+
+async def test_button_approval_after_restart_without_resync(discord_app):
+    fake, script, start, home = discord_app
+    script.add(reply(tool_calls=[("write_file", {"path": "d.txt", "content": "from discord"})]))
+    app = await start()
+    syncs = len(fake.command_syncs)
+    await fake.push_dm(channel_id=300, user_id=USER, content="write d.txt")
+    card = await fake.wait_for(lambda: next((m for m in fake.bot_messages(300) if components(m)), None))
+    once = next(c for c in components(card) if c["custom_id"].startswith("tb:o:"))
+    await app.stop()
+    script.add(reply("Wrote it."))
+    await start()
+    assert len(fake.command_syncs) == syncs  # unchanged command set is not re-synced
+    await fake.push_button(once["custom_id"], message_id=card["id"], user_id=USER, channel_id=300)
+    await fake.wait_for(lambda: any("Wrote it." in m["content"] for m in fake.bot_messages(300)))
+    assert (home / "workspace" / "d.txt").read_text() == "from discord"

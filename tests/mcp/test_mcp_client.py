@@ -1,0 +1,175 @@
+"""MCP servers as tapebot tools, against a real MCP server subprocess (tests/mcp/mcp_toy_server.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent import events as ev
+from agent.approval import Requester
+from agent.errors import InvalidToolArguments, ToolFailed, ToolTimedOut
+from agent.inmemory import InMemoryStore
+from agent.mcp_client import McpManager, namespaced, server_environment, stdio_parameters
+from agent.providers.scripted import ScriptedClient, reply
+from agent.runtime import AgentRuntime, TurnRequest
+from agent.tools.registry import ToolContext, ToolOutput
+from config.settings import McpServerConfig
+
+TOY = str(Path(__file__).with_name("mcp_toy_server.py"))
+
+
+def toy(name: str = "toy", mode: str = "normal", **kw) -> McpServerConfig:
+    return McpServerConfig(name=name, command=[sys.executable, TOY, mode], **kw)
+
+
+@pytest.fixture
+async def manager(tmp_path):
+    environ = {**os.environ, "TOY_ALLOWED": "1", "TOY_SECRET": "s3cret"}
+    mgr = McpManager(
+        [toy(env_allowlist=["TOY_ALLOWED"], tool_overrides={"echo": False, "add": False}, timeout=10)],
+        environ=environ,
+        log_dir=tmp_path / "logs",
+        results_dir=tmp_path / "results",
+    )
+    await mgr.start()
+    yield mgr
+    await mgr.stop()
+
+
+def test_names_are_namespaced_and_provider_safe():
+    assert namespaced("files", "read_file") == "files__read_file"
+    assert namespaced("my server", "write.note") == "my_server__write_note"
+    long = namespaced("s" * 40, "t" * 40)
+    assert len(long) == 64 and long.startswith("s" * 40 + "__")
+    assert long != namespaced("s" * 40, "t" * 39 + "u")
+
+
+async def test_tools_are_registered_namespaced_with_their_schema_and_approval(manager):
+    assert manager.status() == [f"toy: ready, 9 tool(s) ({sys.executable} {TOY} normal)"]
+    tools = {t.name: t for t in manager.toolset}
+    assert set(tools) == {
+        "toy__echo",
+        "toy__add",
+        "toy__write_note",
+        "toy__picture",
+        "toy__fail",
+        "toy__slow",
+        "toy__env",
+        "toy__big",
+        "toy__die",
+    }
+    add = tools["toy__add"].spec
+    assert add.parameters["required"] == ["a", "b"] and add.toolset == "mcp"
+    assert add.description.startswith("[MCP server toy] Add two integers")
+    # approval by default; the config overrides echo and add
+    assert not add.requires_approval and not tools["toy__echo"].spec.requires_approval
+    assert tools["toy__write_note"].spec.requires_approval
+    assert tools["toy__write_note"].spec.side_effect == "mutating"
+    assert add.side_effect == "read_only" and add.concurrency_safe
+
+
+async def test_calls_return_text_validate_arguments_and_report_errors(manager, tmp_path):
+    tools = {t.name: t for t in manager.toolset}
+    ctx = ToolContext(call_id="c1")
+    assert await tools["toy__add"].call(ctx, {"a": 2, "b": 3}) == "5"
+    assert await tools["toy__write_note"].call(ctx, {}) == "noted"
+    with pytest.raises(InvalidToolArguments) as info:
+        await tools["toy__add"].call(ctx, {"a": "two"})
+    assert "b" in str(info.value) and "'two' is not of type 'integer'" in str(info.value)
+    with pytest.raises(ToolFailed) as failed:
+        await tools["toy__fail"].call(ctx, {})
+    assert "the upstream API said no" in str(failed.value)
+    big = await tools["toy__big"].call(ctx, {})
+    assert len(big) < 21_000 and big.endswith("[output capped at 20,000 characters]")
+    picture = await tools["toy__picture"].call(ctx, {})
+    assert isinstance(picture, ToolOutput) and picture.content.startswith("here it is")
+    assert picture.attachments[0].path.read_bytes().startswith(b"\x89PNG")
+
+
+async def test_server_environment_is_only_the_allowlist_and_path(manager):
+    tools = {t.name: t for t in manager.toolset}
+    names = set((await tools["toy__env"].call(ToolContext(), {})).split(","))
+    assert "TOY_ALLOWED" in names and "PATH" in names
+    assert "TOY_SECRET" not in names and "HOME" not in names and "USER" not in names
+    config = toy(env_allowlist=["A"])
+    assert server_environment(config, {"A": "1", "B": "2", "PATH": "/bin"}) == {"A": "1", "PATH": "/bin"}
+    params = stdio_parameters(config, {"A": "1", "PATH": "/bin"})
+    assert "1" not in params.args  # only variable names are on the command line
+
+
+async def test_a_call_that_hangs_times_out(tmp_path):
+    async with McpManager([toy(timeout=1)]) as mgr:
+        slow = next(t for t in mgr.toolset if t.name == "toy__slow")
+        with pytest.raises(ToolTimedOut):
+            await slow.call(ToolContext(), {})
+        echo = next(t for t in mgr.toolset if t.name == "toy__echo")
+        assert await echo.call(ToolContext(), {"text": "still alive"}) == "still alive"
+
+
+async def test_hanging_and_crashing_servers_are_reported_without_stopping_the_others(tmp_path):
+    mgr = McpManager(
+        [toy("hangs", "hang", timeout=1), toy("crashes", "crash", timeout=10), toy("good", timeout=10)],
+        log_dir=tmp_path / "logs",
+    )
+    await mgr.start()
+    try:
+        status = mgr.status()
+        assert status[0] == "hangs: failed: not responding: no answer within 1 s"
+        assert status[1].startswith("crashes: failed: failed to start:")
+        assert "stderr: toy: missing TOY_API_KEY" in status[1]
+        assert status[2].startswith("good: ready, 9 tool(s)")
+        assert {t.name.split("__")[0] for t in mgr.toolset} == {"good"}
+    finally:
+        await mgr.stop()
+
+
+async def test_a_server_that_dies_mid_session_is_reported_and_its_tools_fail_cleanly(manager):
+    tools = {t.name: t for t in manager.toolset}
+    with pytest.raises(ToolFailed):
+        await tools["toy__die"].call(ToolContext(), {})
+    assert manager.status()[0].startswith("toy: disconnected: the server went away")
+    with pytest.raises(ToolFailed) as info:
+        await tools["toy__echo"].call(ToolContext(), {"text": "hi"})
+    assert "not available" in str(info.value)
+
+
+async def test_mcp_tools_require_approval_in_the_loop_by_default(tmp_path):
+    async with McpManager([toy(timeout=10)]) as mgr:
+        client = ScriptedClient([reply(tool_calls=[("toy__echo", {"text": "hi"})]), reply("done")])
+        runtime = AgentRuntime(
+            model_for=lambda _m: client, tools=mgr.toolset, store=InMemoryStore(), workspace=tmp_path
+        )
+        events = [e async for e in runtime.run(TurnRequest("s1", "echo", who=Requester("u1", "tg:1", ("u1",))))]
+        assert any(isinstance(e, ev.ApprovalRequired) and e.tool == "toy__echo" for e in events)
+        assert events[-1].status == "suspended"
+
+
+async def test_streamable_http_server(tmp_path):
+    """A `url =` server: the toy server's streamable-HTTP app on a loopback port."""
+    import asyncio
+
+    import uvicorn
+
+    from tests.mcp.mcp_toy_server import server as toy_server
+
+    app = toy_server.streamable_http_app()
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="on")
+    web = uvicorn.Server(config)
+    serving = asyncio.create_task(web.serve())
+    try:
+        for _ in range(200):
+            if web.started:
+                break
+            await asyncio.sleep(0.02)
+        port = web.servers[0].sockets[0].getsockname()[1]
+        cfg = McpServerConfig(name="web", url=f"http://127.0.0.1:{port}/mcp", timeout=10)
+        async with McpManager([cfg]) as mgr:
+            assert mgr.status()[0].startswith("web: ready, 9 tool(s)")
+            add = next(t for t in mgr.toolset if t.name == "web__add")
+            assert await add.call(ToolContext(), {"a": 20, "b": 22}) == "42"
+    finally:
+        web.should_exit = True
+        await asyncio.wait_for(serving, 10)
