@@ -176,8 +176,17 @@ class App:
             self._uninstall_redaction = None
 
 
+def configure_logging(level: str) -> None:
+    """Plain, redacted log lines on stderr; third-party request logs (which would show URLs with
+    the bot token) are kept at WARNING."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpcore", "telegram", "discord", "apscheduler", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+
+
 async def run_bot(settings: Settings) -> int:
     """`tapebot run`: chat adapters and the scheduler in one event loop until SIGTERM/SIGINT."""
+    configure_logging(settings.log_level)
     app = App(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

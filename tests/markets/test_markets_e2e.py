@@ -110,7 +110,7 @@ async def test_trader_runs_once_per_day(world):
     again = await run_trader_once(store, broker, MD, "u1", "bot")  # double-fired job
     fills = [o for o in first["orders"] if o["status"] == "filled"]
     assert fills, first  # 601939 fires an entry trigger on the last bar of the dataset
-    assert all(o["replayed"] for o in again["orders"]) and len(again["orders"]) == len(first["orders"])
+    assert not [o for o in again["orders"] if o["status"] == "filled" and not o["replayed"]]
     trades = await broker.portfolio.trades("u1")
     assert len([t for t in trades if t["status"] == "filled"]) == len(fills)
     assert (await store.traders("u1"))[0]["last_run_on"] == "2025-09-03"

@@ -130,7 +130,7 @@ async def test_layered_output_sections_source_and_pinned_not_duplicated(store: M
         source_ref="chat_log:s1",
     )
     dec = await store.add("u", "decision", "极端放量但冲高回落不买", source_ref="chat_log:s1")
-    result = await MemoryRecall(store).recall("u", "尾盘放量冲高回落还能买吗，开盘买入呢")
+    result = await MemoryRecall(store).recall("u", "尾盘二次确认时放量冲高回落还能买吗，开盘买入呢")
     text = result.text
     assert text.index("# 用户画像") < text.index("# 交易剧本") < text.index("# 历史记忆")
     assert "源:chat_log:s1" in text
