@@ -40,7 +40,12 @@ class StreamingMessage:
         format: TextFormat = "markdown",
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        first_delay: float = 0.0,
     ):
+        # `first_delay` holds the first send back a little: a short answer that completes within
+        # it goes out as one message, with no edit (and no edit-rate wait) at all.
+        self.first_delay = first_delay
+        self._started = clock()
         self.adapter = adapter
         self.chat = chat
         self.min_interval = adapter.interval_for(chat) if min_interval is None else min_interval
@@ -81,18 +86,24 @@ class StreamingMessage:
         if self._pending is None or self._pending.done():
             self._pending = asyncio.create_task(self._flush_soon())
 
-    async def _wait_turn(self) -> None:
+    async def _wait_turn(self, *, first: bool = False) -> None:
         if self._last_push is not None:
             wait = self._last_push + self.min_interval - self._clock()
-            if wait > 0:
-                await self._sleep(wait)
+        elif first:
+            wait = self._started + self.first_delay - self._clock()
+        else:
+            return
+        if wait > 0:
+            await self._sleep(wait)
 
     async def _flush_soon(self) -> None:
         try:
             async with self._lock:
-                await self._wait_turn()
+                await self._wait_turn(first=True)
                 if not self._finished:
                     await self._push(final=False)
+        except asyncio.CancelledError:
+            raise
         except Exception:  # intermediate edits are best effort
             log.exception("streaming edit failed")
 
@@ -112,7 +123,15 @@ class StreamingMessage:
         if text is not None:
             self._text = text
         if self._pending is not None and not self._pending.done():
-            await self._pending
+            if not self._messages:
+                # nothing shown yet: skip the delayed first send and deliver the final text once
+                self._pending.cancel()
+                try:
+                    await self._pending
+                except asyncio.CancelledError:
+                    pass
+            else:
+                await self._pending
         async with self._lock:
             self._finished = True
             if not self._text.strip():

@@ -2,7 +2,7 @@
 
     python -m bench.recall [--sizes 1000,10000,100000] [--queries 60]
 
-For each size, a SQLite database (real file, FTS5 trigram + bigram indexes) is filled with that
+For each size, a SQLite database (real file, FTS5 trigram + scoped LIKE indexes) is filled with that
 many memories spread over 1,000 users (100 each, as the per-type caps allow), plus a labelled user
 whose ~40 planted memories (global rules and single-stock rules for 8 stocks) sit among generic
 filler. A second layout puts every memory in one scope (uncapped stress). We time
@@ -33,9 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.db import Database
-from memory.longterm import MemoryStore, create_memory_schema
+from memory.longterm import MemoryStore, create_memory_schema, scope_tag
 from memory.recall import MemoryRecall
-from memory.terms import extract_codes, index_terms
+from memory.terms import extract_codes
 
 STOCKS = {
     "比亚迪": "002594", "宁德时代": "300750", "贵州茅台": "600519", "平安银行": "000001",
@@ -54,7 +54,12 @@ PLANTED = [
     ("g_chase", "decision", "连续涨停后不追涨", None),
     ("g_st", "decision", "不碰ST和退市风险股", None),
     ("g_friday", "decision", "周五下午不开新仓", None),
-    ("p_tail", "playbook", "尾盘二次确认买入：14:45 后检查支撑、VWAP、收盘位置和量能；跌破确认支撑时禁止买入", None),
+    (
+        "p_tail",
+        "playbook",
+        "尾盘二次确认买入：14:45 后检查支撑、VWAP、收盘位置和量能；跌破确认支撑时禁止买入",
+        None,
+    ),
     ("p_pullback", "playbook", "缩量回踩确认：量能萎缩到均量一半以下、回踩不破前低再分批建仓", None),
     ("persona", "persona", "用户重视本金安全和情绪稳定，偏好二次确认，不喜欢开盘冲动交易", None),
 ]
@@ -86,7 +91,10 @@ QUERIES = [
     ("缩量回踩怎么确认", {"p_pullback"}),
     ("我想建仓科技股", set()),  # a sector word: no single-stock memory may come back
     ("白酒板块能买吗", set()),
-    ("比亚迪和宁德时代哪个更适合建仓", {"002594_build", "300750_build", "002594_size", "300750_size", "p_pullback"}),
+    (
+        "比亚迪和宁德时代哪个更适合建仓",
+        {"002594_build", "300750_build", "002594_size", "300750_size", "p_pullback"},
+    ),
 ]
 
 FILLER_TOPICS = [
@@ -99,7 +107,16 @@ FILLER_TOPICS = [
     "财报季前控制总仓位，{a}",
     "避免在消息面发酵初期入场，{a}",
 ]
-FILLER_TAILS = ["保持纪律", "记录理由", "不要情绪化", "先看大盘", "等待确认", "分批操作", "控制回撤", "留足现金"]
+FILLER_TAILS = [
+    "保持纪律",
+    "记录理由",
+    "不要情绪化",
+    "先看大盘",
+    "等待确认",
+    "分批操作",
+    "控制回撤",
+    "留足现金",
+]
 
 
 def resolver(text: str) -> list[str]:
@@ -144,10 +161,23 @@ async def fill(db: Database, size: int, *, users: int, seed: int = 7) -> dict[st
 
         def values(scope, kind, content, code, age):
             created = (now - timedelta(days=age)).replace(tzinfo=None).isoformat(sep=" ")
-            return (scope, kind, level[kind], content, code, index_terms(content), "bench", "user", 0.8, "{}", created, created)
+            return (
+                scope,
+                kind,
+                level[kind],
+                content,
+                code,
+                scope_tag(scope),
+                "bench",
+                "user",
+                0.8,
+                "{}",
+                created,
+                created,
+            )
 
         sql = (
-            "INSERT INTO memories (scope, memory_type, level, content, codes, terms, source_ref, source_kind,"
+            "INSERT INTO memories (scope, memory_type, level, content, codes, scope_tag, source_ref, source_kind,"
             " confidence, meta, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
         )
         await driver.executemany(sql, [values(*r, rng.randint(0, 40)) for r in rows])
@@ -176,7 +206,10 @@ async def run_size(size: int, users: int, n_queries: int) -> dict[str, float]:
                 await recall.recall(USER, QUERIES[0][0])
             latencies, scope_ok, scope_total = [], 0, 0
             hits = relevant_total = found_relevant = returned = 0
-            stock_keys = {code: {k for k, _t, _c, st in PLANTED if st and STOCKS[st] == code} for code in STOCKS.values()}
+            stock_keys = {
+                code: {k for k, _t, _c, st in PLANTED if st and STOCKS[st] == code}
+                for code in STOCKS.values()
+            }
             for i in range(n_queries):
                 query, relevant = QUERIES[i % len(QUERIES)]
                 t = time.perf_counter()
@@ -193,11 +226,15 @@ async def run_size(size: int, users: int, n_queries: int) -> dict[str, float]:
                         scope_total += 1
                         scope_ok += bool(codes & qcodes)
                     key = key_of.get(item.record.id)
-                    if key in ("persona",) or (item.record.memory_type == "preference" and key and key.startswith("g_")):
+                    if key in ("persona",) or (
+                        item.record.memory_type == "preference" and key and key.startswith("g_")
+                    ):
                         continue
                     returned += 1
                     hits += key in relevant
-                recalled_keys = {key_of.get(r.id) for r in result.pinned} | {key_of.get(i.record.id) for i in result.ranked}
+                recalled_keys = {key_of.get(r.id) for r in result.pinned} | {
+                    key_of.get(i.record.id) for i in result.ranked
+                }
                 relevant_total += len(relevant)
                 found_relevant += len(relevant & recalled_keys)
             latencies.sort()
@@ -225,8 +262,12 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print("recall latency (MemoryRecall.recall, SQLite file, FTS5 trigram + bigram) and labelled precision")
-    print(f"{'layout':<22}{'memories':>10}{'fill s':>8}{'p50 ms':>9}{'p95 ms':>9}{'scope P':>9}{'P@k':>7}{'R@k':>7}")
+    print(
+        "recall latency (MemoryRecall.recall, SQLite file, FTS5 trigram + scoped LIKE) and labelled precision"
+    )
+    print(
+        f"{'layout':<22}{'memories':>10}{'fill s':>8}{'p50 ms':>9}{'p95 ms':>9}{'scope P':>9}{'P@k':>7}{'R@k':>7}"
+    )
     for layout, users in (("1,000 users", 1000), ("one scope (stress)", 1)):
         for size in sizes:
             r = await run_size(size, users, args.queries)

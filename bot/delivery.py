@@ -19,6 +19,8 @@ from bot.i18n import t
 log = logging.getLogger(__name__)
 
 TYPING_EVERY = 4.0
+# Answers that finish within this many seconds are sent once, without streaming edits.
+FIRST_SEND_DELAY = 0.8
 
 
 class TurnView:
@@ -81,7 +83,7 @@ class TurnView:
         match event:
             case ev.TextDelta(text=text):
                 if self.stream is None:
-                    self.stream = StreamingMessage(self.adapter, self.chat)
+                    self.stream = StreamingMessage(self.adapter, self.chat, first_delay=FIRST_SEND_DELAY)
                 await self.stream.append(text)
             case ev.ToolCalls():
                 self._start_typing()

@@ -211,6 +211,10 @@ class Database:
         self._engine: AsyncEngine | None = None
         self._writer: async_sessionmaker[AsyncSession] | None = None
         self._reader: async_sessionmaker[AsyncSession] | None = None
+        # SQLite has one writer. Queueing our own writers here (instead of letting connections
+        # collide on the file lock) avoids SQLite's busy handler, which *sleeps* with backoff;
+        # busy_timeout still covers other processes.
+        self._write_lock: asyncio.Lock | None = None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -261,7 +265,14 @@ class Database:
     async def session(self) -> AsyncIterator[AsyncSession]:
         """One write transaction: committed on success, rolled back on error; driver errors become
         StorageError."""
-        async with self._transaction(self.sessionmaker) as s:
+        maker = self.sessionmaker
+        if not self.is_sqlite:
+            async with self._transaction(maker) as s:
+                yield s
+            return
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        async with self._write_lock, self._transaction(maker) as s:
             yield s
 
     @asynccontextmanager

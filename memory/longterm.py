@@ -12,15 +12,17 @@ stock codes it names (bound only when the memory itself names a stock), and `sou
 Memories belong to a `scope` (the user; "default" for a single-user install). Caps and pruning per
 type: preference 50 kept forever, decision 30 / 45 days, playbook 20 / 60 days, persona 5.
 
-Search: SQLite gets two external-content FTS5 tables kept in sync by triggers — `memories_fts`
-(trigram tokenizer over the content: any ≥3-character substring, Chinese included) and
-`memories_terms_fts` (unicode61 over the content's CJK bigrams and words, for 2-character words).
-PostgreSQL uses pg_trgm and a `simple` tsvector over the same `terms` column (untested here).
-Stock codes live in `memory_codes` so exact-code recall is an index lookup.
+Search: on SQLite an external-content FTS5 table kept in sync by triggers, `memories_fts`, indexes
+the content with the trigram tokenizer (any ≥3-character substring, Chinese included) and the
+user's scope tag, so a query only ranks that user's rows. Shorter words (2-character Chinese words
+such as 追涨) go through escaped LIKEs over the user's own rows (a few hundred at most, by the
+caps). PostgreSQL uses pg_trgm for both (untested here). Stock codes live in `memory_codes` so
+exact-code recall is an index lookup.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -35,7 +37,7 @@ from agent.ports import Clock, SystemClock
 from memory.base import Base
 from memory.db import Database
 from memory.models import BigIntPK, UTCDateTime
-from memory.terms import CodeResolver, default_code_resolver, fts_or_query, index_terms
+from memory.terms import CodeResolver, default_code_resolver, fts_or_query, fts_quote
 
 MemoryType = Literal["preference", "decision", "playbook", "scenario", "persona"]
 SourceKind = Literal["user", "layer_refresh", "manual", "flush"]
@@ -70,7 +72,7 @@ class MemoryRow(Base):
     level: Mapped[str] = mapped_column(sa.String(4))
     content: Mapped[str] = mapped_column(sa.Text)
     codes: Mapped[str] = mapped_column(sa.String(255), default="")
-    terms: Mapped[str] = mapped_column(sa.Text, default="")
+    scope_tag: Mapped[str] = mapped_column(sa.String(16), default="")
     source_ref: Mapped[str] = mapped_column(sa.String(255), default="")
     source_kind: Mapped[str] = mapped_column(sa.String(24), default="user")
     confidence: Mapped[float] = mapped_column(sa.Float, default=0.8)
@@ -104,29 +106,31 @@ class MemoryMarkerRow(Base):
 
 MEMORY_TABLES = ("memories", "memory_codes", "memory_markers", "task_states")
 
-# The same statements run in migration 0002 (kept in step by a test).
+# The same statements run in migration 0002 (kept in step by a test). The FTS table indexes the
+# content and the scope tag (so a MATCH can be restricted to one user); triggers keep it in sync.
 SQLITE_FTS_DDL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5("
-    "content, content='memories', content_rowid='id', tokenize='trigram')",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_terms_fts USING fts5("
-    "terms, content='memories', content_rowid='id', tokenize='unicode61')",
+    "content, scope_tag, content='memories', content_rowid='id', tokenize='trigram')",
     "CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN "
-    "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); "
-    "INSERT INTO memories_terms_fts(rowid, terms) VALUES (new.id, new.terms); END",
+    "INSERT INTO memories_fts(rowid, content, scope_tag) VALUES (new.id, new.content, new.scope_tag); END",
     "CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN "
-    "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
-    "INSERT INTO memories_terms_fts(memories_terms_fts, rowid, terms) VALUES ('delete', old.id, old.terms); END",
+    "INSERT INTO memories_fts(memories_fts, rowid, content, scope_tag) "
+    "VALUES ('delete', old.id, old.content, old.scope_tag); END",
     "CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE ON memories BEGIN "
-    "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
-    "INSERT INTO memories_terms_fts(memories_terms_fts, rowid, terms) VALUES ('delete', old.id, old.terms); "
-    "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); "
-    "INSERT INTO memories_terms_fts(rowid, terms) VALUES (new.id, new.terms); END",
+    "INSERT INTO memories_fts(memories_fts, rowid, content, scope_tag) "
+    "VALUES ('delete', old.id, old.content, old.scope_tag); "
+    "INSERT INTO memories_fts(rowid, content, scope_tag) VALUES (new.id, new.content, new.scope_tag); END",
 )
 POSTGRES_SEARCH_DDL = (
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
     "CREATE INDEX IF NOT EXISTS ix_memories_content_trgm ON memories USING gin (content gin_trgm_ops)",
-    "CREATE INDEX IF NOT EXISTS ix_memories_terms_tsv ON memories USING gin (to_tsvector('simple', terms))",
 )
+
+
+def scope_tag(scope: str) -> str:
+    """A fixed-length token for the scope (9 hex characters: ≥3 for the trigram tokenizer, and
+    spread over many trigrams so no tag trigram is common)."""
+    return hashlib.sha1(scope.encode()).hexdigest()[:9]
 
 
 # ---- values --------------------------------------------------------------------------------------
@@ -252,7 +256,7 @@ class MemoryStore:
                 level=level,
                 content=content,
                 codes=codes_text,
-                terms=index_terms(content),
+                scope_tag=scope_tag(scope),
                 source_ref=source_ref,
                 source_kind=source_kind,
                 confidence=confidence,
@@ -305,7 +309,7 @@ class MemoryStore:
             if row is None or (scope is not None and row.scope != scope):
                 return None
             codes = self.resolve_codes(content)
-            row.content, row.terms, row.codes = content, index_terms(content), ",".join(codes)
+            row.content, row.codes = content, ",".join(codes)
             row.updated_at = self.clock.now()
             await s.execute(sa.delete(MemoryCodeRow).where(MemoryCodeRow.memory_id == memory_id))
             for code in codes:
@@ -387,65 +391,58 @@ class MemoryStore:
         async with self.db.read() as s:
             return int((await s.execute(q)).scalar_one())
 
-    async def search_fts(self, scope: str, terms: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None) -> list[SearchHit]:
+    async def search_fts(
+        self, scope: str, terms: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None
+    ) -> list[SearchHit]:
         """Full-text search over content: any of `terms` (each ≥3 characters) as a substring,
-        best first. Terms are quoted, so any user text is safe."""
-        query = fts_or_query(t for t in terms if len(t) >= 3)
+        best first. Terms are quoted, so any user text is safe. On SQLite the scope is part of the
+        MATCH (its tag column), so FTS5 only ranks this user's rows however many others exist."""
+        terms = [t for t in terms if len(t) >= 3]
+        query = fts_or_query(terms)
         if not query:
             return []
         if self._sqlite:
+            match = f"scope_tag : {fts_quote(scope_tag(scope))} AND content : ({query})"
             stmt = sa.text(
-                "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+                "SELECT m.id, bm25(memories_fts, 1.0, 0.0) AS rank FROM memories_fts "
                 "JOIN memories m ON m.id = memories_fts.rowid "
                 "WHERE memories_fts MATCH :q AND m.scope = :scope ORDER BY rank LIMIT :limit"
             )
-            params = {"q": query, "scope": scope, "limit": limit}
+            params = {"q": match, "scope": scope, "limit": limit}
             async with _reading(self.db, session) as s:
                 ranked = [(int(r[0]), -float(r[1])) for r in (await s.execute(stmt, params)).all()]
-        else:  # PostgreSQL: pg_trgm accelerates the ILIKEs; rank by how many terms match
-            likes = [
-                MemoryRow.content.ilike(f"%{_like_escape(t)}%", escape="\\") for t in terms if len(t) >= 3
-            ]
-            score = sum(sa.case((cond, 1), else_=0) for cond in likes)
-            stmt2 = (
-                sa.select(MemoryRow.id, score.label("rank"))
-                .where(MemoryRow.scope == scope, sa.or_(*likes))
-                .order_by(sa.desc("rank"))
-                .limit(limit)
-            )
-            async with _reading(self.db, session) as s:
-                ranked = [(int(r[0]), float(r[1])) for r in (await s.execute(stmt2)).all()]
-        return await self._hits(ranked, session)
+            return await self._hits(ranked, session)
+        # PostgreSQL: the pg_trgm GIN index serves the ILIKEs; rank by how many terms match.
+        return await self._like_search(scope, terms, limit=limit, session=session)
 
-    async def search_terms(self, scope: str, keywords: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None) -> list[SearchHit]:
-        """Keyword match through the bigram/word index (2-character Chinese words included)."""
-        words = [k.lower() for k in keywords if k and k.strip()]
+    async def search_terms(
+        self, scope: str, keywords: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None
+    ) -> list[SearchHit]:
+        """Keyword match (2-character Chinese words included) within the user's own memories:
+        escaped LIKEs over the scope's rows, ranked by how many keywords match."""
+        words = [k for k in keywords if k and k.strip()]
         if not words:
             return []
-        if self._sqlite:
-            query = fts_or_query(words)
-            stmt = sa.text(
-                "SELECT m.id, bm25(memories_terms_fts) AS rank FROM memories_terms_fts "
-                "JOIN memories m ON m.id = memories_terms_fts.rowid "
-                "WHERE memories_terms_fts MATCH :q AND m.scope = :scope ORDER BY rank LIMIT :limit"
-            )
-            async with _reading(self.db, session) as s:
-                rows = (await s.execute(stmt, {"q": query, "scope": scope, "limit": limit})).all()
-            ranked = [(int(r[0]), -float(r[1])) for r in rows]
-        else:
-            tsq = sa.func.websearch_to_tsquery("simple", " or ".join(f'"{w}"' for w in words))
-            tsv = sa.func.to_tsvector("simple", MemoryRow.terms)
-            stmt2 = (
-                sa.select(MemoryRow.id, sa.func.ts_rank(tsv, tsq).label("rank"))
-                .where(MemoryRow.scope == scope, tsv.op("@@")(tsq))
-                .order_by(sa.desc("rank"))
-                .limit(limit)
-            )
-            async with _reading(self.db, session) as s:
-                ranked = [(int(r[0]), float(r[1])) for r in (await s.execute(stmt2)).all()]
+        return await self._like_search(scope, words, limit=limit, session=session)
+
+    async def _like_search(
+        self, scope: str, words: Sequence[str], *, limit: int, session: AsyncSession | None
+    ) -> list[SearchHit]:
+        likes = [MemoryRow.content.ilike(f"%{_like_escape(w)}%", escape="\\") for w in words]
+        score = sum((sa.case((cond, 1), else_=0) for cond in likes), sa.literal(0))
+        stmt = (
+            sa.select(MemoryRow.id, score.label("rank"))
+            .where(MemoryRow.scope == scope, sa.or_(*likes))
+            .order_by(sa.desc("rank"), MemoryRow.created_at.desc())
+            .limit(limit)
+        )
+        async with _reading(self.db, session) as s:
+            ranked = [(int(r[0]), float(r[1])) for r in (await s.execute(stmt)).all()]
         return await self._hits(ranked, session)
 
-    async def search_codes(self, scope: str, codes: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None) -> list[SearchHit]:
+    async def search_codes(
+        self, scope: str, codes: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None
+    ) -> list[SearchHit]:
         if not codes:
             return []
         stmt = (
@@ -458,7 +455,9 @@ class MemoryStore:
             ids = list(dict.fromkeys((await s.execute(stmt)).scalars()))
         return await self._hits([(i, 1.0) for i in ids], session)
 
-    async def _hits(self, ranked: list[tuple[int, float]], session: AsyncSession | None = None) -> list[SearchHit]:
+    async def _hits(
+        self, ranked: list[tuple[int, float]], session: AsyncSession | None = None
+    ) -> list[SearchHit]:
         if not ranked:
             return []
         async with _reading(self.db, session) as s:

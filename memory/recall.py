@@ -173,7 +173,9 @@ class MemoryRecall:
         now = self.clock.now()
         ranked = []
         in_scope_items = [
-            i for i in candidates.values() if i.record.memory_type in RECALL_TYPES and in_scope(i.record, codes)
+            i
+            for i in candidates.values()
+            if i.record.memory_type in RECALL_TYPES and in_scope(i.record, codes)
         ]
         # The keyword path is a fallback: a memory found only by one shared 2-character word
         # (仓位, 连续) is noise once the full-text or code paths found something.

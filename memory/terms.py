@@ -3,7 +3,7 @@ normalisation and bigram similarity, and safe full-text queries.
 
 Chinese has no spaces, so SQLite's default tokenizer sees a whole sentence as one token (the seed
 matched almost nothing). We index memories with FTS5's `trigram` tokenizer (any substring of ≥3
-characters) and, for 2-character words such as 追涨 / 止损, a second index of the text's CJK bigrams.
+characters); 2-character words such as 追涨 / 止损 are matched as escaped LIKE keywords.
 Every query term is double-quoted (internal quotes doubled), so `?`, `*`, `AND`, parentheses or an
 unbalanced quote are literal text and never an FTS5 syntax error.
 """
@@ -211,17 +211,6 @@ def extract_keywords(text: str, limit: int = 5, extra_stop: Iterable[str] = ()) 
         if (len(lw) >= 3 or (len(word) == 2 and word.isupper())) and lw not in ASCII_STOPWORDS:
             out.append(lw)
     return list(dict.fromkeys(out))[:limit]
-
-
-def index_terms(text: str) -> str:
-    """What the keyword index stores for a memory: its CJK bigrams and lower-cased ASCII words,
-    space separated (FTS5's unicode61 tokenizer then sees each as one token)."""
-    terms: list[str] = []
-    for run in CJK_RUN_RE.findall(text or ""):
-        terms.extend(run[i : i + 2] for i in range(len(run) - 1)) if len(run) > 1 else terms.append(run)
-    terms.extend(w.lower() for w in ASCII_WORD_RE.findall(text or ""))
-    terms.extend(extract_codes(text))
-    return " ".join(dict.fromkeys(terms))
 
 
 def fts_quote(term: str) -> str:

@@ -113,12 +113,23 @@ class _ContextExecutor(AsyncIOExecutor):
         super().__init__()
         self._context_ref = context_ref
 
+    # `_pending_futures` is added to in the I/O thread and discarded from on the loop: every
+    # access holds the executor's lock (stock AsyncIOExecutor iterates it unguarded at shutdown).
     def pending(self) -> list[concurrent.futures.Future[Any]]:
-        return [f for f in self._pending_futures if not f.done()]
+        with self._lock:
+            return [f for f in self._pending_futures if not f.done()]
+
+    def shutdown(self, wait: bool = True) -> None:
+        with self._lock:
+            futures = list(self._pending_futures)
+            self._pending_futures.clear()
+        for f in futures:
+            f.cancel()
 
     def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
         def callback(f: concurrent.futures.Future[Any]) -> None:
-            self._pending_futures.discard(f)
+            with self._lock:
+                self._pending_futures.discard(f)
             try:
                 events = f.result()
             except BaseException:

@@ -1,10 +1,12 @@
 """The scheduler's persistence: schedules, run claims, the lease, chat time zones (tables are in
 `memory.tasks`). All async, on the project's database.
 
-Hot path (one brief firing): one write to claim the run — which also checks that the schedule
-still exists and is active — and one write to record the outcome. Writes are serialized by a FIFO
-asyncio lock: SQLite has one writer, and queueing in-process is much cheaper than SQLite's busy
-handler, which sleeps in growing steps while it waits for the lock."""
+Hot path (one brief firing): a claim of the run — which also checks that the schedule still
+exists and is active — and a record of the outcome. Both go through a group commit: requests that
+queue up while one transaction runs share the next one, so a thousand briefs due at 08:30 cost a
+few transactions, not two thousand. Writes are serialized by a FIFO asyncio lock: SQLite has one
+writer, and queueing in-process is much cheaper than SQLite's busy handler, which sleeps in growing
+steps while it waits for the lock."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from sqlalchemy import case, delete, exists, func, literal, or_, select, update
+from sqlalchemy import Integer, bindparam, case, delete, func, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -80,10 +82,68 @@ def _schedule(row: Any) -> Schedule:
     return Schedule.model_validate(dict(row._mapping))
 
 
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    schedule_id: str
+    chat_key: str
+    run_date: str
+    scheduled_for: datetime
+    at: datetime
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Completion:
+    schedule_id: str
+    run_date: str | None
+    status: str
+    attempts: int
+    error: str
+    at: datetime
+    last_status: str
+    failed: bool
+
+
+class _GroupCommit:
+    """Batches write requests: everything queued while a transaction runs goes into the next."""
+
+    MAX_BATCH = 500
+
+    def __init__(self, store: ScheduleStore, handler: Any):
+        self._store = store
+        self._handler = handler  # async (conn, items) -> results, one per item
+        self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def submit(self, item: Any) -> Any:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, fut))
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[: self.MAX_BATCH], self._pending[self.MAX_BATCH :]
+            try:
+                async with self._store._write() as conn:
+                    results = await self._handler(conn, [item for item, _ in batch])
+            except Exception as exc:
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
+            else:
+                for (_, fut), result in zip(batch, results, strict=True):
+                    if not fut.done():
+                        fut.set_result(result)
+
+
 class ScheduleStore:
     def __init__(self, db: Database):
         self.db = db
         self._write_lock = asyncio.Lock()
+        self._claims = _GroupCommit(self, self._claim_batch)
+        self._completions = _GroupCommit(self, self._complete_batch)
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncConnection]:
@@ -157,45 +217,9 @@ class ScheduleStore:
         owner: str = "",
     ) -> ClaimResult:
         """Insert the (schedule, local date) run row if the schedule is still active for this
-        chat. "duplicate" if that run was already claimed; "missing" if the schedule is gone or
-        paused. One statement in the common case."""
-        sel = select(
-            literal(schedule_id),
-            literal(run_date),
-            literal(scheduled_for, UTCDateTime()),
-            literal(at, UTCDateTime()),
-            literal("running"),
-            literal(0),
-            literal(""),
-            literal(owner),
-        ).where(exists().where(_S.c.id == schedule_id, _S.c.chat_key == chat_key, _S.c.paused.is_(False)))
-        cols = [
-            "schedule_id",
-            "run_date",
-            "scheduled_for",
-            "started_at",
-            "status",
-            "attempts",
-            "error",
-            "owner",
-        ]
-        dialect = self.db.engine.dialect.name
-        async with self._write() as conn:
-            if dialect in ("sqlite", "postgresql"):
-                ins = (sqlite if dialect == "sqlite" else postgresql).insert(_R).from_select(cols, sel)
-                inserted = (await conn.execute(ins.on_conflict_do_nothing())).rowcount == 1
-            else:  # pragma: no cover - other backends: a savepoint turns the conflict into an answer
-                try:
-                    async with conn.begin_nested():
-                        inserted = (await conn.execute(_R.insert().from_select(cols, sel))).rowcount == 1
-                except IntegrityError:
-                    inserted = False
-            if inserted:
-                return "claimed"
-            taken = await conn.execute(
-                select(_R.c.schedule_id).where(_R.c.schedule_id == schedule_id, _R.c.run_date == run_date)
-            )
-            return "duplicate" if taken.first() is not None else "missing"
+        chat. "duplicate" if that run was already claimed (by anyone); "missing" if the schedule
+        is gone or paused."""
+        return await self._claims.submit(_Claim(schedule_id, chat_key, run_date, scheduled_for, at, owner))
 
     async def complete_run(
         self,
@@ -210,23 +234,115 @@ class ScheduleStore:
         failed: bool,
     ) -> None:
         """Record a brief's outcome on the run row (if any) and on the schedule (what /status shows)."""
-        async with self._write() as conn:
-            if run_date:
-                await conn.execute(
-                    update(_R)
-                    .where(_R.c.schedule_id == schedule_id, _R.c.run_date == run_date)
-                    .values(status=status, attempts=attempts, error=error, finished_at=at)
-                )
-            await conn.execute(
-                update(_S)
-                .where(_S.c.id == schedule_id)
-                .values(
-                    last_status=last_status,
-                    last_error=error,
-                    last_run_at=at,
-                    consecutive_failures=(_S.c.consecutive_failures + 1) if failed else 0,
-                )
+        await self._completions.submit(
+            _Completion(schedule_id, run_date, status, attempts, error, at, last_status, failed)
+        )
+
+    async def _claim_batch(self, conn: AsyncConnection, claims: list[_Claim]) -> list[ClaimResult]:
+        ids = {c.schedule_id for c in claims}
+        active = {
+            (r.id, r.chat_key)
+            for r in await conn.execute(
+                select(_S.c.id, _S.c.chat_key).where(_S.c.id.in_(ids), _S.c.paused.is_(False))
             )
+        }
+        results: list[ClaimResult | None] = [None] * len(claims)
+        mine: dict[tuple[str, str], tuple[int, str]] = {}
+        rows = []
+        for i, c in enumerate(claims):
+            key = (c.schedule_id, c.run_date)
+            if (c.schedule_id, c.chat_key) not in active:
+                results[i] = "missing"
+            elif key in mine:
+                results[i] = "duplicate"  # fired twice within one batch
+            else:
+                token = f"{c.owner}/{secrets.token_hex(4)}"  # tells our row from a concurrent claimer's
+                mine[key] = (i, token)
+                rows.append(
+                    {
+                        "schedule_id": c.schedule_id,
+                        "run_date": c.run_date,
+                        "scheduled_for": c.scheduled_for,
+                        "started_at": c.at,
+                        "status": "running",
+                        "attempts": 0,
+                        "error": "",
+                        "owner": token,
+                    }
+                )
+        if rows:
+            dialect = self.db.engine.dialect.name
+            if dialect in ("sqlite", "postgresql"):
+                insert = (sqlite if dialect == "sqlite" else postgresql).insert(_R).on_conflict_do_nothing()
+                await conn.execute(insert, rows)
+            else:  # pragma: no cover - other backends: one savepoint per row
+                for row in rows:
+                    try:
+                        async with conn.begin_nested():
+                            await conn.execute(_R.insert().values(**row))
+                    except IntegrityError:
+                        pass
+            holders = {
+                (r.schedule_id, r.run_date): r.owner
+                for r in await conn.execute(
+                    select(_R.c.schedule_id, _R.c.run_date, _R.c.owner).where(
+                        tuple_(_R.c.schedule_id, _R.c.run_date).in_(list(mine))
+                    )
+                )
+            }
+            for key, (i, token) in mine.items():
+                results[i] = "claimed" if holders.get(key) == token else "duplicate"
+        return [r or "missing" for r in results]
+
+    async def _complete_batch(self, conn: AsyncConnection, items: list[_Completion]) -> list[None]:
+        runs = [
+            {
+                "b_sid": c.schedule_id,
+                "b_date": c.run_date,
+                "b_status": c.status,
+                "b_attempts": c.attempts,
+                "b_error": c.error,
+                "b_at": c.at,
+            }
+            for c in items
+            if c.run_date
+        ]
+        if runs:
+            await conn.execute(
+                update(_R)
+                .where(_R.c.schedule_id == bindparam("b_sid"), _R.c.run_date == bindparam("b_date"))
+                .values(
+                    status=bindparam("b_status"),
+                    attempts=bindparam("b_attempts"),
+                    error=bindparam("b_error"),
+                    finished_at=bindparam("b_at", type_=UTCDateTime()),
+                ),
+                runs,
+            )
+        # consecutive_failures = n * keep + inc: (1, 1) after a failure, (0, 0) after a success
+        await conn.execute(
+            update(_S)
+            .where(_S.c.id == bindparam("b_sid"))
+            .values(
+                last_status=bindparam("b_last"),
+                last_error=bindparam("b_error"),
+                last_run_at=bindparam("b_at", type_=UTCDateTime()),
+                consecutive_failures=_S.c.consecutive_failures * bindparam("b_keep", type_=Integer())
+                + bindparam("b_inc", type_=Integer()),
+            ),
+            [
+                {
+                    "b_sid": c.schedule_id,
+                    "b_last": c.last_status,
+                    "b_error": c.error,
+                    "b_at": c.at,
+                    "b_keep": int(c.failed),
+                    "b_inc": int(c.failed),
+                }
+                for c in items
+            ],
+        )
+        return [None] * len(items)
 
     async def get_run(self, schedule_id: str, run_date: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:

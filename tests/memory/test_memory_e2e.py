@@ -59,9 +59,19 @@ def model_script(request: ModelRequest):
         text = raw.group(1) if raw else last.text
         if text.startswith("我第3轮"):
             assert "1523.6" not in json.dumps([m.text for m in request.messages], ensure_ascii=False)
-            return [ToolCallChunk(ToolCallPart(id="q1", name="query_history", arguments={"source": "archive", "query": "第3轮"}))]
+            return [
+                ToolCallChunk(
+                    ToolCallPart(
+                        id="q1", name="query_history", arguments={"source": "archive", "query": "第3轮"}
+                    )
+                )
+            ]
         turn = int(re.match(r"第(\d+)轮", text).group(1))
-        return [ToolCallChunk(ToolCallPart(id=f"a{turn}", name="analyze_stock", arguments={"code": "600519", "turn": turn}))]
+        return [
+            ToolCallChunk(
+                ToolCallPart(id=f"a{turn}", name="analyze_stock", arguments={"code": "600519", "turn": turn})
+            )
+        ]
     result = last.tool_results[0]
     if result.name == "query_history" and result.call_id == "q1":
         ref = json.loads(result.content)["archives"][0]["archive_ref"]
@@ -97,10 +107,15 @@ async def test_300_turns_stay_under_the_window_and_turn_3_is_restored(db, tmp_pa
     )
     mem_store = MemoryStore(db, code_resolver=resolve_codes)
     services = MemoryServices(
-        store=mem_store, recall=MemoryRecall(mem_store), archive=hooks.compactor.archive, scope_of=hooks.scope_of
+        store=mem_store,
+        recall=MemoryRecall(mem_store),
+        archive=hooks.compactor.archive,
+        scope_of=hooks.scope_of,
     )
     tools = Toolset.combine("all", fake_market, memory_tools)
-    runtime = AgentRuntime(model_for=lambda _m: main, tools=tools, store=store, hooks=hooks, deps=Deps(services))
+    runtime = AgentRuntime(
+        model_for=lambda _m: main, tools=tools, store=store, hooks=hooks, deps=Deps(services)
+    )
     compactions: list[ev.Compaction] = []
     final = ""
     for t in range(1, TURNS + 1):

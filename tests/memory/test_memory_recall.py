@@ -66,7 +66,7 @@ async def test_chinese_recall_finds_unspaced_text(store: MemoryStore):
     found = await recall.search("u", "今天如果跌破确认支撑还能买吗")
     assert found.ranked and found.ranked[0].record.id == target.id
     assert "fts" in found.ranked[0].sources
-    # A 2-character word only the keyword (bigram) index can match.
+    # A 2-character word only the keyword path can match.
     pref = await store.add("u", "decision", "不追涨，等回踩")
     found = await recall.search("u", "追涨")
     assert pref.id in [i.record.id for i in found.ranked]

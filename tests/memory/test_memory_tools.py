@@ -146,7 +146,6 @@ async def test_migration_creates_memory_schema_and_search_works(tmp_path):
             "memory_markers",
             "task_states",
             "memories_fts",
-            "memories_terms_fts",
         } <= names
         store = MemoryStore(db, code_resolver=resolve_codes)
         await store.add("u", "decision", "宁德时代跌破支撑不买")

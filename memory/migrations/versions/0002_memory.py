@@ -1,4 +1,4 @@
-"""long-term memory: memories (+ FTS5 trigram / bigram indexes), memory_codes, memory_markers, task_states
+"""long-term memory: memories (+ FTS5 trigram index), memory_codes, memory_markers, task_states
 
 Revision ID: 0002_memory
 Revises: 0001_core
@@ -20,26 +20,14 @@ BigIntPK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 # Kept identical to memory.longterm.SQLITE_FTS_DDL / POSTGRES_SEARCH_DDL (a test compares them).
 SQLITE_FTS_DDL = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5("
-    "content, content='memories', content_rowid='id', tokenize='trigram')",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_terms_fts USING fts5("
-    "terms, content='memories', content_rowid='id', tokenize='unicode61')",
-    "CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN "
-    "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); "
-    "INSERT INTO memories_terms_fts(rowid, terms) VALUES (new.id, new.terms); END",
-    "CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN "
-    "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
-    "INSERT INTO memories_terms_fts(memories_terms_fts, rowid, terms) VALUES ('delete', old.id, old.terms); END",
-    "CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE ON memories BEGIN "
-    "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
-    "INSERT INTO memories_terms_fts(memories_terms_fts, rowid, terms) VALUES ('delete', old.id, old.terms); "
-    "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); "
-    "INSERT INTO memories_terms_fts(rowid, terms) VALUES (new.id, new.terms); END",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(content, scope_tag, content='memories', content_rowid='id', tokenize='trigram')",
+    "CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN INSERT INTO memories_fts(rowid, content, scope_tag) VALUES (new.id, new.content, new.scope_tag); END",
+    "CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN INSERT INTO memories_fts(memories_fts, rowid, content, scope_tag) VALUES ('delete', old.id, old.content, old.scope_tag); END",
+    "CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE ON memories BEGIN INSERT INTO memories_fts(memories_fts, rowid, content, scope_tag) VALUES ('delete', old.id, old.content, old.scope_tag); INSERT INTO memories_fts(rowid, content, scope_tag) VALUES (new.id, new.content, new.scope_tag); END",
 )
 POSTGRES_SEARCH_DDL = (
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
     "CREATE INDEX IF NOT EXISTS ix_memories_content_trgm ON memories USING gin (content gin_trgm_ops)",
-    "CREATE INDEX IF NOT EXISTS ix_memories_terms_tsv ON memories USING gin (to_tsvector('simple', terms))",
 )
 
 
@@ -52,7 +40,7 @@ def upgrade() -> None:
         sa.Column("level", sa.String(4), nullable=False),
         sa.Column("content", sa.Text(), nullable=False),
         sa.Column("codes", sa.String(255), nullable=False),
-        sa.Column("terms", sa.Text(), nullable=False),
+        sa.Column("scope_tag", sa.String(16), nullable=False),
         sa.Column("source_ref", sa.String(255), nullable=False),
         sa.Column("source_kind", sa.String(24), nullable=False),
         sa.Column("confidence", sa.Float(), nullable=False),
@@ -103,10 +91,8 @@ def downgrade() -> None:
     if dialect == "sqlite":
         for name in ("memories_ai", "memories_ad", "memories_au"):
             op.execute(f"DROP TRIGGER IF EXISTS {name}")
-        op.execute("DROP TABLE IF EXISTS memories_terms_fts")
         op.execute("DROP TABLE IF EXISTS memories_fts")
     elif dialect == "postgresql":
-        op.execute("DROP INDEX IF EXISTS ix_memories_terms_tsv")
         op.execute("DROP INDEX IF EXISTS ix_memories_content_trgm")
     op.drop_table("task_states")
     op.drop_table("memory_markers")

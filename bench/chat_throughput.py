@@ -1,0 +1,121 @@
+"""Chat throughput through the whole front door.
+
+N Telegram chats (default 200) each send M messages (default 5), one after another (a user waits
+for the answer before typing the next), through the fake Bot API (python-telegram-bot's request
+hook), the adapter, the gateway, the runtime with a real SQLite store, and a model with a fixed
+100 ms latency. Prints messages per second, ideal/measured time, p50/p95 reply latency, and the
+count of lost or duplicated replies. Also prints the resident memory of the process afterwards.
+
+Run: python bench/chat_throughput.py [--chats 200] [--messages 5] [--latency 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.providers.base import FinishChunk, ModelInfo, ModelRequest, TextChunk, UsageChunk  # noqa: E402
+from agent.usage import Usage  # noqa: E402
+from bot.app import App  # noqa: E402
+from config.loader import load_settings  # noqa: E402
+from tests.fakes.telegram_api import FakeBotAPI, FakeRequest  # noqa: E402
+
+
+class LatencyModel:
+    """Answers after a fixed delay, echoing the newest user message (so replies can be matched)."""
+
+    def __init__(self, latency: float):
+        self.latency = latency
+        self.info = ModelInfo(id="bench", model="bench", provider="scripted")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator:
+        await asyncio.sleep(self.latency)
+        last = next(m for m in reversed(request.messages) if m.role == "user")
+        yield TextChunk(f"echo {last.text}")
+        yield UsageChunk(Usage(10, 5))
+        yield FinishChunk("stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def run(chats: int, messages: int, latency: float) -> None:
+    logging.basicConfig(level=logging.ERROR)
+    api = FakeBotAPI(max_poll_wait=0.05)
+    replies: dict[str, list[float]] = {}
+    original = api.handle
+
+    async def handle(method, p, files=None):
+        status, body = await original(method, p, files)
+        if method in ("sendMessage", "editMessageText") and str(p.get("text", "")).startswith("echo "):
+            replies.setdefault(str(p["text"])[5:], []).append(time.perf_counter())
+        return status, body
+
+    api.handle = handle  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory() as tmp:
+        users = list(range(10_000, 10_000 + chats))
+        env = {
+            "TAPEBOT_HOME": tmp,
+            "OPENAI_API_KEY": "sk-bench-0000000000",
+            "TELEGRAM_BOT_TOKEN": api.token,
+            "TAPEBOT_TELEGRAM__ALLOWED_USERS": "[" + ",".join(map(str, users)) + "]",
+            "TAPEBOT_SCHEDULER__ENABLED": "false",
+        }
+        model = LatencyModel(latency)
+        app = App(
+            load_settings(Path(tmp), env),
+            model_factory=lambda _m: model,
+            adapter_options={"telegram": {"request": FakeRequest(api), "get_updates_request": FakeRequest(api),
+                                          "poll_timeout": 0.05}},
+        )
+        await app.start(adapters=True)
+        latencies: list[float] = []
+
+        async def user(uid: int) -> None:
+            for i in range(messages):
+                text = f"u{uid} m{i}"
+                t0 = time.perf_counter()
+                api.push_text(uid, text, user_id=uid)
+                while text not in replies:
+                    await asyncio.sleep(0.005)
+                latencies.append(replies[text][0] - t0)
+
+        t0 = time.perf_counter()
+        await asyncio.wait_for(asyncio.gather(*(user(u) for u in users)), timeout=600)
+        elapsed = time.perf_counter() - t0
+        await asyncio.sleep(0.5)  # let any stray duplicate arrive
+        await app.stop()
+    expected = chats * messages
+    lost = expected - len(replies)
+    duplicated = sum(1 for v in replies.values() if len(v) > 1)
+    ideal = messages * latency
+    print(f"chats={chats} messages/chat={messages} model latency={latency * 1000:.0f} ms")
+    print(f"total replies          {len(replies)} / {expected}   lost={lost} duplicated={duplicated}")
+    print(f"wall time              {elapsed:.2f} s   (ideal {ideal:.2f} s)   ideal/measured = {ideal / elapsed:.2f}")
+    print(f"throughput             {expected / elapsed:.1f} messages/s")
+    lat = sorted(latencies)
+    print(f"reply latency          p50 {statistics.median(lat) * 1000:.0f} ms   p95 {lat[int(len(lat) * 0.95) - 1] * 1000:.0f} ms")
+    print(f"peak RSS               {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chats", type=int, default=200)
+    ap.add_argument("--messages", type=int, default=5)
+    ap.add_argument("--latency", type=float, default=0.1)
+    a = ap.parse_args()
+    asyncio.run(run(a.chats, a.messages, a.latency))
+
+
+if __name__ == "__main__":
+    main()
