@@ -26,6 +26,15 @@ class InMemoryStore:
     async def append_messages(self, session_id: str, messages: list[Message]) -> None:
         self.messages.setdefault(session_id, []).extend(messages)
 
+    async def commit(self, session_id: str, *, messages=(), turn: TurnRecord | None = None,
+                     usage: UsageRecord | None = None) -> None:
+        await self.get_or_create_session(session_id)
+        self.messages[session_id].extend(messages)
+        if turn is not None:
+            await self.save_turn(turn)
+        if usage is not None:
+            self.usage.append(usage)
+
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None:
         self.messages[session_id] = list(messages)
 

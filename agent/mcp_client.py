@@ -198,6 +198,7 @@ class McpServerConnection:
     log_dir: Path | None = None
     results_dir: Path | None = None
     output_cap: int = OUTPUT_CAP
+    start_timeout: float | None = None  # connect + list tools; default: config.timeout
     state: State = "starting"
     error: str = ""
     tools: list[McpTool] = field(default_factory=list)
@@ -233,19 +234,24 @@ class McpServerConnection:
         if path is None or not path.exists():
             return ""
         with contextlib.suppress(OSError):
-            lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+            lines = [
+                ln.strip()
+                for ln in path.read_text(encoding="utf-8", errors="replace").splitlines()
+                if ln.strip()
+            ]
             if lines:
                 return lines[-1][-STDERR_TAIL:]
         return ""
 
     async def start(self) -> None:
-        """Connect and list tools within `config.timeout`; never raises for the server's faults."""
+        """Connect and list tools within the start timeout; never raises for the server's faults."""
+        limit = self.start_timeout or self.config.timeout
         self._task = asyncio.create_task(self._run(), name=f"mcp-{self.name}")
         waiter = asyncio.ensure_future(self._ready.wait())
-        done, _ = await asyncio.wait({waiter, self._task}, timeout=self.config.timeout, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({waiter, self._task}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
         if not done:
-            self.state, self.error = "failed", f"not responding: no answer within {self.config.timeout:.0f} s"
+            self.state, self.error = "failed", f"not responding: no answer within {limit:.0f} s"
             await self.stop()
             self.state = "failed"  # stop() would say "stopped"; keep the reason
 
@@ -255,7 +261,9 @@ class McpServerConnection:
         try:
             async with Client(self._transport(), read_timeout_seconds=self.config.timeout) as client:
                 listed = await self._list_tools(client)
-                self.tools = [McpTool(self, remote.name, build_spec(self.config, remote)) for remote in listed]
+                self.tools = [
+                    McpTool(self, remote.name, build_spec(self.config, remote)) for remote in listed
+                ]
                 self._client = client
                 self.state, self.error = "ready", ""
                 self._ready.set()
@@ -324,7 +332,9 @@ class McpServerConnection:
             message = _describe(exc)
             if "Connection closed" in message or isinstance(_root_error(exc), (EOFError, BrokenPipeError)):
                 self.state = "disconnected"
-                self.error = "the server went away" + (f" (stderr: {t})" if (t := self._stderr_tail()) else "")
+                self.error = "the server went away" + (
+                    f" (stderr: {t})" if (t := self._stderr_tail()) else ""
+                )
                 self._stop.set()
             raise ToolFailed(f"MCP server {self.name} failed on {remote_name}: {message}") from None
         return self._convert(remote_name, result, ctx)
@@ -400,10 +410,16 @@ class McpManager:
         log_dir: Path | None = None,
         results_dir: Path | None = None,
         output_cap: int = OUTPUT_CAP,
+        start_timeout: float | None = None,
     ):
         self.connections = [
             McpServerConnection(
-                config=c, environ=environ, log_dir=log_dir, results_dir=results_dir, output_cap=output_cap
+                config=c,
+                environ=environ,
+                log_dir=log_dir,
+                results_dir=results_dir,
+                output_cap=output_cap,
+                start_timeout=start_timeout,
             )
             for c in configs
         ]

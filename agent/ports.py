@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -116,6 +117,17 @@ class SessionStore(Protocol):
     async def append_messages(self, session_id: str, messages: list[Message]) -> None: ...
 
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None: ...
+
+    async def commit(
+        self,
+        session_id: str,
+        *,
+        messages: Sequence[Message] = (),
+        turn: TurnRecord | None = None,
+        usage: UsageRecord | None = None,
+    ) -> None:
+        """Persist one step atomically: new messages, the turn record and a usage row."""
+        ...
 
 
 class TurnStore(Protocol):

@@ -179,9 +179,6 @@ class AgentRuntime:
     # ---- public API --------------------------------------------------------------------------
     async def run(self, request: TurnRequest) -> AsyncIterator[ev.RuntimeEvent]:
         """Start a turn for a new user message."""
-        await self.store.get_or_create_session(
-            request.session_id, chat_key=request.who.chat_key, user_id=request.who.user_id
-        )
         previous = await self.store.open_turn(request.session_id)
         if previous is not None:
             await self._close_open_turn(previous)
@@ -194,12 +191,10 @@ class AgentRuntime:
             approvers=list(request.who.approvers),
             created_at=self.clock.now(),
         )
-        await self.store.save_turn(turn)
         messages = await self.store.load_messages(request.session_id)
-        if request.text:
-            user = Message.user(request.text, **request.meta)
-            messages.append(user)
-            await self.store.append_messages(request.session_id, [user])
+        new = [Message.user(request.text, **request.meta)] if request.text else []
+        messages.extend(new)
+        await self.store.commit(request.session_id, messages=new, turn=turn)
         async for event in self._drive(turn, messages, request, fresh=True):
             yield event
 
@@ -398,15 +393,13 @@ class AgentRuntime:
                 text = "".join(text_parts)
                 cost = round_usage.cost(client.info.input_per_1m, client.info.output_per_1m)
                 usage_total, cost_total = usage_total + round_usage, cost_total + cost
-                await self.store.record_usage(
-                    UsageRecord(
-                        session_id=turn.session_id,
-                        turn_id=turn.id,
-                        model=client.info.id,
-                        usage=round_usage,
-                        cost=cost,
-                        created_at=self.clock.now(),
-                    )
+                usage_record = UsageRecord(
+                    session_id=turn.session_id,
+                    turn_id=turn.id,
+                    model=client.info.id,
+                    usage=round_usage,
+                    cost=cost,
+                    created_at=self.clock.now(),
                 )
                 yield ev.UsageEvent(client.info.id, round_usage, cost)
                 trace.record(
@@ -421,9 +414,8 @@ class AgentRuntime:
                 if calls:
                     assistant = Message.assistant(text, calls, thinking)
                     messages.append(assistant)
-                    await self.store.append_messages(turn.session_id, [assistant])
                     turn.calls.update({c.id: "pending" for c in calls})
-                    await self.store.save_turn(turn)
+                    await self.store.commit(turn.session_id, messages=[assistant], turn=turn, usage=usage_record)
                     yield ev.ToolCalls(tuple(calls))
                     continue
                 if expectation and not expectation.satisfied_by(self._turn_calls(messages, turn)):
@@ -432,13 +424,15 @@ class AgentRuntime:
                         nudge = retry_message(expectation, text)
                         messages.append(Message.assistant(text or "…", internal_retry=True))
                         messages.append(Message.user(nudge, internal_retry=True))
+                        await self.store.commit(turn.session_id, usage=usage_record)
                         yield ev.Retry(nudge, "required_tool", retries)
                         continue
                     warning = missing_tool_warning(expectation)
                 final_text = warning + text
                 assistant = Message.assistant(final_text, thinking=thinking)
                 messages.append(assistant)
-                await self.store.append_messages(turn.session_id, [assistant])
+                turn.status = "completed"
+                await self.store.commit(turn.session_id, messages=[assistant], turn=turn, usage=usage_record)
                 break
         except asyncio.CancelledError:
             await self._cancel_open_calls(turn, messages)
@@ -474,8 +468,9 @@ class AgentRuntime:
                 status="failed",
             )
             return
-        turn.status = "completed"
-        await self.store.save_turn(turn)
+        if turn.status != "completed":  # the round limit ended the turn
+            turn.status = "completed"
+            await self.store.save_turn(turn)
         trace.record("final", text=final_text, rounds=turn.rounds)
         trace.close()
         try:
@@ -648,11 +643,11 @@ class AgentRuntime:
     ) -> None:
         results = [o.message for o in outcomes]
         messages.extend(results)
-        await self.store.append_messages(turn.session_id, results)
         for o in outcomes:
             turn.calls[o.call.id] = "done" if o.ok else "failed"
+        await self.store.commit(turn.session_id, messages=results, turn=turn)
+        for o in outcomes:
             queue.put_nowait(o.event)
-        await self.store.save_turn(turn)
 
     async def _suspend(
         self, turn: TurnRecord, call: ToolCallPart, s: Suspend, out: list[ev.RuntimeEvent]

@@ -135,7 +135,9 @@ def parse_skill(text: str, *, fallback_name: str = "", source: Path | None = Non
     if len(description) > MAX_DESCRIPTION:
         description = description[: MAX_DESCRIPTION - 1] + "…"
     return (
-        Skill(name=name, description=description, body=body, arguments=meta.get("arguments", ""), source=source),
+        Skill(
+            name=name, description=description, body=body, arguments=meta.get("arguments", ""), source=source
+        ),
         warnings,
     )
 
@@ -174,7 +176,9 @@ def _scan(directory: Path | None, reserved: Iterable[str]) -> tuple[dict[str, Sk
             problems.append(f"{path}: cannot be read ({exc.strerror or exc})")
             continue
         try:
-            skill, warnings = parse_skill(text, fallback_name=path.stem.lower().replace("-", "_"), source=path)
+            skill, warnings = parse_skill(
+                text, fallback_name=path.stem.lower().replace("-", "_"), source=path
+            )
         except SkillError as exc:
             problems.append(f"{path}: {exc}")
             continue
@@ -183,7 +187,9 @@ def _scan(directory: Path | None, reserved: Iterable[str]) -> tuple[dict[str, Sk
             problems.append(f"{path}: the name {skill.name!r} is a chat command already; choose another")
             continue
         if skill.name in skills:
-            problems.append(f"{path}: duplicate skill {skill.name!r} (also in {skills[skill.name].source}); ignored")
+            problems.append(
+                f"{path}: duplicate skill {skill.name!r} (also in {skills[skill.name].source}); ignored"
+            )
             continue
         if skill.name in builtins:
             skill = Skill(
@@ -323,3 +329,30 @@ async def execute_skill(ctx: ToolContext, name: str, arguments: str = "") -> dic
         "instructions": skill.render(arguments),
         "note": "Follow these instructions now, using your tools.",
     }
+
+
+# ---- command line -----------------------------------------------------------------------------
+def skills_cli(argv: list[str], skills_dir: Path, out: Any = None) -> int:
+    """`tapebot skills [list|check]`: list the skills (built-in, user, overrides) or check the
+    user folder. `check` exits 1 when a file has a problem."""
+    import sys
+
+    out = out or sys.stdout
+    action = argv[0] if argv else "list"
+    if action not in ("list", "check"):
+        print("usage: tapebot skills [list|check]", file=out)
+        return 2
+    if action == "check":
+        problems = check_skills(skills_dir)
+        for line in problems:
+            print(line, file=out)
+        count = len(_scan(skills_dir, RESERVED_COMMANDS)[0])
+        print(f"{count} user skill(s) in {skills_dir}; {len(problems)} problem(s)", file=out)
+        return 1 if problems else 0
+    skills, problems = load_skills(skills_dir)
+    for s in skills.values():
+        origin = "built-in" if s.builtin else ("overrides built-in" if s.overrides_builtin else str(s.source))
+        print(f"/{s.name:<12} {s.description}  [{origin}]", file=out)
+    if problems:
+        print(f"{len(problems)} problem(s): run `tapebot skills check`", file=out)
+    return 0

@@ -56,7 +56,9 @@ NextAction = Literal["use_result", "fallback_to_direct_tools", "stop_and_report_
 
 STOP_GRACE = 5.0  # seconds a cancelled sub-agent gets to answer its open calls and stop
 SUBAGENT_SPILL_CHARS = 4_000  # sub-agent tool results above this go to results/ (keeps the budget)
-CONTEXT_MARKER = "[context trimmed to the sub-agent's input budget: the earliest {n:,} characters were dropped]\n"
+CONTEXT_MARKER = (
+    "[context trimmed to the sub-agent's input budget: the earliest {n:,} characters were dropped]\n"
+)
 RESULT_MARKER = "\n…[result trimmed to the {n:,}-character budget]"
 TOOL_RESULT_MARKER = "…[trimmed to fit the sub-agent's input budget: {n:,} characters dropped]"
 
@@ -93,7 +95,9 @@ class SubAgentProfile:
 
 def _profile(name: str, role: str, prompt: str, **kw: Any) -> SubAgentProfile:
     budget = kw["result_budget_chars"]
-    system = f"You are tapebot's {name} sub-agent: {role}\n\n{prompt}\n\n{_COMMON_RULES.format(budget=budget)}"
+    system = (
+        f"You are tapebot's {name} sub-agent: {role}\n\n{prompt}\n\n{_COMMON_RULES.format(budget=budget)}"
+    )
     return SubAgentProfile(name=name, role=role, system_prompt=system, **kw)
 
 
@@ -230,8 +234,7 @@ _POLICY: dict[str, tuple[NextAction, bool, bool, str]] = {
         "fallback_to_direct_tools",
         False,
         True,
-        "The sub-agent returned no conclusion. Use the fallback tools directly instead of "
-        "delegating again.",
+        "The sub-agent returned no conclusion. Use the fallback tools directly instead of delegating again.",
     ),
     "cancelled": (
         "stop_and_report_cancelled",
@@ -254,7 +257,9 @@ def policy_for(
         tools = [t for t in tools if t in names]
     if tools:
         instruction += " Fallback tools: " + ", ".join(tools) + "."
-    return SubAgentPolicy(next_action=action, retryable=retryable, fallback_tools=tools, instruction=instruction)
+    return SubAgentPolicy(
+        next_action=action, retryable=retryable, fallback_tools=tools, instruction=instruction
+    )
 
 
 # ---- budgets ----------------------------------------------------------------------------------
@@ -520,7 +525,9 @@ async def run_subagent(
             spill_chars=SUBAGENT_SPILL_CHARS,
         )
     except Exception as exc:  # a start error still gets a policy
-        return result("error", error=f"the {profile.name} sub-agent could not start: {type(exc).__name__}: {exc}")
+        return result(
+            "error", error=f"the {profile.name} sub-agent could not start: {type(exc).__name__}: {exc}"
+        )
 
     text = task.strip()
     if context_text.strip():
@@ -563,7 +570,9 @@ async def run_subagent(
         waiters.add(cancel_wait)
     stop_reason: Status | None = None
     try:
-        await asyncio.wait(waiters, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            waiters, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+        )
         if not runner.done():
             stop_reason = "cancelled" if cancel is not None and cancel.is_set() else "timeout"
             await _stop(runner, request.cancel)
@@ -591,28 +600,38 @@ async def run_subagent(
     }
     if stop_reason == "timeout":
         return result(
-            "timeout", error=f"the {profile.name} sub-agent did not finish within {profile.timeout:.0f} s", **common
+            "timeout",
+            error=f"the {profile.name} sub-agent did not finish within {profile.timeout:.0f} s",
+            **common,
         )
     if stop_reason == "cancelled" or (done is not None and done.status == "cancelled"):
         return result("cancelled", error="cancelled by the user", **common)
     if crash is not None:
         return result("error", error=f"{type(crash).__name__}: {crash}", **common)
     if done is None or done.status != "completed":
-        message = state.error.message if state.error else f"the sub-agent ended as {done.status if done else 'unknown'}"
+        message = (
+            state.error.message
+            if state.error
+            else f"the sub-agent ended as {done.status if done else 'unknown'}"
+        )
         code = state.error.code if state.error else ""
         status: Status = "timeout" if code in ("StreamStalled", "ToolTimedOut") else "error"
         return result(status, error=message, **common)
     final = done.text.strip()
     if final == ROUNDS_EXHAUSTED.strip():
         return result(
-            "empty", error=f"reached the limit of {profile.max_rounds} tool rounds without a conclusion", **common
+            "empty",
+            error=f"reached the limit of {profile.max_rounds} tool rounds without a conclusion",
+            **common,
         )
     if not final:
         return result("empty", error="the sub-agent returned no text", **common)
     answer, cut = trim_result(final, profile.result_budget_chars)
     if state.task_ids:
-        note = " Background tasks started: " + ", ".join(state.task_ids) + (
-            ". Their results will be posted to the chat; check them with check_background_tasks."
+        note = (
+            " Background tasks started: "
+            + ", ".join(state.task_ids)
+            + (". Their results will be posted to the chat; check them with check_background_tasks.")
         )
         out = result("completed", result=answer, result_truncated=cut, **common)
         out.policy.instruction += note

@@ -212,15 +212,16 @@ class Gateway:
         if len(text) > MAX_INBOUND_CHARS:
             await self.say(state, t(state.lang, "too_long", size=len(text), limit=MAX_INBOUND_CHARS))
             return
+        if state.running:  # a running turn is never waiting: fold the message into it
+            if msg.addressed:
+                state.inbox.put_nowait(Message.user(text))
+            return
         waiting = await self._waiting_turn(state)
-        if waiting is not None and not state.running:
+        if waiting is not None:
             if await self._answer_waiting(adapter, state, waiting, msg):
                 return
         elif not msg.addressed:
             return  # group chatter that isn't for us
-        if state.running:
-            state.inbox.put_nowait(Message.user(text))
-            return
         self._start(state, self._turn(state, text, msg.user))
 
     async def _waiting_turn(self, state: ChatState) -> TurnRecord | None:
@@ -339,6 +340,12 @@ class Gateway:
                 while not state.inbox.empty():
                     leftovers.append(state.inbox.get_nowait())
                 if not leftovers:
+                    return
+                if await self._waiting_turn(state) is not None:
+                    # the turn is waiting on a card: these wait for the decision instead of
+                    # silently cancelling it as "moved on"
+                    user = state.last_user or UserRef(state.chat.platform, "")
+                    state.backlog.extend((m.text, user) for m in leftovers)
                     return
                 user = state.last_user or UserRef(state.chat.platform, "")
                 state.cancel = asyncio.Event()

@@ -144,9 +144,7 @@ def mcp_tool(spec: ToolSpec, *, tier: int | None = None) -> Any:
             "type": "string",
             "description": "optional; pass the same key when retrying so the change is not made twice",
         }
-        description += (
-            " This tool CHANGES DATA: confirm with the user before calling it. Calls are audited."
-        )
+        description += " This tool CHANGES DATA: confirm with the user before calling it. Calls are audited."
     if spec.background:
         description += " Long-running: the call returns when the work is done."
     return types.Tool(
@@ -186,7 +184,9 @@ def _images(attachments: Iterable[Any]) -> list[Any]:
         except OSError:
             continue
         if len(data) <= IMAGE_CAP:
-            out.append(types.ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=att.mime))
+            out.append(
+                types.ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=att.mime)
+            )
     return out
 
 

@@ -187,7 +187,11 @@ def help_tools(specs: Iterable[ToolSpec], lang: str = "en", *, max_summary: int 
     groups: dict[str, list[ToolSpec]] = {}
     for spec in specs:
         groups.setdefault(spec.toolset or "other", []).append(spec)
-    lines = ["可用工具（🔐 需要你确认，⏳ 后台运行）：" if zh else "Tools (🔐 needs your approval, ⏳ runs in the background):"]
+    lines = [
+        "可用工具（🔐 需要你确认，⏳ 后台运行）："
+        if zh
+        else "Tools (🔐 needs your approval, ⏳ runs in the background):"
+    ]
     for toolset, items in groups.items():
         title = TOOLSET_TITLES.get(toolset, (toolset, toolset))[1 if zh else 0]
         lines.append(f"\n{title}")

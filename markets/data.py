@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import date
+from typing import Any
 
 from markets.bars import Bars
 from markets.calendar import TradingCalendar
@@ -27,9 +28,15 @@ from markets.symbols import Instrument, board_of, exchange_of
 
 
 class MarketData:
-    def __init__(self, providers: Sequence[BarProvider] | None = None, directory: Directory | None = None):
+    def __init__(
+        self,
+        providers: Sequence[BarProvider] | None = None,
+        directory: Directory | None = None,
+        cache: Any = None,
+    ):
         self.providers: list[BarProvider] = list(providers) if providers is not None else [BundledProvider()]
         self._directory = directory
+        self.cache = cache  # a markets.cache.BarCache: network providers' bars kept in the database
         self._calendars: dict[str, TradingCalendar] = {}
 
     # -- instruments ------------------------------------------------------------------------------
@@ -38,6 +45,8 @@ class MarketData:
         if self._directory is None:
             d = Directory(load_cn_instruments())
             for p in self.providers:
+                if not getattr(p, "local", False):
+                    continue  # a network provider's instrument list is a remote call: never at start-up
                 for inst in p.instruments():
                     if d.get(inst.symbol) is None:
                         d.add(inst)
@@ -86,7 +95,24 @@ class MarketData:
     async def abars(
         self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None
     ) -> Bars:
-        return await asyncio.to_thread(self.bars, query, start, end)
+        """`bars` without blocking the loop; network providers go through the database cache if set."""
+        if self.cache is None:
+            return await asyncio.to_thread(self.bars, query, start, end)
+        inst = self.resolve(query)
+        errors = []
+        for p in self.providers:
+            if not p.has(inst):
+                continue
+            try:
+                b = await self.cache.get_or_fetch(p, inst, start, end)
+            except NoData as exc:
+                errors.append(str(exc))
+                continue
+            if len(b):
+                return b
+        if errors:
+            raise NoData(errors[0])
+        return await asyncio.to_thread(self.bars, inst, start, end)
 
     def index_bars(
         self, code: str = "000300", start: date | str | None = None, end: date | str | None = None

@@ -59,6 +59,7 @@ TYPE_RULES: dict[str, TypeRule] = {
     "persona": TypeRule("L3", 5, None, None),
 }
 L1_TYPES = ("preference", "decision")
+LIKE_SCAN_LIMIT = 2000  # keyword LIKEs look at a user's newest rows only
 
 
 # ---- tables --------------------------------------------------------------------------------------
@@ -128,9 +129,14 @@ POSTGRES_SEARCH_DDL = (
 
 
 def scope_tag(scope: str) -> str:
-    """A fixed-length token for the scope (9 hex characters: ≥3 for the trigram tokenizer, and
-    spread over many trigrams so no tag trigram is common)."""
-    return hashlib.sha1(scope.encode()).hexdigest()[:9]
+    """The scope as exactly one trigram: three Private Use Area characters derived from its hash
+    (6400³ values), so restricting a MATCH to one user reads a single short posting list."""
+    digest = int.from_bytes(hashlib.sha1(scope.encode()).digest()[:8], "big")
+    chars = []
+    for _ in range(3):
+        digest, rest = divmod(digest, 6400)
+        chars.append(chr(0xE000 + rest))
+    return "".join(chars)
 
 
 # ---- values --------------------------------------------------------------------------------------
@@ -430,9 +436,17 @@ class MemoryStore:
     ) -> list[SearchHit]:
         likes = [MemoryRow.content.ilike(f"%{_like_escape(w)}%", escape="\\") for w in words]
         score = sum((sa.case((cond, 1), else_=0) for cond in likes), sa.literal(0))
+        # The caps keep a user to ~100 memories; bound the scan anyway for an uncapped import.
+        newest = (
+            sa.select(MemoryRow.id)
+            .where(MemoryRow.scope == scope)
+            .order_by(MemoryRow.created_at.desc())
+            .limit(LIKE_SCAN_LIMIT)
+            .scalar_subquery()
+        )
         stmt = (
             sa.select(MemoryRow.id, score.label("rank"))
-            .where(MemoryRow.scope == scope, sa.or_(*likes))
+            .where(MemoryRow.id.in_(newest), sa.or_(*likes))
             .order_by(sa.desc("rank"), MemoryRow.created_at.desc())
             .limit(limit)
         )

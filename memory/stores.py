@@ -187,16 +187,35 @@ class SqlStore:
             return [Message.model_validate(p) for p in payloads]
 
     async def append_messages(self, session_id: str, messages: list[Message]) -> None:
-        if not messages:
-            return
+        if messages:
+            await self.commit(session_id, messages=messages)
+
+    async def commit(
+        self,
+        session_id: str,
+        *,
+        messages: Sequence[Message] = (),
+        turn: TurnRecord | None = None,
+        usage: UsageRecord | None = None,
+    ) -> None:
+        """Persist one step of a turn atomically — new messages, the turn record, a usage row —
+        in a single transaction (a crash never leaves a message without its turn state)."""
         async with self.db.session() as s:
-            await self._ensure_session(s, session_id)
-            last = (
-                await s.execute(
-                    sa.select(sa.func.max(MessageRow.seq)).where(MessageRow.session_id == session_id)
-                )
-            ).scalar()
-            await self._insert_messages(s, session_id, messages, start=0 if last is None else last + 1)
+            if turn is not None:
+                await self._ensure_session(s, session_id, turn.chat_key, turn.requester)
+            else:
+                await self._ensure_session(s, session_id)
+            if messages:
+                last = (
+                    await s.execute(
+                        sa.select(sa.func.max(MessageRow.seq)).where(MessageRow.session_id == session_id)
+                    )
+                ).scalar()
+                await self._insert_messages(s, session_id, messages, start=0 if last is None else last + 1)
+            if turn is not None:
+                await self._upsert_turn(s, turn)
+            if usage is not None:
+                s.add(self._usage_row(usage))
 
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None:
         """Swap the whole history at once (compaction, restore); readers see old or new, never half."""
@@ -237,23 +256,25 @@ class SqlStore:
     # ---- turns -------------------------------------------------------------------------------
     async def save_turn(self, turn: TurnRecord) -> None:
         """Insert or replace the turn record (the whole ExecutionState, as JSON)."""
-        now = utcnow()
-        payload = turn.model_dump(mode="json")
         async with self.db.session() as s:
             await self._ensure_session(s, turn.session_id)
-            stmt = self._insert(TurnRow).values(
-                id=turn.id,
-                session_id=turn.session_id,
-                status=turn.status,
-                payload=payload,
-                created_at=turn.created_at,
-                updated_at=now,
-            )
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["id"],
-                set_={"status": stmt.excluded.status, "payload": stmt.excluded.payload, "updated_at": now},
-            )
-            await s.execute(stmt)
+            await self._upsert_turn(s, turn)
+
+    async def _upsert_turn(self, s: AsyncSession, turn: TurnRecord) -> None:
+        now = utcnow()
+        stmt = self._insert(TurnRow).values(
+            id=turn.id,
+            session_id=turn.session_id,
+            status=turn.status,
+            payload=turn.model_dump(mode="json"),
+            created_at=turn.created_at,
+            updated_at=now,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["id"],
+            set_={"status": stmt.excluded.status, "payload": stmt.excluded.payload, "updated_at": now},
+        )
+        await s.execute(stmt)
 
     async def load_turn(self, turn_id: str) -> TurnRecord | None:
         async with self.db.read() as s:
@@ -393,21 +414,23 @@ class SqlStore:
 
     # ---- usage -------------------------------------------------------------------------------
     async def record_usage(self, record: UsageRecord) -> None:
-        u = record.usage
         async with self.db.session() as s:
-            s.add(
-                UsageRow(
-                    session_id=record.session_id,
-                    turn_id=record.turn_id,
-                    model=record.model,
-                    input_tokens=u.input_tokens,
-                    output_tokens=u.output_tokens,
-                    cache_read_tokens=u.cache_read_tokens,
-                    cache_write_tokens=u.cache_write_tokens,
-                    cost=record.cost,
-                    created_at=record.created_at,
-                )
-            )
+            s.add(self._usage_row(record))
+
+    @staticmethod
+    def _usage_row(record: UsageRecord) -> UsageRow:
+        u = record.usage
+        return UsageRow(
+            session_id=record.session_id,
+            turn_id=record.turn_id,
+            model=record.model,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cache_read_tokens=u.cache_read_tokens,
+            cache_write_tokens=u.cache_write_tokens,
+            cost=record.cost,
+            created_at=record.created_at,
+        )
 
     async def usage_totals(
         self, days: float | None = 30, *, session_id: str | None = None, now: datetime | None = None

@@ -26,6 +26,7 @@ class BundledProvider:
     (e.g. the full 3,020-stock file for the bench)."""
 
     name = "bundled"
+    local = True
     coverage = "bundled demo dataset: 300 liquid A-shares, CSI 300, BTC/USDT, ETH/USDT"
 
     def __init__(self, cn_file: Path | None = None):

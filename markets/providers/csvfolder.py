@@ -16,6 +16,7 @@ from markets.symbols import Instrument, normalize_cn_code, normalize_crypto
 
 class CsvFolderProvider:
     name = "csv"
+    local = True
 
     def __init__(
         self,

@@ -1,8 +1,8 @@
 """A small MCP server for the client tests, speaking real MCP over stdio (or streamable HTTP).
 
-    python mcp_toy_server.py            normal: echo, add, write_note, picture, fail, slow, env, big, die
-    python mcp_toy_server.py hang       reads requests and never answers
-    python mcp_toy_server.py crash      writes an error to stderr and exits at start
+python mcp_toy_server.py            normal: echo, add, write_note, picture, fail, slow, env, big, die
+python mcp_toy_server.py hang       reads requests and never answers
+python mcp_toy_server.py crash      writes an error to stderr and exits at start
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ async def test_server_environment_is_only_the_allowlist_and_path(manager):
 
 
 async def test_a_call_that_hangs_times_out(tmp_path):
-    async with McpManager([toy(timeout=1)]) as mgr:
+    async with McpManager([toy(timeout=1)], start_timeout=30) as mgr:
         slow = next(t for t in mgr.toolset if t.name == "toy__slow")
         with pytest.raises(ToolTimedOut):
             await slow.call(ToolContext(), {})
@@ -142,7 +142,9 @@ async def test_mcp_tools_require_approval_in_the_loop_by_default(tmp_path):
         runtime = AgentRuntime(
             model_for=lambda _m: client, tools=mgr.toolset, store=InMemoryStore(), workspace=tmp_path
         )
-        events = [e async for e in runtime.run(TurnRequest("s1", "echo", who=Requester("u1", "tg:1", ("u1",))))]
+        events = [
+            e async for e in runtime.run(TurnRequest("s1", "echo", who=Requester("u1", "tg:1", ("u1",))))
+        ]
         assert any(isinstance(e, ev.ApprovalRequired) and e.tool == "toy__echo" for e in events)
         assert events[-1].status == "suspended"
 

@@ -49,13 +49,21 @@ async def test_read_tools_are_served_and_writes_are_hidden_by_default(toolset, t
         analyze = listed["analyze_stock"]
         spec = toolset.get("analyze_stock").spec
         assert analyze.input_schema == spec.parameters  # one definition
-        assert analyze.description.startswith(spec.description) and "tier 2: market and engine" in analyze.description
+        assert (
+            analyze.description.startswith(spec.description)
+            and "tier 2: market and engine" in analyze.description
+        )
         assert analyze.annotations.read_only_hint and not analyze.annotations.destructive_hint
 
         result = await client.call_tool("analyze_stock", {"code": "600519"})
         assert not result.is_error
         assert json.loads(result.content[0].text)["phase"] == "C"
-        assert result.structured_content == {"code": "600519", "phase": "C", "days": 250, "as_of": "2026-07-24"}
+        assert result.structured_content == {
+            "code": "600519",
+            "phase": "C",
+            "days": 250,
+            "as_of": "2026-07-24",
+        }
 
         denied = await client.call_tool("update_portfolio", {"code": "600519", "shares": 0})
         assert denied.is_error and "--allow-writes" in denied.content[0].text
@@ -139,7 +147,9 @@ async def test_max_tier_limits_what_is_served(toolset):
 
 
 async def test_over_real_stdio():
-    params = StdioServerParameters(command=sys.executable, args=["-m", "tests.mcp.mcp_toy_tapebot"], cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "tests.mcp.mcp_toy_tapebot"], cwd=str(ROOT)
+    )
     async with Client(params) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert "analyze_stock" in names and "update_portfolio" not in names

@@ -52,7 +52,11 @@ async def screen_stocks(top: int = 20) -> dict:
 
 def test_provider_schemas_come_from_the_spec():
     spec = demo.get("analyze_stock").spec
-    assert anthropic_schema(spec) == {"name": "analyze_stock", "description": spec.description, "input_schema": spec.parameters}
+    assert anthropic_schema(spec) == {
+        "name": "analyze_stock",
+        "description": spec.description,
+        "input_schema": spec.parameters,
+    }
     assert openai_schema(spec) == {
         "type": "function",
         "function": {"name": "analyze_stock", "description": spec.description, "parameters": spec.parameters},
@@ -63,8 +67,13 @@ def test_provider_schemas_come_from_the_spec():
 def test_tool_table():
     table = render_tool_table(demo.specs()).splitlines()
     assert table[:2] == ["| Tool | Toolset | What it does | Flags |", "|---|---|---|---|"]
-    assert table[2] == "| `analyze_stock` | markets | Analyse one stock with the Wyckoff engine. | read-only · parallel-safe |"
-    assert table[3] == "| `update_portfolio` | markets | Set the shares held of one stock. | writes · approval |"
+    assert (
+        table[2]
+        == "| `analyze_stock` | markets | Analyse one stock with the Wyckoff engine. | read-only · parallel-safe |"
+    )
+    assert (
+        table[3] == "| `update_portfolio` | markets | Set the shares held of one stock. | writes · approval |"
+    )
     assert table[4] == (
         "| `screen_stocks` | markets | Whole-market screen for Wyckoff setups that continues on a second line. "
         "| idempotent · background |"
@@ -107,7 +116,13 @@ def test_readme_update_round_trip(tmp_path):
 def test_catalog_has_the_built_in_tools():
     names = [s.name for s in catalog_specs()]
     assert len(names) == len(set(names))
-    for expected in ("delegate_to_research", "delegate_to_analysis", "delegate_to_trading", "execute_skill", "ask_user"):
+    for expected in (
+        "delegate_to_research",
+        "delegate_to_analysis",
+        "delegate_to_trading",
+        "execute_skill",
+        "ask_user",
+    ):
         assert expected in names
 
 

@@ -53,14 +53,20 @@ def test_five_builtins_with_descriptions_and_placeholders():
 
 def test_front_matter_parsing():
     skill, warnings = parse_skill(DCF)
-    assert (skill.name, skill.description, skill.arguments) == ("dcf", "DCF valuation of one stock", "stock code or name")
+    assert (skill.name, skill.description, skill.arguments) == (
+        "dcf",
+        "DCF valuation of one stock",
+        "stock code or name",
+    )
     assert skill.body.startswith("Run a DCF valuation") and warnings == []
     assert skill.render("600519") == "Run a DCF valuation of 600519. Use analyze_stock first."
     assert "no arguments" in skill.render("")
 
 
 def test_no_front_matter_uses_file_name_and_first_line():
-    skill, warnings = parse_skill("# Quick momentum check\nLook at 20-day momentum.", fallback_name="momentum")
+    skill, warnings = parse_skill(
+        "# Quick momentum check\nLook at 20-day momentum.", fallback_name="momentum"
+    )
     assert skill.name == "momentum" and skill.description == "Quick momentum check"
     assert warnings and "first line" in warnings[0]
     # without a placeholder the arguments are appended
@@ -132,10 +138,13 @@ def test_commands_and_turn_text(tmp_path):
     write(tmp_path, "dcf.md", DCF)
     library = SkillLibrary(tmp_path)
     commands = dict(skill_commands(library.skills))
-    assert commands["checkup"].startswith("Portfolio health check") and commands["dcf"] == "DCF valuation of one stock"
+    assert (
+        commands["checkup"].startswith("Portfolio health check")
+        and commands["dcf"] == "DCF valuation of one stock"
+    )
     assert all(3 <= len(d) <= 100 for d in commands.values())
     text = skill_turn_text(library.skills["dcf"], "600519")
-    assert text.startswith("/dcf 600519\n\n<skill name=\"dcf\">")
+    assert text.startswith('/dcf 600519\n\n<skill name="dcf">')
     assert "DCF valuation of 600519" in text and text.endswith("</skill>")
 
 
@@ -145,7 +154,9 @@ async def test_execute_skill_loads_the_body_lazily_and_sees_edits(tmp_path):
     ctx = ToolContext(deps=Deps(library))
     out = await execute_skill(ctx, "dcf", "600519")
     assert out["status"] == "success" and out["instructions"].startswith("Run a DCF valuation of 600519")
-    path.write_text(DCF.replace("Use analyze_stock first.", "Use search_stock_by_name first."), encoding="utf-8")
+    path.write_text(
+        DCF.replace("Use analyze_stock first.", "Use search_stock_by_name first."), encoding="utf-8"
+    )
     out = await execute_skill(ctx, "/dcf", "600519")
     assert "search_stock_by_name" in out["instructions"]
     builtin = await execute_skill(ctx, "checkup")
@@ -168,9 +179,15 @@ def test_execute_skill_spec():
 async def test_model_calls_execute_skill_in_a_turn(tmp_path):
     write(tmp_path, "dcf.md", DCF)
     library = SkillLibrary(tmp_path)
-    client = ScriptedClient([reply(tool_calls=[("execute_skill", {"name": "dcf", "arguments": "600519"})]), reply("ok")])
+    client = ScriptedClient(
+        [reply(tool_calls=[("execute_skill", {"name": "dcf", "arguments": "600519"})]), reply("ok")]
+    )
     runtime = AgentRuntime(
-        model_for=lambda _m: client, tools=skill_tools, store=InMemoryStore(), deps=Deps(library), workspace=tmp_path
+        model_for=lambda _m: client,
+        tools=skill_tools,
+        store=InMemoryStore(),
+        deps=Deps(library),
+        workspace=tmp_path,
     )
     request = TurnRequest("s1", "value 600519", system_dynamic=skills_prompt(library.skills))
     events = [e async for e in runtime.run(request)]
@@ -178,3 +195,19 @@ async def test_model_calls_execute_skill_in_a_turn(tmp_path):
     assert client.requests[0].system_dynamic.startswith("<system-reminder>")
     result = next(m for m in client.requests[1].messages if m.role == "tool").tool_results[0]
     assert json.loads(result.content)["instructions"].startswith("Run a DCF valuation of 600519")
+
+
+def test_skills_cli(tmp_path):
+    import io
+
+    from agent.skills import skills_cli
+
+    write(tmp_path, "dcf.md", DCF)
+    out = io.StringIO()
+    assert skills_cli(["list"], tmp_path, out) == 0
+    assert "/dcf" in out.getvalue() and "/checkup" in out.getvalue()
+    out = io.StringIO()
+    assert skills_cli(["check"], tmp_path, out) == 0 and "0 problem(s)" in out.getvalue()
+    write(tmp_path, "bad.md", "---\nname: Bad\n---\nx")
+    out = io.StringIO()
+    assert skills_cli(["check"], tmp_path, out) == 1 and "bad.md: invalid name" in out.getvalue()

@@ -79,7 +79,12 @@ def test_delegate_tools_are_registered():
 async def test_proxy_exposes_only_allowed_schemas(parent_tools):
     proxy = build_proxy(parent_tools, ANALYSIS)
     assert isinstance(proxy, SubAgentToolset)
-    assert sorted(s.name for s in proxy.specs()) == ["analyze_stock", "get_market_history", "get_market_overview", "portfolio"]
+    assert sorted(s.name for s in proxy.specs()) == [
+        "analyze_stock",
+        "get_market_history",
+        "get_market_overview",
+        "portfolio",
+    ]
     # metadata is preserved (concurrency), the per-tool timeout is applied to inline tools
     spec = proxy.get("analyze_stock").spec
     assert spec.concurrency_safe and spec.timeout == ANALYSIS.tool_timeout + 1
@@ -98,7 +103,13 @@ async def test_trading_agent_never_gets_a_write_even_if_whitelisted(parent_tools
     greedy = replace(TRADING, tools=(*TRADING.tools, "update_portfolio", "execute_trade", "exec_command"))
     proxy = build_proxy(parent_tools, greedy)
     names = {s.name for s in proxy.specs()}
-    assert names == {"portfolio", "generate_strategy_decision", "analyze_stock", "get_market_overview", "get_market_history"}
+    assert names == {
+        "portfolio",
+        "generate_strategy_decision",
+        "analyze_stock",
+        "get_market_overview",
+        "get_market_history",
+    }
     assert not any(s.requires_approval or s.side_effect == "mutating" for s in proxy.specs())
 
 
@@ -145,7 +156,9 @@ def test_context_trim_keeps_the_most_recent_part_within_budget():
     text = "".join(f"line {i}: 600519 贵州茅台 volume rising\n" for i in range(2000))
     trimmed, cut = trim_context(text, 500)
     assert cut and estimate_tokens(trimmed) <= 500
-    assert trimmed.startswith("[context trimmed") and trimmed.endswith("line 1999: 600519 贵州茅台 volume rising\n")
+    assert trimmed.startswith("[context trimmed") and trimmed.endswith(
+        "line 1999: 600519 贵州茅台 volume rising\n"
+    )
     assert trim_context(trimmed, 500) != (text, False)
     assert trim_context("short", 500) == ("short", False)
     assert trim_context(text, 500) == (trimmed, True)  # deterministic

@@ -23,7 +23,9 @@ from tests.subagents.conftest import FakeBackground
 
 
 async def test_basic_run_returns_a_completed_structured_result(services, sub_client):
-    sub_client.add(reply("Market is ranging as of 2026-07-24.", usage=Usage(input_tokens=100, output_tokens=20)))
+    sub_client.add(
+        reply("Market is ranging as of 2026-07-24.", usage=Usage(input_tokens=100, output_tokens=20))
+    )
     result = await run_subagent("research", "How is the market?", services=services)
     assert result.agent == "research" and result.status == "completed"
     assert result.result == "Market is ranging as of 2026-07-24."
@@ -70,7 +72,12 @@ async def test_run_with_tool_calls(services, sub_client, probe):
 
 async def test_refused_tools_are_errors_the_sub_agent_sees_and_never_run(services, sub_client, probe):
     sub_client.add(
-        reply(tool_calls=[("update_portfolio", {"code": "600519", "shares": 0}), ("exec_command", {"command": "ls"})]),
+        reply(
+            tool_calls=[
+                ("update_portfolio", {"code": "600519", "shares": 0}),
+                ("exec_command", {"command": "ls"}),
+            ]
+        ),
         reply("I can only propose: sell 600519."),
     )
     result = await run_subagent("trading", "Should I sell 600519?", services=services)
@@ -79,11 +86,16 @@ async def test_refused_tools_are_errors_the_sub_agent_sees_and_never_run(service
     errors = [m.tool_results[0] for m in sub_client.requests[1].messages if m.role == "tool"]
     assert len(errors) == 2 and all(e.is_error for e in errors)
     assert all("not available to the trading sub-agent" in e.content for e in errors)
-    assert {t.name for t in sub_client.requests[0].tools}.isdisjoint({"update_portfolio", "execute_trade", "exec_command"})
+    assert {t.name for t in sub_client.requests[0].tools}.isdisjoint(
+        {"update_portfolio", "execute_trade", "exec_command"}
+    )
 
 
 async def test_per_tool_timeout_is_a_tool_error_not_a_stuck_agent(services, sub_client, probe):
-    sub_client.add(reply(tool_calls=[("get_market_history", {"code": "600519"})]), reply("History unavailable; phase unknown."))
+    sub_client.add(
+        reply(tool_calls=[("get_market_history", {"code": "600519"})]),
+        reply("History unavailable; phase unknown."),
+    )
     quick = replace(RESEARCH, tool_timeout=0.05)
     result = await run_subagent(quick, "history of 600519", services=services)
     assert result.status == "completed" and probe.cancelled
@@ -206,7 +218,10 @@ async def test_delegation_from_a_parent_turn_forwards_progress_and_returns_the_r
 ):
     sub_client.add(reply(tool_calls=[("analyze_stock", {"code": "600519"})]), reply("600519: phase C, hold."))
     parent_client = ScriptedClient(
-        [reply(tool_calls=[tool_call("delegate_to_analysis", {"task": "Diagnose 600519"}, "c1")]), reply("Done.")]
+        [
+            reply(tool_calls=[tool_call("delegate_to_analysis", {"task": "Diagnose 600519"}, "c1")]),
+            reply("Done."),
+        ]
     )
     tools = Toolset.combine("tapebot", parent_tools, subagent_tools)
     runtime = AgentRuntime(
@@ -216,7 +231,9 @@ async def test_delegation_from_a_parent_turn_forwards_progress_and_returns_the_r
         deps=Deps(replace(services, toolset=tools)),
         workspace=tmp_path,
     )
-    events = [e async for e in runtime.run(TurnRequest("s1", "check 600519", who=Requester("u1", "tg:1", ("u1",))))]
+    events = [
+        e async for e in runtime.run(TurnRequest("s1", "check 600519", who=Requester("u1", "tg:1", ("u1",))))
+    ]
     assert events[-1].status == "completed"
     lines = [e.detail for e in events if isinstance(e, ev.ToolProgress) and e.stage == "subagent"]
     assert any("analysis · analyze_stock" in line for line in lines)
@@ -229,7 +246,9 @@ async def test_delegation_from_a_parent_turn_forwards_progress_and_returns_the_r
     assert not any(t.name.startswith("delegate_to_") for t in sub_client.requests[0].tools)
 
 
-async def test_cancelling_the_parent_turn_cancels_the_sub_agent(parent_tools, services, sub_client, probe, tmp_path):
+async def test_cancelling_the_parent_turn_cancels_the_sub_agent(
+    parent_tools, services, sub_client, probe, tmp_path
+):
     sub_client.add(reply(tool_calls=[("get_market_history", {"code": "600519"})]))
     parent_client = ScriptedClient([reply(tool_calls=[("delegate_to_research", {"task": "history"})])])
     tools = Toolset.combine("tapebot", parent_tools, subagent_tools)
