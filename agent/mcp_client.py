@@ -127,8 +127,6 @@ class McpTool(Tool):
         self.connection = connection
         self.remote_name = remote_name
         self.spec = spec
-        self.fn = None
-        self.args_model = None
         self.ctx_param = None
         self.is_async = True
         self._validator = _validator(spec.parameters)

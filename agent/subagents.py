@@ -39,17 +39,8 @@ from agent.inmemory import InMemoryStore
 from agent.messages import Message
 from agent.providers.base import ModelClient, ToolSchema
 from agent.runtime import ROUNDS_EXHAUSTED, AgentRuntime, RuntimeConfig, TurnRequest
+from agent.tokens import estimate_messages, estimate_tokens
 from agent.tools.registry import Deps, Tool, ToolContext, Toolset, ToolSpec
-
-try:  # the conservative estimator (CJK-aware); len/3 if it is ever missing
-    from agent.tokens import estimate_messages, estimate_tokens
-except ImportError:  # pragma: no cover
-    estimate_tokens = lambda text: len(text) // 3 + 1  # noqa: E731
-
-    def estimate_messages(messages, system="", tools=()):  # type: ignore[no-untyped-def]
-        text = system + "".join(str(m.parts) for m in messages) + "".join(str(t) for t in tools)
-        return len(text) // 3 + 1
-
 
 Status = Literal["completed", "timeout", "cancelled", "error", "empty"]
 NextAction = Literal["use_result", "fallback_to_direct_tools", "stop_and_report_cancelled"]
@@ -351,8 +342,6 @@ class _GovernedTool(Tool):
         self.tool_timeout = tool_timeout
         self.deadline = deadline
         self.inline = inline  # runs in the turn (not submitted to the background runner)
-        self.fn = getattr(inner, "fn", None)
-        self.args_model = getattr(inner, "args_model", None)
         self.ctx_param = getattr(inner, "ctx_param", None)
         self.is_async = True
         spec = inner.spec

@@ -430,9 +430,9 @@ class Gateway:
             return reason
         who = user.display_name or user.user_id
         await self._finalize_card(approval_id, decision, who)
-        if state.running:  # cannot happen for a suspended turn, but never run two at once
-            return ""
-        self._start(state, self._resume(state, record.turn_id))
+        if not state.running:  # never run two turns of one chat at once
+            self._start(state, self._resume(state, record.turn_id))
+        await self._release_backlog(state)
         return ""
 
     async def _expire(self, approval_id: str) -> None:
@@ -502,7 +502,6 @@ class Gateway:
             await press.ack(t(state.lang, key), key == "approval_not_allowed")
         else:
             await press.ack("", False)
-        await self._release_backlog(state)
 
     async def _release_backlog(self, state: ChatState) -> None:
         if state.backlog and await self._waiting_turn(state) is None:
@@ -517,6 +516,4 @@ class Gateway:
                 )
 
     async def decide_by_text(self, state: ChatState, user: UserRef, approval_id: str, decision: str) -> str:
-        reason = await self._decide(state, approval_id, user, decision)
-        await self._release_backlog(state)
-        return reason
+        return await self._decide(state, approval_id, user, decision)

@@ -69,3 +69,52 @@ def require(ctx: ToolContext) -> MarketServices:
         raise ServiceMissing(
             "market services are not configured: the composition root must add MarketServices to the tool deps"
         ) from None
+
+
+def build_market_data(settings: MarketSettings, session_factory: Any = None) -> MarketData:
+    """Providers in the configured order (`bundled`, `csv`, `akshare`, `yfinance`, `ccxt`); network
+    providers' bars are cached in the database when a session factory is given."""
+    from markets.providers import BundledProvider, CsvFolderProvider
+    from markets.providers.network import AkshareProvider, CcxtProvider, YFinanceProvider
+
+    providers: list[Any] = []
+    for name in settings.providers or ["bundled"]:
+        if name == "bundled":
+            providers.append(BundledProvider())
+        elif name == "csv":
+            if not settings.csv_folder:
+                raise ServiceMissing("provider 'csv' needs [markets] csv_folder")
+            providers.append(CsvFolderProvider(settings.csv_folder))
+        elif name == "akshare":
+            providers.append(AkshareProvider())
+        elif name == "yfinance":
+            providers.append(YFinanceProvider())
+        elif name == "ccxt":
+            providers.append(CcxtProvider(settings.live_exchange))
+        else:
+            raise ServiceMissing(
+                f"unknown market data provider {name!r} (bundled, csv, akshare, yfinance, ccxt)"
+            )
+    cache = None
+    if session_factory is not None and any(p.name not in ("bundled", "csv") for p in providers):
+        from markets.cache import BarCache
+
+        cache = BarCache(session_factory)
+    return MarketData(providers, cache=cache)
+
+
+def build_live_broker(
+    settings: MarketSettings, session_factory: Any, data: MarketData, exchange: Any = None
+) -> Any:
+    """The live ccxt broker, only when `settings.live` is true (it logs a start-up banner)."""
+    if not settings.live:
+        return None
+    from markets.broker import LiveCcxtBroker
+
+    if exchange is None:
+        import ccxt  # the `ccxt` extra
+
+        exchange = getattr(ccxt, settings.live_exchange)(
+            {"apiKey": settings.live_api_key, "secret": settings.live_secret, "enableRateLimit": True}
+        )
+    return LiveCcxtBroker(session_factory, data, settings, exchange)
