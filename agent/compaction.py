@@ -51,6 +51,7 @@ ANCHOR_CHARS = 220
 SUMMARY_IDLE_TIMEOUT = 30.0
 SUMMARY_TOTAL_TIMEOUT = 180.0
 MAX_ARCHIVE_CODES = 24
+SCORE_CHARS = 800
 
 ACK_TEXT = "好的，我已了解之前的对话上下文，请继续。"
 
@@ -68,9 +69,11 @@ already done (tools and key results with stock codes, prices, signals, file path
 conclusions, and unfinished tasks. Output only the summary."""
 
 CODE_RE = re.compile(r"(?<!\d)(\d{6})(?!\d)")
+# ASCII path segments only (a CJK sentence is one long \w run, and scanning it for "/" from every
+# position was quadratic); start only at a segment boundary; possessive runs never backtrack.
 PATH_RE = re.compile(
-    r"(?:(?:~|\.{1,2})?/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}\b"
-    r"|\b[\w-]+\.(?:py|md|json|jsonl|csv|toml|ya?ml|txt|ts|js|sql|log|xlsx|png|ipynb)\b"
+    r"(?<![A-Za-z0-9_./~-])(?:~|\.{1,2})?/?(?:[A-Za-z0-9_.-]++/)+[A-Za-z0-9_-][A-Za-z0-9_.-]*\.[A-Za-z0-9]{1,8}\b"
+    r"|(?<![A-Za-z0-9_.-])[A-Za-z0-9_-]++\.(?:py|md|json|jsonl|csv|toml|ya?ml|txt|ts|js|sql|log|xlsx|png|ipynb)\b"
 )
 ARCHIVE_REF_RE = re.compile(r"archive://[\w.@-]+/[\w.-]+")
 IMPORTANT_TERMS = (
@@ -205,15 +208,21 @@ def message_text(msg: Message) -> str:
     return "\n".join(pieces)
 
 
-def score_message_importance(msg: Message, index: int, total: int) -> float:
+_IMPORTANT_RE = re.compile("|".join(re.escape(t) for t in IMPORTANT_TERMS))
+_CONSTRAINT_RE = re.compile("|".join(re.escape(t) for t in CONSTRAINT_TERMS))
+
+
+def score_message_importance(msg: Message, index: int, total: int, text: str | None = None) -> float:
     """Seed scoring: recency, user > tool call > tool result, plus stock codes, file paths,
     errors/trades/backtests and (ours) explicit user constraints."""
-    text = message_text(msg)
+    # The start of a message carries its codes, paths and errors; scanning megabytes of tool JSON
+    # for file paths would cost more than the rest of compaction.
+    text = (message_text(msg) if text is None else text)[:SCORE_CHARS]
     lowered = text.lower()
     score = index / max(1, total)
     if msg.role == "user":
         score += 3
-        if any(t in lowered for t in CONSTRAINT_TERMS):
+        if _CONSTRAINT_RE.search(lowered):
             score += 1.5
     elif msg.role == "tool":
         score += 1
@@ -225,7 +234,7 @@ def score_message_importance(msg: Message, index: int, total: int) -> float:
         score += 2
     if PATH_RE.search(text):
         score += 1.5
-    if any(t in lowered for t in IMPORTANT_TERMS):
+    if _IMPORTANT_RE.search(lowered):
         score += 2
     return score
 
@@ -240,15 +249,18 @@ def select_anchor_messages(
 ) -> list[Anchor]:
     """The `max_items` most important head messages, in their original order, cut to `max_chars`."""
     scored = []
+    texts: dict[int, str] = {}
     for i, msg in enumerate(head):
         if msg.meta.get("compaction") or msg.meta.get("internal_retry"):
             continue  # an earlier summary is summarised again, not anchored
-        if not message_text(msg).strip():
+        text = message_text(msg)
+        if not text.strip():
             continue
-        scored.append((score_message_importance(msg, i, len(head)), i))
+        texts[i] = text
+        scored.append((score_message_importance(msg, i, len(head), text), i))
     best = sorted(scored, key=lambda s: (-s[0], -s[1]))[:max_items]
     return [
-        Anchor(i, head[i].role, _snippet(message_text(head[i]), max_chars))
+        Anchor(i, head[i].role, _snippet(texts[i][: max_chars * 4], max_chars))
         for _, i in sorted(best, key=lambda s: s[1])
     ]
 

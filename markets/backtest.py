@@ -293,7 +293,8 @@ def run(
             if t > 0 and entries is not None:
                 cands = np.flatnonzero(entries[:, t - 1])
                 eq = book.equity(t - 1)
-                for i in cands:
+                for ci in cands:
+                    i = int(ci)
                     if len(book.pos) >= cfg.max_positions:
                         break
                     if i in book.pos or np.isnan(P.open[i, t]):

@@ -52,12 +52,15 @@ def to_date64(values: Sequence[str] | Sequence[date] | np.ndarray) -> np.ndarray
     return arr.astype("datetime64[D]")
 
 
-def as_date64(value: str | date | np.datetime64 | None) -> np.datetime64 | None:
-    if value is None:
-        return None
+def day64(value: str | date | np.datetime64) -> np.datetime64:
+    """`2025-09-03`, `20250903`, a date or a datetime64 → datetime64[D]."""
     if isinstance(value, str) and len(value) == 8 and value.isdigit():
         value = f"{value[:4]}-{value[4:6]}-{value[6:]}"
-    return np.datetime64(value, "D")
+    return np.datetime64(value, "D")  # type: ignore[call-overload]
+
+
+def as_date64(value: str | date | np.datetime64 | None) -> np.datetime64 | None:
+    return None if value is None else day64(value)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -180,7 +183,7 @@ class Bars:
 
     def index_of(self, day: str | date) -> int:
         """Index of the bar on `day`; KeyError if there is none."""
-        d = as_date64(day)
+        d = day64(day)
         i = int(np.searchsorted(self.dates, d))
         if i >= len(self) or self.dates[i] != d:
             raise KeyError(f"{self.symbol}: no bar on {d}")

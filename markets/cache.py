@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import delete, func, select
 
-from markets.bars import Bars, as_date64
+from markets.bars import Bars, day64
 from markets.models import MarketBarCache
 from markets.providers.base import BarProvider
 from markets.symbols import Instrument
@@ -33,9 +33,9 @@ class BarCache:
         async with self.sessions() as s:
             q = select(MarketBarCache).where(MarketBarCache.source == source, MarketBarCache.symbol == symbol)
             if start:
-                q = q.where(MarketBarCache.day >= as_date64(start).astype(object))
+                q = q.where(MarketBarCache.day >= day64(start).astype(object))
             if end:
-                q = q.where(MarketBarCache.day <= as_date64(end).astype(object))
+                q = q.where(MarketBarCache.day <= day64(end).astype(object))
             rows = (await s.execute(q.order_by(MarketBarCache.day))).scalars().all()
         if not rows:
             return None

@@ -125,7 +125,7 @@ class Portfolio:
         """Holdings with current prices and P&L, cash, totals — as of the last bar."""
         positions = await self.positions(user_id)
         cash = {b["market"]: b for b in await self.balance(user_id)}
-        totals: dict[str, dict[str, float]] = {}
+        totals: dict[str, dict[str, Any]] = {}
         for m in ("cn", "crypto"):
             ps = [p for p in positions if p.market == m]
             mv = sum(p.value or 0.0 for p in ps)

@@ -156,9 +156,9 @@ def screen(
     strong: set[str] = set()
     ind_rows = []
     groups: dict[str, list[int]] = {}
-    for k in np.flatnonzero(liquid):
-        if industry[k]:
-            groups.setdefault(industry[k], []).append(int(k))
+    for kk in np.flatnonzero(liquid):
+        if industry[kk]:
+            groups.setdefault(str(industry[kk]), []).append(int(kk))
     if groups:
         med = {g: float(np.nanmedian(ret20[ix])) for g, ix in groups.items() if len(ix) >= 3}
         if med:
@@ -175,7 +175,7 @@ def screen(
                     for g, v in med.items()
                     if g in strong
                 ),
-                key=lambda r: -r["median_ret20_pct"],
+                key=lambda r: -float(r["median_ret20_pct"]),  # type: ignore[arg-type]
             )
     resonant = np.array([industry[k] in strong for k in range(n)])
     keep = any_channel & (resonant if cfg.require_resonance else True)

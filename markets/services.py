@@ -54,6 +54,10 @@ class MarketServices:
         if self.charts_dir is None:
             self.charts_dir = self.results_dir / "charts"
 
+    @property
+    def chart_dir(self) -> Path:
+        return self.charts_dir or self.results_dir / "charts"
+
     def sessions(self) -> Any:
         if self.session_factory is None:
             raise ServiceMissing(

@@ -37,7 +37,7 @@ async def dynamic_snapshot(
     pf = Portfolio(services.session_factory, services.data, services.settings)
     view = await pf.view(user_id)
     store = StrategyStore(services.session_factory)
-    strategies = await store.list(user_id)
+    strategies = await store.strategies(user_id)
     traders = await store.traders(user_id)
     lines = [
         f"[Account snapshot, as of {view['as_of']['cn']} (cn) / {view['as_of']['crypto']} (crypto); fresh, not memory]"

@@ -33,13 +33,13 @@ class StrategyConfig(BaseModel):
 
     market: Literal["cn", "crypto"] = "cn"
     universe: list[str] = Field(default_factory=list, description="codes; empty = every instrument with data")
-    entry: list[Trigger] = Field(default_factory=lambda: ["spring", "sos", "lps"])
-    exit: list[ExitTrigger] = Field(default_factory=lambda: ["sow", "upthrust"])
+    entry: list[Trigger] = ["spring", "sos", "lps"]
+    exit: list[ExitTrigger] = ["sow", "upthrust"]
     trend_filter: bool = True  # enter only when MA50 > MA200 or price > MA200
     min_amount: float = 2e8  # average daily turnover (CNY/USDT) over 20 bars
-    max_positions: int = Field(10, ge=1, le=100)
-    position_pct: float = Field(0.10, gt=0, le=1)
-    stop_pct: float | None = Field(0.07, ge=0, le=0.5)
+    max_positions: int = Field(default=10, ge=1, le=100)
+    position_pct: float = Field(default=0.10, gt=0, le=1)
+    stop_pct: float | None = Field(default=0.07, ge=0, le=0.5)
     trail_after: float | None = 0.15
     trail_pct: float = 0.10
     max_hold: int | None = 60
@@ -112,7 +112,7 @@ class StrategyStore:
     def __init__(self, sessions: Any):
         self.sessions = sessions
 
-    async def list(self, user_id: str) -> list[dict[str, Any]]:
+    async def strategies(self, user_id: str) -> list[dict[str, Any]]:
         async with self.sessions() as s:
             rows = (
                 (

@@ -148,7 +148,7 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
         try:
             from markets import charts
 
-            path = await asyncio.to_thread(charts.candles, bars, svc.charts_dir, name=inst.name, analysis=a)
+            path = await asyncio.to_thread(charts.candles, bars, svc.chart_dir, name=inst.name, analysis=a)
             attachments.append(Attachment(path, caption=f"{inst.label} · {a.phase.label} · as of {a.as_of}"))
             out["chart"] = str(path)
         except Exception as exc:
@@ -396,7 +396,7 @@ async def run_backtest(
             charts.equity_curve,
             result.dates[s0:],
             result.equity[s0:],
-            svc.charts_dir,
+            svc.chart_dir,
             benchmark=None if result.benchmark is None else result.benchmark[s0:],
             title=f"Backtest: {name}",
         )
@@ -623,7 +623,7 @@ async def get_strategies(ctx: ToolContext) -> dict:
     svc = require(ctx)
     store = StrategyStore(svc.sessions())
     return {
-        "strategies": await store.list(_user(ctx)),
+        "strategies": await store.strategies(_user(ctx)),
         "traders": await store.traders(_user(ctx)),
         "default_config": DEFAULT_STRATEGY.model_dump(),
     }
@@ -649,7 +649,7 @@ async def manage_strategy(
     store = StrategyStore(svc.sessions())
     user = _user(ctx)
     if action == "list":
-        return {"strategies": await store.list(user)}
+        return {"strategies": await store.strategies(user)}
     if action == "get_default_config":
         return {"default_config": StrategyConfig().model_dump(), "schema": StrategyConfig.model_json_schema()}
     if action == "create":

@@ -1,1 +1,1 @@
-"""A CJK font subset shipped for charts (see LICENSE-OFL.txt)."""
+"""A CJK font subset shipped for charts (see LICENSE-OFL.md)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from markets.bars import Bars, as_date64
+from markets.bars import Bars, as_date64, day64
 from markets.errors import NoData, ProviderUnavailable
 from markets.symbols import Instrument
 
@@ -63,7 +63,7 @@ def parse_akshare_hist(records: Sequence[Mapping[str, Any]], symbol: str, adjust
         volume_unit="lot",
         amount_unit="yuan",
         market="cn",
-        adjust=adjust if adjust in ("qfq", "hfq") else "none",
+        adjust="qfq" if adjust == "qfq" else "hfq" if adjust == "hfq" else "none",
         source="akshare",
     )
 
@@ -159,7 +159,7 @@ class YFinanceProvider:
         frame = yf.download(
             yahoo_ticker(inst),
             start=str(as_date64(start)) if start else "2015-01-01",
-            end=str(as_date64(end) + 1) if end else None,
+            end=str(day64(end) + 1) if end else None,
             interval="1d",
             auto_adjust=True,
             multi_level_index=False,
