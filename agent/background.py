@@ -11,6 +11,10 @@ States: queued → running → succeeded | failed | cancelled | timed_out, and `
 was queued or running when its process died (found by a stale heartbeat) or was stopped by a
 shutdown. Lost tasks are reported like finished ones, so the user hears about them after restart.
 
+Cancel and timeout cancel the awaited work. A sync tool running in a worker thread cannot be
+interrupted: its thread runs to the end and the result is discarded — so CPU-heavy tools should
+check a stop condition between chunks (they report progress there anyway).
+
 Exactly-once notification: the `notified` flag is claimed by compare-and-set *before* the
 callback runs and released if the callback raises, so a restart (or a second process) never
 re-notifies; a finished-but-unclaimed task is notified by `notify_pending()` at start-up.

@@ -596,7 +596,7 @@ class Compactor:
                 )
             except Exception:  # tolerated like the seed: the summary still frees the window
                 log.exception("archiving the compacted head of session %s failed", session_id)
-        codes = sorted({c for m in head for c in CODE_RE.findall(message_text(m))})[:MAX_ARCHIVE_CODES]
+        codes = sorted(set(CODE_RE.findall(head_text)))[:MAX_ARCHIVE_CODES]
         return assemble(summary, anchors, archive_ref, codes, tail), archive_ref, anchors
 
     async def _summarize(self, head_text: str, client: ModelClient | None) -> str:

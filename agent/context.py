@@ -57,6 +57,22 @@ def inject_recall(messages: Sequence[Message], recalled: str | None) -> list[Mes
     return out
 
 
+RECALL_TRAILER = "（以上为召回的参考记忆，不是用户的新消息；请回答上面用户的最新消息。/ Recalled memories for reference only; answer the user's latest message above.）"
+
+
+def append_recall(messages: Sequence[Message], recalled: str | None) -> list[Message]:
+    """The cache-friendly alternative to `inject_recall`: the memories go in a trailing message
+    marked `transient`, after everything stored. Every stored message keeps the exact form it will
+    have in later requests, so a provider that puts its cache breakpoint on the last *non-transient*
+    block caches the whole history, tool rounds included (`bench/cache_prefix.py` measures both)."""
+    out = list(messages)
+    if recalled:
+        out.append(
+            Message.user(f"{RECALL_OPEN}\n{recalled}\n{RECALL_CLOSE}\n{RECALL_TRAILER}", transient=True)
+        )
+    return out
+
+
 class TaskTracker:
     """Owns background tasks (memory upkeep) so they are referenced, their errors logged, and they
     can be awaited or cancelled at shutdown. The composition root creates one and closes it."""

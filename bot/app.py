@@ -51,6 +51,7 @@ class App:
         self.adapters: list[Any] = []
         self.scheduler: Any = None
         self.deps = Deps()
+        self.market: Any = None
         self._uninstall_redaction: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Any]] = []
@@ -104,7 +105,44 @@ class App:
                 redactor=self.redactor,
             )
         )
-        return Toolset.combine("tapebot", core_tools, local_tools)
+        return Toolset.combine("tapebot", core_tools, local_tools, self._market_tools())
+
+    def _market_tools(self) -> Toolset:
+        """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading."""
+        from markets.services import MarketServices, MarketSettings, build_live_broker, build_market_data
+        from markets.tools import market_tools
+
+        s = self.settings
+        env = s.environ
+        providers = [s.markets.provider] if s.markets.provider == "bundled" else [s.markets.provider, "bundled"]
+        ms = MarketSettings(
+            initial_cash_cn=s.markets.initial_cash,
+            live=s.markets.live,
+            live_exchange=s.markets.live_exchange,
+            live_api_key=env.get(s.markets.live_api_key_env, "") if s.markets.live else "",
+            live_secret=env.get(s.markets.live_secret_env, "") if s.markets.live else "",
+            csv_folder=str(s.markets.csv_dir or ""),
+            providers=providers,
+        )
+        assert self.db is not None
+        sessions = self.db.sessionmaker
+        data = build_market_data(ms, sessions)
+        live = build_live_broker(ms, sessions, data) if ms.live else None
+        if ms.live:
+            log.warning("=" * 64)
+            log.warning("LIVE TRADING IS ENABLED on %s: approved trades send real orders", ms.live_exchange)
+            log.warning("=" * 64)
+        self.market = MarketServices(
+            data=data,
+            session_factory=sessions,
+            results_dir=s.results_dir,
+            charts_dir=s.results_dir / "charts",
+            settings=ms,
+            model=self.model_for(None) if s.models else None,
+            live_broker=live,
+        )
+        self.deps.add(self.market)
+        return market_tools
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self, *, adapters: bool = True) -> None:

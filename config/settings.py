@@ -136,7 +136,10 @@ class ToolsConfig(_Section):
 class MarketsConfig(_Section):
     provider: Literal["bundled", "csv", "akshare", "yfinance", "ccxt"] = "bundled"
     csv_dir: Path | None = None
-    live: bool = False
+    live: bool = False  # live trading through ccxt; paper trading unless the operator sets this
+    live_exchange: str = "binance"
+    live_api_key_env: str = "EXCHANGE_API_KEY"
+    live_secret_env: str = "EXCHANGE_API_SECRET"
     initial_cash: float = Field(default=1_000_000, gt=0)
 
     @model_validator(mode="after")
@@ -308,6 +311,8 @@ class Settings(BaseSettings):
             self.telegram.resolved_token(env),
             self.telegram.resolved_webhook_secret(env),
             self.discord.resolved_token(env),
+            env.get(self.markets.live_api_key_env) if self.markets.live else None,
+            env.get(self.markets.live_secret_env) if self.markets.live else None,
             _url_password(self.database_url),
         ]
         # Very short values would redact ordinary words; no real secret is that short.

@@ -10,7 +10,7 @@ schema its SQLAlchemyJobStore expects. `scheduler/store.py` queries the schedule
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -19,6 +19,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     and_,
     delete,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -115,12 +117,9 @@ class ChatTimezoneRow(Base):
 Index("ix_background_tasks_session_created", TaskRow.session_id, TaskRow.created_at)
 Index("ix_schedule_runs_started", ScheduleRunRow.started_at)
 
-TABLES = (
-    TaskRow.__table__,
-    ScheduleRow.__table__,
-    ScheduleRunRow.__table__,
-    SchedulerLeaseRow.__table__,
-    ChatTimezoneRow.__table__,
+TABLES: tuple[Table, ...] = tuple(
+    cast(Table, row.__table__)
+    for row in (TaskRow, ScheduleRow, ScheduleRunRow, SchedulerLeaseRow, ChatTimezoneRow)
 )
 
 
@@ -156,7 +155,14 @@ def _to_record(row: Any) -> TaskRecord:
     )
 
 
-_T = TaskRow.__table__
+_T = cast(Table, TaskRow.__table__)
+
+
+def rowcount(result: Any) -> int:
+    """Rows matched by an UPDATE/DELETE (typed access to CursorResult.rowcount)."""
+    return cast(CursorResult[Any], result).rowcount or 0
+
+
 _ACTIVE = sorted(ACTIVE)
 _TERMINAL = sorted(TERMINAL)
 
@@ -182,7 +188,7 @@ class SqlTaskStore:
             .values(status="running", started_at=started_at, heartbeat_at=started_at)
         )
         async with self.db.session() as conn:
-            return (await conn.execute(stmt)).rowcount == 1
+            return rowcount(await conn.execute(stmt)) == 1
 
     async def update_progress(
         self, task_id: str, *, stage: str, detail: str, percent: float | None, at: datetime
@@ -212,7 +218,7 @@ class SqlTaskStore:
             )
         )
         async with self.db.session() as conn:
-            return (await conn.execute(stmt)).rowcount == 1
+            return rowcount(await conn.execute(stmt)) == 1
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         async with self.db.read() as conn:
@@ -263,7 +269,7 @@ class SqlTaskStore:
             .values(notified=True)
         )
         async with self.db.session() as conn:
-            return (await conn.execute(stmt)).rowcount == 1
+            return rowcount(await conn.execute(stmt)) == 1
 
     async def release_notification(self, task_id: str) -> None:
         async with self.db.session() as conn:
@@ -282,4 +288,4 @@ class SqlTaskStore:
     async def delete_finished(self, before: datetime) -> int:
         stmt = delete(_T).where(_T.c.status.in_(_TERMINAL), _T.c.finished_at < before)
         async with self.db.session() as conn:
-            return (await conn.execute(stmt)).rowcount or 0
+            return rowcount(await conn.execute(stmt))

@@ -480,12 +480,16 @@ class AppScheduler:
         want = {s.job_id: s for s in schedules}
         stale = [j for j in existing if j.startswith(BRIEF_PREFIX) and j not in want]
         missing = [s for jid, s in want.items() if jid not in existing]
+        removed = 0
         for jid in stale:
-            await self.remove_job(jid)
+            fresh = await self.store.get_schedule(jid[len(BRIEF_PREFIX) :])
+            if fresh is not None and not fresh.paused:
+                continue  # created while we were listing: keep its job
+            removed += await self.remove_job(jid)
         if missing:
             await self._call(self._add_brief_jobs_sync, missing)
         await self._call(self._sync_housekeeping_sync)
-        report = ReconcileReport(schedules=len(want), added=len(missing), removed=len(stale))
+        report = ReconcileReport(schedules=len(want), added=len(missing), removed=removed)
         self.last_reconcile = report
         log.info(
             "scheduler reconciled: %d schedules, %d jobs added, %d removed",

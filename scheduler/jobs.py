@@ -48,7 +48,7 @@ class JobContext:
     retry_delays: tuple[float, ...] = (30.0, 120.0, 600.0)
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
     owner: str = ""
-    remove_job: Callable[[str], Awaitable[None]] | None = None
+    remove_job: Callable[[str], Awaitable[Any]] | None = None
 
 
 _CURRENT: ContextVar[weakref.ref[JobContext] | None] = ContextVar("tapebot_scheduler_context", default=None)

@@ -227,7 +227,7 @@ class DailyTrigger(BaseTrigger):
     def __init__(self, days: str, hour: int, minute: int, timezone: str):
         if days not in DAYS:
             raise BriefSpecError(f"unknown day set {days!r}")
-        self.days = days
+        self.days: str = days
         self.hour = hour
         self.minute = minute
         self.timezone = timezone

@@ -16,17 +16,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel
-from sqlalchemy import Integer, bindparam, case, delete, func, or_, select, tuple_, update
+from sqlalchemy import Integer, Table, bindparam, case, delete, func, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory.db import Database, storage_error
 from memory.models import UTCDateTime
-from memory.tasks import ChatTimezoneRow, SchedulerLeaseRow, ScheduleRow, ScheduleRunRow
+from memory.tasks import ChatTimezoneRow, SchedulerLeaseRow, ScheduleRow, ScheduleRunRow, rowcount
 from scheduler.specs import BriefSpec, parse_stored_spec
 
 
@@ -72,10 +72,10 @@ class LeaseState:
     expires_at: datetime | None
 
 
-_S = ScheduleRow.__table__
-_R = ScheduleRunRow.__table__
-_L = SchedulerLeaseRow.__table__
-_Z = ChatTimezoneRow.__table__
+_S = cast(Table, ScheduleRow.__table__)
+_R = cast(Table, ScheduleRunRow.__table__)
+_L = cast(Table, SchedulerLeaseRow.__table__)
+_Z = cast(Table, ChatTimezoneRow.__table__)
 
 
 def _schedule(row: Any) -> Schedule:
@@ -193,13 +193,13 @@ class ScheduleStore:
             res = await conn.execute(
                 update(_S).where(_S.c.id == schedule_id).values(paused=paused, updated_at=at)
             )
-            return res.rowcount == 1
+            return rowcount(res) == 1
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         async with self._write() as conn:
             await conn.execute(delete(_R).where(_R.c.schedule_id == schedule_id))
             res = await conn.execute(delete(_S).where(_S.c.id == schedule_id))
-            return res.rowcount == 1
+            return rowcount(res) == 1
 
     async def note_status(self, schedule_id: str, status: str) -> None:
         async with self._write() as conn:
@@ -355,7 +355,7 @@ class ScheduleStore:
 
     async def prune_runs(self, before: datetime) -> int:
         async with self._write() as conn:
-            return (await conn.execute(delete(_R).where(_R.c.started_at < before))).rowcount or 0
+            return rowcount(await conn.execute(delete(_R).where(_R.c.started_at < before)))
 
     # ---- chat default zone ------------------------------------------------------------------------
     async def get_chat_timezone(self, chat_key: str) -> str | None:
@@ -365,7 +365,7 @@ class ScheduleStore:
     async def set_chat_timezone(self, chat_key: str, tz: str, *, at: datetime) -> None:
         async with self._write() as conn:
             res = await conn.execute(update(_Z).where(_Z.c.chat_key == chat_key).values(tz=tz, updated_at=at))
-            if res.rowcount == 0:
+            if rowcount(res) == 0:
                 await conn.execute(_Z.insert().values(chat_key=chat_key, tz=tz, updated_at=at))
 
     # ---- the lease ----------------------------------------------------------------------------------
@@ -383,7 +383,7 @@ class ScheduleStore:
                     acquired_at=case((_L.c.owner == owner, _L.c.acquired_at), else_=now),
                 )
             )
-            if res.rowcount == 1:
+            if rowcount(res) == 1:
                 return LeaseState(True, owner, expires)
             row = (await conn.execute(select(_L.c.owner, _L.c.expires_at).where(_L.c.name == name))).first()
             if row is None:  # first ever: inside the same write transaction, so no race on SQLite

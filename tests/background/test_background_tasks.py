@@ -63,7 +63,9 @@ async def test_submit_returns_at_once_and_the_result_is_reported_once(store, clo
     notices = Notices()
     manager = TaskManager(store, clock, on_complete=notices)
     gate = asyncio.Event()
-    rec = await manager.submit("s1", "tg:1", "screen_stocks", "call_1", work({"picks": ["600519"]}, gate), arguments={"top": 5})
+    rec = await manager.submit(
+        "s1", "tg:1", "screen_stocks", "call_1", work({"picks": ["600519"]}, gate), arguments={"top": 5}
+    )
     assert rec.id.startswith("bg_") and rec.status == "running"
     await asyncio.sleep(0)
     assert notices.records == []  # still running
@@ -113,15 +115,28 @@ async def test_progress_is_persisted_at_a_rate_and_pushed_to_subscribers(task_st
     step.set()
     gate.set()
     await manager.wait(rec.id)
-    assert seen == [("running", "", None), ("running", "simulating", 1), ("running", "simulating", 6), ("succeeded", "simulating", 100.0)]
+    assert seen == [
+        ("running", "", None),
+        ("running", "simulating", 1),
+        ("running", "simulating", 6),
+        ("succeeded", "simulating", 100.0),
+    ]
     unsubscribe()
-    assert describe_task(await manager.get(rec.id), clock.now()).startswith(f"{rec.id} · run_backtest · succeeded")
+    assert describe_task(await manager.get(rec.id), clock.now()).startswith(
+        f"{rec.id} · run_backtest · succeeded"
+    )
 
 
 async def test_per_session_and_global_limits_queue_the_rest(store, clock):
     manager = TaskManager(store, clock, per_session_limit=2, global_limit=4)
     gates = {s: asyncio.Event() for s in ("a", "b", "c")}
-    recs = {s: [await manager.submit(s, f"tg:{s}", "screen_stocks", f"{s}{i}", work(i, gates[s])) for i in range(3)] for s in "abc"}
+    recs = {
+        s: [
+            await manager.submit(s, f"tg:{s}", "screen_stocks", f"{s}{i}", work(i, gates[s]))
+            for i in range(3)
+        ]
+        for s in "abc"
+    }
     assert [r.status for r in recs["a"]] == ["running", "running", "queued"]  # session limit 2
     assert [r.status for r in recs["b"]] == ["running", "running", "queued"]
     assert [r.status for r in recs["c"]] == ["queued", "queued", "queued"]  # global limit 4
@@ -166,7 +181,9 @@ async def test_timeout_and_failure_are_reported(store, clock):
     manager = TaskManager(store, clock, on_complete=notices)
     never = asyncio.Event()
     slow = await manager.submit("s1", "tg:1", "generate_ai_report", "c1", work("x", never), timeout=0.05)
-    broken = await manager.submit("s1", "tg:1", "screen_stocks", "c2", work(fail=ValueError("no data for 600000")))
+    broken = await manager.submit(
+        "s1", "tg:1", "screen_stocks", "c2", work(fail=ValueError("no data for 600000"))
+    )
     assert (await manager.wait(slow.id)).status == "timed_out"
     failed = await manager.wait(broken.id)
     assert failed.status == "failed" and "ValueError: no data for 600000" in failed.error
@@ -300,9 +317,15 @@ async def test_runtime_integration_and_check_background_tasks(task_store, clock,
         await gate.wait()
         return ToolOutput({"picks": ["600519"] * top}, [Attachment(Path(chart), caption="equity")])
 
-    ctx = ToolContext(call_id="c1", tool_name="slow_screen", session_id="s1", chat_key="tg:1", deps=Deps(manager))
+    ctx = ToolContext(
+        call_id="c1", tool_name="slow_screen", session_id="s1", chat_key="tg:1", deps=Deps(manager)
+    )
     out = await run_background_call(manager, ctx, tools.get("slow_screen"), {"top": 2})
-    assert out["status"] == "background" and out["task_id"].startswith("bg_") and "check_background_tasks" in out["message"]
+    assert (
+        out["status"] == "background"
+        and out["task_id"].startswith("bg_")
+        and "check_background_tasks" in out["message"]
+    )
     tid = out["task_id"]
     with pytest.raises(InvalidToolArguments):
         await run_background_call(manager, ctx, tools.get("slow_screen"), {"top": "many"})

@@ -130,3 +130,31 @@ def test_interactive_repl_asks_before_writing(tmp_path, server):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "workspace" / "plan.txt").read_text() == "no position above 15%"
     assert "Allow write_file" in r.stdout + r.stderr and "Saved your plan." in r.stdout
+
+
+def test_markets_conversation_in_the_terminal(tmp_path, server):
+    """analyze 600519 → chart saved to a path + phase; buy 100 → y → one fill; portfolio → P&L."""
+
+    def phase_answer(body):
+        content = json.loads(body["messages"][-1]["content"])
+        return Reply(f"Phase {content['phase']['phase']} as of {content['as_of']}.")
+
+    def portfolio_answer(body):
+        content = body["messages"][-1]["content"]
+        assert "600519" in content
+        return Reply("You hold 100 shares of 600519.")
+
+    server.script(
+        Reply(tool_calls=[ToolCall("analyze_stock", {"code": "600519"})]), phase_answer,
+        Reply(tool_calls=[ToolCall("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]),
+        Reply("Bought (paper)."),
+        Reply(tool_calls=[ToolCall("portfolio", {"mode": "view"})]), portfolio_answer,
+    )
+    r = run_cli(tmp_path, openai_env(server), "chat", "--session", "mkt",
+                stdin="analyze 600519\nbuy 100 shares\ny\nhow is my portfolio\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert "Phase" in r.stdout and "2025-09-03" in r.stdout
+    saved = [line.split("saved ", 1)[1].strip() for line in r.stderr.splitlines() if "saved " in line]
+    assert saved and Path(saved[0]).exists() and saved[0].endswith(".png")
+    assert "Allow execute_trade" in r.stdout + r.stderr
+    assert "You hold 100 shares of 600519." in r.stdout

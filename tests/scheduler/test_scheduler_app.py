@@ -223,7 +223,9 @@ async def test_dst_fall_back_repeated_hour_delivers_once(store, clock):
 async def test_trading_day_brief_skips_a_holiday_and_runs_the_next_day(store, clock):
     rec = Recorder()
     holiday = date(2024, 6, 10)  # Dragon Boat Festival, a Monday
-    ctx = JobContext(store=store, clock=clock, on_brief=rec, retry_delays=(), is_trading_day=lambda d: d != holiday)
+    ctx = JobContext(
+        store=store, clock=clock, on_brief=rec, retry_delays=(), is_trading_day=lambda d: d != holiday
+    )
     s = await make_schedule(store, spec="trading_days 08:30", tz="Asia/Shanghai")
     clock.set(datetime(2024, 6, 10, 8, 30, 1, tzinfo=SH))
     out = await execute_brief(ctx, "tg:1", s.id)
@@ -313,11 +315,19 @@ async def test_housekeeping_jobs_are_registered_and_fire_with_their_context(stor
         hits.append("cleanup_tasks")
         return 0
 
-    a = app(store, housekeeping={"prune_memory": prune_memory, "cleanup_tasks": cleanup_tasks}, housekeeping_at="03:50")
+    a = app(
+        store,
+        housekeeping={"prune_memory": prune_memory, "cleanup_tasks": cleanup_tasks},
+        housekeeping_at="03:50",
+    )
     await a.start()
     try:
         ids = await a.job_ids()
-        assert {"housekeeping:prune_memory", "housekeeping:cleanup_tasks", "housekeeping:prune_schedule_runs"} <= ids
+        assert {
+            "housekeeping:prune_memory",
+            "housekeeping:cleanup_tasks",
+            "housekeeping:prune_schedule_runs",
+        } <= ids
         # Fire one now through APScheduler itself: the module-level job finds its app via the context.
         await a._call(a._aps.modify_job, "housekeeping:prune_memory", next_run_time=datetime.now(UTC))
         await eventually(lambda: "prune_memory" in hits)
@@ -369,7 +379,7 @@ async def test_migration_0004_matches_the_models(tmp_path):
 
     assert [d for d in diffs if table_of(d) in mine] == []
     with engine.begin() as conn:
-        module.downgrade.__globals__["op"]  # noqa: B018 - the module is importable and complete
+        module.downgrade.__globals__["op"]
         ctx = MigrationContext.configure(conn, opts={"target_metadata": Base.metadata})
         with Operations.context(ctx):
             module.downgrade()
@@ -391,3 +401,25 @@ async def test_next_run_reported_in_the_schedules_zone(store, zone):
         assert service.next_run(s) == nxt
     finally:
         await a.stop()
+
+
+async def test_concurrent_claims_are_batched_and_exactly_one_wins(store):
+    now = datetime.now(UTC)
+    same = await make_schedule(store, chat="tg:1")
+    others = [await make_schedule(store, chat=f"tg:{i}") for i in range(2, 40)]
+    paused = await make_schedule(store, chat="tg:p")
+    await store.set_paused(paused.id, True, at=now)
+
+    async def claim(s, owner="p1"):
+        return await store.claim_run(s.id, s.chat_key, "2025-01-02", scheduled_for=now, at=now, owner=owner)
+
+    results = await asyncio.gather(
+        *(claim(same, owner=f"p{i}") for i in range(25)),
+        *(claim(s) for s in others),
+        claim(paused),
+        store.claim_run(same.id, "tg:someone-else", "2025-01-03", scheduled_for=now, at=now),
+    )
+    assert results[:25].count("claimed") == 1 and results[:25].count("duplicate") == 24
+    assert results[25 : 25 + len(others)] == ["claimed"] * len(others)
+    assert results[-2:] == ["missing", "missing"]  # paused; wrong chat for the schedule
+    assert await claim(same) == "duplicate"  # later, too

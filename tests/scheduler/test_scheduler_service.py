@@ -111,7 +111,11 @@ async def test_manage_schedule_tool(running):
     assert not listing.spec.requires_approval and listing.spec.concurrency_safe
 
     ctx = ToolContext(chat_key="dc:9", user_id="u9", session_id="s9", deps=Deps(service))
-    created = (await manage.call(ctx, {"action": "create", "spec": "trading_days 08:30", "timezone": "Asia/Shanghai"}))["created"]
+    created = (
+        await manage.call(
+            ctx, {"action": "create", "spec": "trading_days 08:30", "timezone": "Asia/Shanghai"}
+        )
+    )["created"]
     assert created["spec"] == "trading_days 08:30" and created["timezone"] == "Asia/Shanghai"
     assert datetime.fromisoformat(created["next_run"]) > datetime.now(UTC)
     sid = created["schedule_id"]

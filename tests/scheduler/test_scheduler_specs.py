@@ -45,7 +45,9 @@ def test_parse_brief_spec(text, expected):
     assert (days, hhmm, tz) == tuple(expected)
 
 
-@pytest.mark.parametrize("text", ["", "weekdays", "25:00", "08:61", "08:30 Mars/Olympus", "08:30 09:00", "daily weekdays 08:30"])
+@pytest.mark.parametrize(
+    "text", ["", "weekdays", "25:00", "08:61", "08:30 Mars/Olympus", "08:30 09:00", "daily weekdays 08:30"]
+)
 def test_parse_brief_spec_rejects(text):
     with pytest.raises(BriefSpecError):
         parse_brief_spec(text)
@@ -72,7 +74,12 @@ def test_daily_fire_times_follow_new_york_across_the_march_change():
     fires = [first]
     for _ in range(3):
         fires.append(trig.get_next_fire_time(fires[-1], fires[-1]))
-    assert [f.astimezone(NY).strftime("%m-%d %H:%M") for f in fires] == ["03-08 08:30", "03-09 08:30", "03-10 08:30", "03-11 08:30"]
+    assert [f.astimezone(NY).strftime("%m-%d %H:%M") for f in fires] == [
+        "03-08 08:30",
+        "03-09 08:30",
+        "03-10 08:30",
+        "03-11 08:30",
+    ]
     assert [f.astimezone(UTC).hour for f in fires] == [13, 13, 12, 12]
 
 
