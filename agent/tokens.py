@@ -141,6 +141,10 @@ def estimate_tokens(text: str) -> int:
 
 def _estimate_classes(tr: Any, *, ascii_only: bool, text: str) -> int:
     """Apply the rules to a class string (`str`) or class bytes (ASCII fast path)."""
+    words_re: re.Pattern[Any]
+    digits_re: re.Pattern[Any]
+    punct_re: re.Pattern[Any]
+    spaces_re: re.Pattern[Any]
     if ascii_only:
         words_re, digits_re, punct_re, spaces_re = _WORDS_B, _DIGITS_B, _PUNCT_B, _SPACES_B
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from agent.ports import Clock, SystemClock
+from agent.ports import Clock
 from memory.archive import FileArchiveStore
 from memory.longterm import TYPE_RULES, MemoryRecord, MemoryStore, SearchHit
 from memory.taskstate import TaskStateStore, render_task_state
@@ -132,8 +132,8 @@ class MemoryRecall:
         self.store = store
         self.archive = archive
         self.taskstates = taskstates
-        self.code_resolver = code_resolver or store.code_resolver or default_code_resolver
-        self.clock = clock or store.clock or SystemClock()
+        self.code_resolver = code_resolver or store.code_resolver
+        self.clock = clock or store.clock
         self.max_chars = max_chars
         self.limit = limit
         self.min_score = min_score

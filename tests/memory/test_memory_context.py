@@ -13,6 +13,7 @@ from agent.context import (
     CompactingHooks,
     NoContextHooks,
     TaskTracker,
+    append_recall,
     inject_recall,
     unwrap_recall,
     wrap_recall,
@@ -43,6 +44,18 @@ def test_inject_recall_is_transient_and_targets_the_last_real_user_message():
     assert out[-1] is nudge and msgs[2].text == "宁德时代现在可以建仓吗"  # stored message untouched
     assert out[0] is msgs[0]  # the prefix is the same objects: prompt cache prefix unchanged
     assert inject_recall(msgs, None) == msgs and inject_recall(msgs, "") is not msgs
+
+
+def test_append_recall_adds_one_trailing_transient_message():
+    msgs = [
+        Message.user("宁德时代能建仓吗"),
+        Message.assistant("", [ToolCallPart(id="c", name="t", arguments={})]),
+    ]
+    msgs.append(Message.tool_result("c", "t", "{}"))
+    out = append_recall(msgs, "- [preference] 不追涨")
+    assert out[:3] == msgs and out[0] is msgs[0] and len(out) == 4
+    assert out[3].role == "user" and out[3].meta["transient"] and "<relevant-memories>" in out[3].text
+    assert append_recall(msgs, None) == msgs
 
 
 def test_unwrap_recall_returns_the_users_words():
