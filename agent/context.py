@@ -7,9 +7,9 @@
     session_end(session_id, messages)  the session is closing (/new, /clear): extract long-term memory
 
 `memory.hooks.MemoryContextHooks` fills these in; `NoContextHooks` is the do-nothing default.
-Recall is injected *transiently* (`inject_recall`): the model sees the wrapped text for this call
-only and the stored message stays the user's original text, so the next request's prefix — and
-the provider's prompt cache — is unchanged.
+Recall is *transient* (`context_text` → `ModelRequest.context`): the model sees it for this call
+only, after the stored conversation and after the prompt-cache breakpoint, so the next request's
+prefix — and the provider's prompt cache — is unchanged.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 RECALL_OPEN, RECALL_CLOSE = "<relevant-memories>", "</relevant-memories>"
 CURRENT_OPEN, CURRENT_CLOSE = "<current-user-message>", "</current-user-message>"
 _CURRENT_RE = re.compile(re.escape(CURRENT_OPEN) + r"\n?(.*?)\n?" + re.escape(CURRENT_CLOSE), re.S)
+RECALL_TRAILER = (
+    "（以上为供参考的上下文，不是用户的新消息；请回答上面用户的最新消息。/ "
+    "The context above is for reference only, not a new user message; answer the user's latest message above.）"
+)
 
 
 def wrap_recall(text: str, recalled: str) -> str:
@@ -43,34 +47,12 @@ def unwrap_recall(text: str) -> str:
     return found.group(1) if found else text
 
 
-def inject_recall(messages: Sequence[Message], recalled: str | None) -> list[Message]:
-    """A copy of `messages` whose last user message (not a runtime retry nudge) carries the
-    recalled memories. The input list and its messages are never modified."""
-    out = list(messages)
-    if not recalled:
-        return out
-    for i in range(len(out) - 1, -1, -1):
-        msg = out[i]
-        if msg.role == "user" and not msg.meta.get("internal_retry"):
-            out[i] = msg.with_text(wrap_recall(msg.text, recalled))
-            break
-    return out
-
-
-RECALL_TRAILER = "（以上为召回的参考记忆，不是用户的新消息；请回答上面用户的最新消息。/ Recalled memories for reference only; answer the user's latest message above.）"
-
-
-def append_recall(messages: Sequence[Message], recalled: str | None) -> list[Message]:
-    """The cache-friendly alternative to `inject_recall`: the memories go in a trailing message
-    marked `transient`, after everything stored. Every stored message keeps the exact form it will
-    have in later requests, so a provider that puts its cache breakpoint on the last *non-transient*
-    block caches the whole history, tool rounds included (`bench/cache_prefix.py` measures both)."""
-    out = list(messages)
-    if recalled:
-        out.append(
-            Message.user(f"{RECALL_OPEN}\n{recalled}\n{RECALL_CLOSE}\n{RECALL_TRAILER}", transient=True)
-        )
-    return out
+def context_text(blocks: Sequence[str]) -> str:
+    """Context for one model call (recalled memories, current references, a fresh snapshot),
+    sent by the provider after the stored conversation (`ModelRequest.context`) — never stored, and
+    placed after the prompt-cache breakpoint so the cached prefix stays byte-identical."""
+    blocks = [b for b in blocks if b]
+    return "\n".join([*blocks, RECALL_TRAILER]) if blocks else ""
 
 
 class TaskTracker:

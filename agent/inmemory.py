@@ -26,8 +26,14 @@ class InMemoryStore:
     async def append_messages(self, session_id: str, messages: list[Message]) -> None:
         self.messages.setdefault(session_id, []).extend(messages)
 
-    async def commit(self, session_id: str, *, messages=(), turn: TurnRecord | None = None,
-                     usage: UsageRecord | None = None) -> None:
+    async def commit(
+        self,
+        session_id: str,
+        *,
+        messages=(),
+        turn: TurnRecord | None = None,
+        usage: UsageRecord | None = None,
+    ) -> None:
         await self.get_or_create_session(session_id)
         self.messages[session_id].extend(messages)
         if turn is not None:

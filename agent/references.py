@@ -58,4 +58,6 @@ def render_references(refs: dict[str, str]) -> str:
     if not refs:
         return ""
     items = "; ".join(f"{k}={refs[k]}" for k in KINDS if k in refs)
-    return f'<current-references hint="what this/that/it/这个/刚才那个 refers to">{items}</current-references>'
+    return (
+        f'<current-references hint="what this/that/it/这个/刚才那个 refers to">{items}</current-references>'
+    )

@@ -13,13 +13,14 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent import events as ev
 from agent.approval import ApprovalGate, Decision, Requester, Suspend
+from agent.context import RECALL_CLOSE, RECALL_OPEN, ContextHooks, NoContextHooks, context_text
 from agent.errors import FatalModelError, ModelError, StreamInterrupted
 from agent.executor import CallOutcome, ToolExecutor, error_outcome
 from agent.guards import (
@@ -53,6 +54,8 @@ from agent.providers.base import (
     ToolSchema,
     UsageChunk,
 )
+from agent.references import current_references, render_references
+from agent.tokens import estimate_messages
 from agent.tools.registry import Deps, ToolContext, Toolset
 from agent.usage import Usage
 
@@ -79,29 +82,6 @@ class _NullTrace:
         return None
 
 
-class ContextHooks(Protocol):
-    """Memory recall and compaction, filled in by `memory/` (issue 4). All optional."""
-
-    async def recall(self, session_id: str, user_text: str) -> str | None: ...
-
-    async def compact(
-        self, session_id: str, messages: list[Message], client: ModelClient, overhead_tokens: int, force: bool
-    ) -> ev.Compaction | tuple[list[Message], ev.Compaction] | None: ...
-
-    async def after_turn(self, session_id: str, messages: list[Message]) -> None: ...
-
-
-class NoHooks:
-    async def recall(self, session_id: str, user_text: str) -> str | None:
-        return None
-
-    async def compact(self, session_id, messages, client, overhead_tokens, force):  # type: ignore[no-untyped-def]
-        return None
-
-    async def after_turn(self, session_id: str, messages: list[Message]) -> None:
-        return None
-
-
 @dataclass
 class RuntimeConfig:
     max_tool_rounds: int = MAX_TOOL_ROUNDS
@@ -120,23 +100,7 @@ class TurnRequest:
     inbox: asyncio.Queue[Message] | None = None  # messages arriving during the turn
     cancel: asyncio.Event | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # stored on the user message (e.g. notification)
-
-
-def wrap_recall(text: str, recalled: str) -> str:
-    return f"<relevant-memories>\n{recalled}\n</relevant-memories>\n<current-user-message>\n{text}\n</current-user-message>"
-
-
-def _inject(messages: list[Message], recalled: str | None) -> list[Message]:
-    """Recalled memories go into the current user message for this call only; the stored message
-    stays the user's original text, so the next request's cached prefix is unchanged."""
-    if not recalled:
-        return list(messages)  # a snapshot: the loop keeps appending to its own list
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role == "user" and not messages[i].meta.get("internal_retry"):
-            out = list(messages)
-            out[i] = messages[i].with_text(wrap_recall(messages[i].text, recalled))
-            return out
-    return list(messages)
+    force_compaction: bool = False  # /compact
 
 
 class AgentRuntime:
@@ -156,13 +120,15 @@ class AgentRuntime:
         clock: Clock | None = None,
         background: Any = None,
         spill_chars: int = 8_000,
+        snapshot: Callable[[TurnRecord, str], Awaitable[str]] | None = None,
     ):
         self.model_for = model_for
         self.tools = tools
         self.store = store
         self.clock = clock or SystemClock()
         self.gate = gate or ApprovalGate(store, self.clock)
-        self.hooks: ContextHooks = hooks or NoHooks()
+        self.hooks: ContextHooks = hooks or NoContextHooks()
+        self.snapshot = snapshot
         self.config = config or RuntimeConfig()
         self.deps = deps or Deps()
         self.workspace = workspace or Path.cwd()
@@ -175,6 +141,8 @@ class AgentRuntime:
             background=background,
         )
         self._schemas = [ToolSchema(s.name, s.description, s.parameters) for s in tools.specs()]
+        # the system prompt and tool schemas are sent with every call: compaction must leave room
+        self._overhead_tokens = estimate_messages([], self.config.system_prompt, self._schemas)
 
     # ---- public API --------------------------------------------------------------------------
     async def run(self, request: TurnRequest) -> AsyncIterator[ev.RuntimeEvent]:
@@ -310,7 +278,19 @@ class AgentRuntime:
         names = {t.name for t in self.tools}
         expectation = resolve_expectation(messages, names) if fresh else None
         retries, warning = 0, ""
-        recalled = await self.hooks.recall(turn.session_id, request.text) if fresh and request.text else None
+        context_blocks: list[str] = []  # for this turn's model calls only, never stored
+        if fresh and request.text:
+            recalled = await self.hooks.recall(turn.session_id, request.text)
+            if recalled:
+                context_blocks.append(f"{RECALL_OPEN}\n{recalled}\n{RECALL_CLOSE}")
+            if self.snapshot is not None:
+                try:
+                    snap = await self.snapshot(turn, request.text)
+                except Exception:  # a snapshot is an aid; it must never cost the reply
+                    log.exception("dynamic snapshot failed")
+                    snap = ""
+                if snap:
+                    context_blocks.append(f"<dynamic-snapshot>\n{snap}\n</dynamic-snapshot>")
         cancel = request.cancel or asyncio.Event()
         final_text = ""
         try:
@@ -346,13 +326,14 @@ class AgentRuntime:
                     yield ev.TextDelta(final_text)
                     break
                 await self._drain_inbox(turn, request, messages)
-                compacted = await self.hooks.compact(turn.session_id, messages, client, 0, False)
+                compacted = await self.hooks.compact(
+                    turn.session_id, messages, client, self._overhead_tokens, request.force_compaction
+                )
+                request.force_compaction = False
                 if compacted is not None:
-                    if isinstance(compacted, tuple):
-                        messages[:], event_c = compacted
-                    else:
-                        event_c = compacted
-                        messages[:] = await self.store.load_messages(turn.session_id)
+                    new_messages, event_c = compacted
+                    messages[:] = new_messages
+                    await self.store.replace_messages(turn.session_id, new_messages)
                     trace.record("compaction", before=event_c.before_messages, after=event_c.after_messages)
                     yield event_c
                 turn.rounds += 1
@@ -361,8 +342,10 @@ class AgentRuntime:
                 thinking: list[ThinkingPart] = []
                 calls: list[ToolCallPart] = []
                 round_usage = Usage()
+                refs = render_references(current_references(messages))
                 req = ModelRequest(
-                    messages=_inject(messages, recalled),
+                    messages=list(messages),
+                    context=context_text([*context_blocks, refs]),
                     tools=self._schemas,
                     system=self.config.system_prompt,
                     system_dynamic=request.system_dynamic,
@@ -415,7 +398,9 @@ class AgentRuntime:
                     assistant = Message.assistant(text, calls, thinking)
                     messages.append(assistant)
                     turn.calls.update({c.id: "pending" for c in calls})
-                    await self.store.commit(turn.session_id, messages=[assistant], turn=turn, usage=usage_record)
+                    await self.store.commit(
+                        turn.session_id, messages=[assistant], turn=turn, usage=usage_record
+                    )
                     yield ev.ToolCalls(tuple(calls))
                     continue
                 if expectation and not expectation.satisfied_by(self._turn_calls(messages, turn)):

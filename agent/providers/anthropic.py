@@ -92,7 +92,7 @@ class AnthropicClient:
         params: dict[str, Any] = {
             "model": self.info.model,
             "max_tokens": max_tokens,
-            "messages": to_wire_messages(request.messages),
+            "messages": to_wire_messages(request.messages, request.context),
         }
         system = system_blocks(request.system, request.system_dynamic)
         if system:
@@ -244,7 +244,7 @@ def _blocks_of(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def to_wire_messages(messages: list[Message], context: str = "") -> list[dict[str, Any]]:
     """Our messages as Anthropic `messages`: tool messages become user turns, consecutive
     same-role turns are merged (tool_result blocks first, as the API requires), and the last
     block of the newest message carries the sliding cache breakpoint."""
@@ -269,4 +269,11 @@ def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
             if block["type"] != "thinking":  # thinking blocks cannot carry cache_control
                 block["cache_control"] = _EPHEMERAL
                 break
+    if context:
+        # after the breakpoint: every stored message keeps the exact form later requests send
+        block = {"type": "text", "text": context}
+        if wire and wire[-1]["role"] == "user":
+            wire[-1]["content"].append(block)
+        else:
+            wire.append({"role": "user", "content": [block]})
     return wire

@@ -79,6 +79,10 @@ class ModelRequest:
     system_dynamic: str = ""
     max_tokens: int = 8192
     temperature: float | None = None
+    # Context for this call only (recalled memories, references, a fresh snapshot). Providers send
+    # it after the newest stored message and after the cache breakpoint, so the cached prefix —
+    # everything stored — is byte-identical in the next request.
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,7 +91,9 @@ class OpenAICompatClient:
             max_tokens = min(max_tokens, self.max_tokens)
         params: dict[str, Any] = {
             "model": self.info.model,
-            "messages": to_wire_messages(request.messages, request.system, request.system_dynamic),
+            "messages": to_wire_messages(
+                request.messages, request.system, request.system_dynamic, request.context
+            ),
             "stream": True,
             compat.token_param: max_tokens,
         }
@@ -340,7 +342,7 @@ def _parse_tag(inner: str) -> ToolCallPart | None:
 
 # ---- wire mapping -------------------------------------------------------------------------------
 def to_wire_messages(
-    messages: list[Message], system: str = "", system_dynamic: str = ""
+    messages: list[Message], system: str = "", system_dynamic: str = "", context: str = ""
 ) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
     # One system message: several endpoints' chat templates reject a second one.
@@ -384,4 +386,6 @@ def to_wire_messages(
             text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
             if text:
                 wire.append({"role": "user", "content": text})
+    if context:  # last, so the endpoint's automatic prefix cache covers everything stored
+        wire.append({"role": "user", "content": context})
     return wire

@@ -135,12 +135,15 @@ def test_interactive_repl_asks_before_writing(tmp_path, server):
 def test_markets_conversation_in_the_terminal(tmp_path, server):
     """analyze 600519 → chart saved to a path + phase; buy 100 → y → one fill; portfolio → P&L."""
 
+    def last_tool(body):
+        return next(m for m in reversed(body["messages"]) if m.get("role") == "tool")["content"]
+
     def phase_answer(body):
-        content = json.loads(body["messages"][-1]["content"])
+        content = json.loads(last_tool(body))
         return Reply(f"Phase {content['phase']['phase']} as of {content['as_of']}.")
 
     def portfolio_answer(body):
-        content = body["messages"][-1]["content"]
+        content = last_tool(body)
         assert "600519" in content
         return Reply("You hold 100 shares of 600519.")
 

@@ -13,8 +13,7 @@ from agent.context import (
     CompactingHooks,
     NoContextHooks,
     TaskTracker,
-    append_recall,
-    inject_recall,
+    context_text,
     unwrap_recall,
     wrap_recall,
 )
@@ -34,28 +33,10 @@ from memory.taskstate import (
 )
 
 
-def test_inject_recall_is_transient_and_targets_the_last_real_user_message():
-    history = [Message.user("第一问"), Message.assistant("答"), Message.user("宁德时代现在可以建仓吗")]
-    nudge = Message.user("请先调用工具", internal_retry=True)
-    msgs = [*history, Message.assistant("…", internal_retry=True), nudge]
-    out = inject_recall(msgs, "# 用户画像\n- [preference] 不追涨")
-    assert out[2].text.startswith("<relevant-memories>\n# 用户画像")
-    assert out[2].text.endswith("<current-user-message>\n宁德时代现在可以建仓吗\n</current-user-message>")
-    assert out[-1] is nudge and msgs[2].text == "宁德时代现在可以建仓吗"  # stored message untouched
-    assert out[0] is msgs[0]  # the prefix is the same objects: prompt cache prefix unchanged
-    assert inject_recall(msgs, None) == msgs and inject_recall(msgs, "") is not msgs
-
-
-def test_append_recall_adds_one_trailing_transient_message():
-    msgs = [
-        Message.user("宁德时代能建仓吗"),
-        Message.assistant("", [ToolCallPart(id="c", name="t", arguments={})]),
-    ]
-    msgs.append(Message.tool_result("c", "t", "{}"))
-    out = append_recall(msgs, "- [preference] 不追涨")
-    assert out[:3] == msgs and out[0] is msgs[0] and len(out) == 4
-    assert out[3].role == "user" and out[3].meta["transient"] and "<relevant-memories>" in out[3].text
-    assert append_recall(msgs, None) == msgs
+def test_context_text_is_empty_without_blocks_and_marked_as_reference_otherwise():
+    assert context_text([]) == "" and context_text(["", ""]) == ""
+    text = context_text(["<relevant-memories>\n- [preference] 不追涨\n</relevant-memories>", ""])
+    assert text.startswith("<relevant-memories>") and "not a new user message" in text
 
 
 def test_unwrap_recall_returns_the_users_words():

@@ -19,8 +19,12 @@ def store() -> InMemoryStore:
 def make_runtime(store, tmp_path):
     def make(script: Script, tools: Toolset, **kw: Any) -> AgentRuntime:
         return AgentRuntime(
-            model_for=lambda _id: script, tools=tools, store=store, results_dir=tmp_path / "results",
-            workspace=tmp_path, **kw,
+            model_for=lambda _id: script,
+            tools=tools,
+            store=store,
+            results_dir=tmp_path / "results",
+            workspace=tmp_path,
+            **kw,
         )
 
     return make

@@ -67,10 +67,17 @@ async def test_multi_round_tool_turn(make_runtime, store):
 
 async def test_parallel_and_serial_batches_keep_call_order(make_runtime, store):
     log.clear()
-    script = Script([
-        [call("fast", {"tag": "a"}), call("fast", {"tag": "b"}), call("slow_serial", {"n": 1}), call("fast", {"tag": "c"})],
-        [text("ok")],
-    ])
+    script = Script(
+        [
+            [
+                call("fast", {"tag": "a"}),
+                call("fast", {"tag": "b"}),
+                call("slow_serial", {"n": 1}),
+                call("fast", {"tag": "c"}),
+            ],
+            [text("ok")],
+        ]
+    )
     await collect(make_runtime(script, ALL).run(req()))
     # a and b overlap (parallel); serial runs alone; c runs after it
     assert log[:2] == ["start a", "start b"]
@@ -81,10 +88,12 @@ async def test_parallel_and_serial_batches_keep_call_order(make_runtime, store):
 
 async def test_invalid_arguments_become_tool_errors_and_never_run(make_runtime, store):
     log.clear()
-    script = Script([
-        [call("slow_serial", None, raw='{"n": 1'), call("slow_serial", {"n": "x"}), call("nope", {})],
-        [text("recovered")],
-    ])
+    script = Script(
+        [
+            [call("slow_serial", None, raw='{"n": 1'), call("slow_serial", {"n": "x"}), call("nope", {})],
+            [text("recovered")],
+        ]
+    )
     events = await collect(make_runtime(script, ALL).run(req()))
     errors = [e for e in events if isinstance(e, ev.ToolErrorEvent)]
     assert [e.code for e in errors] == ["invalid_arguments", "invalid_arguments", "tool_not_found"]
@@ -98,12 +107,14 @@ async def test_invalid_arguments_become_tool_errors_and_never_run(make_runtime, 
 async def test_doom_loop_stops_third_identical_call_and_answers_every_call(make_runtime, store):
     log.clear()
     same = {"n": 7}
-    script = Script([
-        [call("slow_serial", same)],
-        [call("slow_serial", same)],
-        [call("slow_serial", same), call("fast", {"tag": "z"})],
-        [text("giving up")],
-    ])
+    script = Script(
+        [
+            [call("slow_serial", same)],
+            [call("slow_serial", same)],
+            [call("slow_serial", same), call("fast", {"tag": "z"})],
+            [text("giving up")],
+        ]
+    )
     events = await collect(make_runtime(script, ALL).run(req()))
     assert log.count("serial 7") == 2
     codes = [e.code for e in events if isinstance(e, ev.ToolErrorEvent)]
@@ -116,12 +127,14 @@ async def test_doom_loop_stops_third_identical_call_and_answers_every_call(make_
 async def test_fuzzy_doom_loop_on_long_near_identical_arguments(make_runtime):
     log.clear()
     base = "a long note about the market structure of 600519 and its trading range "
-    script = Script([
-        [call("slow_serial", {"n": 1}), call("fast", {"tag": base + "1"})],
-        [call("fast", {"tag": base + "2"})],
-        [call("fast", {"tag": base + "3"})],
-        [text("ok")],
-    ])
+    script = Script(
+        [
+            [call("slow_serial", {"n": 1}), call("fast", {"tag": base + "1"})],
+            [call("fast", {"tag": base + "2"})],
+            [call("fast", {"tag": base + "3"})],
+            [text("ok")],
+        ]
+    )
     events = await collect(make_runtime(script, ALL).run(req()))
     assert [e.code for e in events if isinstance(e, ev.ToolErrorEvent)] == ["doom_loop"]
 
@@ -184,7 +197,9 @@ async def test_unattended_turn_denies_approval_tools(make_runtime):
 
 async def test_always_allow_rule_skips_the_next_approval(make_runtime, store):
     log.clear()
-    script = Script([[call("write_note", {"text": "1"})], [text("ok")], [call("write_note", {"text": "2"})], [text("ok")]])
+    script = Script(
+        [[call("write_note", {"text": "1"})], [text("ok")], [call("write_note", {"text": "2"})], [text("ok")]]
+    )
     rt = make_runtime(script, ALL)
     events = await collect(rt.run(req()))
     a = next(e for e in events if isinstance(e, ev.ApprovalRequired))
@@ -208,7 +223,9 @@ async def test_new_message_while_suspended_moves_on(make_runtime, store):
 
 
 async def test_ask_user_suspends_then_answer_resumes(make_runtime, store):
-    script = Script([[call("ask_user", {"question": "Which one?", "options": ["A", "B"]})], [text("You chose B.")]])
+    script = Script(
+        [[call("ask_user", {"question": "Which one?", "options": ["A", "B"]})], [text("You chose B.")]]
+    )
     rt = make_runtime(script, ALL)
     events = await collect(rt.run(req()))
     q = next(e for e in events if isinstance(e, ev.Question))
@@ -241,7 +258,9 @@ async def test_required_tool_satisfied_after_one_retry(make_runtime, store):
         """Holdings."""
         return "600519 x100"
 
-    script = Script([[text("Probably fine.")], [call("portfolio", {"mode": "view"})], [text("You hold 600519.")]])
+    script = Script(
+        [[text("Probably fine.")], [call("portfolio", {"mode": "view"})], [text("You hold 600519.")]]
+    )
     events = await collect(make_runtime(script, pf).run(req("what do I hold")))
     assert events[-1].text == "You hold 600519." and not events[-1].warning
     assert not any(m.meta.get("internal_retry") for m in store.messages["s1"])
@@ -298,10 +317,16 @@ async def test_recall_is_injected_transiently(make_runtime, store):
         async def after_turn(self, *a):
             return None
 
+        async def session_end(self, *a):
+            return None
+
     script = Script([[text("noted")]])
     await collect(make_runtime(script, ALL, hooks=Hooks()).run(req("buy?")))
-    sent = script.requests[0].messages[-1].text
-    assert "<relevant-memories>" in sent and "<current-user-message>\nbuy?" in sent
+    request = script.requests[0]
+    # the memories ride in the request's per-call context; the user's message is sent as stored,
+    # so it has the same form in every later request (prompt-cache prefix stays stable)
+    assert [m.text for m in request.messages] == ["buy?"]
+    assert "<relevant-memories>\n- never buy at the open" in request.context
     assert store.messages["s1"][0].text == "buy?"
 
 

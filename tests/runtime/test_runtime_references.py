@@ -7,7 +7,9 @@ def test_newest_reference_of_each_kind_wins():
         Message.user("analyze 000001"),
         Message.tool_result("c1", "analyze_stock", '{"phase": "B", "refs": {"stock": "000001.SZ"}}'),
         Message.user("now 600519 please"),
-        Message.assistant(tool_calls=[ToolCallPart(id="c2", name="read_file", arguments={"path": "notes/plan.md"})]),
+        Message.assistant(
+            tool_calls=[ToolCallPart(id="c2", name="read_file", arguments={"path": "notes/plan.md"})]
+        ),
         Message.tool_result("c3", "manage_strategy", '{"refs": {"strategy": 7}}'),
     ]
     refs = current_references(msgs)
@@ -16,7 +18,10 @@ def test_newest_reference_of_each_kind_wins():
 
 
 def test_tool_result_reference_beats_older_user_mention():
-    msgs = [Message.user("look at sh600036"), Message.tool_result("c", "analyze_stock", '{"refs": {"stock": "300750.SZ"}}')]
+    msgs = [
+        Message.user("look at sh600036"),
+        Message.tool_result("c", "analyze_stock", '{"refs": {"stock": "300750.SZ"}}'),
+    ]
     assert current_references(msgs)["stock"] == "300750.SZ"
 
 
