@@ -222,6 +222,24 @@ class AgentRuntime:
         payload = {"status": status, "answer": text}
         await self._answer(turn_id, call_id, tool, json.dumps(payload, ensure_ascii=False), None)
 
+    async def compact_now(self, session_id: str, model: str | None = None) -> ev.Compaction | None:
+        """`/compact`: compact the session's history now, whatever its size."""
+        messages = await self.store.load_messages(session_id)
+        if not messages:
+            return None
+        result = await self.hooks.compact(session_id, messages, self.model_for(model), self._overhead_tokens, True)
+        if result is None:
+            return None
+        new_messages, event = result
+        await self.store.replace_messages(session_id, new_messages)
+        return event
+
+    async def end_session(self, session_id: str) -> None:
+        """/new or /clear: let memory extract what is worth keeping from the whole session."""
+        messages = await self.store.load_messages(session_id)
+        if messages:
+            await self.hooks.session_end(session_id, messages)
+
     async def close_turn(self, turn_id: str) -> None:
         """Close a suspended or stale turn, answering every open call (user moved on / crash)."""
         turn = await self.store.load_turn(turn_id)

@@ -52,6 +52,9 @@ class App:
         self.scheduler: Any = None
         self.deps = Deps()
         self.market: Any = None
+        self.memory: Any = None
+        self.memory_hooks: Any = None
+        self.tracker: Any = None
         self._uninstall_redaction: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Any]] = []
@@ -144,6 +147,72 @@ class App:
         self.deps.add(self.market)
         return market_tools
 
+    # ---- memory ------------------------------------------------------------------------------
+    def _memory_hooks(self) -> Any:
+        """Long-term memory, recall, TaskState and compaction (issue 4), or none when disabled."""
+        from agent.context import CompactingHooks, TaskTracker
+        from memory.hooks import build_memory_hooks
+
+        assert self.db is not None
+        s = self.settings
+        self.tracker = TaskTracker()
+        self.on_stop(self.tracker.aclose)
+        model = self.model_for(None)
+        if not s.memory.enabled:
+            from agent.compaction import Compactor
+            from memory.archive import FileArchiveStore
+
+            return CompactingHooks(Compactor(archive=FileArchiveStore(s.archive_dir)))
+        hooks = build_memory_hooks(
+            self.db,
+            archive_dir=s.archive_dir,
+            tracker=self.tracker,
+            memory_client=model,
+            code_resolver=self.market.data.directory.mentions if self.market is not None else None,
+            recall_budget_chars=s.memory.recall_budget_chars,
+        )
+        self.memory_hooks = hooks
+        return hooks
+
+    def _memory_tools(self, hooks: Any) -> Toolset:
+        from memory.tools import MemoryServices, memory_tools
+
+        recall = getattr(hooks, "recaller", None)
+        if recall is None:
+            return Toolset("memory")
+        sources: dict[str, Any] = {}
+        if self.market is not None:
+            from markets.portfolio import Portfolio
+
+            portfolio = Portfolio(self.market.session_factory, self.market.data, self.market.settings)
+
+            async def analyses(ctx: Any, query: str, limit: int) -> Any:
+                return await portfolio.records(ctx.user_id or "default", symbol=query or None, limit=limit)
+
+            async def trades(ctx: Any, query: str, limit: int) -> Any:
+                return await portfolio.trades(ctx.user_id or "default", symbol=query or None, limit=limit)
+
+            sources = {"analyses": analyses, "trades": trades}
+        self.memory = MemoryServices(
+            store=recall.store,
+            recall=recall,
+            archive=recall.archive,
+            extractor=hooks.extractor,
+            scope_of=hooks.scope_of,
+            history_sources=sources,
+        )
+        self.deps.add(self.memory)
+        return memory_tools
+
+    async def _snapshot(self, turn: Any, text: str) -> str:
+        """DynamicSnapshots: fresh account facts before a turn about holdings, cash, strategies or
+        traders — given to the model for this turn, never stored as memory."""
+        if self.market is None:
+            return ""
+        from markets.snapshots import dynamic_snapshot
+
+        return await dynamic_snapshot(self.market, turn.requester or "default", text)
+
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self, *, adapters: bool = True) -> None:
         s = self.settings
@@ -153,6 +222,8 @@ class App:
         await self.db.start()  # applies migrations
         self.store = SqlStore(self.db)
         tools = self.build_tools()
+        hooks = self._memory_hooks()
+        tools = Toolset.combine("tapebot", tools, self._memory_tools(hooks))
         self.runtime = AgentRuntime(
             model_for=self.model_for,
             tools=tools,
@@ -166,6 +237,8 @@ class App:
             workspace=s.workspace_dir,
             results_dir=s.results_dir,
             spill_chars=s.agent.tool_result_spill_chars,
+            hooks=hooks,
+            snapshot=self._snapshot,
             trace_factory=lambda turn_id, session_id: Scratchpad(
                 s.traces_dir, turn_id, session_id, self.redactor
             ),

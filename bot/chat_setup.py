@@ -40,6 +40,7 @@ def build_gateway(app: App) -> Gateway:
         default_model=app.default_model_id,
         context_window=app.context_window,
     )
+    gateway.memory = app.memory
     for extend in app.gateway_extensions:
         extend(gateway)
     return gateway

@@ -28,6 +28,7 @@ async def cmd_help(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
 async def cmd_new(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
     if state.cancel is not None:
         state.cancel.set()
+    await gw.runtime.end_session(state.session_id)
     await gw.chats.new_session(state)
     await gw.say(state, t(state.lang, "new_session"))
 
@@ -35,6 +36,7 @@ async def cmd_new(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
 async def cmd_clear(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
     if state.cancel is not None:
         state.cancel.set()
+    await gw.runtime.end_session(state.session_id)
     await gw.store.replace_messages(state.session_id, [])
     await gw.say(state, t(state.lang, "cleared"))
 
@@ -132,7 +134,33 @@ async def cmd_deny(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
     await _decide_cmd(gw, state, cmd, "deny")
 
 
+async def cmd_compact(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    if state.running:
+        await gw.say(state, t(state.lang, "busy_try_later"))
+        return
+    event = await gw.runtime.compact_now(state.session_id, state.model)
+    if event is None:
+        await gw.say(state, t(state.lang, "compact_nothing"))
+    else:
+        await gw.say(state, t(state.lang, "compacted", before=event.before_messages, after=event.after_messages))
+
+
+async def cmd_memory(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    services = gw.memory
+    if services is None:
+        await gw.say(state, t(state.lang, "memory_off"))
+        return
+    from memory.cli import memory_command
+
+    scope = await services.scope_of(state.session_id) if services.scope_of else cmd.user.user_id
+    messages = await gw.store.load_messages(state.session_id)
+    text = await memory_command(services.store, services.recall, scope, cmd.args, session_messages=messages)
+    await gw.say(state, text)
+
+
 BUILTIN_COMMANDS = {
+    "compact": cmd_compact,
+    "memory": cmd_memory,
     "start": cmd_start,
     "help": cmd_help,
     "new": cmd_new,

@@ -95,6 +95,7 @@ class Gateway:
         self.approval_ttl_minutes = approval_ttl_minutes
         self.context_window = context_window or (lambda _m: 65_536)
         self.status_extra = status_extra
+        self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
         self.commands: dict[str, CommandHandler] = {}
         self.command_help: dict[str, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -50,7 +50,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "unsupported": "I can only read text messages for now.",
         "help": "Commands:\n/new — start a new conversation\n/clear — clear this conversation\n"
         "/status — model, context, pending items\n/cancel — stop the running turn\n/model — show or switch model\n"
-        "/lang — English / 中文\n/approve <id>, /deny <id> — decide an approval by text",
+        "/lang — English / 中文\n/approve <id>, /deny <id> — decide an approval by text\n"
+        "/memory — your saved preferences and decisions\n/compact — compact the context now",
+        "busy_try_later": "A turn is running; try again when it finishes (or /cancel it).",
+        "compact_nothing": "Nothing to compact.",
+        "memory_off": "Long-term memory is turned off ([memory] enabled = false).",
         "yes": "yes",
         "no": "no",
     },
@@ -94,7 +98,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_long": "消息太长（{size} 个字符，上限 {limit}）。请精简，或把内容放到工作区文件中。",
         "unsupported": "目前我只能读取文字消息。",
         "help": "命令：\n/new — 开始新对话\n/clear — 清空本对话\n/status — 模型、上下文、待处理事项\n"
-        "/cancel — 停止当前任务\n/model — 查看或切换模型\n/lang — English / 中文\n/approve <id>、/deny <id> — 用文字处理确认",
+        "/cancel — 停止当前任务\n/model — 查看或切换模型\n/lang — English / 中文\n/approve <id>、/deny <id> — 用文字处理确认\n"
+        "/memory — 你保存的偏好与决策\n/compact — 立即压缩上下文",
+        "busy_try_later": "当前有任务在运行；请等它完成后再试（或 /cancel）。",
+        "compact_nothing": "没有需要压缩的内容。",
+        "memory_off": "长期记忆已关闭（[memory] enabled = false）。",
         "yes": "是",
         "no": "否",
     },
@@ -112,6 +120,8 @@ COMMAND_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "lang": "Switch language (en / zh)",
         "approve": "Approve by id",
         "deny": "Deny by id",
+        "compact": "Compact this conversation's context now",
+        "memory": "Your memories: list, search, forget <id>, trace <id>",
     },
     "zh": {
         "start": "介绍",
@@ -124,6 +134,8 @@ COMMAND_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "lang": "切换语言 (en / zh)",
         "approve": "按 ID 批准",
         "deny": "按 ID 拒绝",
+        "compact": "立即压缩本对话的上下文",
+        "memory": "你的记忆：list、search、forget <id>、trace <id>",
     },
 }
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import re
 from collections.abc import Iterable
 from importlib import resources
 
@@ -62,6 +63,9 @@ def load_cn_instruments() -> list[Instrument]:
             )
         )
     return out
+
+
+_CODE_IN_TEXT = re.compile(r"(?<![\d.])(?:(?:sh|sz|SH|SZ)\s?)?(\d{6})(?:\.(?:SH|SZ|sh|sz))?(?!\d)")
 
 
 class Directory:
@@ -181,3 +185,18 @@ class Directory:
             ini = difflib.get_close_matches(q.upper(), list(self._by_initials), n=n, cutoff=0.6)
             out += [i.label for k in ini for i in self._by_initials[k]]
         return list(dict.fromkeys(out))[:n]
+
+    def mentions(self, text: str, limit: int = 8) -> list[str]:
+        """Stock codes a text names, by code ("600519", "sh600519", "600519.SH") or by full name
+        ("贵州茅台"); used to scope memory recall to the stocks a question is about."""
+        found: list[str] = []
+        for m in _CODE_IN_TEXT.finditer(text or ""):
+            if m.group(1) not in found:
+                found.append(m.group(1))
+        if any("\u4e00" <= ch <= "\u9fff" for ch in text or ""):
+            for name, inst in self._by_name.items():
+                if inst.market == "cn" and len(name) >= 2 and name in text and inst.symbol not in found:
+                    found.append(inst.symbol)
+                    if len(found) >= limit:
+                        break
+        return found[:limit]
