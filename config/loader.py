@@ -241,6 +241,12 @@ def _check_models(settings: Settings, path: Path, *, require_model: bool) -> Non
                 **_source(("agent", "fallbacks", i), env, path),
                 fix="remove it or add a [[models]] table with that id",
             )
+    if settings.memory.model is not None and settings.memory.model not in seen:
+        raise ConfigError(
+            f"names no model '{settings.memory.model}' (declared: {declared})",
+            **_source(("memory", "model"), env, path),
+            fix="set it to one of the [[models]] ids, or remove it to use the agent's model",
+        )
     for m in settings.model_chain():
         _check_key(m, settings, file)
 

@@ -172,6 +172,9 @@ class SchedulerConfig(_Section):
 class MemoryConfig(_Section):
     enabled: bool = True
     recall_budget_chars: int = Field(default=1200, ge=0)
+    # A model id for memory upkeep (extraction, de-duplication, TaskState, compaction summaries);
+    # a cheaper model is fine. Default: the agent's model.
+    model: str | None = None
 
 
 class McpServerConfig(_Section):

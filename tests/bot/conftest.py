@@ -19,6 +19,9 @@ def make_settings(home, extra_env=None):
         "TAPEBOT_TELEGRAM__ADMINS": f"[{ADMIN}]",
         "TAPEBOT_TELEGRAM__MAX_BACKLOG_AGE_S": "600",
         "TAPEBOT_SCHEDULER__ENABLED": "false",
+        # memory upkeep calls the model in the background; tests that script the model turn by
+        # turn switch it off (tests/bot/test_bot_memory_flow.py covers it with its own model)
+        "TAPEBOT_MEMORY__ENABLED": "false",
         **(extra_env or {}),
     }
     return load_settings(home, env)

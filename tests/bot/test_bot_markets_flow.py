@@ -16,6 +16,7 @@ def buttons_of(msg):
 
 
 def last_tool_json(req) -> dict:
+    assert req.messages[-1].role == "tool", [(m.role, m.text[:60]) for m in req.messages]
     return json.loads(req.messages[-1].tool_results[0].content)
 
 

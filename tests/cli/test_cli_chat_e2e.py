@@ -27,7 +27,7 @@ def server():
 
 def run_cli(home: Path, env_extra: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
-    env.update(TAPEBOT_HOME=str(home), **env_extra)
+    env.update(TAPEBOT_HOME=str(home), TAPEBOT_MEMORY__ENABLED="false", **env_extra)
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True,
         timeout=120, input=stdin,
