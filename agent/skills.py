@@ -51,6 +51,7 @@ RESERVED_COMMANDS = frozenset(
         "approve",
         "deny",
         "memory",
+        "compact",
         "brief",
         "tasks",
         "skills",

@@ -55,6 +55,13 @@ class App:
         self.memory: Any = None
         self.memory_hooks: Any = None
         self.tracker: Any = None
+        self.task_manager: Any = None
+        self._background: Any = None
+        # async callables told about each finished background task (the gateway, the terminal)
+        self.task_listeners: list[Callable[[Any], Any]] = []
+        self.mcp: Any = None
+        self.skills: Any = None
+        self.schedules: Any = None
         self._uninstall_redaction: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Any]] = []
@@ -117,7 +124,9 @@ class App:
 
         s = self.settings
         env = s.environ
-        providers = [s.markets.provider] if s.markets.provider == "bundled" else [s.markets.provider, "bundled"]
+        providers = (
+            [s.markets.provider] if s.markets.provider == "bundled" else [s.markets.provider, "bundled"]
+        )
         ms = MarketSettings(
             initial_cash_cn=s.markets.initial_cash,
             live=s.markets.live,
@@ -214,16 +223,23 @@ class App:
         return await dynamic_snapshot(self.market, turn.requester or "default", text)
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    async def start(self, *, adapters: bool = True) -> None:
+    async def start(self, *, adapters: bool = True, scheduler: bool | None = None) -> None:
+        """Build and start everything. `adapters` starts Telegram/Discord (tapebot run);
+        `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`."""
         s = self.settings
         s.ensure_dirs()
         self._uninstall_redaction = install_log_redaction(self.redactor)
         self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
         self.store = SqlStore(self.db)
+        await self._start_tasks()
+        await self._start_mcp()
         tools = self.build_tools()
         hooks = self._memory_hooks()
-        tools = Toolset.combine("tapebot", tools, self._memory_tools(hooks))
+        tools = Toolset.combine(
+            "tapebot", tools, self._memory_tools(hooks), *self._agent_extras(), self.mcp.toolset
+        )
+        self._wire_subagents(tools)
         self.runtime = AgentRuntime(
             model_for=self.model_for,
             tools=tools,
@@ -239,12 +255,107 @@ class App:
             spill_chars=s.agent.tool_result_spill_chars,
             hooks=hooks,
             snapshot=self._snapshot,
-            trace_factory=lambda turn_id, session_id: Scratchpad(
-                s.traces_dir, turn_id, session_id, self.redactor
-            ),
+            background=self._background,
+            trace_factory=self._trace,
         )
         if adapters:
             await self._start_chat()
+        if (adapters if scheduler is None else scheduler) and s.scheduler.enabled:
+            await self._start_scheduler()
+        # tasks that finished (or were lost) while we were down are reported now, into the chat
+        await self.task_manager.start()
+
+    def _trace(self, turn_id: str, session_id: str) -> Scratchpad:
+        return Scratchpad(self.settings.traces_dir, turn_id, session_id, self.redactor)
+
+    # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
+    async def _start_tasks(self) -> None:
+        from agent.background import BackgroundSubmitter, TaskManager
+        from memory.tasks import SqlTaskStore
+
+        assert self.db is not None
+        self.task_manager = TaskManager(SqlTaskStore(self.db), on_complete=self._task_finished)
+        self._background = BackgroundSubmitter(self.task_manager)
+        self.deps.add(self.task_manager)
+        self.on_stop(self.task_manager.shutdown)
+
+    async def _task_finished(self, record: Any) -> None:
+        """A background task ended: wake a turn in its chat that reports the result (queued behind
+        a running turn, never mixed into the user's message). Delivered once (the ledger claims it)."""
+        for notify in self.task_listeners:
+            await notify(record)
+
+    async def _start_mcp(self) -> None:
+        from agent.mcp_client import McpManager
+
+        s = self.settings
+        self.mcp = McpManager(s.mcp_servers, log_dir=s.home / "logs", results_dir=s.results_dir)
+        await self.mcp.start()  # a server that fails is reported in /status; the bot starts anyway
+        self.on_stop(self.mcp.stop)
+
+    def _agent_extras(self) -> list[Toolset]:
+        from agent.background import background_tools
+        from agent.skills import SkillLibrary, skill_tools
+        from agent.subagents import subagent_tools
+        from scheduler.service import ScheduleService
+        from scheduler.store import ScheduleStore
+        from scheduler.tools import schedule_tools
+
+        assert self.db is not None
+        s = self.settings
+        self.skills = SkillLibrary(s.skills_dir)
+        for problem in self.skills.problems:
+            log.warning("skill skipped: %s", problem)
+        self.deps.add(self.skills)
+        self.schedules = ScheduleService(ScheduleStore(self.db), default_timezone=s.scheduler.timezone)
+        self.deps.add(self.schedules)
+        return [background_tools, schedule_tools, skill_tools, subagent_tools]
+
+    def _wire_subagents(self, tools: Toolset) -> None:
+        from agent.subagents import SubAgentServices
+
+        s = self.settings
+        self.deps.add(
+            SubAgentServices(
+                model_for=self.model_for,
+                toolset=tools,
+                workspace=s.workspace_dir,
+                results_dir=s.results_dir,
+                background=self._background,
+                trace_factory=self._trace,
+            )
+        )
+
+    def system_dynamic(self) -> str:
+        """The stable per-deployment part after the static prompt: the skills list."""
+        from agent.skills import skills_prompt
+
+        return skills_prompt(self.skills.skills) if self.skills is not None else ""
+
+    async def _start_scheduler(self) -> None:
+        from bot.briefs import BriefRunner
+        from markets.calendar import TradingCalendar
+        from scheduler.app import AppScheduler
+
+        assert self.db is not None
+        s = self.settings
+        runner = BriefRunner(self)
+        housekeeping: dict[str, Any] = {"cleanup_tasks": self.task_manager.cleanup}
+        if self.memory is not None:
+            housekeeping["prune_memory"] = self.memory.store.prune
+        self.scheduler = AppScheduler(
+            self.schedules.store,
+            on_brief=runner.run,
+            is_trading_day=TradingCalendar.sse().is_trading_day,
+            housekeeping=housekeeping,
+            default_timezone=s.scheduler.timezone,
+            lease_ttl=s.scheduler.lease_ttl_s,
+            brief_grace_time=s.scheduler.misfire_grace_s,
+            jobstore_url=s.db_url,
+        )
+        self.schedules.scheduler = self.scheduler
+        await self.scheduler.start()
+        self.on_stop(self.scheduler.stop)
 
     async def _start_chat(self) -> None:
         from bot.chat_setup import start_chat

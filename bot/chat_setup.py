@@ -41,6 +41,15 @@ def build_gateway(app: App) -> Gateway:
         context_window=app.context_window,
     )
     gateway.memory = app.memory
+    gateway.system_dynamic = app.system_dynamic()
+    from bot import commands_more
+    from bot.toolcatalog import help_tools
+
+    commands_more.install(gateway, app)
+    gateway.status_extra = lambda state: commands_more.status_extra(app, state)
+    gateway.help_extra = lambda lang: help_tools(app.runtime.tools.specs(), lang)  # type: ignore[attr-defined]
+    app.task_listeners.append(gateway.notify_task)
+    app.on_stop(app.task_manager.subscribe(gateway.task_progress))
     for extend in app.gateway_extensions:
         extend(gateway)
     return gateway

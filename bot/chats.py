@@ -36,6 +36,11 @@ class ChatState:
     # texts that arrived while the chat waited on an approval only an admin can give
     backlog: list[tuple[str, UserRef]] = field(default_factory=list)
     last_user: UserRef | None = None
+    owner: str = ""  # the user a DM belongs to / who last spoke: unattended turns act for them
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
 
 
 def chat_key(chat: ChatRef, user: UserRef, group_sessions: str) -> str:
@@ -65,9 +70,35 @@ class ChatDirectory:
                     session_id=saved.get("session_id") or self._new_session_id(key),
                     lang=saved.get("lang") or default_lang,
                     model=saved.get("model"),
+                    owner=saved.get("owner") or "",
                 )
                 if not saved:
                     await self.save(state)
+                self._states[key] = state
+        return state
+
+    async def by_key(self, key: str) -> ChatState | None:
+        """A chat by key, loaded from the database after a restart (scheduled briefs and task
+        notices address chats that may not have spoken since)."""
+        state = self._states.get(key)
+        if state is not None:
+            return state
+        saved = await self.kv.kv_get(f"chat:{key}")
+        if not saved or not saved.get("chat"):
+            return None
+        c = saved["chat"]
+        chat = ChatRef(c["platform"], c["chat_id"], c.get("thread_id"), c.get("is_group", False))
+        async with self._lock:
+            state = self._states.get(key)
+            if state is None:
+                state = ChatState(
+                    key=key,
+                    chat=chat,
+                    session_id=saved.get("session_id") or self._new_session_id(key),
+                    lang=saved.get("lang") or "en",
+                    model=saved.get("model"),
+                    owner=saved.get("owner") or "",
+                )
                 self._states[key] = state
         return state
 
@@ -94,6 +125,7 @@ class ChatDirectory:
                 "session_id": state.session_id,
                 "lang": state.lang,
                 "model": state.model,
+                "owner": state.owner,
                 "chat": {
                     "platform": c.platform,
                     "chat_id": c.chat_id,

@@ -19,9 +19,11 @@ async def cmd_start(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
 
 async def cmd_help(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
     text = t(state.lang, "help")
-    extra = getattr(gw, "help_extra", None)
-    if extra:
-        text += "\n" + extra(state.lang)
+    more = [f"/{name} — {desc}" for name, desc in gw.command_help.items()]
+    if more:
+        text += "\n" + "\n".join(more)
+    if gw.help_extra is not None:
+        text += "\n\n" + gw.help_extra(state.lang)
     await gw.say(state, text)
 
 
@@ -142,7 +144,9 @@ async def cmd_compact(gw: Gateway, state: ChatState, cmd: InboundCommand) -> Non
     if event is None:
         await gw.say(state, t(state.lang, "compact_nothing"))
     else:
-        await gw.say(state, t(state.lang, "compacted", before=event.before_messages, after=event.after_messages))
+        await gw.say(
+            state, t(state.lang, "compacted", before=event.before_messages, after=event.after_messages)
+        )
 
 
 async def cmd_memory(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:

@@ -96,6 +96,9 @@ class Gateway:
         self.context_window = context_window or (lambda _m: 65_536)
         self.status_extra = status_extra
         self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
+        self.system_dynamic = ""  # the stable part after the static prompt (skills list)
+        self.help_extra: Callable[[str], str] | None = None  # the tool list for /help
+        self._task_messages: dict[str, SentMessage] = {}
         self.commands: dict[str, CommandHandler] = {}
         self.command_help: dict[str, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -160,6 +163,9 @@ class Gateway:
         )
         state.chat = inbound.chat
         state.last_user = user
+        if state.owner != user.user_id and not isinstance(inbound, ButtonPress):
+            state.owner = user.user_id
+            await self.chats.save(state)
         if isinstance(inbound, ButtonPress):
             await self._on_button(adapter, state, inbound)
         elif isinstance(inbound, InboundCommand):
@@ -282,6 +288,7 @@ class Gateway:
     # ---- turns -------------------------------------------------------------------------------
     def _start(self, state: ChatState, job: AsyncIterator[ev.RuntimeEvent]) -> None:
         state.running = True
+        state.idle.clear()
         state.cancel = state.cancel if state.cancel and not state.cancel.is_set() else asyncio.Event()
         self.spawn(self._worker(state, job), name=f"turn:{state.key}")
 
@@ -298,9 +305,11 @@ class Gateway:
         )
 
     def _dynamic_context(self, state: ChatState) -> str:
-        now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        # Stable for the day, so the prompt-cache prefix survives from turn to turn.
+        today = datetime.now(UTC).strftime("%Y-%m-%d")
         lang = "Chinese" if state.lang == "zh" else "English"
-        return f"Now: {now}. Chat platform: {state.chat.platform}. Preferred language: {lang}."
+        head = f"Today: {today} (UTC). Chat platform: {state.chat.platform}. Preferred language: {lang}."
+        return f"{head}\n{self.system_dynamic}" if self.system_dynamic else head
 
     def _turn(
         self, state: ChatState, text: str, user: UserRef, **meta: Any
@@ -354,6 +363,7 @@ class Gateway:
         finally:
             state.running = False
             state.cancel = None
+            state.idle.set()
 
     def submit_system_turn(self, state: ChatState, text: str) -> None:
         """Wake a turn with a system notification (background task finished); queued behind a
@@ -518,3 +528,83 @@ class Gateway:
 
     async def decide_by_text(self, state: ChatState, user: UserRef, approval_id: str, decision: str) -> str:
         return await self._decide(state, approval_id, user, decision)
+
+    # ---- background tasks and scheduled briefs ----------------------------------------------
+    async def notify_task(self, record: Any) -> None:
+        """A background task finished: a system notification wakes a turn in its chat."""
+        from agent.background import task_notification_text
+
+        state = await self.chats.by_key(record.chat_key)
+        if state is None or state.chat.platform not in self.adapters:
+            log.warning("task %s finished but chat %s is unknown here", record.id, record.chat_key)
+            return
+        msg = self._task_messages.pop(record.id, None)
+        if msg is not None:
+            with contextlib.suppress(DeliveryError):
+                mark = "✓" if record.status == "succeeded" else "✗"
+                await self.adapters[state.chat.platform].edit_text(
+                    msg, f"{mark} {record.tool_name} · {record.id} · {record.status}", format="plain"
+                )
+        self.submit_system_turn(state, task_notification_text(record))
+
+    async def task_progress(self, record: Any) -> None:
+        """One status message per task, edited as progress arrives (the manager throttles it)."""
+        state = await self.chats.by_key(record.chat_key)
+        if state is None or state.chat.platform not in self.adapters or record.terminal:
+            return
+        pct = f" {record.percent:.0f}%" if record.percent is not None else ""
+        text = (
+            f"⏳ {record.tool_name} · {record.id}: {record.stage or record.status}{pct} {record.detail or ''}"
+        )
+        adapter = self.adapters[state.chat.platform]
+        try:
+            msg = self._task_messages.get(record.id)
+            if msg is None:
+                self._task_messages[record.id] = await adapter.send_text(
+                    state.chat, text.rstrip(), format="plain"
+                )
+            else:
+                await adapter.edit_text(msg, text.rstrip(), format="plain")
+        except DeliveryError as exc:
+            log.debug("task progress not shown: %s", exc)
+
+    async def run_brief(self, chat_key: str, text: str) -> None:
+        """An unattended turn (approval-requiring tools are denied) whose answer is delivered into
+        the chat. Raises if it cannot be delivered, so the scheduler retries with backoff."""
+        state = await self.chats.by_key(chat_key)
+        if state is None or state.chat.platform not in self.adapters:
+            raise DeliveryError(f"chat {chat_key} is not reachable on a running adapter")
+        while state.running:  # behind the user's own turn, never interleaved with it
+            await state.idle.wait()
+        state.running = True
+        state.idle.clear()
+        try:
+            request = TurnRequest(
+                session_id=state.session_id,
+                text=text,
+                who=Requester(state.owner, state.key, (), unattended=True),
+                model=state.model,
+                system_dynamic=self._dynamic_context(state),
+                meta={"brief": True},
+            )
+            final = ""
+            async for event in self.runtime.run(request):
+                if isinstance(event, ev.Done):
+                    final = event.text
+                elif isinstance(event, ev.ErrorEvent):
+                    raise DeliveryError(event.message)
+            await self.adapters[state.chat.platform].send_text(state.chat, final or "(empty brief)")
+        finally:
+            state.running = False
+            state.idle.set()
+        if not state.inbox.empty():
+            leftovers = [state.inbox.get_nowait() for _ in range(state.inbox.qsize())]
+            user = state.last_user or UserRef(state.chat.platform, state.owner)
+            self._start(state, self._turn(state, "\n\n".join(m.text for m in leftovers), user))
+
+    def run_skill(self, state: ChatState, text: str, user: UserRef) -> None:
+        """A skill command (/checkup …): its instructions become this turn's message."""
+        if state.running:
+            state.inbox.put_nowait(Message.user(text))
+            return
+        self._start(state, self._turn(state, text, user))

@@ -130,29 +130,67 @@ async def run_chat(args: Any, settings: Any) -> int:
 
     app = App(settings)
     await app.start(adapters=False)
+    notices: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def on_task(record: Any) -> None:
+        await notices.put(record)
+
+    app.task_listeners.append(on_task)
     try:
         session = session_id_for(getattr(args, "session", None))
         model = getattr(args, "model", None)
         if getattr(args, "message", None):
-            return await one_shot(app.runtime, session, args.message, model)
-        return await repl(app, session, model)
+            return await one_shot(app, session, args.message, model, notices)
+        return await repl(app, session, model, notices)
     finally:
         await app.stop()
 
 
-async def one_shot(runtime: AgentRuntime, session: str, text: str, model: str | None) -> int:
+def _request(app: Any, session: str, text: str, who: Requester, model: str | None, **kw: Any) -> TurnRequest:
+    return TurnRequest(session, text, who, model=model, system_dynamic=app.system_dynamic(), **kw)
+
+
+async def _report_tasks(
+    app: Any,
+    session: str,
+    records: list[Any],
+    who: Requester,
+    model: str | None,
+    renderer: TerminalRenderer,
+    ask: Any,
+) -> ev.Done | None:
+    """A background task finished: a system notification wakes a turn that reports it."""
+    from agent.background import task_notification_text
+
+    text = "\n\n".join(task_notification_text(r) for r in records)
+    for r in records:
+        renderer.note(f"background task {r.id} ({r.tool_name}) {r.status}")
+    req = _request(app, session, text, who, model, meta={"notification": True})
+    return await _drive(app.runtime, app.runtime.run(req), renderer, ask, who)
+
+
+async def one_shot(app: Any, session: str, text: str, model: str | None, notices: asyncio.Queue[Any]) -> int:
+    runtime: AgentRuntime = app.runtime
     who = Requester(TERMINAL_USER, session, (), unattended=True)
     renderer = TerminalRenderer(sys.stderr, sys.stderr, stream_text=False)
-    done = await _drive(
-        runtime, runtime.run(TurnRequest(session, text, who, model=model)), renderer, None, who
-    )
+    done = await _drive(runtime, runtime.run(_request(app, session, text, who, model)), renderer, None, who)
     if done is None or done.status == "failed":
         return 1
     print(done.text)
+    # background work started by this turn: wait for it, then report it, before exiting
+    pending = [r for r in await app.task_manager.list(session) if not r.terminal]
+    for record in pending:
+        renderer.note(f"waiting for background task {record.id} ({record.tool_name})…")
+        await app.task_manager.wait(record.id)
+    finished = [notices.get_nowait() for _ in range(notices.qsize())]
+    if finished:
+        report = await _report_tasks(app, session, finished, who, model, renderer, None)
+        if report is not None and report.text:
+            print(report.text)
     return 0
 
 
-async def repl(app: Any, session: str, model: str | None) -> int:
+async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue[Any]) -> int:
     runtime: AgentRuntime = app.runtime
     renderer = TerminalRenderer(sys.stdout, sys.stderr)
     who = Requester(TERMINAL_USER, session, (TERMINAL_USER,))
@@ -161,9 +199,23 @@ async def repl(app: Any, session: str, model: str | None) -> int:
         "Ctrl-C stops a running turn, Ctrl-D or /exit quits, /new starts a new session.\n"
     )
     loop = asyncio.get_running_loop()
+    pending_input: asyncio.Future[str] | None = None
     while True:
-        line = await _ask("\nyou> ")
+        if pending_input is None:
+            pending_input = asyncio.ensure_future(_ask("\nyou> "))
+        notice = asyncio.ensure_future(notices.get())
+        done, _ = await asyncio.wait({pending_input, notice}, return_when=asyncio.FIRST_COMPLETED)
+        if notice in done:
+            records = [notice.result()] + [notices.get_nowait() for _ in range(notices.qsize())]
+            await _report_tasks(app, session, records, who, model, renderer, _ask)
+            continue
+        notice.cancel()
+        line = pending_input.result()
+        pending_input = None
         if line == "" and not sys.stdin.isatty():
+            # stdin is exhausted: let background work of this session finish and report first
+            if await _drain_background(app, session, notices, who, model, renderer):
+                continue
             return 0
         text = line.strip()
         if not text:
@@ -171,6 +223,7 @@ async def repl(app: Any, session: str, model: str | None) -> int:
         if text in ("/exit", "/quit"):
             return 0
         if text == "/new":
+            await runtime.end_session(session)
             session = session_id_for(None)
             who = Requester(TERMINAL_USER, session, (TERMINAL_USER,))
             renderer.note(f"new session {session}")
@@ -183,7 +236,7 @@ async def repl(app: Any, session: str, model: str | None) -> int:
         try:
             await _drive(
                 runtime,
-                runtime.run(TurnRequest(session, text, who, model=model, cancel=cancel)),
+                runtime.run(_request(app, session, text, who, model, cancel=cancel)),
                 renderer,
                 _ask,
                 who,
@@ -193,3 +246,21 @@ async def repl(app: Any, session: str, model: str | None) -> int:
                 loop.remove_signal_handler(signal.SIGINT)
             except (NotImplementedError, RuntimeError):
                 pass
+
+
+async def _drain_background(
+    app: Any,
+    session: str,
+    notices: asyncio.Queue[Any],
+    who: Requester,
+    model: str | None,
+    renderer: TerminalRenderer,
+) -> bool:
+    pending = [r for r in await app.task_manager.list(session) if not r.terminal]
+    for record in pending:
+        await app.task_manager.wait(record.id)
+    if notices.empty():
+        return False
+    records = [notices.get_nowait() for _ in range(notices.qsize())]
+    await _report_tasks(app, session, records, who, model, renderer, _ask)
+    return False

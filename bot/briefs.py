@@ -1,0 +1,35 @@
+"""Scheduled briefs: the scheduler calls `BriefRunner.run(chat_key, schedule_id)` at each chat's
+time; it runs the `daily_brief` skill as an unattended turn and delivers it into the chat."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from agent.skills import skill_turn_text
+
+if TYPE_CHECKING:
+    from bot.app import App
+
+# Thousands of chats may share 08:30: run a few briefs at a time; the rest wait their turn.
+MAX_CONCURRENT_BRIEFS = 4
+BRIEF_SKILL = "daily_brief"
+
+
+class BriefRunner:
+    def __init__(self, app: App, max_concurrent: int = MAX_CONCURRENT_BRIEFS):
+        self.app = app
+        self._slots = asyncio.Semaphore(max_concurrent)
+
+    def brief_text(self) -> str:
+        skill = self.app.skills.get(BRIEF_SKILL) if self.app.skills is not None else None
+        if skill is None:
+            return "Write my daily brief: holdings and alerts, the market overview, and my discipline."
+        return skill_turn_text(skill, "")
+
+    async def run(self, chat_key: str, schedule_id: str) -> None:
+        gateway = self.app.gateway
+        if gateway is None:
+            raise RuntimeError("no chat adapter is running to deliver the brief")
+        async with self._slots:
+            await gateway.run_brief(chat_key, self.brief_text())
