@@ -351,7 +351,6 @@ class App:
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,
             brief_grace_time=s.scheduler.misfire_grace_s,
-            jobstore_url=s.db_url,
         )
         self.schedules.scheduler = self.scheduler
         await self.scheduler.start()
