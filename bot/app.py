@@ -166,7 +166,7 @@ class App:
         s = self.settings
         self.tracker = TaskTracker()
         self.on_stop(self.tracker.aclose)
-        model = self.model_for(s.memory.model)
+        model = self.model_for(s.memory.model) if s.models else None
         if not s.memory.enabled:
             from agent.compaction import Compactor
             from memory.archive import FileArchiveStore
