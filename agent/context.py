@@ -96,8 +96,6 @@ class TaskTracker:
 
 
 class ContextHooks(Protocol):
-    compactor: Compactor | None
-
     async def recall(self, session_id: str, user_text: str) -> str | None: ...
 
     async def compact(

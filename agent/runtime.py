@@ -227,7 +227,9 @@ class AgentRuntime:
         messages = await self.store.load_messages(session_id)
         if not messages:
             return None
-        result = await self.hooks.compact(session_id, messages, self.model_for(model), self._overhead_tokens, True)
+        result = await self.hooks.compact(
+            session_id, messages, self.model_for(model), self._overhead_tokens, True
+        )
         if result is None:
             return None
         new_messages, event = result

@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.providers.base import FinishChunk, ModelInfo, ModelRequest, TextChunk, UsageChunk  # noqa: E402
-from agent.usage import Usage  # noqa: E402
-from bot.app import App  # noqa: E402
-from config.loader import load_settings  # noqa: E402
-from tests.fakes.telegram_api import FakeBotAPI, FakeRequest  # noqa: E402
+from agent.providers.base import FinishChunk, ModelInfo, ModelRequest, TextChunk, UsageChunk
+from agent.usage import Usage
+from bot.app import App
+from config.loader import load_settings
+from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
 
 
 class LatencyModel:
@@ -75,8 +75,13 @@ async def run(chats: int, messages: int, latency: float) -> None:
         app = App(
             load_settings(Path(tmp), env),
             model_factory=lambda _m: model,
-            adapter_options={"telegram": {"request": FakeRequest(api), "get_updates_request": FakeRequest(api),
-                                          "poll_timeout": 0.05}},
+            adapter_options={
+                "telegram": {
+                    "request": FakeRequest(api),
+                    "get_updates_request": FakeRequest(api),
+                    "poll_timeout": 0.05,
+                }
+            },
         )
         await app.start(adapters=True)
         latencies: list[float] = []
@@ -101,10 +106,14 @@ async def run(chats: int, messages: int, latency: float) -> None:
     ideal = messages * latency
     print(f"chats={chats} messages/chat={messages} model latency={latency * 1000:.0f} ms")
     print(f"total replies          {len(replies)} / {expected}   lost={lost} duplicated={duplicated}")
-    print(f"wall time              {elapsed:.2f} s   (ideal {ideal:.2f} s)   ideal/measured = {ideal / elapsed:.2f}")
+    print(
+        f"wall time              {elapsed:.2f} s   (ideal {ideal:.2f} s)   ideal/measured = {ideal / elapsed:.2f}"
+    )
     print(f"throughput             {expected / elapsed:.1f} messages/s")
     lat = sorted(latencies)
-    print(f"reply latency          p50 {statistics.median(lat) * 1000:.0f} ms   p95 {lat[int(len(lat) * 0.95) - 1] * 1000:.0f} ms")
+    print(
+        f"reply latency          p50 {statistics.median(lat) * 1000:.0f} ms   p95 {lat[int(len(lat) * 0.95) - 1] * 1000:.0f} ms"
+    )
     print(f"peak RSS               {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 

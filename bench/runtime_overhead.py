@@ -92,8 +92,15 @@ async def with_sdk(provider: str, turns: int) -> list[float] | None:
 
     async with ScriptedLLMServer() as server:
         cfg = SimpleNamespace(
-            id="main", provider=provider, model="bench-model", base_url=server.base_url(provider),
-            api_key="test-key", context_window=None, input_per_1m=0.0, output_per_1m=0.0, max_tokens=1024,
+            id="main",
+            provider=provider,
+            model="bench-model",
+            base_url=server.base_url(provider),
+            api_key="test-key",
+            context_window=None,
+            input_per_1m=0.0,
+            output_per_1m=0.0,
+            max_tokens=1024,
         )
         client = build_model_client(cfg, idle_timeout=30)
         store = InMemoryStore()
@@ -115,8 +122,10 @@ def show(label: str, times: list[float] | None) -> None:
         print(f"{label:<48} (not available)")
         return
     times = times[len(times) // 10 :]  # drop warm-up
-    print(f"{label:<48} median {statistics.median(times) * 1000:7.3f} ms   p95 "
-          f"{sorted(times)[int(len(times) * 0.95) - 1] * 1000:7.3f} ms   n={len(times)}")
+    print(
+        f"{label:<48} median {statistics.median(times) * 1000:7.3f} ms   p95 "
+        f"{sorted(times)[int(len(times) * 0.95) - 1] * 1000:7.3f} ms   n={len(times)}"
+    )
 
 
 async def main() -> None:

@@ -85,18 +85,19 @@ class App:
         if self._model_factory is not None:
             return self._model_factory(model_id)
         model_id = model_id or self.settings.agent.model
-        client = self._clients.get(model_id)
-        if client is None:
-            from agent.providers import build_model_chain
+        cached = self._clients.get(model_id)
+        if cached is not None:
+            return cached
+        from agent.providers import build_model_chain
 
-            s = self.settings
-            ids = [model_id, *(f for f in s.agent.fallbacks if f != model_id)]
-            client = build_model_chain(
-                [s.model(i) for i in ids],
-                idle_timeout=s.agent.stream_idle_timeout,
-                on_switch=lambda a, b, why: log.warning("model %s failed (%s); using %s", a, why, b),
-            )
-            self._clients[model_id] = client
+        s = self.settings
+        ids = [model_id, *(f for f in s.agent.fallbacks if f != model_id)]
+        client: ModelClient = build_model_chain(  # type: ignore[assignment]
+            [s.model(i) for i in ids],
+            idle_timeout=s.agent.stream_idle_timeout,
+            on_switch=lambda a, b, why: log.warning("model %s failed (%s); using %s", a, why, b),
+        )
+        self._clients[model_id] = client
         return client
 
     # ---- tools -------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ class App:
 
         s = self.settings
         env = s.environ
-        providers = (
+        providers: list[str] = (
             [s.markets.provider] if s.markets.provider == "bundled" else [s.markets.provider, "bundled"]
         )
         ms = MarketSettings(

@@ -47,7 +47,8 @@ def build_gateway(app: App) -> Gateway:
 
     commands_more.install(gateway, app)
     gateway.status_extra = lambda state: commands_more.status_extra(app, state)
-    gateway.help_extra = lambda lang: help_tools(app.runtime.tools.specs(), lang)  # type: ignore[attr-defined]
+    specs = app.runtime.tools.specs() if app.runtime is not None else []
+    gateway.help_extra = lambda lang: help_tools(specs, lang)
     app.task_listeners.append(gateway.notify_task)
     app.on_stop(app.task_manager.subscribe(gateway.task_progress))
     for extend in app.gateway_extensions:

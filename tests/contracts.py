@@ -36,7 +36,9 @@ def violations() -> list[str]:
                 for name in names:
                     top = name.split(".")[0]
                     if top in banned:
-                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {package} must not import {name}")
+                        found.append(
+                            f"{path.relative_to(ROOT)}:{node.lineno}: {package} must not import {name}"
+                        )
     return found
 
 

@@ -5,6 +5,7 @@ No alembic.ini is needed."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from alembic import context
 
@@ -16,7 +17,7 @@ config = context.config
 target_metadata = Base.metadata
 
 
-def _configure(**kwargs: object) -> None:
+def _configure(**kwargs: Any) -> None:
     context.configure(
         target_metadata=target_metadata,
         compare_type=True,

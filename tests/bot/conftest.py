@@ -37,8 +37,13 @@ class Harness:
         self.app = App(
             settings,
             model_factory=lambda _m: self.script,
-            adapter_options={"telegram": {"request": FakeRequest(self.api), "get_updates_request": FakeRequest(self.api),
-                                          "poll_timeout": 0.05}},
+            adapter_options={
+                "telegram": {
+                    "request": FakeRequest(self.api),
+                    "get_updates_request": FakeRequest(self.api),
+                    "poll_timeout": 0.05,
+                }
+            },
         )
         await self.app.start(adapters=True)
         return self.app

@@ -37,9 +37,12 @@ async def test_analyze_buy_portfolio_over_telegram(harness):
         return reply("Your portfolio is up to date.")
 
     harness.script.add(
-        reply(tool_calls=[("analyze_stock", {"code": "600519"})]), after_analysis,
-        reply(tool_calls=[("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]), after_fill,
-        reply(tool_calls=[("portfolio", {"mode": "view"})]), after_portfolio,
+        reply(tool_calls=[("analyze_stock", {"code": "600519"})]),
+        after_analysis,
+        reply(tool_calls=[("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]),
+        after_fill,
+        reply(tool_calls=[("portfolio", {"mode": "view"})]),
+        after_portfolio,
     )
     await harness.start()
     api = harness.api

@@ -22,8 +22,17 @@ def test_no_words(text):
     assert read_reply(text, A).kind == "no"
 
 
-@pytest.mark.parametrize("text,value", [("2", "UTAD"), ("the second one", "UTAD"), ("第二个", "UTAD"),
-                                        ("#3", "LPS"), ("first", "Spring"), ("lps", "LPS")])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("2", "UTAD"),
+        ("the second one", "UTAD"),
+        ("第二个", "UTAD"),
+        ("#3", "LPS"),
+        ("first", "Spring"),
+        ("lps", "LPS"),
+    ],
+)
 def test_option_choice(text, value):
     r = read_reply(text, Q)
     assert r.kind == "option" and r.value == value
@@ -52,8 +61,15 @@ def test_not_yes_negations_are_not_consent():
 
 
 def _record(args):
-    return ApprovalRecord(id="abc123", session_id="s", turn_id="t", call_id="c", tool="execute_trade",
-                          arguments=args, args_hash=args_hash("execute_trade", args))
+    return ApprovalRecord(
+        id="abc123",
+        session_id="s",
+        turn_id="t",
+        call_id="c",
+        tool="execute_trade",
+        arguments=args,
+        args_hash=args_hash("execute_trade", args),
+    )
 
 
 def test_card_shows_bidi_and_control_characters_and_truncates_with_hash():

@@ -33,12 +33,21 @@ allowed_users = [1001]
         )
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env.update(
-            TAPEBOT_HOME=str(home), TELEGRAM_BOT_TOKEN=TOKEN, OPENAI_API_KEY="sk-test-000000000000",
-            OPENAI_BASE_URL=llm.openai_base_url, TAPEBOT_SCHEDULER__ENABLED="false",
+            TAPEBOT_HOME=str(home),
+            TELEGRAM_BOT_TOKEN=TOKEN,
+            OPENAI_API_KEY="sk-test-000000000000",
+            OPENAI_BASE_URL=llm.openai_base_url,
+            TAPEBOT_SCHEDULER__ENABLED="false",
         )
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "run", cwd=ROOT, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "run",
+            cwd=ROOT,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         try:
             await api.wait_for(lambda: api.calls_to("getUpdates"), timeout=30)

@@ -103,8 +103,10 @@ async def test_restart_between_card_and_tap(harness):
 
 async def test_text_yes_approves_and_no_denies(harness):
     harness.script.add(
-        reply(tool_calls=[("write_file", {"path": "y.txt", "content": "1"})]), reply("ok 1"),
-        reply(tool_calls=[("write_file", {"path": "n.txt", "content": "2"})]), reply("not written"),
+        reply(tool_calls=[("write_file", {"path": "y.txt", "content": "1"})]),
+        reply("ok 1"),
+        reply(tool_calls=[("write_file", {"path": "n.txt", "content": "2"})]),
+        reply("not written"),
     )
     await harness.start()
     api = harness.api
@@ -122,13 +124,19 @@ async def test_text_yes_approves_and_no_denies(harness):
 
 async def test_question_answered_by_number_and_by_button(harness):
     harness.script.add(
-        reply(tool_calls=[("ask_user", {"question": "Which phase filter?", "options": ["Spring", "SOS", "LPS"]})]),
+        reply(
+            tool_calls=[
+                ("ask_user", {"question": "Which phase filter?", "options": ["Spring", "SOS", "LPS"]})
+            ]
+        ),
         lambda req: [*reply(f"You picked {req.messages[-1].tool_results[0].content}")],
     )
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "screen for me", user_id=ALICE)
-    q = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if "Which phase" in m.get("text", "")), None))
+    q = await api.wait_for(
+        lambda: next((m for m in api.sent(ALICE) if "Which phase" in m.get("text", "")), None)
+    )
     assert [b["text"] for b in buttons_of(q)] == ["Spring", "SOS", "LPS"]
     api.push_text(ALICE, "the second one", user_id=ALICE)
     await api.wait_for(lambda: any("You picked" in t and "SOS" in t for t in api.texts(ALICE)))
@@ -172,8 +180,10 @@ async def test_message_during_a_running_turn_is_folded_in(harness):
 
 async def test_two_chats_run_in_parallel(harness):
     order = []
-    harness.script.add(lambda r: (order.append(r.messages[-1].text), reply("one"))[1],
-                       lambda r: (order.append(r.messages[-1].text), reply("two"))[1])
+    harness.script.add(
+        lambda r: (order.append(r.messages[-1].text), reply("one"))[1],
+        lambda r: (order.append(r.messages[-1].text), reply("two"))[1],
+    )
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "from alice", user_id=ALICE)

@@ -25,12 +25,19 @@ def server():
     srv.stop()
 
 
-def run_cli(home: Path, env_extra: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    home: Path, env_extra: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
     env.update(TAPEBOT_HOME=str(home), TAPEBOT_MEMORY__ENABLED="false", **env_extra)
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True,
-        timeout=120, input=stdin,
+        [sys.executable, "-m", "bot.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
     )
 
 
@@ -65,7 +72,9 @@ def test_one_shot_denies_approval_tools_and_says_so(tmp_path, server):
     def second(body):
         tool_msgs = [m for m in body["messages"] if m.get("role") == "tool"]
         assert "denied" in tool_msgs[-1]["content"] or "nobody" in tool_msgs[-1]["content"]
-        return Reply("I could not write the file: writing needs your approval, and nobody can approve in -m mode.")
+        return Reply(
+            "I could not write the file: writing needs your approval, and nobody can approve in -m mode."
+        )
 
     server.script(Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "hi"})]), second)
     r = run_cli(tmp_path, openai_env(server), "chat", "-m", "write hi to x.txt")
@@ -76,7 +85,10 @@ def test_one_shot_denies_approval_tools_and_says_so(tmp_path, server):
 
 def test_named_session_continues_across_invocations(tmp_path, server):
     server.script(Reply("Noted: 600519."), Reply("You asked about 600519."))
-    assert run_cli(tmp_path, openai_env(server), "chat", "--session", "work", "-m", "remember 600519").returncode == 0
+    assert (
+        run_cli(tmp_path, openai_env(server), "chat", "--session", "work", "-m", "remember 600519").returncode
+        == 0
+    )
     r = run_cli(tmp_path, openai_env(server), "chat", "--session", "work", "-m", "what did I ask about?")
     assert r.returncode == 0
     history = server.requests[-1].body["messages"]
@@ -148,13 +160,21 @@ def test_markets_conversation_in_the_terminal(tmp_path, server):
         return Reply("You hold 100 shares of 600519.")
 
     server.script(
-        Reply(tool_calls=[ToolCall("analyze_stock", {"code": "600519"})]), phase_answer,
+        Reply(tool_calls=[ToolCall("analyze_stock", {"code": "600519"})]),
+        phase_answer,
         Reply(tool_calls=[ToolCall("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]),
         Reply("Bought (paper)."),
-        Reply(tool_calls=[ToolCall("portfolio", {"mode": "view"})]), portfolio_answer,
+        Reply(tool_calls=[ToolCall("portfolio", {"mode": "view"})]),
+        portfolio_answer,
     )
-    r = run_cli(tmp_path, openai_env(server), "chat", "--session", "mkt",
-                stdin="analyze 600519\nbuy 100 shares\ny\nhow is my portfolio\n/exit\n")
+    r = run_cli(
+        tmp_path,
+        openai_env(server),
+        "chat",
+        "--session",
+        "mkt",
+        stdin="analyze 600519\nbuy 100 shares\ny\nhow is my portfolio\n/exit\n",
+    )
     assert r.returncode == 0, r.stderr
     assert "Phase" in r.stdout and "2025-09-03" in r.stdout
     saved = [line.split("saved ", 1)[1].strip() for line in r.stderr.splitlines() if "saved " in line]

@@ -1,4 +1,5 @@
 """Helpers for runtime tests: a scripted in-process model and event collection."""
+
 from __future__ import annotations
 
 import itertools
@@ -31,10 +32,14 @@ def text(t: str) -> TextChunk:
 class Script:
     """A ModelClient that replays scripted rounds; each round is a list of chunks or a callable."""
 
-    def __init__(self, rounds: list[list[Chunk] | Callable[[ModelRequest], list[Chunk]]], model: str = "main"):
+    def __init__(
+        self, rounds: list[list[Chunk] | Callable[[ModelRequest], list[Chunk]]], model: str = "main"
+    ):
         self.rounds = list(rounds)
         self.requests: list[ModelRequest] = []
-        self.info = ModelInfo(id=model, model="scripted", provider="scripted", input_per_1m=1.0, output_per_1m=2.0)
+        self.info = ModelInfo(
+            id=model, model="scripted", provider="scripted", input_per_1m=1.0, output_per_1m=2.0
+        )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         self.requests.append(request)
@@ -50,8 +55,6 @@ class Script:
 
     async def aclose(self) -> None:
         return None
-
-
 
 
 async def collect(aiter) -> list:
