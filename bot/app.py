@@ -344,6 +344,16 @@ class App:
         housekeeping: dict[str, Any] = {"cleanup_tasks": self.task_manager.cleanup}
         if self.memory is not None:
             housekeeping["prune_memory"] = self.memory.store.prune
+        if self.market is not None:
+            from markets.strategies import run_all_traders
+
+            market = self.market
+
+            async def run_traders() -> None:
+                # daily, after the previous session's close: each running trader takes one step
+                await run_all_traders(market)
+
+            housekeeping["run_traders"] = run_traders
         self.scheduler = AppScheduler(
             self.schedules.store,
             on_brief=runner.run,

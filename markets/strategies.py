@@ -8,6 +8,7 @@ rising MA50 over MA200; exits = SOW/upthrust triggers, stops, trailing stop and 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Literal
@@ -23,6 +24,8 @@ from markets.models import MarketStrategy, MarketTrader
 from markets.panel import Panel
 from markets.wyckoff import signals
 from markets.wyckoff.params import DEFAULT_PARAMS, WyckoffParams
+
+log = logging.getLogger(__name__)
 
 Trigger = Literal["spring", "sos", "lps"]
 ExitTrigger = Literal["sow", "upthrust"]
@@ -331,3 +334,27 @@ async def run_trader_once(
         t = await store._trader(s, user_id, trader_id)
         t.last_run_on, t.last_result = as_of, summary
     return {"trader": trader_name, "as_of": str(as_of), "orders": results}
+
+
+async def run_all_traders(services: Any) -> list[dict[str, Any]]:
+    """The daily job: one step of every running trader of every user, on the paper broker (live
+    only when explicitly enabled). A failing trader is reported and never stops the others."""
+    from markets.broker import PaperBroker
+
+    store = StrategyStore(services.sessions())
+    broker = (
+        services.live_broker
+        if services.settings.live and services.live_broker
+        else PaperBroker(services.sessions(), services.data, services.settings)
+    )
+    async with store.sessions() as s:
+        rows = (await s.execute(select(MarketTrader).where(MarketTrader.status == "running"))).scalars().all()
+        todo = [(r.user_id, r.id) for r in rows]
+    results = []
+    for user_id, trader_id in todo:
+        try:
+            results.append(await run_trader_once(store, broker, services.data, user_id, trader_id))
+        except Exception as exc:  # one broken trader must not stop the rest
+            log.exception("trader %s of %s failed", trader_id, user_id)
+            results.append({"trader": trader_id, "error": str(exc)})
+    return results

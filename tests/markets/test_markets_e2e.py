@@ -159,3 +159,30 @@ def test_migration_matches_the_orm_tables(tmp_path):
         with Operations.context(MigrationContext.configure(conn)):
             mod.downgrade()
         assert not [n for n in sa.inspect(conn).get_table_names() if n.startswith("market_")]
+
+
+async def test_daily_job_runs_every_running_trader_once(world):
+    from markets.strategies import run_all_traders
+
+    store = StrategyStore(world.session_factory)
+    cfg = {
+        "universe": ["601939", "600519"],
+        "trend_filter": False,
+        "min_amount": 0,
+        "entry": ["spring", "sos", "lps"],
+    }
+    for user in ("u1", "u2"):
+        await store.create(user, "wy", cfg)
+        await store.create_trader(user, "bot", "wy")
+        await store.update_trader(user, "bot", status="running")
+    await store.create_trader("u1", "idle", "wy")  # stopped: not run
+    first = await run_all_traders(world)
+    again = await run_all_traders(world)  # a double-fired job trades nothing new
+    assert len(first) == 2 and all("error" not in r for r in first)
+    broker = PaperBroker(world.session_factory, MD)
+    for user in ("u1", "u2"):
+        fills = [t for t in await broker.portfolio.trades(user) if t["status"] == "filled"]
+        assert fills and len(fills) == len({t["symbol"] for t in fills})
+    assert not [
+        o for r in again for o in r.get("orders", []) if o["status"] == "filled" and not o["replayed"]
+    ]
