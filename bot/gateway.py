@@ -432,6 +432,9 @@ class Gateway:
         self, state: ChatState, approval_id: str, user: UserRef, decision: str, note: str = ""
     ) -> str:
         """Apply a decision; returns "" on success or the reason it was refused."""
+        record = await self.store.get_approval(approval_id)
+        if record is not None and record.chat_key and record.chat_key != state.key:
+            return "this approval belongs to another chat"  # chat A never resolves B's approval
         try:
             record = await self.runtime.decide(approval_id, user.user_id, decision, note)  # type: ignore[arg-type]
         except ApprovalError as exc:

@@ -226,3 +226,16 @@ async def test_chinese_client_gets_chinese_words(harness):
     harness.app.gateway.access["telegram"].allowed_users.add("2001")
     api.push_text(2001, "/help", user_id=2001)
     await api.wait_for(lambda: any("命令" in t for t in api.texts(2001)))
+
+
+async def test_approval_cannot_be_resolved_from_another_chat(harness):
+    harness.script.add(reply(tool_calls=[("write_file", {"path": "x.txt", "content": "x"})]))
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "write x", user_id=ALICE)
+    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    approval_id = buttons_of(card)[0]["callback_data"].split(":", 1)[1]
+    # Alice, in a group chat, tries to approve her DM's card by id
+    api.push_text(GROUP, f"/approve {approval_id}", user_id=ALICE)
+    await api.wait_for(lambda: any("no longer valid" in t for t in api.texts(GROUP)))
+    assert not (harness.home / "workspace" / "x.txt").exists()
