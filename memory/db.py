@@ -43,9 +43,12 @@ def sqlite_path(url: str) -> Path | None:
     return Path(u.database)
 
 
-def create_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, **kwargs: Any) -> AsyncEngine:
+def create_engine(
+    url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, inline: bool = True, **kwargs: Any
+) -> AsyncEngine:
     """An async engine. For SQLite: the connection pragmas above and IMMEDIATE write transactions;
-    the database file's folder is created if missing."""
+    the database file's folder is created if missing. `inline` (the default) runs SQLite on the
+    event-loop thread (memory/sqlite_inline.py) instead of aiosqlite's per-call thread hops."""
     if not is_sqlite(url):
         return create_async_engine(url, pool_pre_ping=True, **kwargs)
 
@@ -60,12 +63,8 @@ def create_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, *
             ) from None
     connect_args = dict(kwargs.pop("connect_args", {}))
     connect_args.setdefault("timeout", busy_timeout_ms / 1000)
-    engine = create_async_engine(url, connect_args=connect_args, **kwargs)
 
-    @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # Take BEGIN out of the driver's hands so we can choose IMMEDIATE vs DEFERRED ourselves.
-        dbapi_conn.isolation_level = None
+    def pragmas(dbapi_conn: Any) -> None:
         cur = dbapi_conn.cursor()
         try:
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
@@ -75,6 +74,25 @@ def create_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, *
             cur.execute("PRAGMA synchronous=NORMAL")
         finally:
             cur.close()
+
+    if inline:
+        from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+
+        from memory.sqlite_inline import InlineSqlite
+
+        args, opts = SQLiteDialect_pysqlite().create_connect_args(make_url(url))
+        opener = InlineSqlite(
+            args, {**opts, **connect_args}, busy_timeout_ms=busy_timeout_ms, on_open=pragmas
+        )
+        engine = create_async_engine(url, async_creator=opener.connect, **kwargs)
+    else:
+        engine = create_async_engine(url, connect_args=connect_args, **kwargs)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Take BEGIN out of the driver's hands so we can choose IMMEDIATE vs DEFERRED ourselves.
+            dbapi_conn.isolation_level = None
+            pragmas(dbapi_conn)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:

@@ -206,6 +206,7 @@ class SqlStore:
             else:
                 await self._ensure_session(s, session_id)
             if messages:
+                await self._lock_session(s, session_id)
                 last = (
                     await s.execute(
                         sa.select(sa.func.max(MessageRow.seq)).where(MessageRow.session_id == session_id)
@@ -217,10 +218,17 @@ class SqlStore:
             if usage is not None:
                 s.add(self._usage_row(usage))
 
+    async def _lock_session(self, s: AsyncSession, session_id: str) -> None:
+        """Serialise writers of one session's messages. SQLite already does (BEGIN IMMEDIATE);
+        on PostgreSQL two appends would otherwise both read the same max(seq)."""
+        if not self.db.is_sqlite:
+            await s.execute(sa.select(SessionRow.id).where(SessionRow.id == session_id).with_for_update())
+
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None:
         """Swap the whole history at once (compaction, restore); readers see old or new, never half."""
         async with self.db.session() as s:
             await self._ensure_session(s, session_id)
+            await self._lock_session(s, session_id)
             await s.execute(sa.delete(MessageRow).where(MessageRow.session_id == session_id))
             await self._insert_messages(s, session_id, messages, start=0)
 

@@ -239,3 +239,43 @@ async def test_approval_cannot_be_resolved_from_another_chat(harness):
     api.push_text(GROUP, f"/approve {approval_id}", user_id=ALICE)
     await api.wait_for(lambda: any("no longer valid" in t for t in api.texts(GROUP)))
     assert not (harness.home / "workspace" / "x.txt").exists()
+
+
+async def test_approval_flow_on_postgresql(tmp_path):
+    """The same approve-once flow with PostgreSQL as the database (CI starts a server and sets
+    TAPEBOT_TEST_POSTGRES_URL; skipped without one)."""
+    import os
+
+    import pytest
+
+    url = os.environ.get("TAPEBOT_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("no PostgreSQL server (set TAPEBOT_TEST_POSTGRES_URL)")
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from agent.providers.scripted import ScriptedClient
+    from tests.bot.conftest import Harness
+    from tests.fakes.telegram_api import FakeBotAPI
+
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(text("DROP SCHEMA public CASCADE"))
+        await conn.execute(text("CREATE SCHEMA public"))
+    await engine.dispose()
+    api = FakeBotAPI()
+    h = Harness(tmp_path / "home", api, ScriptedClient(), extra_env={"TAPEBOT_DATABASE_URL": url})
+    h.script.add(
+        reply(tool_calls=[("write_file", {"path": "pg.txt", "content": "on postgres"})]), reply("Done.")
+    )
+    try:
+        await h.start()
+        api.push_text(ALICE, "write pg.txt", user_id=ALICE)
+        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+        api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+        await api.wait_for(lambda: any("Done." in t for t in api.texts(ALICE)))
+        assert (h.home / "workspace" / "pg.txt").read_text() == "on postgres"
+    finally:
+        await h.stop()

@@ -4,6 +4,7 @@ usage totals, inbound de-duplication, sessions and kv."""
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,9 +15,23 @@ from agent.usage import Usage
 from memory.db import Database
 from memory.stores import SqlStore
 
+PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 
-@pytest.fixture
-def url(tmp_path) -> str:
+
+@pytest.fixture(params=["sqlite", "postgres"] if PG_URL else ["sqlite"])
+async def url(request, tmp_path) -> str:
+    """A real SQLite file; and, when TAPEBOT_TEST_POSTGRES_URL is set (CI starts a server), the
+    same store tests on a fresh PostgreSQL schema (migrations included)."""
+    if request.param == "postgres":
+        from sqlalchemy import text
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        engine = create_async_engine(PG_URL)
+        async with engine.begin() as conn:
+            await conn.execute(text("DROP SCHEMA public CASCADE"))
+            await conn.execute(text("CREATE SCHEMA public"))
+        await engine.dispose()
+        return PG_URL
     return f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
 
 

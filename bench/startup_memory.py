@@ -1,0 +1,325 @@
+"""Cold start of the CLI and resident memory of the long-running processes.
+
+    python -m bench.startup_memory [--runs 7] [--settle 2.0] [--why]
+
+(a) `tapebot --help`: median wall time of `python -m bot.cli --help` as a fresh subprocess
+    (target < 0.3 s; a bare `python -c pass` is printed for reference).
+(b) `tapebot chat` idle: the REPL as a subprocess (temporary TAPEBOT_HOME, dummy OPENAI_API_KEY,
+    OPENAI_BASE_URL at a local scripted LLM server in a thread, stdin kept open); once its banner is
+    on stderr and it has idled `--settle` seconds, VmRSS from /proc/<pid>/status (target < 120 MB).
+(c) `tapebot run` idle with Telegram and Discord connected over real sockets to the fake Bot API
+    (`[telegram] api_base_url`) and the fake Discord (`[discord] api_base_url` / `gateway_url`);
+    sampled after getUpdates and the gateway IDENTIFY were seen, plus `--settle` (target < 150 MB).
+
+VmHWM (the peak) is printed next to VmRSS. `--why` (or any missed target) adds the diagnosis: the
+top-level packages each process imported (from `python -X importtime` of the same command) with
+their cumulative import time, and each heavy package's own RSS cost in a bare interpreter.
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.discord_fake import FakeDiscord  # noqa: E402
+from tests.fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
+from tests.fakes.telegram_api import FakeBotAPI  # noqa: E402
+
+TELEGRAM_TOKEN = "123456:TEST-token-abcdef"
+DISCORD_TOKEN = "discord-test-token"
+HELP_TARGET, CHAT_TARGET, RUN_TARGET = 0.3, 120.0, 150.0
+# packages whose stand-alone import cost we report when explaining RSS
+HEAVY = [
+    "pydantic", "pydantic_settings", "sqlalchemy", "alembic", "aiosqlite", "httpx", "aiohttp",
+    "anthropic", "openai", "telegram", "discord", "apscheduler", "mcp", "numpy", "pandas",
+    "matplotlib", "PIL", "yaml", "markets.tools", "markets.services", "memory.hooks",
+    "agent.runtime", "bot.app", "bot.gateway",
+]  # fmt: skip
+
+
+def clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TAPEBOT_") and not k.endswith(("_API_KEY", "_BASE_URL", "_BOT_TOKEN"))
+    }
+    if home is not None:
+        env["TAPEBOT_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def proc_status(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM of `pid`, in MB."""
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def mark(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+# ---- (a) cold start ------------------------------------------------------------------------------
+def timed_median(args: list[str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(args, cwd=ROOT, env=clean_env(), capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# ---- (b) chat REPL -------------------------------------------------------------------------------
+class LineWatcher:
+    """Collects a pipe's lines in a thread so the child never blocks on a full pipe."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        self._seen = threading.Condition()
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        for raw in iter(stream.readline, b""):
+            with self._seen:
+                self.lines.append(raw.decode(errors="replace"))
+                self._seen.notify_all()
+
+    def wait_for(self, pred: Callable[[str], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._seen:
+            while not any(pred(line) for line in self.lines):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._seen.wait(left)
+        return True
+
+
+def chat_command(importtime: bool = False) -> list[str]:
+    return [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "bot.cli", "chat"]
+
+
+def measure_chat(settle: float, importtime: bool = False) -> tuple[dict[str, float], list[str]]:
+    server = ScriptedLLMServer()
+    server.default = Reply("ok")
+    server.start_in_thread()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = clean_env(
+                Path(tmp) / "home",
+                OPENAI_API_KEY="sk-bench-000000000000",
+                OPENAI_BASE_URL=server.openai_base_url,
+            )
+            proc = subprocess.Popen(
+                chat_command(importtime),
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            err = LineWatcher(proc.stderr)
+            LineWatcher(proc.stdout)
+            try:
+                if not err.wait_for(lambda line: line.startswith("tapebot — model"), 60):
+                    raise RuntimeError("tapebot chat printed no banner:\n" + "".join(err.lines[-20:]))
+                time.sleep(settle)
+                status = proc_status(proc.pid)
+            finally:
+                assert proc.stdin is not None
+                proc.stdin.close()  # EOF: the REPL exits on its own
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            return status, err.lines
+    finally:
+        server.stop()
+
+
+# ---- (c) tapebot run -----------------------------------------------------------------------------
+async def measure_run(settle: float, importtime: bool = False) -> tuple[dict[str, float], str]:
+    api = FakeBotAPI(token=TELEGRAM_TOKEN)
+    await api.serve()
+    discord = FakeDiscord()
+    await discord.start()
+    try:
+        async with ScriptedLLMServer() as llm:
+            llm.default = Reply("ok")
+            with tempfile.TemporaryDirectory() as tmp:
+                home = Path(tmp) / "home"
+                home.mkdir()
+                (home / "config.toml").write_text(
+                    f"""
+[telegram]
+api_base_url = "{api.base_url}"
+allowed_users = [1001]
+
+[discord]
+api_base_url = "http://127.0.0.1:{discord.port}/api/v10"
+gateway_url = "ws://127.0.0.1:{discord.port}/gw"
+allowed_users = [42]
+
+[scheduler]
+enabled = true
+""",
+                    encoding="utf-8",
+                )
+                env = clean_env(
+                    home,
+                    OPENAI_API_KEY="sk-bench-000000000000",
+                    OPENAI_BASE_URL=llm.openai_base_url,
+                    TELEGRAM_BOT_TOKEN=TELEGRAM_TOKEN,
+                    DISCORD_BOT_TOKEN=DISCORD_TOKEN,
+                )
+                args = [*(["-X", "importtime"] if importtime else []), "-m", "bot.cli", "run"]
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    *args,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                stderr = bytearray()
+
+                async def drain() -> None:
+                    assert proc.stderr is not None
+                    while chunk := await proc.stderr.read(65536):
+                        stderr.extend(chunk)
+
+                reader = asyncio.create_task(drain())
+                try:
+                    await api.wait_for(lambda: api.calls_to("getUpdates"), timeout=60)
+                    await discord.wait_for(lambda: discord.identifies, timeout=60)
+                    await asyncio.sleep(settle)
+                    status = proc_status(proc.pid)
+                finally:
+                    if proc.returncode is None:
+                        proc.send_signal(signal.SIGTERM)
+                        try:
+                            await asyncio.wait_for(proc.wait(), 30)
+                        except TimeoutError:
+                            proc.kill()
+                            await proc.wait()
+                    await reader
+                return status, stderr.decode(errors="replace")
+    finally:
+        await discord.close()
+        await api.close()
+
+
+# ---- diagnosis -----------------------------------------------------------------------------------
+IMPORT_RE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)\s*$")
+
+
+def top_level_imports(importtime_lines: list[str], limit: int = 14) -> list[tuple[str, float]]:
+    """(package, cumulative seconds) for the outermost import of each top-level package."""
+    totals: dict[str, float] = {}
+    for line in importtime_lines:
+        found = IMPORT_RE.match(line.rstrip("\n"))
+        if not found:
+            continue
+        cumulative, indent, name = int(found.group(2)), len(found.group(3)), found.group(4)
+        top = name.split(".")[0]
+        if top in ("bot", "agent", "memory", "markets", "adapters", "scheduler", "config"):
+            top = ".".join(name.split(".")[:2])
+        # the first-level entry of a package carries its whole subtree
+        if indent <= 1 or top not in totals:
+            totals[top] = max(totals.get(top, 0.0), cumulative / 1e6)
+    return sorted(totals.items(), key=lambda kv: -kv[1])[:limit]
+
+
+def imported_packages(importtime_lines: list[str]) -> set[str]:
+    names = set()
+    for line in importtime_lines:
+        found = IMPORT_RE.match(line.rstrip("\n"))
+        if found:
+            names.add(found.group(4))
+    return names
+
+
+def standalone_rss(module: str) -> float | None:
+    """RSS growth (MB) of a bare interpreter from importing `module` alone."""
+    code = (
+        "import re,sys\n"
+        "def rss():\n"
+        "    return int(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+        f"a=rss(); import {module}; print((rss()-a)/1024)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(), capture_output=True, text=True)
+    return float(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
+
+
+def explain(label: str, lines: list[str]) -> None:
+    names = imported_packages(lines)
+    print(f"\n  {label}: {len(names)} modules imported; slowest top-level imports (cumulative):")
+    for name, seconds in top_level_imports(lines):
+        print(f"    {name:<28} {seconds * 1000:7.0f} ms")
+    heavy = [m for m in HEAVY if m in names]
+    if heavy:
+        print("  their stand-alone RSS cost in a bare interpreter (overlapping; each includes its deps):")
+        for module in heavy:
+            mb = standalone_rss(module)
+            print(f"    {module:<28} {'?' if mb is None else f'{mb:6.1f}'} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--settle", type=float, default=2.0, help="idle seconds before sampling RSS")
+    parser.add_argument("--why", action="store_true", help="always print the import diagnosis")
+    args = parser.parse_args()
+
+    bare = timed_median([sys.executable, "-c", "pass"], args.runs)
+    help_s = timed_median([sys.executable, "-m", "bot.cli", "--help"], args.runs)
+    print(f"(a) tapebot --help cold start: median {help_s:.3f} s of {args.runs} "
+          f"(bare interpreter {bare:.3f} s)  target < {HELP_TARGET} s  {mark(help_s < HELP_TARGET)}")  # fmt: skip
+
+    chat, _ = measure_chat(args.settle)
+    print(f"(b) tapebot chat idle:  VmRSS {chat['VmRSS']:6.1f} MB  (peak {chat['VmHWM']:6.1f} MB)  "
+          f"target < {CHAT_TARGET:.0f} MB  {mark(chat['VmRSS'] < CHAT_TARGET)}")  # fmt: skip
+
+    run, _ = asyncio.run(measure_run(args.settle))
+    print(f"(c) tapebot run idle (Telegram + Discord connected):  VmRSS {run['VmRSS']:6.1f} MB  "
+          f"(peak {run['VmHWM']:6.1f} MB)  target < {RUN_TARGET:.0f} MB  {mark(run['VmRSS'] < RUN_TARGET)}")  # fmt: skip
+
+    if args.why or help_s >= HELP_TARGET:
+        r = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "bot.cli", "--help"],
+            cwd=ROOT,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+        )
+        explain("tapebot --help", r.stderr.splitlines())
+    if args.why or chat["VmRSS"] >= CHAT_TARGET:
+        _, lines = measure_chat(0.2, importtime=True)
+        explain("tapebot chat", lines)
+    if args.why or run["VmRSS"] >= RUN_TARGET:
+        _, text = asyncio.run(measure_run(0.2, importtime=True))
+        explain("tapebot run", text.splitlines())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""An aiosqlite look-alike that runs SQLite on the event-loop thread, for SQLAlchemy's async engine.
+
+Why: aiosqlite gives every connection a thread and hands each call (cursor, execute, fetch, close,
+commit …) to it and back — about eight thread hops per statement, each waiting for a full turn of
+a busy event loop and for the GIL. With ~30 statements per chat message that, not SQLite, was the
+bot's cost. A local SQLite statement takes microseconds, so we simply run it where we are; the
+async API (`AsyncSession`, `AsyncEngine`) stays exactly as it was. Plug in with
+`create_async_engine(url, async_creator=InlineSqlite(...).connect)`.
+
+Never block the loop on a lock: a statement that may have to wait for SQLite's write lock (BEGIN
+IMMEDIATE, a write, COMMIT outside WAL) first runs with the busy timeout at zero; if the lock is
+taken — by another process, or by another of our own connections whose holder is a coroutine on
+this very loop — it is retried once in a worker thread with the full busy timeout, exactly what
+SQLite's busy handler would have done, while the loop keeps running (so that holder can commit).
+Opening a connection (file I/O, WAL set-up) also happens in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+SQLITE_BUSY = 5
+_READS = ("SELECT", "PRAGMA", "BEGIN", "ROLLBACK", "RELEASE")  # never wait for the write lock (in WAL)
+_TAKES_LOCK = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE")
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF == SQLITE_BUSY
+    return "locked" in str(exc).lower()
+
+
+class InlineSqlite:
+    """Opens `InlineConnection`s: `connect` is the engine's `async_creator`."""
+
+    def __init__(
+        self,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        *,
+        busy_timeout_ms: int,
+        on_open: Callable[[sqlite3.Connection], None] | None = None,
+    ):
+        self.args, self.kwargs = tuple(args), dict(kwargs)
+        self.busy_timeout_ms = busy_timeout_ms
+        self.on_open = on_open
+
+    def _open(self) -> InlineConnection:
+        kwargs = {**self.kwargs, "check_same_thread": False, "isolation_level": None}
+        kwargs.setdefault("timeout", self.busy_timeout_ms / 1000)
+        conn = sqlite3.connect(*self.args, **kwargs)
+        try:
+            if self.on_open is not None:
+                self.on_open(conn)
+            journal = conn.execute("PRAGMA journal_mode").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        wal = bool(journal) and str(journal[0]).lower() == "wal"
+        return InlineConnection(conn, self.busy_timeout_ms, wal=wal)
+
+    async def connect(self) -> InlineConnection:
+        return await asyncio.to_thread(self._open)
+
+
+class _ImmediateQueue:
+    """SQLAlchemy's aiosqlite adapter sets `isolation_level` by queueing `(future, fn)` on the
+    connection's worker queue (`_tx`); here there is no worker, so run it now."""
+
+    def put_nowait(self, item: tuple[asyncio.Future[Any], Callable[[], Any]]) -> None:
+        future, fn = item
+        try:
+            result = fn()
+        except Exception as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+
+class InlineConnection:
+    """The subset of `aiosqlite.Connection` SQLAlchemy's aiosqlite dialect uses."""
+
+    def __init__(self, conn: sqlite3.Connection, busy_timeout_ms: int, *, wal: bool):
+        self._conn = conn
+        self._connection: sqlite3.Connection | None = conn  # SQLAlchemy checks it is truthy
+        self._tx = _ImmediateQueue()
+        self.busy_timeout_ms = busy_timeout_ms
+        self.wal = wal
+
+    @property
+    def isolation_level(self) -> str | None:
+        return self._conn.isolation_level
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
+    def cursor(self) -> InlineCursor:
+        return InlineCursor(self, self._conn.cursor())
+
+    async def commit(self) -> None:
+        if self.wal:  # a WAL commit never waits for a lock
+            self._conn.commit()
+        else:
+            await self.run(self._conn.commit, may_wait=True)
+
+    async def rollback(self) -> None:
+        self._conn.rollback()
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            self._connection = None
+            self._conn.close()
+
+    def stop(self) -> None:
+        """Forced close (SQLAlchemy's terminate)."""
+        if self._connection is not None:
+            self._connection = None
+            with contextlib.suppress(Exception):
+                self._conn.close()
+
+    async def create_function(self, *args: Any, **kwargs: Any) -> None:
+        self._conn.create_function(*args, **kwargs)
+
+    def may_wait(self, sql: str) -> bool:
+        """Could this statement have to wait for the write lock?"""
+        head = sql.lstrip()[:15].upper()
+        if head.startswith(_TAKES_LOCK):
+            return True
+        return not (self.wal and head.startswith(_READS))
+
+    async def run(self, fn: Callable[..., Any], *args: Any, may_wait: bool) -> Any:
+        """Run `fn(*args)` here; if SQLite's write lock is taken, wait for it in a worker thread."""
+        if not may_wait:
+            return fn(*args)
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            return fn(*args)
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+        # Contended (a failed lock attempt changes nothing): let the busy handler wait off the loop.
+        future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # the connection is still busy in the thread: let it finish before anyone reuses it
+            with contextlib.suppress(BaseException):
+                await future
+            raise
+
+
+class InlineCursor:
+    """The subset of `aiosqlite.Cursor` SQLAlchemy uses; rows are produced on the calling thread."""
+
+    def __init__(self, owner: InlineConnection, cursor: sqlite3.Cursor):
+        self._owner = owner
+        self._cursor = cursor
+
+    async def __aenter__(self) -> InlineCursor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def description(self) -> Any:
+        return self._cursor.description
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    @property
+    def lastrowid(self) -> int | None:
+        return self._cursor.lastrowid
+
+    @property
+    def arraysize(self) -> int:
+        return self._cursor.arraysize
+
+    @arraysize.setter
+    def arraysize(self, value: int) -> None:
+        self._cursor.arraysize = value
+
+    async def execute(self, sql: str, parameters: Any = None) -> InlineCursor:
+        args = (sql,) if parameters is None else (sql, parameters)
+        await self._owner.run(self._cursor.execute, *args, may_wait=self._owner.may_wait(sql))
+        return self
+
+    async def executemany(self, sql: str, parameters: Any) -> InlineCursor:
+        await self._owner.run(self._cursor.executemany, sql, parameters, may_wait=self._owner.may_wait(sql))
+        return self
+
+    async def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    async def fetchmany(self, size: int | None = None) -> list[Any]:
+        return self._cursor.fetchmany(self._cursor.arraysize if size is None else size)
+
+    async def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+    async def close(self) -> None:
+        self._cursor.close()
+
+    def __aiter__(self) -> InlineCursor:
+        return self
+
+    async def __anext__(self) -> Any:
+        row = self._cursor.fetchone()
+        if row is None:
+            raise StopAsyncIteration
+        return row
