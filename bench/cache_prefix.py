@@ -146,8 +146,12 @@ class CacheSim:
         if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
             return Reply(text="结构偏吸筹，等待回踩确认；仓位按你的纪律不超过15%。", **tokens)
         # the question is the newest stored text block (context blocks may follow it)
-        texts = [b.get("text", "") for b in last if b.get("type") == "text"] if isinstance(last, list) else [last]
-        question = next((t for t in texts if "<relevant-memories>" not in t and t != RECALL_TRAILER), texts[0])
+        texts = (
+            [b.get("text", "") for b in last if b.get("type") == "text"] if isinstance(last, list) else [last]
+        )
+        question = next(
+            (t for t in texts if "<relevant-memories>" not in t and t != RECALL_TRAILER), texts[0]
+        )
         found = CODE_RE.findall(question.split("<current-user-message>")[-1])
         code = found[0] if found else "600519"
         return Reply(tool_calls=[ToolCall("analyze_stock", {"code": code, "chart": False})], **tokens)

@@ -11,9 +11,11 @@
     (`[telegram] api_base_url`) and the fake Discord (`[discord] api_base_url` / `gateway_url`);
     sampled after getUpdates and the gateway IDENTIFY were seen, plus `--settle` (target < 150 MB).
 
-VmHWM (the peak) is printed next to VmRSS. `--why` (or any missed target) adds the diagnosis: the
-top-level packages each process imported (from `python -X importtime` of the same command) with
-their cumulative import time, and each heavy package's own RSS cost in a bare interpreter.
+VmHWM (the peak) is printed next to VmRSS. `--why` (or any missed target) adds the diagnosis, from
+`python -X importtime` runs of the same commands: the slowest imports, the RSS of each group of
+packages (the process's own module list replayed group by group in a fresh interpreter,
+foundations first), what is not imports (data, caches), and the cost of the market directory that
+the app builds at start.
 Prints figures; asserts nothing.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import signal
@@ -43,13 +46,6 @@ from tests.fakes.telegram_api import FakeBotAPI  # noqa: E402
 TELEGRAM_TOKEN = "123456:TEST-token-abcdef"
 DISCORD_TOKEN = "discord-test-token"
 HELP_TARGET, CHAT_TARGET, RUN_TARGET = 0.3, 120.0, 150.0
-# packages whose stand-alone import cost we report when explaining RSS
-HEAVY = [
-    "pydantic", "pydantic_settings", "sqlalchemy", "alembic", "aiosqlite", "httpx", "aiohttp",
-    "anthropic", "openai", "telegram", "discord", "apscheduler", "mcp", "numpy", "pandas",
-    "matplotlib", "PIL", "yaml", "markets.tools", "markets.services", "memory.hooks",
-    "agent.runtime", "bot.app", "bot.gateway",
-]  # fmt: skip
 
 
 def clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
@@ -231,57 +227,131 @@ enabled = true
 
 # ---- diagnosis -----------------------------------------------------------------------------------
 IMPORT_RE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)\s*$")
+OURS = ("agent", "bot", "config", "memory", "markets", "adapters", "scheduler")
+# Replay order: foundations first, so each group's RSS is (mostly) its own; ours come last.
+GROUPS: list[tuple[str, tuple[str, ...]]] = [
+    ("pydantic, pydantic-settings", ("pydantic", "pydantic_core", "pydantic_settings", "typing_inspection",
+                                     "annotated_types", "dotenv")),
+    ("sqlalchemy, aiosqlite", ("sqlalchemy", "greenlet", "aiosqlite")),
+    ("alembic, mako", ("alembic", "mako", "markupsafe")),
+    ("httpx (+ its CLI: click, pygments, rich)", ("httpx", "httpcore", "h11", "anyio", "sniffio", "certifi",
+                                                 "idna", "click", "pygments", "rich", "markdown_it", "mdurl")),
+    ("aiohttp", ("aiohttp", "yarl", "multidict", "attr", "frozenlist", "aiosignal", "propcache",
+                 "aiohappyeyeballs")),
+    ("numpy", ("numpy",)),
+    ("openai SDK (+ httpx2, httpcore2, h2, truststore, jiter)", ("openai", "httpx2", "httpcore2", "h2", "hpack",
+                                                               "hyperframe", "truststore", "jiter", "distro")),
+    ("anthropic SDK", ("anthropic", "docstring_parser")),
+    ("python-telegram-bot", ("telegram",)),
+    ("discord.py", ("discord", "nacl")),
+    ("apscheduler, tzlocal", ("apscheduler", "tzlocal")),
+    ("mcp", ("mcp", "starlette", "sse_starlette", "uvicorn", "jsonschema", "referencing", "rpds")),
+    ("matplotlib", ("matplotlib", "PIL", "kiwisolver", "cycler", "fontTools", "pyparsing", "dateutil")),
+    ("tapebot: config, agent, memory", ("config", "agent", "memory")),
+    ("tapebot: markets", ("markets",)),
+    ("tapebot: bot, adapters, scheduler", ("bot", "adapters", "scheduler")),
+]  # fmt: skip
+REPLAY = """
+import importlib, json, re, sys
+def rss():
+    return int(re.search(r"VmRSS:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
+plan = json.load(sys.stdin)
+print(json.dumps(["bare interpreter", rss()]), flush=True)
+for label, names in plan:
+    for name in names:
+        if name not in sys.modules:
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+    print(json.dumps([label, rss()]), flush=True)
+"""
 
 
-def top_level_imports(importtime_lines: list[str], limit: int = 14) -> list[tuple[str, float]]:
-    """(package, cumulative seconds) for the outermost import of each top-level package."""
-    totals: dict[str, float] = {}
-    for line in importtime_lines:
+def parse_importtime(lines: list[str]) -> list[tuple[int, str, int]]:
+    """(indent, module, cumulative µs) in completion order."""
+    out = []
+    for line in lines:
         found = IMPORT_RE.match(line.rstrip("\n"))
-        if not found:
-            continue
-        cumulative, indent, name = int(found.group(2)), len(found.group(3)), found.group(4)
-        top = name.split(".")[0]
-        if top in ("bot", "agent", "memory", "markets", "adapters", "scheduler", "config"):
-            top = ".".join(name.split(".")[:2])
-        # the first-level entry of a package carries its whole subtree
-        if indent <= 1 or top not in totals:
-            totals[top] = max(totals.get(top, 0.0), cumulative / 1e6)
+        if found:
+            out.append((len(found.group(3)), found.group(4), int(found.group(2))))
+    return out
+
+
+def slowest_imports(entries: list[tuple[int, str, int]], limit: int = 10) -> list[tuple[str, float]]:
+    """(package, seconds) for the outermost import of each package (ours: per module)."""
+    totals: dict[str, float] = {}
+    for _indent, name, cumulative in entries:
+        parts = name.split(".")
+        key = ".".join(parts[:2]) if parts[0] in OURS else parts[0]
+        totals[key] = max(totals.get(key, 0.0), cumulative / 1e6)
     return sorted(totals.items(), key=lambda kv: -kv[1])[:limit]
 
 
-def imported_packages(importtime_lines: list[str]) -> set[str]:
-    names = set()
-    for line in importtime_lines:
-        found = IMPORT_RE.match(line.rstrip("\n"))
-        if found:
-            names.add(found.group(4))
-    return names
+def group_of(name: str) -> str:
+    top = name.split(".")[0]
+    if top in sys.stdlib_module_names or top.startswith("_"):
+        return "python stdlib (asyncio, ssl, sqlite3, email, …)"
+    for label, tops in GROUPS:
+        if top in tops:
+            return label
+    return "tests/bench" if top in ("tests", "bench") else "other third-party"
 
 
-def standalone_rss(module: str) -> float | None:
-    """RSS growth (MB) of a bare interpreter from importing `module` alone."""
-    code = (
-        "import re,sys\n"
-        "def rss():\n"
-        "    return int(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
-        f"a=rss(); import {module}; print((rss()-a)/1024)"
+def replay_rss(modules: list[str]) -> list[tuple[str, float]]:
+    """Import `modules` group by group in a fresh interpreter: RSS growth per group (MB)."""
+    order = ["python stdlib (asyncio, ssl, sqlite3, email, …)"]
+    order += [g for g, _ in GROUPS if not g.startswith("tapebot")] + ["other third-party"]
+    order += [g for g, _ in GROUPS if g.startswith("tapebot")]
+    plan = [(g, [m for m in modules if group_of(m) == g]) for g in order]
+    plan = [(g, ms) for g, ms in plan if ms]
+    r = subprocess.run(
+        [sys.executable, "-c", REPLAY],
+        input=json.dumps(plan),
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
     )
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(), capture_output=True, text=True)
-    return float(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
+    points = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
+    return [(label, now - before) for (_, before), (label, now) in zip(points, points[1:], strict=False)] + (
+        [("(total after all imports)", points[-1][1])] if points else []
+    )
 
 
-def explain(label: str, lines: list[str]) -> None:
-    names = imported_packages(lines)
-    print(f"\n  {label}: {len(names)} modules imported; slowest top-level imports (cumulative):")
-    for name, seconds in top_level_imports(lines):
-        print(f"    {name:<28} {seconds * 1000:7.0f} ms")
-    heavy = [m for m in HEAVY if m in names]
-    if heavy:
-        print("  their stand-alone RSS cost in a bare interpreter (overlapping; each includes its deps):")
-        for module in heavy:
-            mb = standalone_rss(module)
-            print(f"    {module:<28} {'?' if mb is None else f'{mb:6.1f}'} MB")
+DIRECTORY_PROBE = """
+import re
+def rss():
+    return int(re.search(r"VmRSS:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
+from markets.data import MarketData
+data = MarketData()
+before = rss()
+data.directory
+print(rss() - before)
+"""
+
+
+def explain(label: str, lines: list[str], measured: float | None = None) -> None:
+    entries = parse_importtime(lines)
+    modules = list(dict.fromkeys(name for _i, name, _c in entries if name not in ("__main__", "bench")))
+    print(f"\n  {label}: {len(modules)} modules imported; slowest imports (cumulative):")
+    for name, seconds in slowest_imports(entries):
+        print(f"    {name:<44} {seconds * 1000:7.0f} ms")
+    if measured is None:
+        return
+    print("  RSS by group, replaying the same imports in a fresh interpreter (foundations first):")
+    replay = replay_rss(modules)
+    for group, mb in replay:
+        print(f"    {group:<56} {mb:6.1f} MB")
+    if replay:
+        print(f"    {'not imports: data, caches, buffers, threads':<56} {measured - replay[-1][1]:6.1f} MB")
+    if "markets.data" in modules:
+        r = subprocess.run(
+            [sys.executable, "-c", DIRECTORY_PROBE], cwd=ROOT, env=clean_env(), capture_output=True, text=True
+        )
+        if r.returncode == 0:
+            print(f"  of which MarketData().directory (built at start by App._memory_hooks): "
+                  f"{float(r.stdout.strip()):.1f} MB")  # fmt: skip
 
 
 def main() -> None:
@@ -315,10 +385,10 @@ def main() -> None:
         explain("tapebot --help", r.stderr.splitlines())
     if args.why or chat["VmRSS"] >= CHAT_TARGET:
         _, lines = measure_chat(0.2, importtime=True)
-        explain("tapebot chat", lines)
+        explain("tapebot chat", lines, chat["VmRSS"])
     if args.why or run["VmRSS"] >= RUN_TARGET:
         _, text = asyncio.run(measure_run(0.2, importtime=True))
-        explain("tapebot run", text.splitlines())
+        explain("tapebot run", text.splitlines(), run["VmRSS"])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from bot.gateway import Gateway, PlatformAccess
@@ -92,7 +93,8 @@ def build_adapters(app: App) -> list[Any]:
         )
         if not s.telegram.allowed_users:
             log.warning(
-                "telegram: no allowed_users configured — the bot will answer nobody ([telegram] allowed_users)"
+                "telegram: no allowed_users configured — the bot will answer nobody "
+                "([telegram] allowed_users, or pairing = true for a one-time code)"
             )
     if s.discord.enabled:
         from adapters.discord import DiscordAdapter
@@ -113,7 +115,8 @@ def build_adapters(app: App) -> list[Any]:
         )
         if not s.discord.allowed_users:
             log.warning(
-                "discord: no allowed_users configured — the bot will answer nobody ([discord] allowed_users)"
+                "discord: no allowed_users configured — the bot will answer nobody "
+                "([discord] allowed_users, or pairing = true for a one-time code)"
             )
     return adapters
 
@@ -127,6 +130,10 @@ async def _sweep_expired(gateway: Gateway) -> None:
             log.exception("expiry sweep failed")
 
 
+def s_pairing(app: App, platform: str) -> bool:
+    return bool(getattr(app.settings, platform).pairing)
+
+
 async def start_chat(app: App) -> None:
     gateway = build_gateway(app)
     app.gateway = gateway
@@ -135,6 +142,18 @@ async def start_chat(app: App) -> None:
         log.warning(
             "no chat platform is enabled: set TELEGRAM_BOT_TOKEN or DISCORD_BOT_TOKEN (or [telegram]/[discord] in config.toml)"
         )
+    await gateway.restore_paired()
+    for platform, wanted in (
+        ("telegram", s_pairing(app, "telegram")),
+        ("discord", s_pairing(app, "discord")),
+    ):
+        if wanted and any(a.platform == platform for a in adapters):
+            code = gateway.enable_pairing(platform)
+            # the operator's terminal only; never sent anywhere
+            print(
+                f"tapebot: {platform} pairing code {code} — send `/pair {code}` to the bot in a DM",
+                file=sys.stderr,
+            )
     menu, translations = command_menu(gateway)
     for adapter in adapters:
         gateway.attach(adapter)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
+import secrets
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +46,7 @@ from bot.replies import read_reply
 log = logging.getLogger(__name__)
 
 MAX_INBOUND_CHARS = 16_000
+PAIRING_MAX_ATTEMPTS = 5
 
 
 class GatewayStore(KeyValue, Protocol):
@@ -103,6 +106,7 @@ class Gateway:
         self.command_help: dict[str, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._denied_notice: set[str] = set()
+        self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
         from bot.commands import BUILTIN_COMMANDS
 
         self.commands.update(BUILTIN_COMMANDS)
@@ -150,7 +154,8 @@ class Gateway:
         if adapter is None:
             return
         if not self.allowed(user):
-            await self._deny(adapter, inbound)
+            if not await self._try_pairing(adapter, inbound):
+                await self._deny(adapter, inbound)
             return
         if not await self.store.mark_update_processed(inbound.chat.platform, inbound.update_id):
             if isinstance(inbound, ButtonPress):
@@ -186,6 +191,44 @@ class Gateway:
                 await handler(self, state, inbound)
         else:
             await self._on_message(adapter, state, inbound)
+
+    # ---- pairing: a one-time code from the operator's terminal admits its first user ---------
+    def enable_pairing(self, platform: str) -> str:
+        code = f"{secrets.randbelow(10**6):06d}"
+        self._pairing[platform] = [code, 0]
+        return code
+
+    async def restore_paired(self) -> None:
+        for platform, acc in self.access.items():
+            for uid in await self.store.kv_get(f"paired:{platform}") or []:
+                acc.allowed_users.add(uid)
+                acc.admins.add(uid)
+
+    async def _try_pairing(self, adapter: ChatAdapter, inbound: Inbound) -> bool:
+        entry = self._pairing.get(inbound.chat.platform)
+        if entry is None or not isinstance(inbound, InboundCommand) or inbound.name != "pair":
+            return False
+        if inbound.chat.is_group:
+            return False
+        code, attempts = entry
+        if not hmac.compare_digest(inbound.args.strip(), code):
+            entry[1] = attempts + 1
+            if entry[1] >= PAIRING_MAX_ATTEMPTS:
+                self._pairing.pop(inbound.chat.platform, None)
+                log.warning("pairing for %s disabled after %d wrong codes", inbound.chat.platform, entry[1])
+            return False
+        self._pairing.pop(inbound.chat.platform, None)  # one use only
+        uid = inbound.user.user_id
+        acc = self.access.setdefault(inbound.chat.platform, PlatformAccess())
+        acc.allowed_users.add(uid)
+        acc.admins.add(uid)
+        key = f"paired:{inbound.chat.platform}"
+        await self.store.kv_set(key, sorted({*(await self.store.kv_get(key) or []), uid}))
+        log.warning("paired %s user %s: allowed and admin from now on", inbound.chat.platform, uid)
+        lang = pick_language(inbound.user.language_code)
+        with contextlib.suppress(DeliveryError):
+            await adapter.send_text(inbound.chat, t(lang, "paired"), format="plain")
+        return True
 
     async def _deny(self, adapter: ChatAdapter, inbound: Inbound) -> None:
         log.info("denied %s user %s", inbound.chat.platform, inbound.user.user_id)

@@ -52,6 +52,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "/status — model, context, pending items\n/cancel — stop the running turn\n/model — show or switch model\n"
         "/lang — English / 中文\n/approve <id>, /deny <id> — decide an approval by text\n"
         "/memory — your saved preferences and decisions\n/compact — compact the context now",
+        "paired": "Paired: you can talk to me now, and you approve actions. Send /help to start.",
         "busy_try_later": "A turn is running; try again when it finishes (or /cancel it).",
         "compact_nothing": "Nothing to compact.",
         "memory_off": "Long-term memory is turned off ([memory] enabled = false).",
@@ -100,6 +101,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "help": "命令：\n/new — 开始新对话\n/clear — 清空本对话\n/status — 模型、上下文、待处理事项\n"
         "/cancel — 停止当前任务\n/model — 查看或切换模型\n/lang — English / 中文\n/approve <id>、/deny <id> — 用文字处理确认\n"
         "/memory — 你保存的偏好与决策\n/compact — 立即压缩上下文",
+        "paired": "配对成功：现在可以和我对话，并由你确认操作。发送 /help 开始。",
         "busy_try_later": "当前有任务在运行；请等它完成后再试（或 /cancel）。",
         "compact_nothing": "没有需要压缩的内容。",
         "memory_off": "长期记忆已关闭（[memory] enabled = false）。",

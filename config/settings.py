@@ -119,6 +119,7 @@ class DiscordConfig(_Section):
     # DMs, mentions and slash commands still work.
     message_content_intent: bool = False
     group_sessions: Literal["per_group", "per_user"] = "per_group"
+    pairing: bool = False  # print a one-time code at start; `/pair <code>` in a DM allows that user
 
     def resolved_token(self, env: Mapping[str, str] | None = None) -> str | None:
         return _secret(self.token) or _from_env(self._env(env), self.token_env)

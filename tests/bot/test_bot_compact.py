@@ -15,9 +15,14 @@ async def test_compact_command_summarises_and_archives(harness):
     state = await app.gateway.chats.by_key(f"telegram:{ALICE}")
     history = []
     for i in range(30):
-        history += [Message.user(f"question {i} about 600519 " + "x" * 400), Message.assistant(f"answer {i} " + "y" * 400)]
+        history += [
+            Message.user(f"question {i} about 600519 " + "x" * 400),
+            Message.assistant(f"answer {i} " + "y" * 400),
+        ]
     await app.store.commit(state.session_id, messages=history)
-    harness.script.add(reply("Summary: the user asked thirty questions about 600519 (贵州茅台); answers covered its range."))
+    harness.script.add(
+        reply("Summary: the user asked thirty questions about 600519 (贵州茅台); answers covered its range.")
+    )
     api.push_text(ALICE, "/compact", user_id=ALICE)
     await api.wait_for(lambda: any("compacted" in t for t in api.texts(ALICE)), timeout=10)
     after = await app.store.load_messages(state.session_id)

@@ -279,3 +279,28 @@ async def test_approval_flow_on_postgresql(tmp_path):
         assert (h.home / "workspace" / "pg.txt").read_text() == "on postgres"
     finally:
         await h.stop()
+
+
+async def test_pairing_code_admits_its_first_user_once(tmp_path, capsys):
+    from agent.providers.scripted import ScriptedClient
+    from tests.bot.conftest import Harness
+    from tests.fakes.telegram_api import FakeBotAPI
+
+    api = FakeBotAPI()
+    h = Harness(tmp_path / "home", api, ScriptedClient(), extra_env={"TAPEBOT_TELEGRAM__PAIRING": "true"})
+    try:
+        await h.start()
+        code = capsys.readouterr().err.split("pairing code ")[1].split()[0]
+        api.push_text(7777, "/pair 000000" if code != "000000" else "/pair 111111", user_id=7777)
+        await api.wait_for(lambda: any("7777" in t for t in api.texts(7777)))  # wrong code: still denied
+        api.push_text(7777, f"/pair {code}", user_id=7777)
+        await api.wait_for(lambda: any("Paired" in t for t in api.texts(7777)))
+        api.push_text(8888, f"/pair {code}", user_id=8888)  # single use
+        await api.wait_for(lambda: any("8888" in t for t in api.texts(8888)))
+        assert not any("Paired" in t for t in api.texts(8888))
+        await h.stop()
+        await h.start()  # the pairing survives a restart
+        api.push_text(7777, "/help", user_id=7777)
+        await api.wait_for(lambda: any("Commands" in t for t in api.texts(7777)))
+    finally:
+        await h.stop()
