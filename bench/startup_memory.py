@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -314,7 +315,7 @@ def replay_rss(modules: list[str]) -> list[tuple[str, float]]:
         text=True,
     )
     points = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
-    return [(label, now - before) for (_, before), (label, now) in zip(points, points[1:], strict=False)] + (
+    return [(label, now - before) for (_, before), (label, now) in itertools.pairwise(points)] + (
         [("(total after all imports)", points[-1][1])] if points else []
     )
 
