@@ -110,9 +110,30 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _split_extension(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """Extensions parse their own arguments, options included (`tapebot memory --scope X list`):
+    split argv after the extension's name, before argparse sees the rest."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--home":
+            i += 2
+            continue
+        if token.startswith("-"):
+            i += 1
+            continue
+        if token in EXTENSIONS:
+            return argv[: i + 1], argv[i + 1 :]
+        return argv, None
+    return argv, None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    head, rest = _split_extension(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(head)
+    if rest is not None:
+        args.rest = rest
     ctx = CliContext(home=args.home, debug=args.debug)
     if not args.command:
         parser.print_help(ctx.stdout)

@@ -156,9 +156,13 @@ async def cmd_memory(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         return
     from memory.cli import memory_command
 
-    scope = await services.scope_of(state.session_id) if services.scope_of else cmd.user.user_id
-    messages = await gw.store.load_messages(state.session_id)
-    text = await memory_command(services.store, services.recall, scope, cmd.args, session_messages=messages)
+    # memories belong to the user; a fresh session (after /new) has no row to tell us yet
+    scope = cmd.user.user_id or (
+        await services.scope_of(state.session_id) if services.scope_of else "default"
+    )
+    text = await memory_command(
+        services.store, services.recall, scope, cmd.args, session_messages=gw.store.load_messages
+    )
     await gw.say(state, text)
 
 

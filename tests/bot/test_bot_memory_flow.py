@@ -152,11 +152,6 @@ async def test_memory_command_lists_traces_and_forgets_the_discipline(mh):
     assert "never buy at the open" not in mh.script.requests[-1].context
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bot/commands.py cmd_memory resolves the scope from the session row, which a fresh session "
-    "(right after /new, before its first turn) does not have yet: it falls back to 'default'",
-)
 async def test_memory_command_right_after_new_lists_the_users_memories(mh):
     await mh.start()
     await first_session_then_new(mh)
@@ -164,12 +159,6 @@ async def test_memory_command_right_after_new_lists_the_users_memories(mh):
     assert any(REMEMBERED in t for t in mh.api.texts(ALICE)[-1:])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bot/commands.py cmd_memory passes the current session's messages (a list) as "
-    "`session_messages`, which memory.cli.trace_text calls as a loader: the trace shows "
-    "\"'list' object is not callable\" instead of what the user said",
-)
 async def test_memory_trace_in_chat_shows_what_the_user_said(mh):
     app = await mh.start()
     await first_session_then_new(mh)

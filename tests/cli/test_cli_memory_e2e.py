@@ -110,28 +110,17 @@ def test_search_without_scope_ranks_the_default_scope(seeded, capsys):
     assert "dividend" not in out
 
 
-SCOPE_OPTION_BROKEN = pytest.mark.xfail(
-    strict=True,
-    reason="bot/cli.py passes extension arguments through `nargs=argparse.REMAINDER`, which rejects "
-    "an option right after the subcommand name: `tapebot memory --scope X …` (and `tapebot memory "
-    "--help`) exit 2 with 'unrecognized arguments'",
-)
-
-
-@SCOPE_OPTION_BROKEN
 def test_search_with_scope_ranks_that_users_memories(seeded, capsys):
     code, out, _ = cli(seeded, capsys, "--scope", ALICE, "search", "should I buy 600519 at the open")
     assert code == 0
     assert "never buy at the open" in out and "跌破确认支撑不买" in out and "dividend" not in out
 
 
-@SCOPE_OPTION_BROKEN
 def test_list_with_scope_shows_one_user(seeded, capsys):
     code, out, _ = cli(seeded, capsys, "--scope", BOB, "list")
     assert code == 0 and out.count("\n") == 1 and "dividend" in out
 
 
-@SCOPE_OPTION_BROKEN
 def test_scope_guards_forget(seeded, capsys):
     code, out, _ = cli(seeded, capsys, "--scope", BOB, "forget", str(seeded.rule))
     assert code == 1 and out.strip() == f"no memory #{seeded.rule}"
