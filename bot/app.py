@@ -178,7 +178,8 @@ class App:
             archive_dir=s.archive_dir,
             tracker=self.tracker,
             memory_client=model,
-            code_resolver=self.market.data.directory.mentions if self.market is not None else None,
+            # late-bound: the stock directory loads on the first recall, not at start-up
+            code_resolver=(lambda text: self.market.data.directory.mentions(text)) if self.market else None,
             recall_budget_chars=s.memory.recall_budget_chars,
         )
         self.memory_hooks = hooks

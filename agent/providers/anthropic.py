@@ -60,8 +60,6 @@ class AnthropicClient:
     ) -> None:
         """`thinking`: None (off), "adaptive" (newer models decide themselves), or a token
         budget for manual extended thinking (older models; newer ones reject budgets)."""
-        import anthropic  # lazy: keeps CLI cold start fast
-
         self.info = info
         self.idle_timeout = idle_timeout
         self.max_tokens = max_tokens
@@ -70,15 +68,27 @@ class AnthropicClient:
         if api_key is None and base_url:
             api_key = "not-needed"
         # max_retries=0 by default: FallbackClient is the one retry loop (no retry storms).
-        self._client: AsyncAnthropic = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=max_retries
-        )
-        self._connection_errors: tuple[type[BaseException], ...] = (anthropic.APIConnectionError,)
+        self._sdk_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
+        self._sdk_client: AsyncAnthropic | None = None
+        self._connection_errors: tuple[type[BaseException], ...] = ()
+
+    @property
+    def _client(self) -> AsyncAnthropic:
+        """The SDK client, built on first use: importing the SDK costs start-up time and ~20 MB
+        that a process which never calls this model (or not yet) should not pay."""
+        if self._sdk_client is None:
+            import anthropic
+
+            self._sdk_client = anthropic.AsyncAnthropic(**self._sdk_args)
+            self._connection_errors = (anthropic.APIConnectionError,)
+        return self._sdk_client
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._sdk_client is not None:
+            await self._sdk_client.close()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        self._client  # noqa: B018 - builds the SDK client and its error types
         return guarded(
             self._stream(request), model=self.info.model, connection_errors=self._connection_errors
         )

@@ -62,23 +62,33 @@ class OpenAICompatClient:
         *,
         max_tokens: int | None = None,
     ) -> None:
-        import openai  # lazy: keeps CLI cold start fast
-
         self.info = info
         self.idle_timeout = idle_timeout
         self.max_tokens = max_tokens
         self.compat = _Compat()
         if api_key is None and base_url:
             api_key = "not-needed"  # Ollama, vLLM and friends accept anything
-        self._client: AsyncOpenAI = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=max_retries
-        )
-        self._connection_errors: tuple[type[BaseException], ...] = (openai.APIConnectionError,)
+        self._sdk_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
+        self._sdk_client: AsyncOpenAI | None = None
+        self._connection_errors: tuple[type[BaseException], ...] = ()
+
+    @property
+    def _client(self) -> AsyncOpenAI:
+        """The SDK client, built on first use: importing the SDK costs start-up time and ~20 MB
+        that a process which never calls this model (or not yet) should not pay."""
+        if self._sdk_client is None:
+            import openai
+
+            self._sdk_client = openai.AsyncOpenAI(**self._sdk_args)
+            self._connection_errors = (openai.APIConnectionError,)
+        return self._sdk_client
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._sdk_client is not None:
+            await self._sdk_client.close()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        self._client  # noqa: B018 - builds the SDK client and its error types
         return guarded(
             self._stream(request), model=self.info.model, connection_errors=self._connection_errors
         )

@@ -97,7 +97,21 @@ class BundledProvider:
         ]
 
     def symbols(self, market: str = "cn") -> list[str]:
+        if market == "cn" and self._cn is None:
+            return self._cn_codes()
         return sorted({"cn": self.cn, "crypto": self.crypto, "index": self.indexes}[market])
+
+    def _cn_codes(self) -> list[str]:
+        """The codes alone, without parsing ~150k bars into arrays (the directory needs only
+        these, and building it must not cost the bars' memory)."""
+        import gzip
+
+        raw = read_bytes(self._cn_file) if self._cn_file is not None else gzip.decompress(
+            self._pkg_bytes("cn_daily.csv.gz")
+        )
+        lines = raw.decode().splitlines()
+        col = lines[0].split(",").index("code")
+        return sorted({line.split(",")[col] for line in lines[1:] if line})
 
     def as_of(self, market: str = "cn") -> date | None:
         table = {"cn": self.cn, "crypto": self.crypto, "index": self.indexes}[market]
