@@ -312,6 +312,11 @@ class AgentRuntime:
                 if snap:
                     context_blocks.append(f"<dynamic-snapshot>\n{snap}\n</dynamic-snapshot>")
         cancel = request.cancel or asyncio.Event()
+
+        def done(text: str, status: str = "completed", warning: str = "") -> ev.Done:
+            elapsed = time.perf_counter() - started
+            return ev.Done(text, turn.id, turn.rounds, usage_total, cost_total, elapsed, status, warning)  # type: ignore[arg-type]
+
         final_text = ""
         try:
             while True:
@@ -331,15 +336,7 @@ class AgentRuntime:
                             "suspended",
                             waiting=turn.waiting.model_dump(mode="json") if turn.waiting else None,
                         )
-                        yield ev.Done(
-                            "",
-                            turn.id,
-                            turn.rounds,
-                            usage_total,
-                            cost_total,
-                            time.perf_counter() - started,
-                            status="suspended",
-                        )
+                        yield done("", status="suspended")
                         return
                 if turn.rounds >= self.config.max_tool_rounds:
                     final_text = ROUNDS_EXHAUSTED
@@ -445,15 +442,7 @@ class AgentRuntime:
             await self.store.save_turn(turn)
             trace.record("cancelled")
             trace.close()
-            yield ev.Done(
-                "",
-                turn.id,
-                turn.rounds,
-                usage_total,
-                cost_total,
-                time.perf_counter() - started,
-                status="cancelled",
-            )
+            yield done("", status="cancelled")
             return
         except ModelError as exc:
             message = self._model_error_text(exc)
@@ -463,15 +452,7 @@ class AgentRuntime:
             trace.record("error", message=message)
             trace.close()
             yield ev.ErrorEvent(message, code=type(exc).__name__)
-            yield ev.Done(
-                "",
-                turn.id,
-                turn.rounds,
-                usage_total,
-                cost_total,
-                time.perf_counter() - started,
-                status="failed",
-            )
+            yield done("", status="failed")
             return
         if turn.status != "completed":  # the round limit ended the turn
             turn.status = "completed"
@@ -484,15 +465,7 @@ class AgentRuntime:
             )
         except Exception:  # memory upkeep must never break a reply
             log.exception("after_turn hook failed")
-        yield ev.Done(
-            final_text,
-            turn.id,
-            turn.rounds,
-            usage_total,
-            cost_total,
-            time.perf_counter() - started,
-            warning=warning,
-        )
+        yield done(final_text, warning=warning)
 
     @staticmethod
     def _turn_calls(messages: list[Message], turn: TurnRecord) -> list[ToolCallPart]:
