@@ -329,7 +329,7 @@ class Gateway:
         await self.runtime.close_turn(turn.id)
 
     # ---- turns -------------------------------------------------------------------------------
-    def _start(self, state: ChatState, job: AsyncIterator[ev.RuntimeEvent]) -> None:
+    def _start(self, state: ChatState, job: AsyncIterator[ev.RuntimeEvent] | None) -> None:
         state.running = True
         state.idle.clear()
         state.cancel = state.cancel if state.cancel and not state.cancel.is_set() else asyncio.Event()
@@ -370,39 +370,46 @@ class Gateway:
         state.cancel = req.cancel
         return self.runtime.resume(turn_id, req)
 
-    async def _worker(self, state: ChatState, job: AsyncIterator[ev.RuntimeEvent]) -> None:
+    async def _worker(self, state: ChatState, job: AsyncIterator[ev.RuntimeEvent] | None) -> None:
+        """Runs `job`, then whatever queued up meanwhile (`None`: only the queue), one at a time."""
         adapter = self.adapters[state.chat.platform]
         try:
             while True:
-                view = TurnView(
-                    adapter,
-                    state.chat,
-                    state.lang,
-                    on_approval=lambda e: self._send_card(state, e),
-                    on_question=lambda e: self._send_question(state, e),
-                )
-                try:
-                    await render_all(view, job)
-                except Exception:
-                    log.exception("turn in %s failed", state.key)
-                    await self.say(
-                        state, t(state.lang, "error", error="internal error; the details are in the log")
+                if job is not None:
+                    view = TurnView(
+                        adapter,
+                        state.chat,
+                        state.lang,
+                        on_approval=lambda e: self._send_card(state, e),
+                        on_question=lambda e: self._send_question(state, e),
                     )
+                    try:
+                        await render_all(view, job)
+                    except Exception:
+                        log.exception("turn in %s failed", state.key)
+                        await self.say(
+                            state, t(state.lang, "error", error="internal error; the details are in the log")
+                        )
                 # Messages that arrived after the last model call start the next turn: never dropped.
                 leftovers: list[Message] = []
                 while not state.inbox.empty():
                     leftovers.append(state.inbox.get_nowait())
-                if not leftovers:
-                    return
+                user = state.last_user or UserRef(state.chat.platform, "")
                 if await self._waiting_turn(state) is not None:
                     # the turn is waiting on a card: these wait for the decision instead of
                     # silently cancelling it as "moved on"
-                    user = state.last_user or UserRef(state.chat.platform, "")
                     state.backlog.extend((m.text, user) for m in leftovers)
                     return
-                user = state.last_user or UserRef(state.chat.platform, "")
                 state.cancel = asyncio.Event()
-                job = self._turn(state, "\n\n".join(m.text for m in leftovers), user)
+                if leftovers:
+                    job = self._turn(state, "\n\n".join(m.text for m in leftovers), user)
+                elif state.notices:
+                    # task notices wait for the user's turn to end, then get a turn of their own
+                    text = "\n\n".join(state.notices)
+                    state.notices.clear()
+                    job = self._turn(state, text, user, notification=True)
+                else:
+                    return
         finally:
             state.running = False
             state.cancel = None
@@ -412,7 +419,7 @@ class Gateway:
         """Wake a turn with a system notification (background task finished); queued behind a
         running turn, never mixed into the user's own message."""
         if state.running:
-            state.inbox.put_nowait(Message.user(text, notification=True))
+            state.notices.append(text)  # its own turn once the running one ends
             return
         user = state.last_user or UserRef(state.chat.platform, "")
         self._start(state, self._turn(state, text, user, notification=True))
@@ -643,10 +650,8 @@ class Gateway:
         finally:
             state.running = False
             state.idle.set()
-        if not state.inbox.empty():
-            leftovers = [state.inbox.get_nowait() for _ in range(state.inbox.qsize())]
-            user = state.last_user or UserRef(state.chat.platform, state.owner)
-            self._start(state, self._turn(state, "\n\n".join(m.text for m in leftovers), user))
+        if not state.inbox.empty() or state.notices:
+            self._start(state, None)  # what queued up behind the brief
 
     def run_skill(self, state: ChatState, text: str, user: UserRef) -> None:
         """A skill command (/checkup …): its instructions become this turn's message."""

@@ -75,3 +75,45 @@ async def test_tasks_command_lists_background_work(harness):
     await api.wait_for(lambda: any(t == "started" for t in api.texts(ALICE)), timeout=10)
     api.push_text(ALICE, "/tasks", user_id=ALICE)
     await api.wait_for(lambda: any("run_backtest" in t and "bg_" in t for t in api.texts(ALICE)), timeout=10)
+
+
+async def test_task_notice_during_a_turn_gets_its_own_turn_afterwards(harness):
+    release = asyncio.Event()
+    seen = []
+
+    async def slow_answer(req):
+        return None
+
+    def user_turn(req):
+        seen.append([m.text for m in req.messages])
+        return reply("answer to the user")
+
+    def notice_turn(req):
+        seen.append([m.text for m in req.messages])
+        return reply("your backtest finished")
+
+    harness.script.add(
+        reply(tool_calls=[("update_plan", {"steps": [{"text": "think"}]})]), user_turn, notice_turn
+    )
+    await harness.start()
+    gw, api = harness.app.gateway, harness.api
+    original = gw.runtime.tools.get("update_plan").fn
+
+    async def blocking_plan(ctx, steps):
+        await release.wait()
+        return await original(ctx, steps)
+
+    gw.runtime.tools.get("update_plan").fn = blocking_plan
+    try:
+        api.push_text(ALICE, "analyze 600519", user_id=ALICE)
+        state = await api.wait_for(lambda: next((s for s in gw.chats.loaded() if s.running), None))
+        gw.submit_system_turn(
+            state, "[SYSTEM NOTIFICATION - NOT USER INPUT]\n<task-notification>bg_1 done</task-notification>"
+        )
+        release.set()
+        await api.wait_for(lambda: any("your backtest finished" in t for t in api.texts(ALICE)), timeout=10)
+    finally:
+        gw.runtime.tools.get("update_plan").fn = original
+    # the user's turn never saw the notice; the notice came after, as its own message
+    assert not any("task-notification" in text for text in seen[0])
+    assert "task-notification" in seen[1][-1]
