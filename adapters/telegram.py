@@ -2,11 +2,13 @@
 
 Receiving. PTB's `Updater` confirms updates as soon as they are queued and, on stop, calls
 getUpdates once more to acknowledge everything it fetched — including updates nobody handled. We
-therefore run our own long-polling loop: a batch is handled (per chat in order, chats in parallel),
-and only then does the next getUpdates carry the offset that confirms it. On `stop()` we never fetch
-a new batch; we confirm exactly the contiguous prefix that was handled, so the rest is redelivered on
-the next start. Raw JSON is parsed one update at a time, so a malformed update is logged and skipped
-instead of blocking the queue. Webhook mode (aiohttp) checks the secret token in constant time and
+therefore run our own long-polling loop: updates go to per-chat lanes (each chat in order, chats in
+parallel) and a getUpdates only ever carries the offset that confirms the contiguous prefix already
+handled. Polling does not wait for a slow handler: after at most `repoll_s` it fetches again (the
+unconfirmed updates come back and are skipped; other chats' new ones are dispatched). On `stop()`
+we never fetch again; we confirm exactly the contiguous prefix that was handled, so the rest is
+redelivered on the next start. Raw JSON is parsed one update at a time, so a malformed update is
+logged and skipped instead of blocking the queue. Webhook mode (aiohttp) checks the secret token in constant time and
 answers 200 only after the handler accepted the update.
 
 Sending. Markdown → allow-listed HTML, split at 4096 (UTF-16, after entity parsing), link previews
@@ -21,6 +23,7 @@ import contextlib
 import hmac
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -114,6 +117,7 @@ class TelegramAdapter(ChatAdapter):
         max_backlog_age_s: float | None = 600.0,
         handler_timeout: float = 60.0,
         stop_grace_s: float = 10.0,
+        repoll_s: float = 1.0,
         rate_limiter: BaseRateLimiter | None = None,
         max_retries: int = 3,
         sleep: Sleep = asyncio.sleep,
@@ -129,6 +133,7 @@ class TelegramAdapter(ChatAdapter):
         self._max_backlog_age_s = max_backlog_age_s
         self._handler_timeout = handler_timeout
         self._stop_grace_s = stop_grace_s
+        self._repoll_s = repoll_s
         self._sleep = sleep
         self._clock = clock
         self._notices = notices or DEFAULT_NOTICES
@@ -154,9 +159,16 @@ class TelegramAdapter(ChatAdapter):
         self._inflight = InflightTracker()
         self._stopping = asyncio.Event()
         self._poll_task: asyncio.Task | None = None
-        self._dispatching = False
         self._confirmed = 0  # highest offset Telegram has been told about
         self._handled = 0  # offset that would confirm exactly what we handled
+        # polled updates: per-chat queues, each drained by a task of its own while it has work
+        self._lanes: dict[str, deque[tuple[int, Update]]] = {}
+        self._lane_tasks: set[asyncio.Task] = set()
+        self._unconfirmed: deque[int] = deque()  # dispatched update ids, oldest first
+        self._done: set[int] = set()  # handled ids not yet at the front of `_unconfirmed`
+        self._dispatched = -1  # highest update id handed to a lane
+        self._all_handled = asyncio.Event()
+        self._all_handled.set()
         self._runner: Any = None
         self._started = False
         self.dropped_stale = 0
@@ -200,14 +212,18 @@ class TelegramAdapter(ChatAdapter):
         self._started = False
         self._stopping.set()
         if self._poll_task:
-            if not self._dispatching:
-                self._poll_task.cancel()  # a long poll or a back-off sleep: nothing to finish
-            done, _ = await asyncio.wait({self._poll_task}, timeout=self._stop_grace_s)
-            if not done:
-                log.warning("telegram: handlers still busy after %.0f s; stopping anyway", self._stop_grace_s)
-                self._poll_task.cancel()
-                await asyncio.wait({self._poll_task}, timeout=1)
+            self._poll_task.cancel()  # a long poll, a back-off sleep or a wait for the lanes
+            await asyncio.wait({self._poll_task}, timeout=1)
             self._poll_task = None
+            if self._lane_tasks:  # handlers already running may finish; nothing new starts
+                _, busy = await asyncio.wait(set(self._lane_tasks), timeout=self._stop_grace_s)
+                if busy:
+                    log.warning(
+                        "telegram: handlers still busy after %.0f s; stopping anyway", self._stop_grace_s
+                    )
+                    for task in busy:
+                        task.cancel()
+                    await asyncio.wait(busy, timeout=1)
             await self._confirm_handled()
         if self._runner is not None:
             await self._inflight.wait_idle(self._stop_grace_s)
@@ -234,8 +250,13 @@ class TelegramAdapter(ChatAdapter):
 
     async def _poll_loop(self) -> None:
         backoff = 1.0
-        offset: int | None = None
         while not self._stopping.is_set():
+            if not self._all_handled.is_set():
+                # Usually the lanes are done at once (handlers return quickly); a slow one holds up
+                # confirmation, never the other chats: fetch again after `repoll_s` regardless.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._all_handled.wait(), self._repoll_s)
+            offset = self._handled or None
             try:
                 kwargs: dict[str, Any] = {"timeout": self._poll_timeout, "allowed_updates": ALLOWED_UPDATES}
                 if offset is not None:
@@ -268,14 +289,10 @@ class TelegramAdapter(ChatAdapter):
             if self._stopping.is_set():
                 break  # fetched but not handled: not confirmed, redelivered next start
             if raw:
-                self._dispatching = True
                 try:
-                    await self._handle_batch(raw)
+                    await self._dispatch(raw)
                 except Exception:  # never let one bad batch stop polling
-                    log.exception("telegram: failed while handling a batch of %d updates", len(raw))
-                finally:
-                    self._dispatching = False
-                offset = _next_offset(raw, offset)
+                    log.exception("telegram: failed while dispatching a batch of %d updates", len(raw))
 
     async def _get_updates_raw(self, data: dict[str, Any], read_timeout: float) -> list[dict]:
         # Bot.get_updates parses the whole batch at once, so one malformed update would block the
@@ -283,39 +300,67 @@ class TelegramAdapter(ChatAdapter):
         # It also routes getUpdates through the dedicated get_updates_request.
         return await self.bot._post("getUpdates", data, read_timeout=read_timeout)
 
-    async def _handle_batch(self, raw: list[dict]) -> None:
-        lanes: dict[str, list[tuple[int, dict]]] = {}
-        for i, item in enumerate(raw):
-            lanes.setdefault(_lane_key(item), []).append((i, item))
-        done = [False] * len(raw)
+    async def _dispatch(self, raw: list[dict]) -> None:
+        """Hand new updates to their chat's lane; updates already dispatched (unconfirmed ones come
+        back until the prefix before them is handled) are skipped."""
         stale: dict[str, list[Update]] = {}
-
-        async def run_lane(items: list[tuple[int, dict]]) -> None:
-            for i, item in items:
-                if self._stopping.is_set():
-                    return  # stopping: finish what runs, start nothing new (it stays unconfirmed)
-                await self._process_raw(item, stale)
-                done[i] = True
-
-        try:
-            await asyncio.gather(*(run_lane(items) for items in lanes.values()))
-        finally:
-            # the contiguous handled prefix is what a clean stop may confirm (even if cancelled)
-            n = 0
-            while n < len(raw) and done[n]:
-                n += 1
-            handled = _next_offset(raw[:n], None)
-            if handled:
-                self._handled = max(self._handled, handled)
+        for item in raw:
+            uid = item.get("update_id") if isinstance(item, dict) else None
+            if not isinstance(uid, int):
+                continue  # cannot be confirmed or de-duplicated; Telegram never sends these
+            if uid <= self._dispatched:
+                continue
+            self._dispatched = uid
+            self._unconfirmed.append(uid)
+            self._all_handled.clear()
+            update = self._prepare(item, stale)
+            if update is None:
+                self._mark_handled(uid)
+                continue
+            key = _lane_key(item)
+            lane = self._lanes.get(key)
+            if lane is None:
+                lane = self._lanes[key] = deque()
+                task = asyncio.create_task(self._run_lane(key, lane), name=f"telegram-lane:{key}")
+                self._lane_tasks.add(task)
+                task.add_done_callback(self._lane_tasks.discard)
+            lane.append((uid, update))
         if stale and self._notify_stale:
             await self._send_stale_notices(stale)
 
-    async def _process_raw(self, item: dict, stale: dict[str, list[Update]] | None = None) -> None:
+    async def _run_lane(self, key: str, lane: deque[tuple[int, Update]]) -> None:
+        try:
+            while lane:
+                if self._stopping.is_set():
+                    return  # stopping: finish what runs, start nothing new (it stays unconfirmed)
+                uid, update = lane[0]
+                try:
+                    await self._deliver(update)
+                except Exception:
+                    log.exception("telegram: failed while handling update %s", uid)
+                lane.popleft()
+                self._mark_handled(uid)
+        finally:
+            if self._lanes.get(key) is lane:
+                del self._lanes[key]
+
+    def _mark_handled(self, uid: int) -> None:
+        """Advance the contiguous handled prefix (what the next getUpdates, or stop, confirms)."""
+        self._done.add(uid)
+        while self._unconfirmed and self._unconfirmed[0] in self._done:
+            first = self._unconfirmed.popleft()
+            self._done.discard(first)
+            self._handled = max(self._handled, first + 1)
+        if not self._unconfirmed:
+            self._all_handled.set()
+
+    def _prepare(self, item: dict, stale: dict[str, list[Update]] | None = None) -> Update | None:
+        """Parse one raw update; None if it is malformed or a stale backlog message (dropped)."""
         try:
             update = Update.de_json(item, self.bot)
         except Exception:
             log.exception("telegram: skipping malformed update %s", item.get("update_id"))
-            return
+            return None
         msg = update.message
         if msg is not None and self._is_stale(msg):
             self.dropped_stale += 1
@@ -323,9 +368,17 @@ class TelegramAdapter(ChatAdapter):
                         update.update_id, msg.chat.id, self._clock() - msg.date.timestamp())  # fmt: skip
             if stale is not None and msg.chat.type == ChatType.PRIVATE:
                 stale.setdefault(self._chat_ref(msg).key, []).append(update)
-            return
+            return None
+        return update
+
+    async def _deliver(self, update: Update) -> None:
         with self._inflight:
             await self.app.process_update(update)
+
+    async def _process_raw(self, item: dict, stale: dict[str, list[Update]] | None = None) -> None:
+        update = self._prepare(item, stale)
+        if update is not None:
+            await self._deliver(update)
 
     def _is_stale(self, msg: Message) -> bool:
         if self._max_backlog_age_s is None:
@@ -653,11 +706,6 @@ class TelegramAdapter(ChatAdapter):
         for lang, table in (translations or {}).items():
             localized = [BotCommand(c.command, (table.get(c.command) or c.description)[:256]) for c in cmds]
             await self.bot.set_my_commands(localized, language_code=lang.split("-")[0].lower()[:2])
-
-
-def _next_offset(raw: list, current: int | None) -> int | None:
-    ids = [u["update_id"] for u in raw if isinstance(u, dict) and isinstance(u.get("update_id"), int)]
-    return max(ids) + 1 if ids else current
 
 
 def _lane_key(item: Any) -> str:

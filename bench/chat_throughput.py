@@ -119,7 +119,9 @@ async def run(chats: int, messages: int, latency: float, flood_limits: bool = Fa
     duplicated = sum(1 for v in replies.values() if len(v) > 1)
     ideal = messages * latency
     limits = "on (30 msg/s)" if flood_limits else "off"
-    print(f"chats={chats} messages/chat={messages} model latency={latency * 1000:.0f} ms flood limits {limits}")
+    print(
+        f"chats={chats} messages/chat={messages} model latency={latency * 1000:.0f} ms flood limits {limits}"
+    )
     print(f"total replies          {len(replies)} / {expected}   lost={lost} duplicated={duplicated}")
     print(
         f"wall time              {elapsed:.2f} s   (ideal {ideal:.2f} s)   ideal/measured = {ideal / elapsed:.2f}"

@@ -13,6 +13,10 @@ taken — by another process, or by another of our own connections whose holder 
 this very loop — it is retried once in a worker thread with the full busy timeout, exactly what
 SQLite's busy handler would have done, while the loop keeps running (so that holder can commit).
 Opening a connection (file I/O, WAL set-up) also happens in a worker thread.
+
+`InlineRunner` goes one step further for short, hot operations: a reader and a writer connection of
+its own, on which a synchronous function runs a whole transaction in plain sqlite3 — no SQLAlchemy,
+no pool, no greenlet (see `Database.run(..., sqlite=...)`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 SQLITE_BUSY = 5
 _READS = ("SELECT", "PRAGMA", "BEGIN", "ROLLBACK", "RELEASE")  # never wait for the write lock (in WAL)
@@ -91,6 +97,7 @@ class InlineConnection:
         self._tx = _ImmediateQueue()
         self.busy_timeout_ms = busy_timeout_ms
         self.wal = wal
+        self._writing = False  # this transaction holds the write lock (took it, or wrote)
 
     @property
     def isolation_level(self) -> str | None:
@@ -108,9 +115,11 @@ class InlineConnection:
             self._conn.commit()
         else:
             await self.run(self._conn.commit, may_wait=True)
+        self._writing = False
 
     async def rollback(self) -> None:
         self._conn.rollback()
+        self._writing = False
 
     async def close(self) -> None:
         if self._connection is not None:
@@ -127,11 +136,29 @@ class InlineConnection:
     async def create_function(self, *args: Any, **kwargs: Any) -> None:
         self._conn.create_function(*args, **kwargs)
 
+    async def begin(self, *, immediate: bool) -> None:
+        """Start a transaction; IMMEDIATE (the write lock) is waited for off the loop if taken."""
+        cursor = self._conn.cursor()
+        try:
+            if immediate:
+                await self.run(cursor.execute, "BEGIN IMMEDIATE", may_wait=True)
+            else:
+                cursor.execute("BEGIN")  # deferred: takes no lock
+        except BaseException:
+            if self._conn.in_transaction:  # e.g. cancelled after the worker thread got the lock
+                self._conn.rollback()
+            raise
+        finally:
+            cursor.close()
+
     def may_wait(self, sql: str) -> bool:
         """Could this statement have to wait for the write lock?"""
         head = sql.lstrip()[:15].upper()
-        if head.startswith(_TAKES_LOCK):
-            return True
+        if head.startswith("BEGIN"):
+            self._writing = False
+            return head.startswith(_TAKES_LOCK)
+        if self.wal and self._writing and self._conn.in_transaction:
+            return False  # in WAL, the holder of the write lock never waits again before COMMIT
         return not (self.wal and head.startswith(_READS))
 
     async def run(self, fn: Callable[..., Any], *args: Any, may_wait: bool) -> Any:
@@ -141,21 +168,26 @@ class InlineConnection:
         conn = self._conn
         conn.execute("PRAGMA busy_timeout=0")
         try:
-            return fn(*args)
+            result = fn(*args)
+            contended = False
         except sqlite3.OperationalError as exc:
             if not _is_busy(exc):
                 raise
+            contended = True
         finally:
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-        # Contended (a failed lock attempt changes nothing): let the busy handler wait off the loop.
-        future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            # the connection is still busy in the thread: let it finish before anyone reuses it
-            with contextlib.suppress(BaseException):
-                await future
-            raise
+        if contended:
+            # A failed lock attempt changes nothing: let SQLite's busy handler wait off the loop.
+            future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+            try:
+                result = await asyncio.shield(future)
+            except asyncio.CancelledError:
+                # the connection is still busy in the thread: let it finish before anyone reuses it
+                with contextlib.suppress(BaseException):
+                    await future
+                raise
+        self._writing = conn.in_transaction
+        return result
 
 
 class InlineCursor:
@@ -220,3 +252,45 @@ class InlineCursor:
         if row is None:
             raise StopAsyncIteration
         return row
+
+
+class InlineRunner:
+    """A reader and a writer connection of their own for short synchronous transactions:
+    `await runner.run(fn, write=...)` runs `fn(sqlite3_connection)` between BEGIN and COMMIT (ROLLBACK
+    if it raises). Reads are deferred and never suspend, so one reader connection serves every
+    coroutine; writers must be serialised by the caller (`Database` holds its write lock)."""
+
+    def __init__(self, reader: InlineConnection, writer: InlineConnection):
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, opener: InlineSqlite) -> InlineRunner | None:
+        """Both connections, or None unless the database is in WAL mode (where readers never wait
+        and a writer waits only to begin)."""
+        reader = await opener.connect()
+        writer = await opener.connect()
+        if reader.wal and writer.wal:
+            return cls(reader, writer)
+        await reader.close()
+        await writer.close()
+        return None
+
+    def busy(self, *, write: bool) -> bool:
+        """The connection is inside a transaction already (never expected; callers then take
+        another path rather than interleave)."""
+        return (self.writer if write else self.reader).in_transaction
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        conn = self.writer if write else self.reader
+        await conn.begin(immediate=write)
+        try:
+            result = fn(conn._conn)
+        except BaseException:
+            conn._conn.rollback()
+            raise
+        conn._conn.commit()  # WAL: never waits for a lock
+        return result
+
+    async def close(self) -> None:
+        await self.reader.close()
+        await self.writer.close()

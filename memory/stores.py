@@ -5,17 +5,26 @@ de-duplication, session listing, /clear, a key-value corner).
 Every method is one short transaction. Inserts that may race use the dialect's
 `ON CONFLICT DO NOTHING / DO UPDATE` (SQLite and PostgreSQL both have it), so "create if absent"
 and "seen before?" are single atomic statements rather than check-then-act.
+
+The per-message operations (de-duplication, turn and message reads, `commit`, the key-value corner)
+are plain Core statements built once (`_Statements`) and run as one synchronous function per
+transaction (`Database.run`): the ORM session path costs several times more per call, and a chat
+message makes about ten of them. On SQLite (WAL, the default) the same operations run as plain SQL
+(`_SqliteOps`), SQLAlchemy's per-statement overhead being most of what is left; values still go
+through SQLAlchemy's own type processors, so both paths store exactly the same bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from functools import cached_property
+from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.engine import Connection, Dialect
 
 from agent.messages import Message
 from agent.ports import ApprovalRecord, ApprovalStatus, TurnRecord, UsageRecord, utcnow
@@ -32,6 +41,141 @@ from memory.models import (
 )
 
 OPEN_TURN_STATUSES = ("running", "suspended")
+_OPEN_TURN_SQL = (
+    f"SELECT payload FROM turns WHERE session_id = ? AND status IN ({', '.join('?' * len(OPEN_TURN_STATUSES))}) "
+    "ORDER BY updated_at DESC LIMIT 1"
+)
+
+SESSIONS = cast(sa.Table, SessionRow.__table__)
+MESSAGES = cast(sa.Table, MessageRow.__table__)
+TURNS = cast(sa.Table, TurnRow.__table__)
+USAGE = cast(sa.Table, UsageRow.__table__)
+PROCESSED = cast(sa.Table, ProcessedUpdateRow.__table__)
+KV = cast(sa.Table, KvRow.__table__)
+
+
+class _Statements:
+    """The hot statements, built once per dialect: a statement object caches its compiled form,
+    whereas building it per call costs more than running it. Values are bound at execution."""
+
+    def __init__(self, insert: Any):
+        self.ensure_session = insert(SESSIONS).on_conflict_do_nothing(index_elements=["id"])
+        turn = insert(TURNS)
+        self.upsert_turn = turn.on_conflict_do_update(
+            index_elements=["id"],
+            set_={
+                "status": turn.excluded.status,
+                "payload": turn.excluded.payload,
+                "updated_at": turn.excluded.updated_at,
+            },
+        )
+        self.mark_processed = insert(PROCESSED).on_conflict_do_nothing(
+            index_elements=["platform", "update_id"]
+        )
+        kv = insert(KV)
+        self.kv_set = kv.on_conflict_do_update(
+            index_elements=["key"], set_={"value": kv.excluded.value, "updated_at": kv.excluded.updated_at}
+        )
+        self.kv_get = sa.select(KV.c.value).where(KV.c.key == sa.bindparam("key"))
+        self.max_seq = sa.select(sa.func.max(MESSAGES.c.seq)).where(
+            MESSAGES.c.session_id == sa.bindparam("session_id")
+        )
+        self.insert_messages = sa.insert(MESSAGES)
+        self.touch_session = (
+            sa.update(SESSIONS)
+            .where(SESSIONS.c.id == sa.bindparam("session_id"))
+            .values(updated_at=sa.bindparam("now"))
+        )
+        self.insert_usage = sa.insert(USAGE)
+        self.load_messages = (
+            sa.select(MESSAGES.c.payload)
+            .where(MESSAGES.c.session_id == sa.bindparam("session_id"))
+            .order_by(MESSAGES.c.seq)
+        )
+        self.load_turn = sa.select(TURNS.c.payload).where(TURNS.c.id == sa.bindparam("turn_id"))
+        self.open_turn = (
+            sa.select(TURNS.c.payload)
+            .where(
+                TURNS.c.session_id == sa.bindparam("session_id"),
+                TURNS.c.status.in_(OPEN_TURN_STATUSES),
+            )
+            .order_by(TURNS.c.updated_at.desc())
+            .limit(1)
+        )
+
+
+class _SqliteOps:
+    """The hot operations in plain SQL for SQLite (see `Database.run(..., sqlite=...)`). Keep them in
+    step with `_Statements` and the Core code in `SqlStore` (a test compares the rows they store)."""
+
+    def __init__(self, dialect: Dialect):
+        def processor(column: sa.Column[Any], result: bool = False) -> Callable[[Any], Any]:
+            impl = column.type.dialect_impl(dialect)  # what SQLAlchemy itself uses for SQLite
+            fn = impl.result_processor(dialect, None) if result else impl.bind_processor(dialect)
+            return fn or (lambda v: v)
+
+        self.time = processor(MESSAGES.c.created_at)  # UTCDateTime everywhere
+        self.json = processor(MESSAGES.c.payload)
+        self.from_json = processor(MESSAGES.c.payload, result=True)
+        self.kv_in, self.kv_out = processor(KV.c.value), processor(KV.c.value, result=True)
+        self.false = processor(SESSIONS.c.archived)(False)
+
+    def ensure_session(
+        self, db: sqlite3.Connection, session_id: str, chat_key: str, user_id: str, now: datetime
+    ) -> None:
+        t = self.time(now)
+        db.execute(
+            "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, archived) "
+            "VALUES (?, ?, ?, '', '', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (session_id, chat_key, user_id, t, t, self.false),
+        )
+
+    def insert_rows(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        rows: Sequence[tuple[str, dict[str, Any]]],
+        start: int,
+        now: datetime,
+    ) -> None:
+        t = self.time(now)
+        if rows:
+            db.executemany(
+                "INSERT INTO messages (session_id, seq, role, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+                [(session_id, start + i, role, self.json(p), t) for i, (role, p) in enumerate(rows)],
+            )
+        db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
+
+    def append(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        rows: Sequence[tuple[str, dict[str, Any]]],
+        now: datetime,
+    ) -> None:
+        last = db.execute("SELECT max(seq) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+        self.insert_rows(db, session_id, rows, 0 if last is None else last + 1, now)
+
+    def upsert_turn(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
+        db.execute(
+            "INSERT INTO turns (id, session_id, status, payload, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
+            "payload = excluded.payload, updated_at = excluded.updated_at",
+            (row["id"], row["session_id"], row["status"], self.json(row["payload"]),
+             self.time(row["created_at"]), self.time(row["updated_at"])),
+        )  # fmt: skip
+
+    def insert_usage(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
+        db.execute(
+            "INSERT INTO usage (session_id, turn_id, model, input_tokens, output_tokens, "
+            "cache_read_tokens, cache_write_tokens, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row["session_id"], row["turn_id"], row["model"], row["input_tokens"], row["output_tokens"],
+             row["cache_read_tokens"], row["cache_write_tokens"], row["cost"], self.time(row["created_at"])),
+        )  # fmt: skip
+
+    def payload(self, db: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> Any:
+        row = db.execute(sql, args).fetchone()
+        return None if row is None else self.from_json(row[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +212,7 @@ class SqlStore:
         self.db = database
 
     # ---- helpers -----------------------------------------------------------------------------
-    def _insert(self, model: type) -> Any:
+    def _insert(self, model: Any) -> Any:
         """The dialect's INSERT construct (it has on_conflict_do_nothing / do_update)."""
         if not self.db.is_sqlite:
             from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -78,30 +222,37 @@ class SqlStore:
 
         return sqlite_insert(model)
 
-    async def _ensure_session(
-        self, s: AsyncSession, session_id: str, chat_key: str = "", user_id: str = ""
+    @cached_property
+    def _sql(self) -> _Statements:
+        return _Statements(self._insert)
+
+    @cached_property
+    def _lite(self) -> _SqliteOps | None:
+        return _SqliteOps(self.db.engine.dialect) if self.db.is_sqlite else None
+
+    def _ensure_session_sync(
+        self, conn: Connection, session_id: str, chat_key: str = "", user_id: str = "", *, now: datetime
     ) -> None:
-        now = utcnow()
-        stmt = (
-            self._insert(SessionRow)
-            .values(
-                id=session_id,
-                chat_key=chat_key,
-                user_id=user_id,
-                title="",
-                model="",
-                created_at=now,
-                updated_at=now,
-                archived=False,
-            )
-            .on_conflict_do_nothing(index_elements=["id"])
+        conn.execute(
+            self._sql.ensure_session,
+            {
+                "id": session_id,
+                "chat_key": chat_key,
+                "user_id": user_id,
+                "title": "",
+                "model": "",
+                "created_at": now,
+                "updated_at": now,
+                "archived": False,
+            },
         )
-        await s.execute(stmt)
 
     # ---- sessions ----------------------------------------------------------------------------
     async def get_or_create_session(self, session_id: str, *, chat_key: str = "", user_id: str = "") -> None:
-        async with self.db.session() as s:
-            await self._ensure_session(s, session_id, chat_key, user_id)
+        now = utcnow()
+        await self.db.run(
+            lambda c: self._ensure_session_sync(c, session_id, chat_key, user_id, now=now), write=True
+        )
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
         rows = await self._list_sessions(sa.and_(SessionRow.id == session_id), limit=1)
@@ -176,15 +327,20 @@ class SqlStore:
 
     # ---- messages ----------------------------------------------------------------------------
     async def load_messages(self, session_id: str) -> list[Message]:
-        async with self.db.read() as s:
-            payloads = (
-                await s.execute(
-                    sa.select(MessageRow.payload)
-                    .where(MessageRow.session_id == session_id)
-                    .order_by(MessageRow.seq)
-                )
-            ).scalars()
-            return [Message.model_validate(p) for p in payloads]
+        lite = self._lite
+
+        def raw(db: sqlite3.Connection) -> list[Any]:
+            assert lite is not None
+            rows = db.execute(
+                "SELECT payload FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+            return [lite.from_json(r[0]) for r in rows]
+
+        payloads = await self.db.run(
+            lambda c: c.execute(self._sql.load_messages, {"session_id": session_id}).scalars().all(),
+            sqlite=raw if lite else None,
+        )
+        return [Message.model_validate(p) for p in payloads]
 
     async def append_messages(self, session_id: str, messages: list[Message]) -> None:
         if messages:
@@ -200,106 +356,144 @@ class SqlStore:
     ) -> None:
         """Persist one step of a turn atomically — new messages, the turn record, a usage row —
         in a single transaction (a crash never leaves a message without its turn state)."""
-        async with self.db.session() as s:
-            if turn is not None:
-                await self._ensure_session(s, session_id, turn.chat_key, turn.requester)
-            else:
-                await self._ensure_session(s, session_id)
-            if messages:
-                await self._lock_session(s, session_id)
-                last = (
-                    await s.execute(
-                        sa.select(sa.func.max(MessageRow.seq)).where(MessageRow.session_id == session_id)
-                    )
-                ).scalar()
-                await self._insert_messages(s, session_id, messages, start=0 if last is None else last + 1)
-            if turn is not None:
-                await self._upsert_turn(s, turn)
-            if usage is not None:
-                s.add(self._usage_row(usage))
+        now = utcnow()
+        # serialised before the transaction starts, so the write lock is held only for SQL
+        rows = [(m.role, m.model_dump(mode="json")) for m in messages]
+        turn_row = self._turn_row(turn, now) if turn is not None else None
+        usage_row = self._usage_values(usage) if usage is not None else None
 
-    async def _lock_session(self, s: AsyncSession, session_id: str) -> None:
+        chat_key, user_id = (turn.chat_key, turn.requester) if turn is not None else ("", "")
+
+        def work(c: Connection) -> None:
+            self._ensure_session_sync(c, session_id, chat_key, user_id, now=now)
+            if rows:
+                self._lock_session(c, session_id)
+                last = c.execute(self._sql.max_seq, {"session_id": session_id}).scalar()
+                start = 0 if last is None else last + 1
+                self._insert_rows_sync(c, session_id, rows, start=start, now=now)
+            if turn_row is not None:
+                c.execute(self._sql.upsert_turn, turn_row)
+            if usage_row is not None:
+                c.execute(self._sql.insert_usage, usage_row)
+
+        lite = self._lite
+
+        def raw(db: sqlite3.Connection) -> None:
+            assert lite is not None
+            lite.ensure_session(db, session_id, chat_key, user_id, now)
+            if rows:
+                lite.append(db, session_id, rows, now)
+            if turn_row is not None:
+                lite.upsert_turn(db, turn_row)
+            if usage_row is not None:
+                lite.insert_usage(db, usage_row)
+
+        await self.db.run(work, write=True, sqlite=raw if lite else None)
+
+    def _lock_session(self, c: Connection, session_id: str) -> None:
         """Serialise writers of one session's messages. SQLite already does (BEGIN IMMEDIATE);
         on PostgreSQL two appends would otherwise both read the same max(seq)."""
         if not self.db.is_sqlite:
-            await s.execute(sa.select(SessionRow.id).where(SessionRow.id == session_id).with_for_update())
+            c.execute(sa.select(SESSIONS.c.id).where(SESSIONS.c.id == session_id).with_for_update())
 
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None:
         """Swap the whole history at once (compaction, restore); readers see old or new, never half."""
-        async with self.db.session() as s:
-            await self._ensure_session(s, session_id)
-            await self._lock_session(s, session_id)
-            await s.execute(sa.delete(MessageRow).where(MessageRow.session_id == session_id))
-            await self._insert_messages(s, session_id, messages, start=0)
+        now = utcnow()
+        rows = [(m.role, m.model_dump(mode="json")) for m in messages]
+
+        def work(c: Connection) -> None:
+            self._ensure_session_sync(c, session_id, now=now)
+            self._lock_session(c, session_id)
+            c.execute(sa.delete(MESSAGES).where(MESSAGES.c.session_id == session_id))
+            self._insert_rows_sync(c, session_id, rows, start=0, now=now)
+
+        await self.db.run(work, write=True)
 
     async def delete_session_messages(self, session_id: str) -> int:
         """/clear: drop the session's messages; returns how many were deleted."""
-        async with self.db.session() as s:
-            result = await s.execute(sa.delete(MessageRow).where(MessageRow.session_id == session_id))
-            await s.execute(
-                sa.update(SessionRow).where(SessionRow.id == session_id).values(updated_at=utcnow())
-            )
+        now = utcnow()
+
+        def work(c: Connection) -> int:
+            result = c.execute(sa.delete(MESSAGES).where(MESSAGES.c.session_id == session_id))
+            c.execute(self._sql.touch_session, {"session_id": session_id, "now": now})
             return _rowcount(result)
 
-    async def _insert_messages(
-        self, s: AsyncSession, session_id: str, messages: Sequence[Message], *, start: int
+        return await self.db.run(work, write=True)
+
+    def _insert_rows_sync(
+        self,
+        c: Connection,
+        session_id: str,
+        rows: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        start: int,
+        now: datetime,
     ) -> None:
-        now = utcnow()
-        if messages:
-            await s.execute(
-                sa.insert(MessageRow),
+        if rows:
+            c.execute(
+                self._sql.insert_messages,
                 [
                     {
                         "session_id": session_id,
                         "seq": start + i,
-                        "role": m.role,
-                        "payload": m.model_dump(mode="json"),
+                        "role": role,
+                        "payload": p,
                         "created_at": now,
                     }
-                    for i, m in enumerate(messages)
+                    for i, (role, p) in enumerate(rows)
                 ],
             )
-        await s.execute(sa.update(SessionRow).where(SessionRow.id == session_id).values(updated_at=now))
+        c.execute(self._sql.touch_session, {"session_id": session_id, "now": now})
 
     # ---- turns -------------------------------------------------------------------------------
     async def save_turn(self, turn: TurnRecord) -> None:
         """Insert or replace the turn record (the whole ExecutionState, as JSON)."""
-        async with self.db.session() as s:
-            await self._ensure_session(s, turn.session_id)
-            await self._upsert_turn(s, turn)
-
-    async def _upsert_turn(self, s: AsyncSession, turn: TurnRecord) -> None:
         now = utcnow()
-        stmt = self._insert(TurnRow).values(
-            id=turn.id,
-            session_id=turn.session_id,
-            status=turn.status,
-            payload=turn.model_dump(mode="json"),
-            created_at=turn.created_at,
-            updated_at=now,
-        )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["id"],
-            set_={"status": stmt.excluded.status, "payload": stmt.excluded.payload, "updated_at": now},
-        )
-        await s.execute(stmt)
+        row = self._turn_row(turn, now)
+
+        def work(c: Connection) -> None:
+            self._ensure_session_sync(c, turn.session_id, now=now)
+            c.execute(self._sql.upsert_turn, row)
+
+        lite = self._lite
+
+        def raw(db: sqlite3.Connection) -> None:
+            assert lite is not None
+            lite.ensure_session(db, turn.session_id, "", "", now)
+            lite.upsert_turn(db, row)
+
+        await self.db.run(work, write=True, sqlite=raw if lite else None)
+
+    @staticmethod
+    def _turn_row(turn: TurnRecord, now: datetime) -> dict[str, Any]:
+        return {
+            "id": turn.id,
+            "session_id": turn.session_id,
+            "status": turn.status,
+            "payload": turn.model_dump(mode="json"),
+            "created_at": turn.created_at,
+            "updated_at": now,
+        }
 
     async def load_turn(self, turn_id: str) -> TurnRecord | None:
-        async with self.db.read() as s:
-            payload = (await s.execute(sa.select(TurnRow.payload).where(TurnRow.id == turn_id))).scalar()
+        lite = self._lite
+        payload = await self.db.run(
+            lambda c: c.execute(self._sql.load_turn, {"turn_id": turn_id}).scalar(),
+            sqlite=(lambda db: lite.payload(db, "SELECT payload FROM turns WHERE id = ?", (turn_id,)))
+            if lite
+            else None,
+        )
         return None if payload is None else TurnRecord.model_validate(payload)
 
     async def open_turn(self, session_id: str) -> TurnRecord | None:
         """The session's running or suspended turn, if any (the newest if several)."""
-        async with self.db.read() as s:
-            payload = (
-                await s.execute(
-                    sa.select(TurnRow.payload)
-                    .where(TurnRow.session_id == session_id, TurnRow.status.in_(OPEN_TURN_STATUSES))
-                    .order_by(TurnRow.updated_at.desc())
-                    .limit(1)
-                )
-            ).scalar()
+        lite = self._lite
+        payload = await self.db.run(
+            lambda c: c.execute(self._sql.open_turn, {"session_id": session_id}).scalar(),
+            sqlite=(lambda db: lite.payload(db, _OPEN_TURN_SQL, (session_id, *OPEN_TURN_STATUSES)))
+            if lite
+            else None,
+        )
         return None if payload is None else TurnRecord.model_validate(payload)
 
     async def open_turns(self) -> list[TurnRecord]:
@@ -422,23 +616,28 @@ class SqlStore:
 
     # ---- usage -------------------------------------------------------------------------------
     async def record_usage(self, record: UsageRecord) -> None:
-        async with self.db.session() as s:
-            s.add(self._usage_row(record))
+        values = self._usage_values(record)
+        lite = self._lite
+        await self.db.run(
+            lambda c: c.execute(self._sql.insert_usage, values),
+            write=True,
+            sqlite=(lambda db: lite.insert_usage(db, values)) if lite else None,
+        )
 
     @staticmethod
-    def _usage_row(record: UsageRecord) -> UsageRow:
+    def _usage_values(record: UsageRecord) -> dict[str, Any]:
         u = record.usage
-        return UsageRow(
-            session_id=record.session_id,
-            turn_id=record.turn_id,
-            model=record.model,
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            cache_read_tokens=u.cache_read_tokens,
-            cache_write_tokens=u.cache_write_tokens,
-            cost=record.cost,
-            created_at=record.created_at,
-        )
+        return {
+            "session_id": record.session_id,
+            "turn_id": record.turn_id,
+            "model": record.model,
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cache_read_tokens": u.cache_read_tokens,
+            "cache_write_tokens": u.cache_write_tokens,
+            "cost": record.cost,
+            "created_at": record.created_at,
+        }
 
     async def usage_totals(
         self, days: float | None = 30, *, session_id: str | None = None, now: datetime | None = None
@@ -495,13 +694,23 @@ class SqlStore:
     # ---- inbound de-duplication --------------------------------------------------------------
     async def mark_update_processed(self, platform: str, update_id: str | int) -> bool:
         """Record an inbound update id; False if it was already recorded (drop the duplicate)."""
-        async with self.db.session() as s:
-            result = await s.execute(
-                self._insert(ProcessedUpdateRow)
-                .values(platform=platform, update_id=str(update_id), created_at=utcnow())
-                .on_conflict_do_nothing(index_elements=["platform", "update_id"])
-            )
-            return _rowcount(result) == 1
+        row = {"platform": platform, "update_id": str(update_id), "created_at": utcnow()}
+        lite = self._lite
+
+        def raw(db: sqlite3.Connection) -> int:
+            assert lite is not None
+            return db.execute(
+                "INSERT INTO processed_updates (platform, update_id, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (platform, update_id) DO NOTHING",
+                (row["platform"], row["update_id"], lite.time(row["created_at"])),
+            ).rowcount
+
+        inserted = await self.db.run(
+            lambda c: _rowcount(c.execute(self._sql.mark_processed, row)),
+            write=True,
+            sqlite=raw if lite else None,
+        )
+        return inserted == 1
 
     async def prune_processed_updates(self, older_than: timedelta, *, now: datetime | None = None) -> int:
         cutoff = (now or utcnow()) - older_than
@@ -513,19 +722,34 @@ class SqlStore:
 
     # ---- key-value ---------------------------------------------------------------------------
     async def kv_get(self, key: str, default: Any = None) -> Any:
-        async with self.db.read() as s:
-            row = await s.get(KvRow, key)
-            return default if row is None else row.value
+        lite = self._lite
+
+        def raw(db: sqlite3.Connection) -> tuple[Any] | None:
+            assert lite is not None
+            found = db.execute('SELECT value FROM kv WHERE "key" = ?', (key,)).fetchone()
+            return None if found is None else (lite.kv_out(found[0]),)
+
+        row = await self.db.run(
+            lambda c: c.execute(self._sql.kv_get, {"key": key}).first(), sqlite=raw if lite else None
+        )
+        return default if row is None else row[0]
 
     async def kv_set(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable value under `key` (insert or replace)."""
-        now = utcnow()
-        async with self.db.session() as s:
-            stmt = self._insert(KvRow).values(key=key, value=value, updated_at=now)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["key"], set_={"value": stmt.excluded.value, "updated_at": now}
+        row = {"key": key, "value": value, "updated_at": utcnow()}
+        lite = self._lite
+
+        def raw(db: sqlite3.Connection) -> None:
+            assert lite is not None
+            db.execute(
+                'INSERT INTO kv ("key", value, updated_at) VALUES (?, ?, ?) ON CONFLICT ("key") DO UPDATE '
+                "SET value = excluded.value, updated_at = excluded.updated_at",
+                (key, lite.kv_in(value), lite.time(row["updated_at"])),
             )
-            await s.execute(stmt)
+
+        await self.db.run(
+            lambda c: c.execute(self._sql.kv_set, row), write=True, sqlite=raw if lite else None
+        )
 
     async def kv_delete(self, key: str) -> bool:
         async with self.db.session() as s:

@@ -1,0 +1,108 @@
+"""The store's plain-SQL path for SQLite (`_SqliteOps`) stores exactly what its SQLAlchemy Core path
+stores, and reads it back the same way."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+
+import pytest
+
+import memory.stores as stores_module
+from agent.messages import Message, ToolCallPart
+from agent.ports import TurnRecord, UsageRecord
+from agent.usage import Usage
+from memory.db import Database
+from memory.stores import SqlStore
+
+NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)  # no microseconds: the format still has them
+TABLES = ("sessions", "messages", "turns", "usage", "processed_updates", "kv")
+
+
+async def exercise(store: SqlStore) -> dict:
+    turn = TurnRecord(
+        id="t1",
+        session_id="s1",
+        requester="u1",
+        chat_key="tg:1",
+        approvers=["u1"],
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    call = ToolCallPart(id="c1", name="quote", arguments={"code": "600519", "note": "贵州茅台"})
+    assert await store.mark_update_processed("telegram", 41)
+    assert not await store.mark_update_processed("telegram", 41)
+    await store.kv_set("chat:1", {"session_id": "s1", "lang": "zh", "none": None})
+    await store.kv_set("empty", None)
+    await store.kv_set("chat:1", {"session_id": "s1", "lang": "en"})
+    usage = UsageRecord(
+        session_id="s1", turn_id="t1", model="m", usage=Usage(10, 5), cost=0.25, created_at=NOW
+    )
+    await store.commit("s1", messages=[Message.user("你好 <b>&"), Message.assistant("", [call])], turn=turn)
+    running = await store.open_turn("s1")
+    turn.status = "completed"
+    await store.commit("s1", messages=[Message.assistant("done")], turn=turn, usage=usage)
+    await store.append_messages("s2", [Message.user("other session")])
+    await store.save_turn(
+        TurnRecord(id="t2", session_id="s3", status="suspended", created_at=NOW, updated_at=NOW)
+    )
+    await store.record_usage(usage)
+    return {
+        "open": running,
+        "closed": await store.open_turn("s1"),
+        "suspended": await store.open_turn("s3"),
+        "turn": await store.load_turn("t1"),
+        "missing": await store.load_turn("nope"),
+        "messages": await store.load_messages("s1"),
+        "kv": await store.kv_get("chat:1"),
+        "kv_empty": await store.kv_get("empty", "default"),
+        "kv_missing": await store.kv_get("missing", "default"),
+    }
+
+
+def dump(path) -> dict:
+    conn = sqlite3.connect(path)
+    try:
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES}
+    finally:
+        conn.close()
+
+
+async def test_plain_sql_and_core_paths_store_the_same_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(stores_module, "utcnow", lambda: NOW)
+    results = {}
+    for name, inline in (("fast", True), ("core", False)):
+        path = tmp_path / f"{name}.db"
+        async with Database(f"sqlite+aiosqlite:///{path}", inline=inline) as db:
+            assert (db._runner is not None) == inline  # the fast path is really taken (or not)
+            results[name] = await exercise(SqlStore(db))
+        results[name]["rows"] = dump(path)
+    fast, core = results["fast"], results["core"]
+    assert fast["rows"] == core["rows"]
+    assert fast == core
+    assert fast["open"] is not None and fast["open"].status == "running"
+    assert fast["closed"] is None and fast["suspended"] is not None
+    assert [m.text for m in fast["messages"]] == ["你好 <b>&", "", "done"]
+    assert fast["kv"] == {"session_id": "s1", "lang": "en"}
+    assert fast["kv_empty"] is None and fast["kv_missing"] == "default"
+
+
+async def test_in_memory_database_uses_the_core_path(monkeypatch):
+    async with Database("sqlite+aiosqlite://") as db:  # one shared connection: no fast path
+        assert db._runner is None
+        store = SqlStore(db)
+        await store.append_messages("s", [Message.user("hi")])
+        assert [m.text for m in await store.load_messages("s")] == ["hi"]
+
+
+async def test_fast_path_errors_are_storage_errors(tmp_path):
+    from agent.errors import StorageError
+
+    async with Database(f"sqlite+aiosqlite:///{tmp_path / 't.db'}") as db:
+        store = SqlStore(db)
+        conn = sqlite3.connect(tmp_path / "t.db")
+        conn.execute("DROP TABLE kv")
+        conn.commit()
+        conn.close()
+        with pytest.raises(StorageError, match="no such table"):
+            await store.kv_set("k", 1)
