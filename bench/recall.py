@@ -180,11 +180,12 @@ async def fill(db: Database, size: int, *, users: int, seed: int = 7) -> dict[st
             "INSERT INTO memories (scope, memory_type, level, content, codes, scope_tag, source_ref, source_kind,"
             " confidence, meta, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
         )
-        await driver.executemany(sql, [values(*r, rng.randint(0, 40)) for r in rows])
+        # bulk load through the plain sqlite3 connection under the driver (inline or aiosqlite)
+        conn = getattr(driver, "_conn", None) or driver
+        conn.executemany(sql, [values(*r, rng.randint(0, 40)) for r in rows])
         for key, r in planted_rows:
-            cur = await driver.execute(sql, values(*r, 1))
-            ids[key] = cur.lastrowid
-        await driver.execute(
+            ids[key] = conn.execute(sql, values(*r, 1)).lastrowid
+        conn.execute(
             "INSERT INTO memory_codes (memory_id, code, scope) SELECT id, codes, scope FROM memories WHERE codes != ''"
         )
     return ids
