@@ -68,7 +68,11 @@ class AnthropicClient:
         if api_key is None and base_url:
             api_key = "not-needed"
         # max_retries=0 by default: FallbackClient is the one retry loop (no retry storms).
-        self._sdk_args: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
+        self._sdk_args: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "max_retries": max_retries,
+        }
         self._sdk_client: AsyncAnthropic | None = None
         self._connection_errors: tuple[type[BaseException], ...] = ()
 

@@ -68,7 +68,11 @@ class OpenAICompatClient:
         self.compat = _Compat()
         if api_key is None and base_url:
             api_key = "not-needed"  # Ollama, vLLM and friends accept anything
-        self._sdk_args: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
+        self._sdk_args: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "max_retries": max_retries,
+        }
         self._sdk_client: AsyncOpenAI | None = None
         self._connection_errors: tuple[type[BaseException], ...] = ()
 

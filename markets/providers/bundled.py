@@ -106,8 +106,10 @@ class BundledProvider:
         these, and building it must not cost the bars' memory)."""
         import gzip
 
-        raw = read_bytes(self._cn_file) if self._cn_file is not None else gzip.decompress(
-            self._pkg_bytes("cn_daily.csv.gz")
+        raw = (
+            read_bytes(self._cn_file)
+            if self._cn_file is not None
+            else gzip.decompress(self._pkg_bytes("cn_daily.csv.gz"))
         )
         lines = raw.decode().splitlines()
         col = lines[0].split(",").index("code")
