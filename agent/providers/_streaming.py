@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -161,3 +162,43 @@ async def guarded(
             if mapped is None or mapped is exc:
                 raise
             raise mapped from exc
+
+
+class SdkClient(ABC):
+    """What both vendor clients share: the SDK client is built on first use (importing an SDK
+    costs start-up time and ~20 MB a process that never calls this model should not pay), and
+    `stream()` wraps the vendor's `_stream()` in the shared error classification and idle guard."""
+
+    info: Any
+    _sdk_args: dict[str, Any]
+
+    def _init_sdk(self, api_key: str | None, base_url: str | None, max_retries: int) -> None:
+        if api_key is None and base_url:
+            api_key = "not-needed"  # local servers and proxies accept anything; the SDKs insist on one
+        self._sdk_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
+        self._sdk_client: Any = None
+        self._connection_errors: tuple[type[BaseException], ...] = ()
+
+    @abstractmethod
+    def _make_sdk(self) -> tuple[Any, tuple[type[BaseException], ...]]:
+        """The vendor's SDK client and its connection-error types."""
+
+    @property
+    def _client(self) -> Any:
+        if self._sdk_client is None:
+            self._sdk_client, self._connection_errors = self._make_sdk()
+        return self._sdk_client
+
+    async def aclose(self) -> None:
+        if self._sdk_client is not None:
+            await self._sdk_client.close()
+
+    @abstractmethod
+    def _stream(self, request: Any) -> AsyncIterator[Chunk]:
+        """The vendor's raw chunk stream for one request."""
+
+    def stream(self, request: Any) -> AsyncIterator[Chunk]:
+        self._client  # noqa: B018 - builds the SDK client and its error types
+        return guarded(
+            self._stream(request), model=self.info.model, connection_errors=self._connection_errors
+        )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import RetryableModelError
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from agent.providers._streaming import guarded, with_idle_timeout
+from agent.providers._streaming import SdkClient, with_idle_timeout
 from agent.providers.base import (
     Chunk,
     FinishChunk,
@@ -46,7 +46,7 @@ _STOP_REASONS = {
 }
 
 
-class AnthropicClient:
+class AnthropicClient(SdkClient):
     def __init__(
         self,
         info: ModelInfo,
@@ -64,38 +64,13 @@ class AnthropicClient:
         self.idle_timeout = idle_timeout
         self.max_tokens = max_tokens
         self.thinking = thinking
-        # Local proxies often need no key; the SDK insists on one.
-        if api_key is None and base_url:
-            api_key = "not-needed"
         # max_retries=0 by default: FallbackClient is the one retry loop (no retry storms).
-        self._sdk_args: dict[str, Any] = {
-            "api_key": api_key,
-            "base_url": base_url,
-            "max_retries": max_retries,
-        }
-        self._sdk_client: AsyncAnthropic | None = None
-        self._connection_errors: tuple[type[BaseException], ...] = ()
+        self._init_sdk(api_key, base_url, max_retries)
 
-    @property
-    def _client(self) -> AsyncAnthropic:
-        """The SDK client, built on first use: importing the SDK costs start-up time and ~20 MB
-        that a process which never calls this model (or not yet) should not pay."""
-        if self._sdk_client is None:
-            import anthropic
+    def _make_sdk(self) -> tuple[AsyncAnthropic, tuple[type[BaseException], ...]]:
+        import anthropic
 
-            self._sdk_client = anthropic.AsyncAnthropic(**self._sdk_args)
-            self._connection_errors = (anthropic.APIConnectionError,)
-        return self._sdk_client
-
-    async def aclose(self) -> None:
-        if self._sdk_client is not None:
-            await self._sdk_client.close()
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        self._client  # noqa: B018 - builds the SDK client and its error types
-        return guarded(
-            self._stream(request), model=self.info.model, connection_errors=self._connection_errors
-        )
+        return anthropic.AsyncAnthropic(**self._sdk_args), (anthropic.APIConnectionError,)
 
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest) -> dict[str, Any]:

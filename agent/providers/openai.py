@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import RetryableModelError
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from agent.providers._streaming import guarded, with_idle_timeout
+from agent.providers._streaming import SdkClient, with_idle_timeout
 from agent.providers.base import (
     Chunk,
     FinishChunk,
@@ -51,7 +51,7 @@ class _Compat:
     verified: bool = False  # a call with these settings succeeded at least once
 
 
-class OpenAICompatClient:
+class OpenAICompatClient(SdkClient):
     def __init__(
         self,
         info: ModelInfo,
@@ -66,36 +66,13 @@ class OpenAICompatClient:
         self.idle_timeout = idle_timeout
         self.max_tokens = max_tokens
         self.compat = _Compat()
-        if api_key is None and base_url:
-            api_key = "not-needed"  # Ollama, vLLM and friends accept anything
-        self._sdk_args: dict[str, Any] = {
-            "api_key": api_key,
-            "base_url": base_url,
-            "max_retries": max_retries,
-        }
-        self._sdk_client: AsyncOpenAI | None = None
-        self._connection_errors: tuple[type[BaseException], ...] = ()
+        # max_retries=0 by default: FallbackClient is the one retry loop (no retry storms).
+        self._init_sdk(api_key, base_url, max_retries)
 
-    @property
-    def _client(self) -> AsyncOpenAI:
-        """The SDK client, built on first use: importing the SDK costs start-up time and ~20 MB
-        that a process which never calls this model (or not yet) should not pay."""
-        if self._sdk_client is None:
-            import openai
+    def _make_sdk(self) -> tuple[AsyncOpenAI, tuple[type[BaseException], ...]]:
+        import openai
 
-            self._sdk_client = openai.AsyncOpenAI(**self._sdk_args)
-            self._connection_errors = (openai.APIConnectionError,)
-        return self._sdk_client
-
-    async def aclose(self) -> None:
-        if self._sdk_client is not None:
-            await self._sdk_client.close()
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        self._client  # noqa: B018 - builds the SDK client and its error types
-        return guarded(
-            self._stream(request), model=self.info.model, connection_errors=self._connection_errors
-        )
+        return openai.AsyncOpenAI(**self._sdk_args), (openai.APIConnectionError,)
 
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest, compat: _Compat | None = None) -> dict[str, Any]:
