@@ -36,7 +36,7 @@ _BIDI = {
 
 
 def visible(text: str) -> str:
-    """Make control, format and bidi characters visible as <U+XXXX>."""
+    """Make control, format and bidi characters visible as <U+hex> (e.g. <U+202E>)."""
     out = []
     for ch in text:
         if ch == "\n":
