@@ -71,19 +71,22 @@ async def call_handler(handler: InboundHandler, event: Inbound, *, timeout: floa
     running in the background and return, so one slow event does not stall the platform."""
     task = asyncio.ensure_future(handler(event))
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout)
-        return True
-    except TimeoutError:
+        await asyncio.wait((task,), timeout=timeout)  # leaves the task running on timeout
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not task.done():
         log.warning("%s handler still running after %.0f s for %s %s; continuing without it",
                     platform, timeout, type(event).__name__, event.update_id)  # fmt: skip
         task.add_done_callback(_log_late_failure)
         return False
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    except Exception:
-        log.exception("%s handler failed on %s %s", platform, type(event).__name__, event.update_id)
+    if task.cancelled():
         return False
+    exc = task.exception()
+    if exc is not None:
+        log.error("%s handler failed on %s %s", platform, type(event).__name__, event.update_id, exc_info=exc)
+        return False
+    return True
 
 
 def _log_late_failure(task: asyncio.Future) -> None:

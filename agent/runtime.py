@@ -484,24 +484,44 @@ class AgentRuntime:
     async def _stream(
         self, client: ModelClient, req: ModelRequest, cancel: asyncio.Event
     ) -> AsyncIterator[Any]:
+        """The model's chunks until the stream ends or `cancel` is set. A set `cancel` interrupts
+        a pending read at once (by cancelling the reading task, then taking the cancellation back
+        so it reads as ours); between chunks it is checked directly. No task or wait per chunk:
+        a long reply is thousands of them."""
         stream = client.stream(req)
         if cancel.is_set():
             raise asyncio.CancelledError
-        cancel_task = asyncio.ensure_future(cancel.wait())
+        reader: asyncio.Task[Any] | None = None
+        interrupted = False
+
+        def interrupt(_: object) -> None:
+            nonlocal interrupted
+            if reader is not None:
+                interrupted = True
+                reader.cancel()
+
+        watcher = asyncio.ensure_future(cancel.wait())
+        watcher.add_done_callback(interrupt)
         try:
             iterator = stream.__aiter__()
             while True:
-                next_chunk = asyncio.ensure_future(iterator.__anext__())
-                done, _ = await asyncio.wait({next_chunk, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
-                if cancel_task in done:
-                    next_chunk.cancel()
-                    raise asyncio.CancelledError
+                reader = asyncio.current_task()
                 try:
-                    yield next_chunk.result()
+                    chunk = await iterator.__anext__()
                 except StopAsyncIteration:
                     return
+                except asyncio.CancelledError:
+                    if interrupted and reader is not None:
+                        reader.uncancel()  # our own cancellation, not the task's
+                    raise
+                finally:
+                    reader = None
+                if cancel.is_set():
+                    raise asyncio.CancelledError
+                yield chunk
         finally:
-            cancel_task.cancel()
+            watcher.remove_done_callback(interrupt)
+            watcher.cancel()
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 try:

@@ -109,9 +109,9 @@ async def run(chats: int, messages: int, latency: float, flood_limits: bool = Fa
                 await waiting[text]
                 latencies.append(replies[text][0] - t0)
 
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         await asyncio.wait_for(asyncio.gather(*(user(u) for u in users)), timeout=600)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         await asyncio.sleep(0.5)  # let any stray duplicate arrive
         await app.stop()
     expected = chats * messages
@@ -127,6 +127,12 @@ async def run(chats: int, messages: int, latency: float, flood_limits: bool = Fa
         f"wall time              {elapsed:.2f} s   (ideal {ideal:.2f} s)   ideal/measured = {ideal / elapsed:.2f}"
     )
     print(f"throughput             {expected / elapsed:.1f} messages/s")
+    # One event loop on one core: 0.8 needs every message's CPU (bot, fake Bot API and simulated
+    # users together) to fit in (ideal / 0.8) / messages.
+    print(
+        f"CPU per message        {cpu / expected * 1000:.2f} ms   "
+        f"(at most {ideal / 0.8 / expected * 1000:.2f} ms for 0.8 at this load)"
+    )
     lat = sorted(latencies)
     print(
         f"reply latency          p50 {statistics.median(lat) * 1000:.0f} ms   p95 {lat[int(len(lat) * 0.95) - 1] * 1000:.0f} ms"

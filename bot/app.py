@@ -19,7 +19,7 @@ from agent.approval import ApprovalGate
 from agent.providers.base import ModelClient
 from agent.redact import Redactor, install_log_redaction
 from agent.runtime import AgentRuntime, RuntimeConfig
-from agent.scratchpad import Scratchpad
+from agent.scratchpad import BackgroundWriter, Scratchpad
 from agent.tools.builtin import local_tools
 from agent.tools.core import core_tools
 from agent.tools.registry import Deps, Toolset
@@ -43,6 +43,7 @@ class App:
         # extra constructor arguments per platform (tests pass fake transports here)
         self.adapter_options = adapter_options or {}
         self.redactor = Redactor(settings.secret_values())
+        self.trace_writer = BackgroundWriter()
         self._model_factory = model_factory
         self.db: Database | None = None
         self.store: SqlStore | None = None
@@ -268,7 +269,9 @@ class App:
         await self.task_manager.start()
 
     def _trace(self, turn_id: str, session_id: str) -> Scratchpad:
-        return Scratchpad(self.settings.traces_dir, turn_id, session_id, self.redactor)
+        return Scratchpad(
+            self.settings.traces_dir, turn_id, session_id, self.redactor, writer=self.trace_writer
+        )
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
     async def _start_tasks(self) -> None:
@@ -401,6 +404,7 @@ class App:
             except Exception:
                 log.debug("closing a model client failed", exc_info=True)
         self._clients.clear()
+        await asyncio.to_thread(self.trace_writer.close)  # every ended turn's trace is on disk
         if self.db is not None:
             await self.db.close()
             self.db = None

@@ -180,6 +180,8 @@ class FileArchiveStore:
 
     async def list_archives(self, session_id: str | None = None) -> list[ArchiveMeta]:
         """Archives of one session (or all sessions), newest first."""
+        if session_id and not (self.root / safe_session(session_id)).is_dir():
+            return []  # recall asks on every message; one stat beats a thread hop
         return await asyncio.to_thread(self._list_sync, session_id)
 
     def _list_sync(self, session_id: str | None) -> list[ArchiveMeta]:

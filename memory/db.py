@@ -402,6 +402,8 @@ class Database:
                 return await self._run_sqlite(fn, sqlite, write=False)
             if self._write_lock is None:
                 self._write_lock = asyncio.Lock()
+            if sqlite is not None and self._runner is not None:
+                return await self._runner.write(sqlite, lock=self._write_lock)  # group commit
             async with self._write_lock:
                 return await self._run_sqlite(fn, sqlite, write=True)
         except StorageError:

@@ -9,8 +9,13 @@ are scheduled on the caller's `TaskTracker` and run after the turn.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from agent.compaction import Compactor
 from agent.context import CompactingHooks, TaskTracker, unwrap_recall
@@ -41,12 +46,21 @@ def session_scope_resolver(db: Database) -> ScopeOf:
             return cache[session_id]
         from memory.models import SessionRow
 
+        def core(c: Connection) -> Any:
+            return c.execute(
+                sa.select(SessionRow.user_id, SessionRow.chat_key).where(SessionRow.id == session_id)
+            ).first()
+
+        def raw(conn: sqlite3.Connection) -> Any:
+            return conn.execute(
+                "SELECT user_id, chat_key FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+
         scope = DEFAULT_SCOPE
         try:
-            async with db.read() as s:
-                row = await s.get(SessionRow, session_id)
+            row = await db.run(core, sqlite=raw)
             if row is not None:
-                scope = row.user_id or row.chat_key or DEFAULT_SCOPE
+                scope = row[0] or row[1] or DEFAULT_SCOPE
                 cache[session_id] = scope
         except Exception:
             log.exception("cannot resolve the memory scope of session %s", session_id)

@@ -23,6 +23,7 @@ exact-code recall is an index lookup.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -389,6 +391,24 @@ class MemoryStore:
         q = q.order_by(MemoryRow.created_at.desc(), MemoryRow.id.desc()).limit(limit)
         async with _reading(self.db, session) as s:
             return [MemoryRecord.of(r) for r in (await s.execute(q)).scalars()]
+
+    async def has_memories(self, scope: str) -> bool:
+        """Whether the scope holds any memory: one indexed probe, so recall for a user with no
+        memories yet (every new user) costs one cheap read instead of five searches."""
+
+        def core(c: Connection) -> bool:  # built only off the SQLite fast path
+            return (
+                c.execute(sa.select(MemoryRow.id).where(MemoryRow.scope == scope).limit(1)).first()
+                is not None
+            )
+
+        def raw(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute("SELECT 1 FROM memories WHERE scope = ? LIMIT 1", (scope,)).fetchone()
+                is not None
+            )
+
+        return await self.db.run(core, sqlite=raw)
 
     async def count(self, scope: str | None = None) -> int:
         q = sa.select(sa.func.count()).select_from(MemoryRow)

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from agent.ports import Clock
 from memory.archive import FileArchiveStore
 from memory.longterm import TYPE_RULES, MemoryRecord, MemoryStore, SearchHit
@@ -145,7 +147,7 @@ class MemoryRecall:
             log.exception("stock code resolver failed; using explicit codes only")
             return default_code_resolver(text)
 
-    async def search(self, scope: str, query: str) -> RecallResult:
+    async def search(self, scope: str, query: str, *, session: AsyncSession | None = None) -> RecallResult:
         """The ranked, scoped memories for `query` (no layout)."""
         codes = self.resolve_codes(query)
         keywords = extract_keywords(query, limit=5)
@@ -165,10 +167,15 @@ class MemoryRecall:
                     item.sources.add(source)
 
         merge(
-            await self.store.search_fts(scope, trigram_terms(query), limit=fetch), W_FTS, "fts", relative=True
+            await self.store.search_fts(scope, trigram_terms(query), limit=fetch, session=session),
+            W_FTS,
+            "fts",
+            relative=True,
         )
-        merge(await self.store.search_codes(scope, codes, limit=fetch), W_CODE, "code")
-        merge(await self.store.search_terms(scope, keywords, limit=fetch), W_KEYWORD, "keyword")
+        merge(await self.store.search_codes(scope, codes, limit=fetch, session=session), W_CODE, "code")
+        merge(
+            await self.store.search_terms(scope, keywords, limit=fetch, session=session), W_KEYWORD, "keyword"
+        )
 
         now = self.clock.now()
         ranked = []
@@ -191,19 +198,29 @@ class MemoryRecall:
         ranked.sort(key=lambda i: (i.score, i.record.created_at), reverse=True)
         return RecallResult(ranked=ranked[: self.limit], codes=codes, keywords=keywords)
 
-    async def pinned(self, scope: str, codes: Sequence[str]) -> list[MemoryRecord]:
+    async def pinned(
+        self, scope: str, codes: Sequence[str], *, session: AsyncSession | None = None
+    ) -> list[MemoryRecord]:
         """The latest persona (of the 3 newest) and 5 preferences (of the 10 newest), in scope."""
         personas = [
-            r for r in await self.store.recent(scope, types=["persona"], limit=3) if in_scope(r, codes)
+            r
+            for r in await self.store.recent(scope, types=["persona"], limit=3, session=session)
+            if in_scope(r, codes)
         ]
         prefs = [
-            r for r in await self.store.recent(scope, types=["preference"], limit=10) if in_scope(r, codes)
+            r
+            for r in await self.store.recent(scope, types=["preference"], limit=10, session=session)
+            if in_scope(r, codes)
         ]
         return personas[:1] + prefs[:5]
 
     async def recall(self, scope: str, query: str, *, session_id: str | None = None) -> RecallResult:
-        result = await self.search(scope, query)
-        result.pinned = await self.pinned(scope, result.codes)
+        if await self.store.has_memories(scope):
+            async with self.store.db.read() as s:  # one read transaction for all five queries
+                result = await self.search(scope, query, session=s)
+                result.pinned = await self.pinned(scope, result.codes, session=s)
+        else:
+            result = RecallResult()
         pinned_ids = {r.id for r in result.pinned}
         result.ranked = [i for i in result.ranked if i.record.id not in pinned_ids]
         if self.archive is not None and session_id:

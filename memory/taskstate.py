@@ -17,12 +17,14 @@ import asyncio
 import json
 import logging
 import re
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Mapped, mapped_column
 
 from agent.context import unwrap_recall
@@ -160,23 +162,37 @@ class TaskStateStore:
         self.clock = clock or SystemClock()
 
     async def get(self, session_id: str) -> TaskState | None:
-        async with self.db.read() as s:
-            row = await s.get(TaskStateRow, session_id)
-            if row is None:
-                return None
-            try:
-                return TaskState.model_validate(row.data or {})
-            except ValidationError:
-                return None
+        # read on every recall: one short transaction (plain sqlite3 on SQLite), not an ORM session
+        def core(c: Connection) -> Any:  # built only off the SQLite fast path
+            return c.execute(
+                sa.select(TaskStateRow.data).where(TaskStateRow.session_id == session_id)
+            ).scalar()
+
+        def raw(conn: sqlite3.Connection) -> Any:
+            row = conn.execute("SELECT data FROM task_states WHERE session_id = ?", (session_id,)).fetchone()
+            return None if row is None else json.loads(row[0]) if isinstance(row[0], str) else row[0]
+
+        data = await self.db.run(core, sqlite=raw)
+        if data is None:
+            return None
+        try:
+            return TaskState.model_validate(data)
+        except ValidationError:
+            return None
 
     async def save(self, session_id: str, state: TaskState) -> None:
-        data = state.model_dump(mode="json")
-        async with self.db.session() as s:
-            row = await s.get(TaskStateRow, session_id)
-            if row is None:
-                s.add(TaskStateRow(session_id=session_id, data=data, updated_at=self.clock.now()))
-            else:
-                row.data, row.updated_at = data, self.clock.now()
+        data, now = state.model_dump(mode="json"), self.clock.now()
+
+        def upsert(c: Connection) -> None:  # one Core transaction, not an ORM session
+            found = c.execute(
+                sa.update(TaskStateRow)
+                .where(TaskStateRow.session_id == session_id)
+                .values(data=data, updated_at=now)
+            )
+            if not found.rowcount:
+                c.execute(sa.insert(TaskStateRow).values(session_id=session_id, data=data, updated_at=now))
+
+        await self.db.run(upsert, write=True)
 
     async def delete(self, session_id: str) -> None:
         async with self.db.session() as s:

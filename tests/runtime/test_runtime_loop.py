@@ -10,6 +10,7 @@ from agent.approval import Requester
 from agent.runtime import TurnRequest
 from agent.tools.core import core_tools
 from agent.tools.registry import ToolContext, Toolset
+from agent.providers.base import TextChunk
 from tests.fakes.runtime_kit import Script, call, collect, text
 
 log: list[str] = []
@@ -290,6 +291,31 @@ async def test_cancel_answers_open_calls(make_runtime, store):
     assert out[-1].status == "cancelled"
     msgs = store.messages["s1"]
     assert msgs[-1].role == "tool" and "ancel" in msgs[-1].tool_results[0].content
+
+
+async def test_cancel_interrupts_a_stalled_model_stream(make_runtime, store):
+    class Stalled(Script):
+        async def stream(self, request):
+            yield TextChunk("Thinking about ")
+            await asyncio.sleep(30)  # the provider stops sending
+            yield TextChunk("never")
+
+    cancel = asyncio.Event()
+    rt = make_runtime(Stalled([]), Toolset("none"))
+    out: list = []
+
+    async def consume() -> int:
+        async for e in rt.run(req(cancel=cancel)):
+            out.append(e)
+            if isinstance(e, ev.TextDelta):
+                asyncio.get_running_loop().call_later(0.05, cancel.set)
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()
+
+    pending_cancels = await asyncio.wait_for(consume(), 5)
+    assert out[-1].status == "cancelled"
+    assert pending_cancels == 0  # the interruption was taken back: the task itself is not cancelled
 
 
 async def test_inbox_messages_fold_into_next_call(make_runtime, store):

@@ -73,3 +73,47 @@ async def test_cancelling_a_waiting_writer_leaves_the_pool_usable(tmp_path):
         await store.kv_set("c", 3)
         assert await store.kv_get("c") == 3
         assert await store.kv_get("b") is None
+
+
+# ---- group commit: concurrent writes share one transaction, each in a savepoint of its own ----
+
+
+async def test_concurrent_writes_are_group_committed(tmp_path):
+    async with Database(url_for(tmp_path / "t.db")) as db:
+        store = SqlStore(db)
+        runner = db._runner
+        assert runner is not None
+        await asyncio.gather(
+            *(store.commit(f"s{i}", messages=[Message.user(f"hello {i}")]) for i in range(50))
+        )
+        assert runner.writes >= 50 and runner.batches < runner.writes / 5  # a few COMMITs, not 50
+        for i in range(50):  # every write landed, in its own session
+            assert [m.text for m in await store.load_messages(f"s{i}")] == [f"hello {i}"]
+
+
+async def test_a_failing_write_is_rolled_back_alone(tmp_path):
+    path = tmp_path / "t.db"
+    async with Database(url_for(path)) as db:
+        await db.run(lambda c: c.execute(sa.text("CREATE TABLE t (v INTEGER UNIQUE)")), write=True)
+
+        def insert(v: int):
+            return lambda c: c.execute(sa.insert(sa.table("t", sa.column("v"))).values(v=v))
+
+        def raw(v: int):
+            def fn(conn: sqlite3.Connection) -> int:
+                conn.execute("INSERT INTO t (v) VALUES (?)", (v,))
+                if v == 2:
+                    conn.execute("INSERT INTO t (v) VALUES (1)")  # unique violation after a write
+                return v
+
+            return fn
+
+        results = await asyncio.gather(
+            *(db.run(insert(v), write=True, sqlite=raw(v)) for v in (1, 2, 3)), return_exceptions=True
+        )
+        assert results[0] == 1 and results[2] == 3
+        assert isinstance(results[1], Exception) and "UNIQUE" in str(results[1])
+        with sqlite3.connect(path) as check:  # the failed write left nothing behind, not even v=2
+            assert sorted(r[0] for r in check.execute("SELECT v FROM t")) == [1, 3]
+        await db.run(insert(4), write=True, sqlite=raw(4))  # and the connection is usable again
+
