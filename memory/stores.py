@@ -17,6 +17,7 @@ through SQLAlchemy's own type processors, so both paths store exactly the same b
 from __future__ import annotations
 
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -91,6 +92,9 @@ class _Statements:
             sa.select(MESSAGES.c.payload)
             .where(MESSAGES.c.session_id == sa.bindparam("session_id"))
             .order_by(MESSAGES.c.seq)
+        )
+        self.session_version = sa.select(SESSIONS.c.updated_at).where(
+            SESSIONS.c.id == sa.bindparam("session_id")
         )
         self.load_turn = sa.select(TURNS.c.payload).where(TURNS.c.id == sa.bindparam("turn_id"))
         self.open_turn = (
@@ -205,11 +209,21 @@ class UsageTotal:
     cost: float
 
 
+HISTORY_CACHE_SESSIONS = 128  # histories kept decoded in memory (least recently used go first)
+
+
+@dataclass(slots=True)
+class _History:
+    version: Any  # sessions.updated_at as the database returns it
+    messages: list[Message]
+
+
 class SqlStore:
     """Implements agent.ports.SessionStore, TurnStore, ApprovalStore and UsageStore."""
 
     def __init__(self, database: Database):
         self.db = database
+        self._history: OrderedDict[str, _History] = OrderedDict()  # session → cached history
 
     # ---- helpers -----------------------------------------------------------------------------
     def _insert(self, model: Any) -> Any:
@@ -327,20 +341,56 @@ class SqlStore:
 
     # ---- messages ----------------------------------------------------------------------------
     async def load_messages(self, session_id: str) -> list[Message]:
+        """The session's history, oldest first. Histories are cached per session and checked
+        against `sessions.updated_at` (which every write of messages sets) on each load, so a turn
+        reads one row instead of decoding its whole history again."""
         lite = self._lite
+        cached = self._history.get(session_id)
 
-        def raw(db: sqlite3.Connection) -> list[Any]:
+        def fresh(version: Any) -> bool:
+            return cached is not None and version is not None and version == cached.version
+
+        def raw(db: sqlite3.Connection) -> tuple[Any, list[Any] | None]:
             assert lite is not None
+            row = db.execute("SELECT updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            version = None if row is None else row[0]
+            if fresh(version):
+                return version, None
             rows = db.execute(
                 "SELECT payload FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
             ).fetchall()
-            return [lite.from_json(r[0]) for r in rows]
+            return version, [lite.from_json(r[0]) for r in rows]
 
-        payloads = await self.db.run(
-            lambda c: c.execute(self._sql.load_messages, {"session_id": session_id}).scalars().all(),
-            sqlite=raw if lite else None,
-        )
-        return [Message.model_validate(p) for p in payloads]
+        def core(c: Connection) -> tuple[Any, list[Any] | None]:
+            version = c.execute(self._sql.session_version, {"session_id": session_id}).scalar()
+            if fresh(version):
+                return version, None
+            return version, list(c.execute(self._sql.load_messages, {"session_id": session_id}).scalars())
+
+        version, payloads = await self.db.run(core, sqlite=raw if lite else None)
+        if payloads is None:
+            assert cached is not None
+            self._history.move_to_end(session_id)
+            return list(cached.messages)
+        messages = [Message.model_validate(p) for p in payloads]
+        if version is not None:
+            self._history[session_id] = _History(version, list(messages))
+            self._history.move_to_end(session_id)
+            while len(self._history) > HISTORY_CACHE_SESSIONS:
+                self._history.popitem(last=False)
+        return messages
+
+    def _advance_history(self, session_id: str, before: Any, after: Any, messages: Sequence[Message]) -> None:
+        """Our own append moved the session from version `before` to `after`: extend its cached
+        history if that is what it held, else forget it (the next load reads it afresh)."""
+        entry = self._history.get(session_id)
+        if entry is None:
+            return
+        if before is not None and entry.version == before:
+            entry.messages.extend(messages)
+            entry.version = after
+        else:
+            del self._history[session_id]
 
     async def append_messages(self, session_id: str, messages: list[Message]) -> None:
         if messages:
@@ -364,10 +414,13 @@ class SqlStore:
 
         chat_key, user_id = (turn.chat_key, turn.requester) if turn is not None else ("", "")
 
-        def work(c: Connection) -> None:
+        # Each returns the session's version before and after (for the history cache).
+        def work(c: Connection) -> tuple[Any, Any]:
             self._ensure_session_sync(c, session_id, chat_key, user_id, now=now)
+            before = None
             if rows:
                 self._lock_session(c, session_id)
+                before = c.execute(self._sql.session_version, {"session_id": session_id}).scalar()
                 last = c.execute(self._sql.max_seq, {"session_id": session_id}).scalar()
                 start = 0 if last is None else last + 1
                 self._insert_rows_sync(c, session_id, rows, start=start, now=now)
@@ -375,20 +428,27 @@ class SqlStore:
                 c.execute(self._sql.upsert_turn, turn_row)
             if usage_row is not None:
                 c.execute(self._sql.insert_usage, usage_row)
+            return before, now
 
         lite = self._lite
 
-        def raw(db: sqlite3.Connection) -> None:
+        def raw(db: sqlite3.Connection) -> tuple[Any, Any]:
             assert lite is not None
             lite.ensure_session(db, session_id, chat_key, user_id, now)
+            before = None
             if rows:
+                row = db.execute("SELECT updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                before = row[0] if row else None
                 lite.append(db, session_id, rows, now)
             if turn_row is not None:
                 lite.upsert_turn(db, turn_row)
             if usage_row is not None:
                 lite.insert_usage(db, usage_row)
+            return before, lite.time(now)
 
-        await self.db.run(work, write=True, sqlite=raw if lite else None)
+        before, after = await self.db.run(work, write=True, sqlite=raw if lite else None)
+        if messages:
+            self._advance_history(session_id, before, after, messages)
 
     def _lock_session(self, c: Connection, session_id: str) -> None:
         """Serialise writers of one session's messages. SQLite already does (BEGIN IMMEDIATE);
@@ -398,6 +458,7 @@ class SqlStore:
 
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None:
         """Swap the whole history at once (compaction, restore); readers see old or new, never half."""
+        self._history.pop(session_id, None)
         now = utcnow()
         rows = [(m.role, m.model_dump(mode="json")) for m in messages]
 
@@ -411,6 +472,7 @@ class SqlStore:
 
     async def delete_session_messages(self, session_id: str) -> int:
         """/clear: drop the session's messages; returns how many were deleted."""
+        self._history.pop(session_id, None)
         now = utcnow()
 
         def work(c: Connection) -> int:

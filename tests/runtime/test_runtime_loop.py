@@ -7,10 +7,10 @@ import json
 
 from agent import events as ev
 from agent.approval import Requester
+from agent.providers.base import TextChunk
 from agent.runtime import TurnRequest
 from agent.tools.core import core_tools
 from agent.tools.registry import ToolContext, Toolset
-from agent.providers.base import TextChunk
 from tests.fakes.runtime_kit import Script, call, collect, text
 
 log: list[str] = []

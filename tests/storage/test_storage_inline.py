@@ -116,4 +116,3 @@ async def test_a_failing_write_is_rolled_back_alone(tmp_path):
         with sqlite3.connect(path) as check:  # the failed write left nothing behind, not even v=2
             assert sorted(r[0] for r in check.execute("SELECT v FROM t")) == [1, 3]
         await db.run(insert(4), write=True, sqlite=raw(4))  # and the connection is usable again
-

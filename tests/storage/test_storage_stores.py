@@ -85,6 +85,28 @@ async def test_concurrent_appends_keep_every_message(url):
     assert texts == sorted(f"m{i}" for i in range(20))
 
 
+async def test_cached_history_follows_writes_from_anywhere(url):
+    """Histories are cached per store; a write by another process (here: another store on its own
+    connections) is seen at the next load, and callers cannot change the cache."""
+    async with Database(url) as a, Database(url) as b:
+        mine, other = SqlStore(a), SqlStore(b)
+        await mine.append_messages("s", [Message.user("one")])
+        first = await mine.load_messages("s")
+        first.append(Message.user("local only"))  # the caller's list, not the cache
+        await mine.append_messages("s", [Message.assistant("two")])
+        assert [m.text for m in await mine.load_messages("s")] == ["one", "two"]
+
+        await other.append_messages("s", [Message.user("three")])  # behind mine's back
+        assert [m.text for m in await mine.load_messages("s")] == ["one", "two", "three"]
+        await other.replace_messages("s", [Message.user("x"), Message.assistant("y"), Message.user("z")])
+        assert [m.text for m in await mine.load_messages("s")] == ["x", "y", "z"]
+        await other.delete_session_messages("s")
+        assert await mine.load_messages("s") == []
+        await mine.append_messages("s", [Message.user("again")])
+        assert [m.text for m in await other.load_messages("s")] == ["again"]
+        assert [m.text for m in await mine.load_messages("s")] == ["again"]
+
+
 # ---- sessions ----------------------------------------------------------------------------------
 async def test_sessions_list_latest_update(store):
     await store.get_or_create_session("a", chat_key="telegram:1", user_id="u1")
