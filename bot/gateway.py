@@ -375,6 +375,7 @@ class Gateway:
         adapter = self.adapters[state.chat.platform]
         try:
             while True:
+                done: ev.Done | None = None
                 if job is not None:
                     view = TurnView(
                         adapter,
@@ -384,7 +385,7 @@ class Gateway:
                         on_question=lambda e: self._send_question(state, e),
                     )
                     try:
-                        await render_all(view, job)
+                        done = await render_all(view, job)
                     except Exception:
                         log.exception("turn in %s failed", state.key)
                         await self.say(
@@ -395,7 +396,9 @@ class Gateway:
                 while not state.inbox.empty():
                     leftovers.append(state.inbox.get_nowait())
                 user = state.last_user or UserRef(state.chat.platform, "")
-                if await self._waiting_turn(state) is not None:
+                # a turn that ended (not suspended) leaves nothing waiting: no need to ask the store
+                ended = done is not None and done.status != "suspended"
+                if not ended and await self._waiting_turn(state) is not None:
                     # the turn is waiting on a card: these wait for the decision instead of
                     # silently cancelling it as "moved on"
                     state.backlog.extend((m.text, user) for m in leftovers)

@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -160,6 +160,7 @@ class TaskStateStore:
     def __init__(self, db: Database, *, clock: Clock | None = None):
         self.db = db
         self.clock = clock or SystemClock()
+        self._bind_cache: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
 
     async def get(self, session_id: str) -> TaskState | None:
         # read on every recall: one short transaction (plain sqlite3 on SQLite), not an ORM session
@@ -192,7 +193,28 @@ class TaskStateStore:
             if not found.rowcount:
                 c.execute(sa.insert(TaskStateRow).values(session_id=session_id, data=data, updated_at=now))
 
-        await self.db.run(upsert, write=True)
+        bind_data, bind_time = self._binds()
+
+        def raw(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO task_states (session_id, data, updated_at) VALUES (?, ?, ?) ON CONFLICT "
+                "(session_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at",
+                (session_id, bind_data(data), bind_time(now)),
+            )
+
+        await self.db.run(upsert, write=True, sqlite=raw if self.db.is_sqlite else None)
+
+    def _binds(self) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+        """How SQLAlchemy itself stores `data` and `updated_at` on this database (for plain SQL)."""
+        if self._bind_cache is None:
+            dialect = self.db.engine.dialect
+            columns = TaskStateRow.__table__.c
+
+            def bind(column: Any) -> Callable[[Any], Any]:
+                return column.type.dialect_impl(dialect).bind_processor(dialect) or (lambda v: v)
+
+            self._bind_cache = (bind(columns.data), bind(columns.updated_at))
+        return self._bind_cache
 
     async def delete(self, session_id: str) -> None:
         async with self.db.session() as s:

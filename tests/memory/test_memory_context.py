@@ -116,6 +116,22 @@ async def test_taskstate_updater_saves_filtered_state_and_survives_bad_output(db
     assert (await store.get("s1")).goal == "比较比亚迪和宁德时代"
 
 
+async def test_taskstate_store_saves_and_updates_the_row(db, clock):
+    """save() is plain SQL on SQLite and Core elsewhere; either way the row is what the ORM reads."""
+    from memory.taskstate import TaskState, TaskStateRow
+
+    store = TaskStateStore(db, clock=clock)
+    assert await store.get("s1") is None
+    await store.save("s1", TaskState(goal="看比亚迪", open_loops=["等回踩"]))
+    clock.advance(minutes=1)
+    await store.save("s1", TaskState(goal="看宁德时代"))
+    async with db.read() as s:
+        row = await s.get(TaskStateRow, "s1")
+    assert row is not None and row.data["goal"] == "看宁德时代" and row.data["open_loops"] == []
+    assert row.updated_at == clock.now()
+    assert (await store.get("s1")).goal == "看宁德时代"
+
+
 async def test_memory_hooks_recall_and_background_upkeep(db, clock, store: MemoryStore, tmp_path):
     await store.add("u1", "preference", "用户不追涨")
     await store.add("u1", "decision", "比亚迪回踩 20 日线再考虑建仓")
