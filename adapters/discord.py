@@ -45,6 +45,7 @@ from adapters.base import (
     TextFormat,
     UserRef,
 )
+from adapters.breaker import DISCORD_LIMIT, InvalidRequestBudget
 from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
@@ -138,6 +139,7 @@ class DiscordAdapter(ChatAdapter):
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         notices: Mapping[str, Mapping[str, str]] | None = None,
+        invalid_request_limit: int = DISCORD_LIMIT // 10,
     ):
         if not token:
             raise ValueError("Discord token is empty")
@@ -159,8 +161,11 @@ class DiscordAdapter(ChatAdapter):
         # with the (privileged) content intent, unaddressed server messages are forwarded with
         # addressed=False so the gateway can read answers to a pending question in that channel
         self._content_intent = message_content_intent
+        # D10: stop sending well before Discord's invalid-request ban
+        self.budget = InvalidRequestBudget(invalid_request_limit, clock=clock)
         self.client = _Client(
             self,
+            http_trace=self.budget.trace_config(),
             intents=intents,
             allowed_mentions=discord.AllowedMentions.none(),
             guild_ready_timeout=guild_ready_timeout,  # how long READY waits for GUILD_CREATEs

@@ -9,11 +9,13 @@ from adapters.base import (
     Button,
     ButtonPress,
     ChatRef,
+    DeliveryError,
     InboundCommand,
     InboundMessage,
     MessageGone,
     SentMessage,
 )
+from adapters.breaker import BudgetExhausted, InvalidRequestBudget
 from adapters.discord import DiscordAdapter, command_payload
 from tests.fakes.discord_fake import APP_ID, BOT
 
@@ -249,3 +251,36 @@ def test_point_at_sets_the_discord_seams(monkeypatch):
     point_at("http://127.0.0.1:9/api/v10/", "ws://127.0.0.1:9/gw")
     assert discord.http.Route.BASE == "http://127.0.0.1:9/api/v10"
     assert str(discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY) == "ws://127.0.0.1:9/gw"
+
+
+async def test_invalid_request_budget_stops_sending_before_a_ban(make_dc, dc_fake, recorder):
+    """D10: missing permissions (403 on every send) must not march the bot towards Discord's
+    10,000-invalid-requests ban; past the budget nothing is sent until the window has room."""
+    now = [1000.0]
+    ad = await make_dc(recorder, invalid_request_limit=3, clock=lambda: now[0])
+    chat = ChatRef("discord", "300")
+    forbidden = (403, {"message": "Missing Permissions", "code": 50013})
+    dc_fake.fail_next[("POST", "/channels/300/messages")] = [forbidden] * 10
+    for _ in range(3):
+        with pytest.raises(DeliveryError):
+            await ad.send_text(chat, "hello")
+    assert ad.budget.is_open
+    with pytest.raises(BudgetExhausted):
+        await ad.send_text(chat, "hello")
+    assert len(dc_fake.calls_matching("POST", "/channels/300/messages")) == 3  # the 4th never left
+    assert ad.budget.refused == 1
+    dc_fake.fail_next.clear()
+    now[0] += 601  # the window moves on: sending again, and it works
+    await ad.send_text(chat, "permissions fixed")
+    assert dc_fake.bot_messages(300)[-1]["content"] == "permissions fixed"
+
+
+def test_shared_scope_429s_do_not_count():
+    budget = InvalidRequestBudget(limit=2, clock=lambda: 0.0)
+    budget.record(429, "shared")
+    budget.record(404)
+    budget.record(200)
+    assert budget.count == 0
+    budget.record(429, "user")
+    budget.record(401)
+    assert budget.is_open
