@@ -197,13 +197,19 @@ class McpServerConnection:
     results_dir: Path | None = None
     output_cap: int = OUTPUT_CAP
     start_timeout: float | None = None  # connect + list tools; default: config.timeout
+    # A server that was ready and went away is reconnected after 1, 2, 4 … 60 s (0 = never).
+    reconnect_delay: float = 1.0
+    max_reconnect_delay: float = 60.0
     state: State = "starting"
     error: str = ""
     tools: list[McpTool] = field(default_factory=list)
+    reconnects: int = 0  # successful reconnections
     _client: Any = None
     _task: asyncio.Task[None] | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _session_over: asyncio.Event = field(default_factory=asyncio.Event)
+    _was_ready: bool = False
     _errlog: Any = None
 
     @property
@@ -254,24 +260,51 @@ class McpServerConnection:
             self.state = "failed"  # stop() would say "stopped"; keep the reason
 
     async def _run(self) -> None:
+        """Sessions, one after another: a server that was ready and went away is reconnected with
+        backoff until `stop()`. Its tools stay registered (the toolset is fixed at start) and work
+        again once it is back; a server that never started is not retried."""
+        delay = self.reconnect_delay
+        while True:
+            became_ready = await self._session()
+            if self._stop.is_set() or not self._was_ready or self.reconnect_delay <= 0:
+                return
+            delay = self.reconnect_delay if became_ready else min(delay * 2, self.max_reconnect_delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+                return  # stopped while waiting
+
+    async def _session(self) -> bool:
+        """One connection, until it fails or ends; True if it got ready."""
         from mcp import Client
 
+        self._session_over = asyncio.Event()
+        became_ready = False
         try:
             async with Client(self._transport(), read_timeout_seconds=self.config.timeout) as client:
-                listed = await self._list_tools(client)
-                self.tools = [
-                    McpTool(self, remote.name, build_spec(self.config, remote)) for remote in listed
-                ]
+                async with asyncio.timeout(self.start_timeout or self.config.timeout):
+                    listed = await self._list_tools(client)
+                if not self._was_ready:
+                    self.tools = [
+                        McpTool(self, remote.name, build_spec(self.config, remote)) for remote in listed
+                    ]
+                else:
+                    self.reconnects += 1
+                    log.info("MCP server %s: reconnected", self.name)
                 self._client = client
                 self.state, self.error = "ready", ""
+                became_ready = self._was_ready = True
                 self._ready.set()
-                await self._stop.wait()
+                await self._session_over.wait()
         except Exception as exc:  # any failure (ExceptionGroups included) is reported, never raised
+            if became_ready:  # lost (unless call() already said how)
+                if self.state != "disconnected":
+                    self.state, self.error = "disconnected", _describe(exc)
+            elif self._was_ready:
+                self.state, self.error = "disconnected", "reconnect failed: " + _describe(exc)
+            else:
+                self.state, self.error = "failed", "failed to start: " + _describe(exc)
             tail = self._stderr_tail()
-            was_ready = self.state == "ready"
-            self.state = "disconnected" if was_ready else "failed"
-            self.error = ("failed to start: " if not was_ready else "") + _describe(exc)
-            if tail:
+            if tail and "stderr:" not in self.error:
                 self.error += f" (stderr: {tail})"
             log.warning("MCP server %s: %s", self.name, self.error)
         finally:
@@ -280,6 +313,7 @@ class McpServerConnection:
                 with contextlib.suppress(Exception):
                     self._errlog.close()
                 self._errlog = None
+        return became_ready
 
     async def _list_tools(self, client: Any) -> list[Any]:
         tools: list[Any] = []
@@ -295,6 +329,7 @@ class McpServerConnection:
     async def stop(self) -> None:
         """Close the session (a ready server gets a clean shutdown; a stuck one is cancelled)."""
         self._stop.set()
+        self._session_over.set()
         task = self._task
         if task is not None and not task.done():
             done: set[Any] = set()
@@ -310,7 +345,10 @@ class McpServerConnection:
         client = self._client
         if client is None or self.state != "ready":
             reason = self.error or self.state
-            raise ToolFailed(f"MCP server {self.name} is not available ({reason}); its tools cannot run now")
+            later = "; reconnecting, try again shortly" if self.state == "disconnected" else ""
+            raise ToolFailed(
+                f"MCP server {self.name} is not available ({reason}{later}); its tools cannot run now"
+            )
         timeout = self.config.timeout
         try:
             result = await asyncio.wait_for(
@@ -333,7 +371,7 @@ class McpServerConnection:
                 self.error = "the server went away" + (
                     f" (stderr: {t})" if (t := self._stderr_tail()) else ""
                 )
-                self._stop.set()
+                self._session_over.set()  # the supervisor reconnects it
             raise ToolFailed(f"MCP server {self.name} failed on {remote_name}: {message}") from None
         return self._convert(remote_name, result, ctx)
 
@@ -390,7 +428,8 @@ class McpServerConnection:
         if self.state == "ready":
             return f"{self.name}: ready, {len(self.tools)} tool(s) ({transport})"
         detail = f": {self.error}" if self.error else ""
-        return f"{self.name}: {self.state}{detail}"
+        again = "; reconnecting" if self.state == "disconnected" and self.reconnect_delay > 0 else ""
+        return f"{self.name}: {self.state}{detail}{again}"
 
 
 # ---- all servers ------------------------------------------------------------------------------
@@ -409,6 +448,7 @@ class McpManager:
         results_dir: Path | None = None,
         output_cap: int = OUTPUT_CAP,
         start_timeout: float | None = None,
+        reconnect_delay: float = 1.0,
     ):
         self.connections = [
             McpServerConnection(
@@ -418,6 +458,7 @@ class McpManager:
                 results_dir=results_dir,
                 output_cap=output_cap,
                 start_timeout=start_timeout,
+                reconnect_delay=reconnect_delay,
             )
             for c in configs
         ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -134,6 +135,35 @@ async def test_a_server_that_dies_mid_session_is_reported_and_its_tools_fail_cle
     with pytest.raises(ToolFailed) as info:
         await tools["toy__echo"].call(ToolContext(), {"text": "hi"})
     assert "not available" in str(info.value)
+
+
+async def test_a_server_that_went_away_is_reconnected_and_its_tools_work_again(tmp_path):
+    mgr = McpManager([toy(timeout=10)], log_dir=tmp_path / "logs", reconnect_delay=0.05)
+    await mgr.start()
+    try:
+        tools = {t.name: t for t in mgr.toolset}
+        assert await tools["toy__echo"].call(ToolContext(), {"text": "before"}) == "before"
+        with pytest.raises(ToolFailed):
+            await tools["toy__die"].call(ToolContext(), {})
+        assert "reconnecting" in mgr.status()[0]
+        conn = mgr.connections[0]
+        for _ in range(200):  # a fresh server process is started in the background
+            if conn.state == "ready":
+                break
+            await asyncio.sleep(0.05)
+        assert conn.state == "ready" and conn.reconnects == 1
+        assert mgr.status()[0].startswith("toy: ready")
+        assert await tools["toy__echo"].call(ToolContext(), {"text": "after"}) == "after"  # same tool object
+    finally:
+        await mgr.stop()
+    assert conn.state == "stopped"
+
+
+async def test_a_server_that_never_started_is_not_retried(tmp_path):
+    async with McpManager([toy("crashes", "crash", timeout=10)], reconnect_delay=0.01) as mgr:
+        await asyncio.sleep(0.1)
+        conn = mgr.connections[0]
+        assert conn.state == "failed" and conn._task is not None and conn._task.done()
 
 
 async def test_mcp_tools_require_approval_in_the_loop_by_default(tmp_path):
