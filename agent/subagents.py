@@ -171,7 +171,7 @@ class SubAgentServices:
     toolset: Toolset  # the parent's toolset; each sub-agent sees a whitelisted proxy of it
     workspace: Path | None = None
     results_dir: Path | None = None
-    background: Any = None  # the parent's BackgroundRunner (agent.background.BackgroundSubmitter)
+    background: Any = None  # the parent's BackgroundRunner (agent.background_tools.BackgroundSubmitter)
     model: str | None = None  # model id for sub-agents (None: the default model)
     trace_factory: Callable[[str, str], Any] | None = None  # scratchpad traces for sub-agent turns
 

@@ -275,7 +275,8 @@ class App:
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
     async def _start_tasks(self) -> None:
-        from agent.background import BackgroundSubmitter, TaskManager
+        from agent.background import TaskManager
+        from agent.background_tools import BackgroundSubmitter
         from memory.tasks import SqlTaskStore
 
         assert self.db is not None
@@ -299,7 +300,7 @@ class App:
         self.on_stop(self.mcp.stop)
 
     def _agent_extras(self) -> list[Toolset]:
-        from agent.background import background_tools
+        from agent.background_tools import background_tools
         from agent.skills import SkillLibrary, skill_tools
         from agent.subagents import subagent_tools
         from scheduler.service import ScheduleService

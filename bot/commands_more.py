@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def install(gateway: Gateway, app: Any) -> None:
     """Register /tasks, /brief, /skills and one command per skill on the gateway."""
-    from agent.background import describe_task
+    from agent.background_tools import describe_task
     from agent.skills import skill_commands, skill_turn_text
 
     async def cmd_tasks(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:

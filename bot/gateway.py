@@ -588,7 +588,7 @@ class Gateway:
     # ---- background tasks and scheduled briefs ----------------------------------------------
     async def notify_task(self, record: Any) -> None:
         """A background task finished: a system notification wakes a turn in its chat."""
-        from agent.background import task_notification_text
+        from agent.background_tools import task_notification_text
 
         state = await self.chats.by_key(record.chat_key)
         if state is None or state.chat.platform not in self.adapters:

@@ -160,7 +160,7 @@ async def _report_tasks(
     ask: Any,
 ) -> ev.Done | None:
     """A background task finished: a system notification wakes a turn that reports it."""
-    from agent.background import task_notification_text
+    from agent.background_tools import task_notification_text
 
     text = "\n\n".join(task_notification_text(r) for r in records)
     for r in records:

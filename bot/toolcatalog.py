@@ -33,7 +33,7 @@ CATALOG_MODULES: tuple[str, ...] = (
     "scheduler.tools",
     "agent.subagents",
     "agent.skills",
-    "agent.background",
+    "agent.background_tools",
     "agent.tools.core",
     "agent.tools.builtin",
 )

@@ -31,7 +31,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Mapped, mapped_column
 
-from agent.background import ACTIVE, TERMINAL, TaskAttachment, TaskRecord
+from agent.task_ledger import ACTIVE, TERMINAL, TaskAttachment, TaskRecord
 from memory.base import Base
 from memory.db import Database
 from memory.models import UTCDateTime
@@ -168,7 +168,7 @@ _TERMINAL = sorted(TERMINAL)
 
 
 class SqlTaskStore:
-    """`agent.background.TaskStore` on SQLAlchemy (async). Every state change is one statement
+    """`agent.task_ledger.TaskStore` on SQLAlchemy (async). Every state change is one statement
     guarded by the current status, so concurrent writers (a sweep, a cancel from another
     process, the owner finishing) resolve as first-writer-wins."""
 

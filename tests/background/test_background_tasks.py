@@ -10,17 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.background import (
+from agent.background import TaskManager
+from agent.background_tools import (
     BackgroundSubmitter,
-    InMemoryTaskStore,
-    TaskManager,
-    TaskRecord,
     background_tools,
     describe_task,
     run_background_call,
     task_notification_text,
 )
 from agent.errors import InvalidToolArguments, ToolFailed
+from agent.task_ledger import InMemoryTaskStore, TaskRecord
 from agent.tools.registry import Attachment, Deps, ToolContext, ToolOutput, Toolset
 
 

@@ -1,4 +1,4 @@
-"""The store's plain-SQL path for SQLite (`_SqliteOps`) stores exactly what its SQLAlchemy Core path
+"""The store's plain-SQL path for SQLite (`memory.store_sql.SqliteOps`) stores exactly what its SQLAlchemy Core path
 stores, and reads it back the same way."""
 
 from __future__ import annotations

@@ -1,0 +1,155 @@
+"""The store's hot statements, twice: SQLAlchemy Core built once per dialect (`HotStatements`) and
+the same operations as plain SQL for SQLite (`SqliteOps`). `memory.stores.SqlStore` picks one per
+call (see `Database.run`); a test compares the rows the two paths store."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+from memory.models import KvRow, MessageRow, ProcessedUpdateRow, SessionRow, TurnRow, UsageRow
+
+OPEN_TURN_STATUSES = ("running", "suspended")
+OPEN_TURN_SQL = (
+    f"SELECT payload FROM turns WHERE session_id = ? AND status IN ({', '.join('?' * len(OPEN_TURN_STATUSES))}) "
+    "ORDER BY updated_at DESC LIMIT 1"
+)
+
+SESSIONS = cast(sa.Table, SessionRow.__table__)
+MESSAGES = cast(sa.Table, MessageRow.__table__)
+TURNS = cast(sa.Table, TurnRow.__table__)
+USAGE = cast(sa.Table, UsageRow.__table__)
+PROCESSED = cast(sa.Table, ProcessedUpdateRow.__table__)
+KV = cast(sa.Table, KvRow.__table__)
+
+
+class HotStatements:
+    """The hot statements, built once per dialect: a statement object caches its compiled form,
+    whereas building it per call costs more than running it. Values are bound at execution."""
+
+    def __init__(self, insert: Any):
+        self.ensure_session = insert(SESSIONS).on_conflict_do_nothing(index_elements=["id"])
+        turn = insert(TURNS)
+        self.upsert_turn = turn.on_conflict_do_update(
+            index_elements=["id"],
+            set_={
+                "status": turn.excluded.status,
+                "payload": turn.excluded.payload,
+                "updated_at": turn.excluded.updated_at,
+            },
+        )
+        self.mark_processed = insert(PROCESSED).on_conflict_do_nothing(
+            index_elements=["platform", "update_id"]
+        )
+        kv = insert(KV)
+        self.kv_set = kv.on_conflict_do_update(
+            index_elements=["key"], set_={"value": kv.excluded.value, "updated_at": kv.excluded.updated_at}
+        )
+        self.kv_get = sa.select(KV.c.value).where(KV.c.key == sa.bindparam("key"))
+        self.max_seq = sa.select(sa.func.max(MESSAGES.c.seq)).where(
+            MESSAGES.c.session_id == sa.bindparam("session_id")
+        )
+        self.insert_messages = sa.insert(MESSAGES)
+        self.touch_session = (
+            sa.update(SESSIONS)
+            .where(SESSIONS.c.id == sa.bindparam("session_id"))
+            .values(updated_at=sa.bindparam("now"))
+        )
+        self.insert_usage = sa.insert(USAGE)
+        self.load_messages = (
+            sa.select(MESSAGES.c.payload)
+            .where(MESSAGES.c.session_id == sa.bindparam("session_id"))
+            .order_by(MESSAGES.c.seq)
+        )
+        self.session_version = sa.select(SESSIONS.c.updated_at).where(
+            SESSIONS.c.id == sa.bindparam("session_id")
+        )
+        self.load_turn = sa.select(TURNS.c.payload).where(TURNS.c.id == sa.bindparam("turn_id"))
+        self.open_turn = (
+            sa.select(TURNS.c.payload)
+            .where(
+                TURNS.c.session_id == sa.bindparam("session_id"),
+                TURNS.c.status.in_(OPEN_TURN_STATUSES),
+            )
+            .order_by(TURNS.c.updated_at.desc())
+            .limit(1)
+        )
+
+
+class SqliteOps:
+    """The hot operations in plain SQL for SQLite (see `Database.run(..., sqlite=...)`). Keep them in
+    step with `HotStatements` and the Core code in `SqlStore` (a test compares the rows they store)."""
+
+    def __init__(self, dialect: Dialect):
+        def processor(column: sa.Column[Any], result: bool = False) -> Callable[[Any], Any]:
+            impl = column.type.dialect_impl(dialect)  # what SQLAlchemy itself uses for SQLite
+            fn = impl.result_processor(dialect, None) if result else impl.bind_processor(dialect)
+            return fn or (lambda v: v)
+
+        self.time = processor(MESSAGES.c.created_at)  # UTCDateTime everywhere
+        self.json = processor(MESSAGES.c.payload)
+        self.from_json = processor(MESSAGES.c.payload, result=True)
+        self.kv_in, self.kv_out = processor(KV.c.value), processor(KV.c.value, result=True)
+        self.false = processor(SESSIONS.c.archived)(False)
+
+    def ensure_session(
+        self, db: sqlite3.Connection, session_id: str, chat_key: str, user_id: str, now: datetime
+    ) -> None:
+        t = self.time(now)
+        db.execute(
+            "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, archived) "
+            "VALUES (?, ?, ?, '', '', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (session_id, chat_key, user_id, t, t, self.false),
+        )
+
+    def insert_rows(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        rows: Sequence[tuple[str, dict[str, Any]]],
+        start: int,
+        now: datetime,
+    ) -> None:
+        t = self.time(now)
+        if rows:
+            db.executemany(
+                "INSERT INTO messages (session_id, seq, role, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+                [(session_id, start + i, role, self.json(p), t) for i, (role, p) in enumerate(rows)],
+            )
+        db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
+
+    def append(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        rows: Sequence[tuple[str, dict[str, Any]]],
+        now: datetime,
+    ) -> None:
+        last = db.execute("SELECT max(seq) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+        self.insert_rows(db, session_id, rows, 0 if last is None else last + 1, now)
+
+    def upsert_turn(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
+        db.execute(
+            "INSERT INTO turns (id, session_id, status, payload, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
+            "payload = excluded.payload, updated_at = excluded.updated_at",
+            (row["id"], row["session_id"], row["status"], self.json(row["payload"]),
+             self.time(row["created_at"]), self.time(row["updated_at"])),
+        )  # fmt: skip
+
+    def insert_usage(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
+        db.execute(
+            "INSERT INTO usage (session_id, turn_id, model, input_tokens, output_tokens, "
+            "cache_read_tokens, cache_write_tokens, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row["session_id"], row["turn_id"], row["model"], row["input_tokens"], row["output_tokens"],
+             row["cache_read_tokens"], row["cache_write_tokens"], row["cost"], self.time(row["created_at"])),
+        )  # fmt: skip
+
+    def payload(self, db: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> Any:
+        row = db.execute(sql, args).fetchone()
+        return None if row is None else self.from_json(row[0])
