@@ -106,23 +106,29 @@ class TraceWriter(Protocol):
         ...
 
 
-def _append(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.writelines(lines)
-
-
 class DirectWriter:
     """Writes in the caller's thread (the terminal, tests, tools run outside the bot)."""
 
     def __init__(self) -> None:
         self._failed: set[Path] = set()
+        self._folders: set[Path] = set()  # made already: one mkdir per day, not per turn
 
     def write(self, path: Path, lines: list[str]) -> None:
         if path in self._failed:
             return
         try:
-            _append(path, lines)
+            folder = path.parent
+            if folder not in self._folders:
+                folder.mkdir(parents=True, exist_ok=True)
+                self._folders.add(folder)
+            try:
+                fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+            except FileNotFoundError:  # the folder was removed meanwhile (pruned)
+                self._folders.discard(folder)
+                folder.mkdir(parents=True, exist_ok=True)
+                fh = open(path, "a", encoding="utf-8")  # noqa: SIM115
+            with fh:
+                fh.writelines(lines)
         except OSError as exc:
             self._failed.add(path)
             log.warning("trace %s not written: %s", path, exc)

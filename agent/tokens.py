@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import weakref
 import zlib
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -176,8 +177,25 @@ def _estimate_classes(tr: Any, *, ascii_only: bool, text: str) -> int:
     return int(-(-total // 1))
 
 
+# Messages are immutable and a session's history is re-estimated every turn: remember each
+# message's count (keyed by identity, checked through a weak reference, so a recycled id never hits).
+_ESTIMATES: dict[int, tuple[weakref.ref[Message], int]] = {}
+_ESTIMATES_MAX = 20_000
+
+
 def estimate_message(message: Message) -> int:
     """Tokens of one message: text, thinking, tool calls (name + arguments) and tool results."""
+    hit = _ESTIMATES.get(id(message))
+    if hit is not None and hit[0]() is message:
+        return hit[1]
+    total = _estimate_message(message)
+    if len(_ESTIMATES) >= _ESTIMATES_MAX:
+        _ESTIMATES.clear()
+    _ESTIMATES[id(message)] = (weakref.ref(message), total)
+    return total
+
+
+def _estimate_message(message: Message) -> int:
     total = MESSAGE_OVERHEAD
     for part in message.parts:
         if isinstance(part, TextPart):

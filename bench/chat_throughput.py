@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from adapters.ratelimit import FloodLimiter
 from agent.providers.base import FinishChunk, ModelInfo, ModelRequest, TextChunk, UsageChunk
 from agent.usage import Usage
-from bot.app import App
+from bot.app import App, settle_heap
 from config.loader import load_settings
 from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
 
@@ -96,6 +96,7 @@ async def run(chats: int, messages: int, latency: float, flood_limits: bool = Fa
             },
         )
         await app.start(adapters=True)
+        settle_heap()  # as `tapebot run` does after start-up
         latencies: list[float] = []
 
         async def user(uid: int) -> None:

@@ -10,6 +10,7 @@ Nothing else constructs long-lived resources; modules receive what they need as 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -422,6 +423,16 @@ def configure_logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
+def settle_heap() -> None:
+    """Call once a long-running process has started. What exists by then (imported modules, the
+    market directory, compiled statements) lives as long as the process: moving it out of the
+    cyclic collector's way keeps every full collection under load from walking it again — about a
+    fifth of the CPU per chat message in `bench/chat_throughput.py`. Reference counting still frees
+    those objects as usual; only cycles among them would stay."""
+    gc.collect()
+    gc.freeze()
+
+
 async def run_bot(settings: Settings) -> int:
     """`tapebot run`: chat adapters and the scheduler in one event loop until SIGTERM/SIGINT."""
     configure_logging(settings.log_level)
@@ -434,6 +445,7 @@ async def run_bot(settings: Settings) -> int:
         except (NotImplementedError, RuntimeError):
             pass
     await app.start(adapters=True)
+    settle_heap()
     log.info("tapebot is running; press Ctrl-C to stop")
     try:
         await stop.wait()
