@@ -391,7 +391,8 @@ class Database:
 
         `sqlite`, the same operation in plain SQL on a `sqlite3` connection, is what runs on a
         SQLite file in WAL mode (the default set-up): on connections of its own, without
-        SQLAlchemy at all — another several times cheaper. Elsewhere `fn` runs."""
+        SQLAlchemy at all — another several times cheaper — and, for writes, group-committed with
+        the other writes of the same moment (`InlineRunner.write`). Elsewhere `fn` runs."""
         if self._sync_writer is None or self._sync_reader is None or self._engine is None:
             raise StorageError("the database is not started (call Database.start() first)")
         try:

@@ -77,13 +77,58 @@ class UsageTotal:
     cost: float
 
 
-HISTORY_CACHE_SESSIONS = 128  # histories kept decoded in memory (least recently used go first)
-
-
 @dataclass(slots=True)
 class _History:
     version: Any  # sessions.updated_at as the database returns it
     messages: list[Message]
+
+
+class _HistoryCache:
+    """Decoded histories of the most recently used sessions, bounded by their total number of
+    messages (the least recently used go first; a history larger than the bound is not kept)."""
+
+    def __init__(self, max_messages: int = 5_000):
+        self.max_messages = max_messages
+        self._entries: OrderedDict[str, _History] = OrderedDict()
+        self._size = 0
+
+    def get(self, session_id: str) -> _History | None:
+        entry = self._entries.get(session_id)
+        if entry is not None:
+            self._entries.move_to_end(session_id)
+        return entry
+
+    def put(self, session_id: str, version: Any, messages: list[Message]) -> None:
+        self.drop(session_id)
+        if version is None or len(messages) > self.max_messages:
+            return
+        self._entries[session_id] = _History(version, messages)
+        self._size += len(messages)
+        self._shrink()
+
+    def advance(self, session_id: str, before: Any, after: Any, messages: Sequence[Message]) -> None:
+        """Our own append moved the session from version `before` to `after`: extend its history
+        if that is what it held, else forget it (the next load reads it afresh)."""
+        entry = self._entries.get(session_id)
+        if entry is None:
+            return
+        if before is None or entry.version != before:
+            self.drop(session_id)
+            return
+        entry.messages.extend(messages)
+        entry.version = after
+        self._size += len(messages)
+        self._shrink()
+
+    def drop(self, session_id: str) -> None:
+        entry = self._entries.pop(session_id, None)
+        if entry is not None:
+            self._size -= len(entry.messages)
+
+    def _shrink(self) -> None:
+        while self._size > self.max_messages and self._entries:
+            _, oldest = self._entries.popitem(last=False)
+            self._size -= len(oldest.messages)
 
 
 class SqlStore:
@@ -91,7 +136,7 @@ class SqlStore:
 
     def __init__(self, database: Database):
         self.db = database
-        self._history: OrderedDict[str, _History] = OrderedDict()  # session → cached history
+        self._history = _HistoryCache()
 
     # ---- helpers -----------------------------------------------------------------------------
     def _insert(self, model: Any) -> Any:
@@ -238,27 +283,10 @@ class SqlStore:
         version, payloads = await self.db.run(core, sqlite=raw if lite else None)
         if payloads is None:
             assert cached is not None
-            self._history.move_to_end(session_id)
             return list(cached.messages)
         messages = [Message.model_validate(p) for p in payloads]
-        if version is not None:
-            self._history[session_id] = _History(version, list(messages))
-            self._history.move_to_end(session_id)
-            while len(self._history) > HISTORY_CACHE_SESSIONS:
-                self._history.popitem(last=False)
+        self._history.put(session_id, version, list(messages))
         return messages
-
-    def _advance_history(self, session_id: str, before: Any, after: Any, messages: Sequence[Message]) -> None:
-        """Our own append moved the session from version `before` to `after`: extend its cached
-        history if that is what it held, else forget it (the next load reads it afresh)."""
-        entry = self._history.get(session_id)
-        if entry is None:
-            return
-        if before is not None and entry.version == before:
-            entry.messages.extend(messages)
-            entry.version = after
-        else:
-            del self._history[session_id]
 
     async def append_messages(self, session_id: str, messages: list[Message]) -> None:
         if messages:
@@ -316,7 +344,7 @@ class SqlStore:
 
         before, after = await self.db.run(work, write=True, sqlite=raw if lite else None)
         if messages:
-            self._advance_history(session_id, before, after, messages)
+            self._history.advance(session_id, before, after, messages)
 
     def _lock_session(self, c: Connection, session_id: str) -> None:
         """Serialise writers of one session's messages. SQLite already does (BEGIN IMMEDIATE);
@@ -326,7 +354,7 @@ class SqlStore:
 
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None:
         """Swap the whole history at once (compaction, restore); readers see old or new, never half."""
-        self._history.pop(session_id, None)
+        self._history.drop(session_id)
         now = utcnow()
         rows = [(m.role, m.model_dump(mode="json")) for m in messages]
 
@@ -340,7 +368,7 @@ class SqlStore:
 
     async def delete_session_messages(self, session_id: str) -> int:
         """/clear: drop the session's messages; returns how many were deleted."""
-        self._history.pop(session_id, None)
+        self._history.drop(session_id)
         now = utcnow()
 
         def work(c: Connection) -> int:

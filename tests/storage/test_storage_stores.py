@@ -317,3 +317,19 @@ async def test_usage_summary_counts_each_turn_once(store):
     )
     empty = await store.usage_summary(1, session_id="none")
     assert (empty.turns, empty.calls, empty.cost) == (0, 0, 0.0)
+
+
+def test_history_cache_is_bounded_by_messages():
+    from memory.stores import _HistoryCache
+
+    cache = _HistoryCache(max_messages=5)
+    msgs = [Message.user(str(i)) for i in range(3)]
+    cache.put("a", "v1", list(msgs))
+    cache.put("b", "v1", list(msgs[:2]))
+    assert cache.get("a") is not None  # now the most recently used
+    cache.advance("b", "v1", "v2", [Message.user("x")])  # 3 + 3 > 5: the least recent (b) goes
+    assert cache.get("b") is None and cache.get("a") is not None
+    cache.put("big", "v1", [Message.user(str(i)) for i in range(6)])  # larger than the bound
+    assert cache.get("big") is None
+    cache.advance("a", "stale", "v3", [Message.user("y")])  # not the version it holds: forgotten
+    assert cache.get("a") is None
