@@ -500,26 +500,35 @@ class AgentRuntime:
                 interrupted = True
                 reader.cancel()
 
+        def take_back() -> None:
+            # our cancellation of the reading task is not the task's own: withdraw the request
+            nonlocal interrupted
+            task = asyncio.current_task()
+            if interrupted and task is not None and task.cancelling():
+                task.uncancel()
+            interrupted = False
+
         watcher = asyncio.ensure_future(cancel.wait())
         watcher.add_done_callback(interrupt)
         try:
             iterator = stream.__aiter__()
             while True:
+                if cancel.is_set():  # set while the consumer had the last chunk
+                    take_back()  # (if the stream swallowed our interruption)
+                    raise asyncio.CancelledError
                 reader = asyncio.current_task()
                 try:
                     chunk = await iterator.__anext__()
                 except StopAsyncIteration:
                     return
                 except asyncio.CancelledError:
-                    if interrupted and reader is not None:
-                        reader.uncancel()  # our own cancellation, not the task's
+                    take_back()
                     raise
                 finally:
                     reader = None
-                if cancel.is_set():
-                    raise asyncio.CancelledError
                 yield chunk
         finally:
+            take_back()
             watcher.remove_done_callback(interrupt)
             watcher.cancel()
             aclose = getattr(stream, "aclose", None)

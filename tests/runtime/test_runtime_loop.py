@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from agent import events as ev
 from agent.approval import Requester
 from agent.providers.base import TextChunk
@@ -163,7 +165,6 @@ async def test_approval_suspends_and_resumes_after_allow(make_runtime, store):
     approval = next(e for e in events if isinstance(e, ev.ApprovalRequired))
     assert events[-1].status == "suspended" and log == []
     # another user cannot approve
-    import pytest
 
     from agent.errors import ApprovalError
 
@@ -293,7 +294,8 @@ async def test_cancel_answers_open_calls(make_runtime, store):
     assert msgs[-1].role == "tool" and "ancel" in msgs[-1].tool_results[0].content
 
 
-async def test_cancel_interrupts_a_stalled_model_stream(make_runtime, store):
+@pytest.mark.parametrize("delay", [None, 0.05], ids=["between-chunks", "while-waiting"])
+async def test_cancel_interrupts_a_stalled_model_stream(make_runtime, store, delay):
     class Stalled(Script):
         async def stream(self, request):
             yield TextChunk("Thinking about ")
@@ -308,7 +310,11 @@ async def test_cancel_interrupts_a_stalled_model_stream(make_runtime, store):
         async for e in rt.run(req(cancel=cancel)):
             out.append(e)
             if isinstance(e, ev.TextDelta):
-                asyncio.get_running_loop().call_later(0.05, cancel.set)
+                if delay is None:  # while the consumer holds the chunk (and awaits, e.g. a send)
+                    cancel.set()
+                    await asyncio.sleep(0.02)
+                else:
+                    asyncio.get_running_loop().call_later(delay, cancel.set)
         task = asyncio.current_task()
         assert task is not None
         return task.cancelling()
