@@ -284,3 +284,17 @@ def test_shared_scope_429s_do_not_count():
     budget.record(429, "user")
     budget.record(401)
     assert budget.is_open
+
+
+async def test_an_open_budget_leaves_the_gateway_connection_alone():
+    from types import SimpleNamespace
+
+    from multidict import CIMultiDict
+
+    budget = InvalidRequestBudget(limit=1, clock=lambda: 0.0)
+    budget.record(403)
+    on_start = budget.trace_config().on_request_start[0]
+    ws = SimpleNamespace(headers=CIMultiDict({"Upgrade": "websocket"}))
+    await on_start(None, SimpleNamespace(), ws)  # a reconnect to the gateway still goes out
+    with pytest.raises(BudgetExhausted):
+        await on_start(None, SimpleNamespace(), SimpleNamespace(headers=CIMultiDict()))
