@@ -81,21 +81,32 @@ class HotStatements:
         )
 
 
+def column_processor(column: Any, dialect: Dialect, *, result: bool = False) -> Callable[[Any], Any]:
+    """How SQLAlchemy itself converts `column`'s values for `dialect` (to the database, or back
+    with `result`), so plain SQL stores and reads exactly what the ORM and Core do."""
+    impl = column.type.dialect_impl(dialect)
+    fn = impl.result_processor(dialect, None) if result else impl.bind_processor(dialect)
+    return fn or (lambda v: v)
+
+
 class SqliteOps:
     """The hot operations in plain SQL for SQLite (see `Database.run(..., sqlite=...)`). Keep them in
     step with `HotStatements` and the Core code in `SqlStore` (a test compares the rows they store)."""
 
     def __init__(self, dialect: Dialect):
         def processor(column: sa.Column[Any], result: bool = False) -> Callable[[Any], Any]:
-            impl = column.type.dialect_impl(dialect)  # what SQLAlchemy itself uses for SQLite
-            fn = impl.result_processor(dialect, None) if result else impl.bind_processor(dialect)
-            return fn or (lambda v: v)
+            return column_processor(column, dialect, result=result)
 
         self.time = processor(MESSAGES.c.created_at)  # UTCDateTime everywhere
         self.json = processor(MESSAGES.c.payload)
         self.from_json = processor(MESSAGES.c.payload, result=True)
         self.kv_in, self.kv_out = processor(KV.c.value), processor(KV.c.value, result=True)
         self.false = processor(SESSIONS.c.archived)(False)
+
+    def session_version(self, db: sqlite3.Connection, session_id: str) -> Any:
+        """`sessions.updated_at` as stored (every write of messages sets it), or None."""
+        row = db.execute("SELECT updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return None if row is None else row[0]
 
     def ensure_session(
         self, db: sqlite3.Connection, session_id: str, chat_key: str, user_id: str, now: datetime

@@ -265,8 +265,7 @@ class SqlStore:
 
         def raw(db: sqlite3.Connection) -> tuple[Any, list[Any] | None]:
             assert lite is not None
-            row = db.execute("SELECT updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            version = None if row is None else row[0]
+            version = lite.session_version(db, session_id)
             if fresh(version):
                 return version, None
             rows = db.execute(
@@ -333,8 +332,7 @@ class SqlStore:
             lite.ensure_session(db, session_id, chat_key, user_id, now)
             before = None
             if rows:
-                row = db.execute("SELECT updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
-                before = row[0] if row else None
+                before = lite.session_version(db, session_id)
                 lite.append(db, session_id, rows, now)
             if turn_row is not None:
                 lite.upsert_turn(db, turn_row)

@@ -34,6 +34,7 @@ from agent.providers.base import ModelClient, ModelRequest, TextChunk
 from memory.base import Base
 from memory.db import Database
 from memory.models import UTCDateTime
+from memory.store_sql import column_processor
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,9 @@ class TaskStateStore:
     def __init__(self, db: Database, *, clock: Clock | None = None):
         self.db = db
         self.clock = clock or SystemClock()
-        self._bind_cache: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
+        self._converters: tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]] | None = (
+            None
+        )
 
     async def get(self, session_id: str) -> TaskState | None:
         # read on every recall: one short transaction (plain sqlite3 on SQLite), not an ORM session
@@ -171,7 +174,7 @@ class TaskStateStore:
 
         def raw(conn: sqlite3.Connection) -> Any:
             row = conn.execute("SELECT data FROM task_states WHERE session_id = ?", (session_id,)).fetchone()
-            return None if row is None else json.loads(row[0]) if isinstance(row[0], str) else row[0]
+            return None if row is None else self._convert()[2](row[0])
 
         data = await self.db.run(core, sqlite=raw)
         if data is None:
@@ -193,7 +196,7 @@ class TaskStateStore:
             if not found.rowcount:
                 c.execute(sa.insert(TaskStateRow).values(session_id=session_id, data=data, updated_at=now))
 
-        bind_data, bind_time = self._binds()
+        bind_data, bind_time, _ = self._convert()
 
         def raw(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -204,17 +207,16 @@ class TaskStateStore:
 
         await self.db.run(upsert, write=True, sqlite=raw if self.db.is_sqlite else None)
 
-    def _binds(self) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
-        """How SQLAlchemy itself stores `data` and `updated_at` on this database (for plain SQL)."""
-        if self._bind_cache is None:
-            dialect = self.db.engine.dialect
-            columns = TaskStateRow.__table__.c
-
-            def bind(column: Any) -> Callable[[Any], Any]:
-                return column.type.dialect_impl(dialect).bind_processor(dialect) or (lambda v: v)
-
-            self._bind_cache = (bind(columns.data), bind(columns.updated_at))
-        return self._bind_cache
+    def _convert(self) -> tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]]:
+        """How SQLAlchemy stores `data` and `updated_at` and reads `data` back (for plain SQL)."""
+        if self._converters is None:
+            dialect, columns = self.db.engine.dialect, TaskStateRow.__table__.c
+            self._converters = (
+                column_processor(columns.data, dialect),
+                column_processor(columns.updated_at, dialect),
+                column_processor(columns.data, dialect, result=True),
+            )
+        return self._converters
 
     async def delete(self, session_id: str) -> None:
         async with self.db.session() as s:
