@@ -338,9 +338,6 @@ class InlineRunner:
     async def _commit(
         self, batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
     ) -> None:
-        batch = [entry for entry in batch if not entry[1].done()]
-        if not batch:
-            return
         conn = self.writer
         db = conn._conn
         try:
@@ -351,30 +348,16 @@ class InlineRunner:
                 raise
             return
         batch = [entry for entry in batch if not entry[1].done()]  # callers cancelled meanwhile
-        if not batch:
-            db.rollback()
-            return
         outcomes: list[tuple[asyncio.Future[Any], bool, Any]] = []
         try:
-            if len(batch) == 1:
-                fn, future = batch[0]
+            for fn, future in batch:
+                db.execute("SAVEPOINT group_write")
                 try:
                     outcomes.append((future, True, fn(db)))
                 except Exception as exc:
-                    db.rollback()
-                    future.set_exception(exc)
-                    return
-            else:
-                for fn, future in batch:
-                    db.execute("SAVEPOINT group_write")
-                    try:
-                        value = fn(db)
-                    except Exception as exc:
-                        db.execute("ROLLBACK TO group_write")
-                        outcomes.append((future, False, exc))
-                    else:
-                        outcomes.append((future, True, value))
-                    db.execute("RELEASE group_write")
+                    db.execute("ROLLBACK TO group_write")
+                    outcomes.append((future, False, exc))
+                db.execute("RELEASE group_write")
             db.commit()  # WAL: never waits for a lock
         except BaseException as exc:
             with contextlib.suppress(Exception):
@@ -385,9 +368,7 @@ class InlineRunner:
             return
         self.batches += 1
         self.writes += len(outcomes)
-        for future, ok, value in outcomes:
-            if future.done():
-                continue
+        for future, ok, value in outcomes:  # no await since the filter: none was cancelled
             if ok:
                 future.set_result(value)
             else:
