@@ -25,6 +25,7 @@ from agent.tools.builtin import local_tools
 from agent.tools.core import core_tools
 from agent.tools.registry import Deps, Toolset
 from agent.tools.workspace import LocalToolPolicy
+from bot.signals import on_signals
 from config.settings import Settings
 from memory.db import Database
 from memory.stores import SqlStore
@@ -438,12 +439,7 @@ async def run_bot(settings: Settings) -> int:
     configure_logging(settings.log_level)
     app = App(settings)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+    on_signals((signal.SIGTERM, signal.SIGINT), stop.set)
     await app.start(adapters=True)
     settle_heap()
     log.info("tapebot is running; press Ctrl-C to stop")

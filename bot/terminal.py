@@ -18,6 +18,7 @@ from agent import events as ev
 from agent.approval import Requester
 from agent.errors import ApprovalError
 from agent.runtime import AgentRuntime, TurnRequest
+from bot.signals import off_signals, on_signals
 
 TERMINAL_USER = "terminal"
 
@@ -198,7 +199,6 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
         f"tapebot — model {app.default_model_id}, session {session}. "
         "Ctrl-C stops a running turn, Ctrl-D or /exit quits, /new starts a new session.\n"
     )
-    loop = asyncio.get_running_loop()
     pending_input: asyncio.Future[str] | None = None
     while True:
         if pending_input is None:
@@ -229,10 +229,7 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
             renderer.note(f"new session {session}")
             continue
         cancel = asyncio.Event()
-        try:
-            loop.add_signal_handler(signal.SIGINT, cancel.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+        on_signals((signal.SIGINT,), cancel.set)
         try:
             await _drive(
                 runtime,
@@ -242,10 +239,7 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
                 who,
             )
         finally:
-            try:
-                loop.remove_signal_handler(signal.SIGINT)
-            except (NotImplementedError, RuntimeError):
-                pass
+            off_signals((signal.SIGINT,))
 
 
 async def _drain_background(
