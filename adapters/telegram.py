@@ -7,8 +7,9 @@ parallel) and a getUpdates only ever carries the offset that confirms the contig
 handled. Polling does not wait for a slow handler: after at most `repoll_s` it fetches again (the
 unconfirmed updates come back and are skipped; other chats' new ones are dispatched). On `stop()`
 we never fetch again; we confirm exactly the contiguous prefix that was handled, so the rest is
-redelivered on the next start. Raw JSON is parsed one update at a time, so a malformed update is
-logged and skipped instead of blocking the queue. Webhook mode (aiohttp) checks the secret token in constant time and
+redelivered on the next start. Raw JSON is parsed one update at a time (`telegram_wire`, which
+reads only the fields we use), so a malformed update is logged and skipped instead of blocking the
+queue. Webhook mode (aiohttp) checks the secret token in constant time and
 answers 200 only after the handler accepted the update.
 
 Sending. Markdown → allow-listed HTML, split at 4096 (UTF-16, after entity parsing), link previews
@@ -24,25 +25,16 @@ import hmac
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from telegram import (
-    BotCommand,
-    CallbackQuery,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    LinkPreviewOptions,
-    Message,
-    ReplyParameters,
-    Update,
-)
-from telegram.constants import ChatAction, ChatType, MessageEntityType
+from telegram import BotCommand
+from telegram.constants import ChatAction, MessageEntityType
 from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
-from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, TypeHandler
+from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter
 from telegram.request import BaseRequest
 
 from adapters.base import (
@@ -65,13 +57,22 @@ from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.ratelimit import FloodLimiter, Sleep, retry_after_seconds
 from adapters.render import html_visible_text, render_parts, split_chunks, to_telegram_html, utf16_len
+from adapters.telegram_wire import (
+    PRIVATE,
+    MalformedUpdate,
+    WireCallback,
+    WireMessage,
+    WireUpdate,
+    WireUser,
+    parse_update,
+)
 from agent.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "telegram"
 ALLOWED_UPDATES = ["message", "callback_query"]
-_NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+_NO_PREVIEW = {"is_disabled": True}  # LinkPreviewOptions, as the Bot API takes it
 CAPTION_LIMIT = 1024
 
 
@@ -151,9 +152,9 @@ class TelegramAdapter(ChatAdapter):
             builder = builder.request(request)
         if get_updates_request is not None:
             builder = builder.get_updates_request(get_updates_request)
+        # The Application owns the bot's lifecycle (getMe, HTTP clients) and its rate limiter;
+        # updates are parsed and dispatched here (telegram_wire), not by its handler machinery.
         self.app: Application = builder.build()
-        self.app.add_handler(TypeHandler(Update, self._on_update))
-        self.app.add_error_handler(self._on_error)
         self._handler: InboundHandler | None = None
         self._locks = KeyedLocks()
         self._inflight = InflightTracker()
@@ -162,7 +163,7 @@ class TelegramAdapter(ChatAdapter):
         self._confirmed = 0  # highest offset Telegram has been told about
         self._handled = 0  # offset that would confirm exactly what we handled
         # polled updates: per-chat queues, each drained by a task of its own while it has work
-        self._lanes: dict[str, deque[tuple[int, Update]]] = {}
+        self._lanes: dict[str, deque[tuple[int, WireUpdate]]] = {}
         self._lane_tasks: set[asyncio.Task] = set()
         self._unconfirmed: deque[int] = deque()  # dispatched update ids, oldest first
         self._done: set[int] = set()  # handled ids not yet at the front of `_unconfirmed`
@@ -303,7 +304,7 @@ class TelegramAdapter(ChatAdapter):
     async def _dispatch(self, raw: list[dict]) -> None:
         """Hand new updates to their chat's lane; updates already dispatched (unconfirmed ones come
         back until the prefix before them is handled) are skipped."""
-        stale: dict[str, list[Update]] = {}
+        stale: dict[str, list[WireUpdate]] = {}
         for item in raw:
             uid = item.get("update_id") if isinstance(item, dict) else None
             if not isinstance(uid, int):
@@ -328,7 +329,7 @@ class TelegramAdapter(ChatAdapter):
         if stale and self._notify_stale:
             await self._send_stale_notices(stale)
 
-    async def _run_lane(self, key: str, lane: deque[tuple[int, Update]]) -> None:
+    async def _run_lane(self, key: str, lane: deque[tuple[int, WireUpdate]]) -> None:
         try:
             while lane:
                 if self._stopping.is_set():
@@ -354,38 +355,41 @@ class TelegramAdapter(ChatAdapter):
         if not self._unconfirmed:
             self._all_handled.set()
 
-    def _prepare(self, item: dict, stale: dict[str, list[Update]] | None = None) -> Update | None:
+    def _prepare(self, item: dict, stale: dict[str, list[WireUpdate]] | None = None) -> WireUpdate | None:
         """Parse one raw update; None if it is malformed or a stale backlog message (dropped)."""
         try:
-            update = Update.de_json(item, self.bot)
-        except Exception:
-            log.exception("telegram: skipping malformed update %s", item.get("update_id"))
+            update = parse_update(item)
+        except MalformedUpdate as exc:
+            log.error("telegram: skipping malformed update %s: %s", item.get("update_id"), exc)
             return None
         msg = update.message
         if msg is not None and self._is_stale(msg):
             self.dropped_stale += 1
             log.warning("telegram: dropped stale update %s from chat %s (%.0f s old)",
-                        update.update_id, msg.chat.id, self._clock() - msg.date.timestamp())  # fmt: skip
-            if stale is not None and msg.chat.type == ChatType.PRIVATE:
+                        update.update_id, msg.chat.id, self._clock() - msg.date)  # fmt: skip
+            if stale is not None and msg.chat.type == PRIVATE:
                 stale.setdefault(self._chat_ref(msg).key, []).append(update)
             return None
         return update
 
-    async def _deliver(self, update: Update) -> None:
+    async def _deliver(self, update: WireUpdate) -> None:
         with self._inflight:
-            await self.app.process_update(update)
+            try:
+                await self._on_update(update)
+            except Exception:  # one bad update never stops the others
+                log.exception("telegram: error while handling update %s", update.update_id)
 
-    async def _process_raw(self, item: dict, stale: dict[str, list[Update]] | None = None) -> None:
+    async def _process_raw(self, item: dict, stale: dict[str, list[WireUpdate]] | None = None) -> None:
         update = self._prepare(item, stale)
         if update is not None:
             await self._deliver(update)
 
-    def _is_stale(self, msg: Message) -> bool:
+    def _is_stale(self, msg: WireMessage) -> bool:
         if self._max_backlog_age_s is None:
             return False
-        return self._clock() - msg.date.timestamp() > self._max_backlog_age_s
+        return self._clock() - msg.date > self._max_backlog_age_s
 
-    async def _send_stale_notices(self, stale: dict[str, list[Update]]) -> None:
+    async def _send_stale_notices(self, stale: dict[str, list[WireUpdate]]) -> None:
         for updates in stale.values():
             msg = updates[-1].message
             assert msg is not None
@@ -434,14 +438,10 @@ class TelegramAdapter(ChatAdapter):
 
     # ---------------------------------------------------------------- inbound conversion
 
-    async def _on_error(self, update: object, context: Any) -> None:
-        uid = getattr(update, "update_id", "?")
-        log.error("telegram: error while handling update %s", uid, exc_info=context.error)
-
-    async def _on_update(self, update: Update, context: Any) -> None:
+    async def _on_update(self, update: WireUpdate) -> None:
         assert self._handler is not None
         if update.callback_query is not None:
-            await self._on_callback(update.callback_query, update)
+            await self._on_callback(update.callback_query)
             return
         msg = update.message
         if msg is None or msg.from_user is None or msg.from_user.is_bot:
@@ -453,43 +453,42 @@ class TelegramAdapter(ChatAdapter):
             return
         await call_handler(self._handler, event, timeout=self._handler_timeout, platform=PLATFORM)
 
-    def _chat_ref(self, msg: Message) -> ChatRef:
+    @staticmethod
+    def _chat_ref(msg: WireMessage) -> ChatRef:
         chat = msg.chat
         thread = str(msg.message_thread_id) if msg.is_topic_message and msg.message_thread_id else None
-        is_group = chat.type != ChatType.PRIVATE
-        return ChatRef(PLATFORM, str(chat.id), thread, is_group, chat.title or chat.full_name or "")
+        return ChatRef(PLATFORM, str(chat.id), thread, chat.type != PRIVATE, chat.name)
 
     @staticmethod
-    def _user_ref(u: Any) -> UserRef:
+    def _user_ref(u: WireUser) -> UserRef:
         return UserRef(PLATFORM, str(u.id), u.full_name, u.language_code, u.username, u.is_bot)
 
-    def _addressed(self, msg: Message) -> bool:
-        if msg.chat.type == ChatType.PRIVATE:
+    def _addressed(self, msg: WireMessage) -> bool:
+        if msg.chat.type == PRIVATE:
             return True
         if self._replies_to_bot(msg):
             return True
         name = f"@{self.bot.username}".lower()
         return any(
-            e.type == MessageEntityType.MENTION and msg.parse_entity(e).lower() == name
-            for e in (msg.entities or ())
+            e.type == MessageEntityType.MENTION and msg.entity_text(e).lower() == name for e in msg.entities
         )
 
-    def _replies_to_bot(self, msg: Message) -> bool:
-        r = msg.reply_to_message
+    def _replies_to_bot(self, msg: WireMessage) -> bool:
+        r = msg.reply_to
         # in forums, every topic message "replies" to the topic's creation message; ignore that
         if r is None or (msg.is_topic_message and r.message_id == msg.message_thread_id):
             return False
         return bool(r.from_user and r.from_user.id == self.bot.id)
 
-    def _convert_message(self, update: Update, msg: Message) -> Inbound | None:
+    def _convert_message(self, update: WireUpdate, msg: WireMessage) -> Inbound | None:
         text = msg.text
-        if not text:
+        if not text or msg.from_user is None:
             return None
         chat, user = self._chat_ref(msg), self._user_ref(msg.from_user)
-        sent_at = msg.date.astimezone(UTC)
-        ents = msg.entities or ()
+        sent_at = msg.sent_at
+        ents = msg.entities
         if ents and ents[0].type == MessageEntityType.BOT_COMMAND and ents[0].offset == 0:
-            head = msg.parse_entity(ents[0])[1:]
+            head = msg.entity_text(ents[0])[1:]
             name, _, target = head.partition("@")
             if target and target.lower() != (self.bot.username or "").lower():
                 return None  # a command for another bot in this group
@@ -502,7 +501,7 @@ class TelegramAdapter(ChatAdapter):
                 sent_at=sent_at,
                 message_id=str(msg.message_id),
             )
-        reply_to = msg.reply_to_message
+        reply_to = msg.reply_to
         if reply_to is not None and msg.is_topic_message and reply_to.message_id == msg.message_thread_id:
             reply_to = None
         mention = f"@{self.bot.username}"
@@ -519,7 +518,7 @@ class TelegramAdapter(ChatAdapter):
             reply_to_bot=self._replies_to_bot(msg),
         )
 
-    async def _reply_unsupported(self, msg: Message) -> None:
+    async def _reply_unsupported(self, msg: WireMessage) -> None:
         lang = msg.from_user.language_code if msg.from_user else None
         try:
             await self.send_text(self._chat_ref(msg), notice(self._notices, "unsupported", lang),
@@ -527,7 +526,7 @@ class TelegramAdapter(ChatAdapter):
         except DeliveryError as e:
             log.info("telegram: could not answer an unsupported message: %s", e)
 
-    async def _on_callback(self, cq: CallbackQuery, update: Update) -> None:
+    async def _on_callback(self, cq: WireCallback) -> None:
         assert self._handler is not None
         answered = False
 
@@ -545,12 +544,10 @@ class TelegramAdapter(ChatAdapter):
         if m is None or not cq.data:  # inline-mode or game callbacks: not ours
             await ack()
             return
-        if isinstance(m, Message):
+        if m.accessible:
             chat = self._chat_ref(m)
-        else:  # InaccessibleMessage: too old to read, but chat and id are known
-            chat = ChatRef(
-                PLATFORM, str(m.chat.id), None, m.chat.type != ChatType.PRIVATE, m.chat.title or ""
-            )
+        else:  # an inaccessible message (date 0): too old to read, but chat and id are known
+            chat = ChatRef(PLATFORM, str(m.chat.id), None, m.chat.type != PRIVATE, m.chat.title or "")
         press = ButtonPress(
             update_id=f"cq{cq.id}",
             chat=chat,
@@ -578,12 +575,19 @@ class TelegramAdapter(ChatAdapter):
         )
 
     @staticmethod
-    def _markup(buttons: Sequence[Sequence[Button]] | None) -> InlineKeyboardMarkup | None:
+    def _markup(buttons: Sequence[Sequence[Button]] | None) -> dict[str, Any] | None:
+        """An InlineKeyboardMarkup, as the Bot API takes it."""
         if not buttons:
             return None
-        return InlineKeyboardMarkup(
-            [[InlineKeyboardButton(b.label, callback_data=b.data) for b in row] for row in buttons if row]
-        )
+        rows = [[{"text": b.label, "callback_data": b.data} for b in row] for row in buttons if row]
+        return {"inline_keyboard": rows}
+
+    async def _api(self, method: str, params: dict[str, Any]) -> Any:
+        """One Bot API call through python-telegram-bot's request path (defaults, rate limiter,
+        `BadRequest`/`RetryAfter`/`Forbidden`), returning the raw result. `Bot._post` is PTB's
+        internal seam (stable since v20; getUpdates uses it too): `send_message` would rebuild the
+        whole returned Message as objects — ~120 µs a reply — and we only read its id."""
+        return await self.bot._post(method, params)
 
     @staticmethod
     def _where(chat: ChatRef) -> dict[str, Any]:
@@ -592,17 +596,28 @@ class TelegramAdapter(ChatAdapter):
             kw["message_thread_id"] = int(chat.thread_id)
         return kw
 
-    async def _call(self, fn: Callable[..., Any], formatted: str | None, plain: str, **kw: Any) -> Any:
-        """Send formatted (HTML) text; on a parse error resend the plain text. Map final errors."""
+    def _sender(self, method: str, params: dict[str, Any]) -> Callable[[str, str | None], Awaitable[Any]]:
+        """`send(text, parse_mode)` for a text method (sendMessage, editMessageText)."""
+
+        async def send(text: str, parse_mode: str | None) -> Any:
+            return await self._api(method, {**params, "text": text, "parse_mode": parse_mode})
+
+        return send
+
+    async def _call(
+        self, send: Callable[[str, str | None], Awaitable[Any]], formatted: str | None, plain: str
+    ) -> Any:
+        """`send(text, parse_mode)` formatted (HTML); on a parse error resend the plain text. Map
+        final errors."""
         try:
             if formatted is not None:
                 try:
-                    return await fn(text=formatted, parse_mode="HTML", **kw)
+                    return await send(formatted, "HTML")
                 except BadRequest as e:
                     if not _is_parse_error(e):
                         raise
                     log.info("telegram rejected formatting (%s); resending as plain text", e.message)
-            return await fn(text=plain, parse_mode=None, **kw)
+            return await send(plain, None)
         except RetryAfter as e:
             raise DeliveryError(f"telegram flood control: {e}", retry_after=retry_after_seconds(e)) from e
         except (Forbidden, InvalidToken) as e:
@@ -627,14 +642,14 @@ class TelegramAdapter(ChatAdapter):
             if i == len(parts) - 1 and buttons:
                 kw["reply_markup"] = self._markup(buttons)
             if i == 0 and reply_to:
-                kw["reply_parameters"] = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+                kw["reply_parameters"] = {"message_id": int(reply_to), "allow_sending_without_reply": True}
             try:
-                sent = await self._call(self.bot.send_message, part.formatted, part.plain, **kw)
+                sent = await self._call(self._sender("sendMessage", kw), part.formatted, part.plain)
             except BadRequest as e:
                 raise DeliveryError(f"telegram sendMessage failed: {e.message}") from e
             except TelegramError as e:
                 raise DeliveryError(f"telegram sendMessage failed: {e}") from e
-            ids.append(str(sent.message_id))
+            ids.append(str(sent["message_id"]))
         return SentMessage(chat, ids[-1], tuple(ids[:-1]))
 
     def _single(self, text: str, fmt: TextFormat, limit: int):
@@ -663,7 +678,7 @@ class TelegramAdapter(ChatAdapter):
         if buttons:
             kw["reply_markup"] = self._markup(buttons)
         try:
-            await self._call(self.bot.edit_message_text, part.formatted, part.plain, **kw)
+            await self._call(self._sender("editMessageText", kw), part.formatted, part.plain)
         except BadRequest as e:
             if _is_not_modified(e):
                 return
@@ -683,14 +698,16 @@ class TelegramAdapter(ChatAdapter):
         part = self._single(caption, "markdown", CAPTION_LIMIT) if caption.strip() else None
         data = await asyncio.to_thread(Path(path).read_bytes)
 
-        async def send(text: str | None = None, parse_mode: str | None = None, **kw: Any) -> Message:
-            return await self.bot.send_photo(photo=data, caption=text or None, parse_mode=parse_mode, **kw)
+        async def send(text: str | None = None, parse_mode: str | None = None) -> Any:
+            return await self.bot.send_photo(
+                photo=data, caption=text or None, parse_mode=parse_mode, **self._where(chat)
+            )
 
         try:
             if part is None:
-                sent = await send(**self._where(chat))
+                sent = await send()
             else:
-                sent = await self._call(send, part.formatted, part.plain, **self._where(chat))
+                sent = await self._call(send, part.formatted, part.plain)
         except TelegramError as e:
             raise DeliveryError(f"telegram sendPhoto failed: {e}") from e
         return SentMessage(chat, str(sent.message_id))
