@@ -53,9 +53,18 @@ SENSITIVE_KEYS = frozenset(
 _SENSITIVE_SUFFIXES = ("_api_key", "_apikey", "_token", "_secret", "_password", "_passwd", "_private_key")
 
 
+_KEY_VERDICTS: dict[str, bool] = {}  # keys repeat endlessly (traces, tool arguments): remember them
+
+
 def is_sensitive_key(key: str) -> bool:
-    k = key.strip().lower().replace("-", "_")
-    return k in SENSITIVE_KEYS or k.endswith(_SENSITIVE_SUFFIXES)
+    verdict = _KEY_VERDICTS.get(key)
+    if verdict is None:
+        k = key.strip().lower().replace("-", "_")
+        verdict = k in SENSITIVE_KEYS or k.endswith(_SENSITIVE_SUFFIXES)
+        if len(_KEY_VERDICTS) >= 4096:  # arbitrary user keys must not grow it without bound
+            _KEY_VERDICTS.clear()
+        _KEY_VERDICTS[key] = verdict
+    return verdict
 
 
 # Token shapes. None contains whitespace and all are ≥ 15 characters, so they are only looked for
@@ -78,6 +87,8 @@ _SHAPES: list[re.Pattern[str]] = [
     re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
     re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),
 ]
+# Any shape at all, in one scan: most long words (ids, timestamps, URLs) match none.
+_ANY_SHAPE = re.compile("|".join(f"(?:{p.pattern})" for p in _SHAPES))
 
 # Contextual patterns: a sensitive name followed by its value ("Authorization: Bearer x",
 # "api_key=x", '"password": "x"', "?token=x"). Names are found case-sensitively in the lower-cased
@@ -87,7 +98,7 @@ _KV_NAME = re.compile(
     r"secret|password|passwd|[?&;]token)"
 )
 _KV_NAME_ANY_CASE = re.compile(_KV_NAME.pattern, re.IGNORECASE)
-_KV_HINTS = ("authorization", "key", "token", "secret", "passw")
+_KV_HINTS = re.compile("authorization|key|token|secret|passw")  # cheap pre-check for _KV_NAME
 _KV_VALUE = re.compile(
     r"[\"']?\s*[=:]\s*[\"']?(?:(?:bearer|basic|bot|token)\s+)?(?!\*\*\*)([^\s\"'&,;]+)", re.IGNORECASE
 )
@@ -149,14 +160,17 @@ class Redactor:
         for secret in self._secrets:
             if secret in s:
                 s = s.replace(secret, MASK)
-        for word in {w for w in s.split() if len(w) >= _SHAPE_MIN_WORD}:
-            masked = word
-            for shape in _SHAPES:
-                masked = shape.sub(MASK, masked)
-            if masked != word:
-                s = s.replace(word, masked)
+        if len(s) >= _SHAPE_MIN_WORD:
+            for word in {w for w in s.split() if len(w) >= _SHAPE_MIN_WORD}:
+                if _ANY_SHAPE.search(word) is None:
+                    continue
+                masked = word
+                for shape in _SHAPES:
+                    masked = shape.sub(MASK, masked)
+                if masked != word:
+                    s = s.replace(word, masked)
         lower = s.lower()
-        if any(h in lower for h in _KV_HINTS):
+        if _KV_HINTS.search(lower):
             s = _mask_named_values(s, lower)
         if "bearer" in lower:
             s = _BEARER.sub(r"\1" + MASK, s)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import logging
 import math
@@ -28,7 +29,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.redact import Redactor
+from agent.redact import MASK, Redactor, is_sensitive_key
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ KINDS = frozenset(
 )
 MAX_STRING = 200_000  # longer strings are cut (a spilled tool result is referenced, not copied)
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_\-]")
+# one encoder for every line: json.dumps with options builds a new JSONEncoder per call
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def to_jsonable(obj: Any, max_string: int = MAX_STRING, _depth: int = 0) -> Any:
@@ -89,6 +92,53 @@ def to_jsonable(obj: Any, max_string: int = MAX_STRING, _depth: int = 0) -> Any:
     if isinstance(obj, BaseException):
         return f"{type(obj).__name__}: {obj}"
     return to_jsonable(str(obj), max_string, d)
+
+
+def redacted_jsonable(obj: Any, redactor: Redactor, max_string: int = MAX_STRING, _depth: int = 0) -> Any:
+    """`redactor.value(to_jsonable(obj))` in one pass: the same JSON values, with the same secrets
+    masked (sensitive keys, sensitive (name, value) pairs, every string), without building the
+    unredacted copy first. Traces call this several times a turn."""
+    if isinstance(obj, str):
+        if len(obj) > max_string:
+            obj = obj[:max_string] + f"…[truncated {len(obj) - max_string} chars]"
+        return redactor.text(obj)
+    if obj is None or isinstance(obj, bool | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else redactor.text(str(obj))
+    if _depth > 20:
+        return redactor.text("…[nested too deep]")
+    d = _depth + 1
+    if isinstance(obj, dict):
+        return _redacted_mapping(obj.items(), redactor, max_string, d)
+    if isinstance(obj, list | tuple | set | frozenset):
+        if len(obj) == 2 and not isinstance(obj, set | frozenset):
+            first = to_jsonable(obj[0], max_string, d)
+            if isinstance(first, str) and is_sensitive_key(first):  # ("Authorization", "…")
+                return [first, MASK]
+        elif len(obj) == 2:
+            return redactor.value(to_jsonable(obj, max_string, _depth))  # the pair rule, set order
+        return [redacted_jsonable(v, redactor, max_string, d) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj))
+        return _redacted_mapping(fields, redactor, max_string, d)
+    if isinstance(obj, enum.Enum):
+        return redacted_jsonable(obj.value, redactor, max_string, d)
+    # everything else becomes one string, as `to_jsonable` makes it
+    plain = to_jsonable(obj, max_string, _depth)
+    return redactor.value(plain)
+
+
+def _redacted_mapping(items: Any, redactor: Redactor, max_string: int, depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in items:
+        if not isinstance(key, str):
+            key = str(key)
+        clean = redacted_jsonable(value, redactor, max_string, depth)
+        if is_sensitive_key(key) and clean not in (None, "", [], {}):
+            clean = MASK
+        out[key] = clean
+    return out
 
 
 class TraceSink(Protocol):
@@ -166,6 +216,11 @@ class BackgroundWriter:
 _DIRECT = DirectWriter()
 
 
+@functools.lru_cache(maxsize=64)
+def _day_folder(traces_dir: str, day: str) -> Path:
+    return Path(traces_dir) / day
+
+
 class Scratchpad:
     """The JSONL trace of one turn. Not thread-safe; one per turn, used from the turn's task."""
 
@@ -182,7 +237,7 @@ class Scratchpad:
     ):
         started = now or datetime.now().astimezone()
         safe_turn = _SAFE_ID.sub("_", turn_id) or "turn"
-        self.path = Path(traces_dir) / started.strftime("%Y-%m-%d") / f"{safe_turn}.jsonl"
+        self.path = _day_folder(str(traces_dir), started.strftime("%Y-%m-%d")) / f"{safe_turn}.jsonl"
         self.turn_id = turn_id
         self.session_id = session_id
         self.redactor = redactor or Redactor()
@@ -208,11 +263,9 @@ class Scratchpad:
                 "ts": round(time.time(), 3),
                 "kind": kind,
             }
-            for key, value in self.redactor.value(to_jsonable(fields, self.max_string)).items():
+            for key, value in redacted_jsonable(fields, self.redactor, self.max_string).items():
                 entry.setdefault(key, value)  # the header fields cannot be overwritten
-            self._lines.append(
-                json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
-            )
+            self._lines.append(_LINE.encode(entry) + "\n")
         except Exception as exc:  # tracing must never break a turn
             self._disabled = True
             log.warning("trace %s disabled: %s", self.path, exc)
