@@ -36,6 +36,14 @@ ScopeOf = Callable[[str], Awaitable[str]]
 DEFAULT_SCOPE = "default"
 
 
+def _content_chars(messages: Sequence[Message]) -> int:
+    """How much a stretch of dialogue says: its text, tool results, and a little per tool call."""
+    total = 0
+    for m in messages:
+        total += len(m.text) + 40 * len(m.tool_calls) + sum(len(r.content) for r in m.tool_results)
+    return total
+
+
 def session_scope_resolver(db: Database) -> ScopeOf:
     """Memories belong to the session's user (else its chat, else "default"), read from the core
     `sessions` table and cached."""
@@ -96,6 +104,8 @@ class MemoryContextHooks(CompactingHooks):
         session_store: SessionStore | None = None,
         overhead_tokens: int = 0,
         taskstate_every: int = 4,
+        taskstate_min_chars: int = 200,
+        taskstate_max_every: int = 12,
         extract_every: int = 12,
     ):
         super().__init__(compactor, store=session_store, overhead_tokens=overhead_tokens)
@@ -105,6 +115,8 @@ class MemoryContextHooks(CompactingHooks):
         self.taskstate = taskstate
         self.scope_of = scope_of or _default_scope
         self.taskstate_every = taskstate_every
+        self.taskstate_min_chars = taskstate_min_chars
+        self.taskstate_max_every = taskstate_max_every
         self.extract_every = extract_every
         self._taskstate_seen: dict[str, int] = {}
         self._extract_seen: dict[str, int] = {}
@@ -123,11 +135,13 @@ class MemoryContextHooks(CompactingHooks):
         return result.text or None
 
     async def after_turn(self, session_id: str, messages: list[Message]) -> None:
-        """Schedules TaskState refresh (every `taskstate_every` new messages) and memory extraction
-        (every `extract_every`) in the background and returns at once."""
+        """Schedules TaskState refresh and memory extraction (every `extract_every` new messages) in
+        the background and returns at once. TaskState is refreshed after `taskstate_every` new
+        messages that say something (`taskstate_min_chars` of text and tool output: a summary
+        call over "ok" / "thanks" would only cost money), and after `taskstate_max_every` anyway."""
         n = len(messages)
         snapshot = list(messages)
-        if self.taskstate is not None and n - self._taskstate_seen.get(session_id, 0) >= self.taskstate_every:
+        if self.taskstate is not None and self._taskstate_due(session_id, messages):
             self._taskstate_seen[session_id] = n
             self.tracker.spawn(self.taskstate.update(session_id, snapshot), name=f"taskstate:{session_id}")
         if self.extractor is not None and n - self._extract_seen.get(session_id, 0) >= self.extract_every:
@@ -135,6 +149,13 @@ class MemoryContextHooks(CompactingHooks):
             self.tracker.spawn(
                 self._extract(session_id, snapshot, False), name=f"memory-extract:{session_id}"
             )
+
+    def _taskstate_due(self, session_id: str, messages: Sequence[Message]) -> bool:
+        seen = self._taskstate_seen.get(session_id, 0)
+        new = len(messages) - seen
+        if new < self.taskstate_every:
+            return False
+        return new >= self.taskstate_max_every or _content_chars(messages[seen:]) >= self.taskstate_min_chars
 
     async def session_end(self, session_id: str, messages: list[Message]) -> None:
         """/new, /clear or shutdown: extract long-term memory from the whole session (background)."""

@@ -156,6 +156,7 @@ async def test_memory_hooks_recall_and_background_upkeep(db, clock, store: Memor
         taskstate=TaskStateUpdater(tasks, slow),
         scope_of=scope_of,
         taskstate_every=2,
+        taskstate_min_chars=0,  # this test is about running in the background, not the cadence
     )
     text = await hooks.recall("s1", "比亚迪能建仓吗")
     assert text and "用户不追涨" in text and "比亚迪回踩" in text
@@ -165,6 +166,35 @@ async def test_memory_hooks_recall_and_background_upkeep(db, clock, store: Memor
     gate.set()
     assert await tracker.drain(timeout=5)
     assert "# 当前任务" in (await hooks.recall("s1", "继续"))
+
+
+async def test_taskstate_is_refreshed_when_the_dialogue_says_something(db, clock, store: MemoryStore):
+    """Small talk never costs a summary call; a substantial exchange does, and a long run of
+    small messages eventually does too."""
+    tracker = TaskTracker()
+    client = ScriptedClient(default=reply('{"goal": "看比亚迪", "open_loops": [], "important_facts": []}'))
+    hooks = MemoryContextHooks(
+        recall=MemoryRecall(store, code_resolver=resolve_codes),
+        tracker=tracker,
+        taskstate=TaskStateUpdater(TaskStateStore(db, clock=clock), client),
+    )
+    chat: list[Message] = []
+    for _ in range(2):  # four messages of small talk
+        chat += [Message.user("好的"), Message.assistant("不客气")]
+        await hooks.after_turn("small", list(chat))
+    assert len(client.requests) == 0 and len(tracker) == 0
+    for _ in range(4):  # twelve messages in all: refreshed anyway
+        chat += [Message.user("嗯"), Message.assistant("好")]
+        await hooks.after_turn("small", list(chat))
+    assert await tracker.drain(timeout=5)
+    assert len(client.requests) == 1
+
+    analysis = "比亚迪处于吸筹阶段 C，20 日线附近有支撑；" * 10
+    talk = [Message.user("分析一下比亚迪"), Message.assistant(analysis)]
+    await hooks.after_turn("real", talk)  # two messages: not yet
+    await hooks.after_turn("real", [*talk, Message.user("那宁德时代呢"), Message.assistant(analysis)])
+    assert await tracker.drain(timeout=5)
+    assert len(client.requests) == 2
 
 
 async def test_compacting_hooks_persist_and_return_the_new_history(tmp_path):
