@@ -101,6 +101,8 @@ class TurnRequest:
     cancel: asyncio.Event | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # stored on the user message (e.g. notification)
     force_compaction: bool = False  # /compact
+    # the caller read the session just now and it had no open turn: no need to read it again
+    no_open_turn: bool = False
 
 
 class AgentRuntime:
@@ -147,7 +149,7 @@ class AgentRuntime:
     # ---- public API --------------------------------------------------------------------------
     async def run(self, request: TurnRequest) -> AsyncIterator[ev.RuntimeEvent]:
         """Start a turn for a new user message."""
-        previous = await self.store.open_turn(request.session_id)
+        previous = None if request.no_open_turn else await self.store.open_turn(request.session_id)
         if previous is not None:
             await self._close_open_turn(previous)
         turn = TurnRecord(

@@ -75,6 +75,11 @@ class PlatformAccess:
 CommandHandler = Callable[["Gateway", ChatState, InboundCommand], Coroutine[Any, Any, None]]
 
 
+def _is_waiting(turn: TurnRecord | None) -> bool:
+    """A suspended turn waiting on the user (an approval card or a question)."""
+    return turn is not None and turn.status == "suspended" and turn.waiting is not None
+
+
 class Gateway:
     def __init__(
         self,
@@ -266,19 +271,18 @@ class Gateway:
             if msg.addressed:
                 state.inbox.put_nowait(Message.user(text))
             return
-        waiting = await self._waiting_turn(state)
+        open_turn = await self.store.open_turn(state.session_id)
+        waiting = open_turn if _is_waiting(open_turn) else None
         if waiting is not None:
             if await self._answer_waiting(adapter, state, waiting, msg):
                 return
         elif not msg.addressed:
             return  # group chatter that isn't for us
-        self._start(state, self._turn(state, text, msg.user))
+        self._start(state, self._turn(state, text, msg.user, no_open_turn=open_turn is None))
 
     async def _waiting_turn(self, state: ChatState) -> TurnRecord | None:
         turn = await self.store.open_turn(state.session_id)
-        if turn is not None and turn.status == "suspended" and turn.waiting is not None:
-            return turn
-        return None
+        return turn if _is_waiting(turn) else None
 
     async def _answer_waiting(
         self, adapter: ChatAdapter, state: ChatState, turn: TurnRecord, msg: InboundMessage
@@ -335,7 +339,9 @@ class Gateway:
         state.cancel = state.cancel if state.cancel and not state.cancel.is_set() else asyncio.Event()
         self.spawn(self._worker(state, job), name=f"turn:{state.key}")
 
-    def _request(self, state: ChatState, text: str, user: UserRef, **meta: Any) -> TurnRequest:
+    def _request(
+        self, state: ChatState, text: str, user: UserRef, no_open_turn: bool = False, **meta: Any
+    ) -> TurnRequest:
         return TurnRequest(
             session_id=state.session_id,
             text=text,
@@ -345,6 +351,7 @@ class Gateway:
             inbox=state.inbox,
             cancel=state.cancel,
             meta=meta,
+            no_open_turn=no_open_turn,
         )
 
     def _dynamic_context(self, state: ChatState) -> str:
@@ -355,9 +362,9 @@ class Gateway:
         return f"{head}\n{self.system_dynamic}" if self.system_dynamic else head
 
     def _turn(
-        self, state: ChatState, text: str, user: UserRef, **meta: Any
+        self, state: ChatState, text: str, user: UserRef, no_open_turn: bool = False, **meta: Any
     ) -> AsyncIterator[ev.RuntimeEvent]:
-        return self.runtime.run(self._request(state, text, user, **meta))
+        return self.runtime.run(self._request(state, text, user, no_open_turn, **meta))
 
     def _resume(self, state: ChatState, turn_id: str) -> AsyncIterator[ev.RuntimeEvent]:
         req = TurnRequest(

@@ -400,6 +400,9 @@ class Database:
                 async with self._engine.begin() as conn:
                     return await conn.run_sync(fn)
             if not write:
+                runner = self._runner
+                if sqlite is not None and runner is not None and not runner.busy(write=False):
+                    return runner.read(sqlite)
                 return await self._run_sqlite(fn, sqlite, write=False)
             if self._write_lock is None:
                 self._write_lock = asyncio.Lock()

@@ -298,6 +298,16 @@ class InlineRunner:
         another path rather than interleave)."""
         return (self.writer if write else self.reader).in_transaction
 
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn` in one deferred read transaction on the reader, right now: in WAL a read never
+        waits for a lock, so there is nothing to await (no coroutine layers per SELECT)."""
+        db = self.reader._conn
+        db.execute("BEGIN")
+        try:
+            return fn(db)
+        finally:
+            db.rollback()  # a read transaction: ending it is all that is left to do
+
     async def run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         conn = self.writer if write else self.reader
         await conn.begin(immediate=write)
@@ -318,15 +328,14 @@ class InlineRunner:
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush(lock), name="sqlite-group-commit")
         try:
-            return await asyncio.shield(future)
+            return await future
         except asyncio.CancelledError:
-            # Withdrawn, whether still queued or in a batch waiting for the lock: the batch runs
-            # without it (after BEGIN a batch runs to COMMIT without suspending, so a caller can
-            # only be cancelled before its write started or after it was committed).
-            if not future.done():
-                future.cancel()
-                if entry in self._pending:
-                    self._pending.remove(entry)
+            # Withdrawn (the await cancelled the future), whether still queued or in a batch
+            # waiting for the lock: the batch runs without it. After BEGIN a batch runs to COMMIT
+            # and sets its results without suspending, so a caller can only be cancelled before
+            # its write started or after it was committed.
+            if entry in self._pending:
+                self._pending.remove(entry)
             raise
 
     async def _flush(self, lock: asyncio.Lock) -> None:

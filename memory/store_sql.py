@@ -97,11 +97,32 @@ class SqliteOps:
         def processor(column: sa.Column[Any], result: bool = False) -> Callable[[Any], Any]:
             return column_processor(column, dialect, result=result)
 
-        self.time = processor(MESSAGES.c.created_at)  # UTCDateTime everywhere
+        self._time = processor(MESSAGES.c.created_at)  # UTCDateTime everywhere
+        self._times: dict[datetime, Any] = {}
         self.json = processor(MESSAGES.c.payload)
         self.from_json = processor(MESSAGES.c.payload, result=True)
         self.kv_in, self.kv_out = processor(KV.c.value), processor(KV.c.value, result=True)
         self.false = processor(SESSIONS.c.archived)(False)
+
+    def time(self, value: datetime) -> Any:
+        """A timestamp as stored. A write converts the same few (its `now`, the turn's start)
+        several times: remember the latest ones."""
+        stored = self._times.get(value)
+        if stored is None:
+            if len(self._times) >= 64:
+                self._times.clear()
+            stored = self._times[value] = self._time(value)
+        return stored
+
+    def version_and_last_seq(self, db: sqlite3.Connection, session_id: str) -> tuple[Any, int | None]:
+        """`sessions.updated_at` and the session's highest message seq, in one statement;
+        (None, None) when there is no such session (and so no messages: they belong to one)."""
+        row = db.execute(
+            "SELECT updated_at, (SELECT max(seq) FROM messages WHERE session_id = ?1) "
+            "FROM sessions WHERE id = ?1",
+            (session_id,),
+        ).fetchone()
+        return (None, None) if row is None else (row[0], row[1])
 
     def session_version(self, db: sqlite3.Connection, session_id: str) -> Any:
         """`sessions.updated_at` as stored (every write of messages sets it), or None."""

@@ -329,11 +329,15 @@ class SqlStore:
 
         def raw(db: sqlite3.Connection) -> tuple[Any, Any]:
             assert lite is not None
-            lite.ensure_session(db, session_id, chat_key, user_id, now)
             before = None
             if rows:
-                before = lite.session_version(db, session_id)
-                lite.append(db, session_id, rows, now)
+                # the version read also says whether the session exists: created only if not
+                before, last = lite.version_and_last_seq(db, session_id)
+                if before is None:
+                    lite.ensure_session(db, session_id, chat_key, user_id, now)
+                lite.insert_rows(db, session_id, rows, 0 if last is None else last + 1, now)
+            else:
+                lite.ensure_session(db, session_id, chat_key, user_id, now)
             if turn_row is not None:
                 lite.upsert_turn(db, turn_row)
             if usage_row is not None:
@@ -650,7 +654,8 @@ class SqlStore:
     # ---- inbound de-duplication --------------------------------------------------------------
     async def mark_update_processed(self, platform: str, update_id: str | int) -> bool:
         """Record an inbound update id; False if it was already recorded (drop the duplicate)."""
-        row = {"platform": platform, "update_id": str(update_id), "created_at": utcnow()}
+        now = utcnow()
+        row = {"platform": platform, "update_id": str(update_id), "created_at": now}
         lite = self._lite
 
         def raw(db: sqlite3.Connection) -> int:
@@ -658,7 +663,7 @@ class SqlStore:
             return db.execute(
                 "INSERT INTO processed_updates (platform, update_id, created_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (platform, update_id) DO NOTHING",
-                (row["platform"], row["update_id"], lite.time(row["created_at"])),
+                (platform, str(update_id), lite.time(now)),
             ).rowcount
 
         inserted = await self.db.run(
