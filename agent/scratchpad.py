@@ -29,6 +29,8 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from agent.redact import MASK, Redactor, is_sensitive_key
 
 log = logging.getLogger(__name__)
@@ -52,8 +54,15 @@ KINDS = frozenset(
 )
 MAX_STRING = 200_000  # longer strings are cut (a spilled tool result is referenced, not copied)
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_\-]")
-# one encoder for every line: json.dumps with options builds a new JSONEncoder per call
+# the standard library's encoder, for what orjson refuses (integers beyond 64 bits)
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _line(entry: dict[str, Any]) -> str:
+    try:
+        return orjson.dumps(entry, default=str).decode() + "\n"
+    except TypeError:
+        return _LINE.encode(entry) + "\n"
 
 
 def to_jsonable(obj: Any, max_string: int = MAX_STRING, _depth: int = 0) -> Any:
@@ -265,7 +274,7 @@ class Scratchpad:
             }
             for key, value in redacted_jsonable(fields, self.redactor, self.max_string).items():
                 entry.setdefault(key, value)  # the header fields cannot be overwritten
-            self._lines.append(_LINE.encode(entry) + "\n")
+            self._lines.append(_line(entry))
         except Exception as exc:  # tracing must never break a turn
             self._disabled = True
             log.warning("trace %s disabled: %s", self.path, exc)

@@ -3,6 +3,7 @@ and a locked database surfacing as StorageError."""
 
 from __future__ import annotations
 
+import math
 import sqlite3
 
 import pytest
@@ -151,3 +152,18 @@ def test_broken_or_forked_migration_chain_is_a_clear_error(tmp_path):
             _scripts(tmp_path / "b", {"0001_a": None, "0002_x": "0001_a", "0002_y": "0001_a"})
         )
     assert check_migration_chain(_scripts(tmp_path / "c", {"0001_a": None, "0002_x": "0001_a"})) == "0002_x"
+
+
+async def test_json_columns_keep_what_the_fast_codec_refuses(tmp_path):
+    """JSON columns use orjson, with the standard library for integers beyond 64 bits and keys
+    that are not strings; rows the standard library wrote (NaN literals) still load."""
+    from memory.db import json_dumps, json_loads
+
+    assert json_loads(json_dumps({"n": 2**70})) == {"n": 2**70}
+    assert json_loads(json_dumps({1: "a"})) == {"1": "a"}
+    assert json_loads(json_dumps({"text": "分析 600519"})) == {"text": "分析 600519"}
+    assert math.isnan(json_loads('{"x": NaN}')["x"])
+    async with Database(f"sqlite+aiosqlite:///{tmp_path / 't.db'}") as db:
+        store = SqlStore(db)
+        await store.kv_set("big", {"n": 2**70, "name": "贵州茅台"})
+        assert await store.kv_get("big") == {"n": 2**70, "name": "贵州茅台"}

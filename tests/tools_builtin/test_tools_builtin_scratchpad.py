@@ -114,3 +114,12 @@ def test_json_lines_are_compact_and_valid(tmp_path: Path):
     lines = pad.path.read_text(encoding="utf-8").splitlines()
     assert all(json.loads(line) for line in lines)
     assert "中文 ok" in lines[1]
+
+
+def test_values_the_fast_encoder_refuses_are_still_written(tmp_path: Path):
+    """orjson refuses integers beyond 64 bits; the line is written by the standard library then."""
+    sp = Scratchpad(tmp_path, "t_big", "s")
+    sp.record("tool_call", arguments={"qty": 2**70, "price": 1.5, "名称": "贵州茅台"})
+    sp.close()
+    events = read_trace(sp.path)
+    assert events[-1]["arguments"] == {"qty": 2**70, "price": 1.5, "名称": "贵州茅台"}
