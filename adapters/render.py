@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 
 def utf16_len(text: str) -> int:
-    """Telegram counts message length in UTF-16 code units (astral emoji count twice)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    """Telegram counts message length in UTF-16 code units (astral emoji count twice); a lone
+    surrogate counts once."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 _TAG_RE = re.compile(r"<[^>]*>")
@@ -252,6 +253,8 @@ _LINK_RE = re.compile(
 _AUTOLINK_RE = re.compile(r"<((?:https?|tg)://[^\s<>]+|mailto:[^\s<>]+)>")
 _PUNCT = set("\\`*_{}[]()#+-.!|~<>\"'=:;,?@$%^&/")
 _DELIMS = (("**", "b"), ("__", "b"), ("~~", "s"), ("||", "spoiler"))
+# Only these characters can start markup; runs of anything else are copied in one step.
+_ORDINARY = re.compile(r"[^\\`\[<*_~|]+")
 
 
 def _find_close(s: str, delim: str, start: int) -> int:
@@ -275,6 +278,12 @@ def _render_inline(s: str, t: _Target, ctx: frozenset[str] = frozenset()) -> str
 
     i, n = 0, len(s)
     while i < n:
+        run = _ORDINARY.match(s, i)
+        if run is not None:
+            buf.append(run.group())
+            i = run.end()
+            if i == n:
+                break
         c = s[i]
         if c == "\\" and i + 1 < n and s[i + 1] in _PUNCT:
             buf.append(s[i + 1])
