@@ -278,10 +278,10 @@ def _render_inline(s: str, t: _Target, ctx: frozenset[str] = frozenset()) -> str
 
     i, n = 0, len(s)
     while i < n:
-        run = _ORDINARY.match(s, i)
-        if run is not None:
-            buf.append(run.group())
-            i = run.end()
+        ordinary = _ORDINARY.match(s, i)
+        if ordinary is not None:
+            buf.append(ordinary.group())
+            i = ordinary.end()
             if i == n:
                 break
         c = s[i]

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from agent import events as ev
 from agent.approval import ApprovalGate, Decision, Requester, Suspend
+from agent.cancel import CancelSignal, when_set
 from agent.context import RECALL_CLOSE, RECALL_OPEN, ContextHooks, NoContextHooks, context_text
 from agent.errors import FatalModelError, ModelError, StreamInterrupted
 from agent.executor import CallOutcome, ToolExecutor, error_outcome
@@ -61,6 +62,7 @@ from agent.usage import Usage
 
 log = logging.getLogger(__name__)
 
+_CANCELLED = object()  # queued by a set cancel signal while tools run
 ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
 
 
@@ -313,7 +315,7 @@ class AgentRuntime:
                     snap = ""
                 if snap:
                     context_blocks.append(f"<dynamic-snapshot>\n{snap}\n</dynamic-snapshot>")
-        cancel = request.cancel or asyncio.Event()
+        cancel = request.cancel or CancelSignal()
 
         def done(text: str, status: str = "completed", warning: str = "") -> ev.Done:
             elapsed = time.perf_counter() - started
@@ -496,7 +498,7 @@ class AgentRuntime:
         reader: asyncio.Task[Any] | None = None
         interrupted = False
 
-        def interrupt(_: object) -> None:
+        def interrupt() -> None:
             nonlocal interrupted
             if reader is not None:
                 interrupted = True
@@ -510,8 +512,7 @@ class AgentRuntime:
                 task.uncancel()
             interrupted = False
 
-        watcher = asyncio.ensure_future(cancel.wait())
-        watcher.add_done_callback(interrupt)
+        stop_watching = when_set(cancel, interrupt)
         try:
             iterator = stream.__aiter__()
             while True:
@@ -531,8 +532,7 @@ class AgentRuntime:
                 yield chunk
         finally:
             take_back()
-            watcher.remove_done_callback(interrupt)
-            watcher.cancel()
+            stop_watching()
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 try:
@@ -552,7 +552,7 @@ class AgentRuntime:
     ) -> AsyncIterator[ev.RuntimeEvent]:
         """Run the open calls of the last assistant message: doom-loop screening first, then
         batches (parallel for concurrency-safe ones), results persisted in call order."""
-        queue: asyncio.Queue[ev.RuntimeEvent | None] = asyncio.Queue()
+        queue: asyncio.Queue[Any] = asyncio.Queue()  # events, then None; or _CANCELLED
 
         def ctx_for(call: ToolCallPart) -> ToolContext:
             async def progress(stage: str, detail: str = "", percent: float | None = None) -> None:
@@ -621,27 +621,24 @@ class AgentRuntime:
                 queue.put_nowait(None)
 
         task = asyncio.ensure_future(work())
-        cancel_task = asyncio.ensure_future(cancel.wait())
+        # a set `cancel` queues a marker behind the events already produced: no task per event
+        stop_watching = when_set(cancel, lambda: queue.put_nowait(_CANCELLED))
         try:
             while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    event = getter.result()
-                    if event is None:
-                        break
-                    yield event
-                else:
-                    getter.cancel()
+                event = await queue.get()
+                if event is None:
+                    break
+                if event is _CANCELLED:
                     task.cancel()
                     try:
                         await task
                     except (asyncio.CancelledError, Exception):
                         pass
                     raise asyncio.CancelledError
+                yield event
             await task  # surface unexpected errors from the batch
         finally:
-            cancel_task.cancel()
+            stop_watching()
 
     async def _commit(
         self,

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from agent import events as ev
 from agent.approval import Requester
+from agent.cancel import CancelSignal
 from agent.errors import ToolDenied, ToolTimedOut
 from agent.inmemory import InMemoryStore
 from agent.messages import Message
@@ -527,7 +528,7 @@ async def run_subagent(
         text=text,
         who=Requester(parent.user_id, parent.chat_key, (), unattended=True),
         model=services.model,
-        cancel=asyncio.Event(),
+        cancel=CancelSignal(),
     )
     state = _RunState()
 

@@ -33,6 +33,7 @@ from adapters.base import (
 )
 from agent import events as ev
 from agent.approval import Requester
+from agent.cancel import CancelSignal
 from agent.errors import ApprovalError
 from agent.messages import Message
 from agent.ports import ApprovalRecord, TurnRecord
@@ -336,7 +337,7 @@ class Gateway:
     def _start(self, state: ChatState, job: AsyncIterator[ev.RuntimeEvent] | None) -> None:
         state.running = True
         state.idle.clear()
-        state.cancel = state.cancel if state.cancel and not state.cancel.is_set() else asyncio.Event()
+        state.cancel = state.cancel if state.cancel and not state.cancel.is_set() else CancelSignal()
         self.spawn(self._worker(state, job), name=f"turn:{state.key}")
 
     def _request(
@@ -370,7 +371,7 @@ class Gateway:
         req = TurnRequest(
             session_id=state.session_id,
             inbox=state.inbox,
-            cancel=asyncio.Event(),
+            cancel=CancelSignal(),
             model=state.model,
             system_dynamic=self._dynamic_context(state),
         )
@@ -410,7 +411,7 @@ class Gateway:
                     # silently cancelling it as "moved on"
                     state.backlog.extend((m.text, user) for m in leftovers)
                     return
-                state.cancel = asyncio.Event()
+                state.cancel = CancelSignal()
                 if leftovers:
                     job = self._turn(state, "\n\n".join(m.text for m in leftovers), user)
                 elif state.notices:

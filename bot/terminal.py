@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from agent import events as ev
 from agent.approval import Requester
+from agent.cancel import CancelSignal
 from agent.errors import ApprovalError
 from agent.runtime import AgentRuntime, TurnRequest
 from bot.signals import off_signals, on_signals
@@ -228,7 +229,7 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
             who = Requester(TERMINAL_USER, session, (TERMINAL_USER,))
             renderer.note(f"new session {session}")
             continue
-        cancel = asyncio.Event()
+        cancel = CancelSignal()
         on_signals((signal.SIGINT,), cancel.set)
         try:
             await _drive(
