@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -180,8 +181,8 @@ class FileArchiveStore:
 
     async def list_archives(self, session_id: str | None = None) -> list[ArchiveMeta]:
         """Archives of one session (or all sessions), newest first."""
-        if session_id and not (self.root / safe_session(session_id)).is_dir():
-            return []  # recall asks on every message; one stat beats a thread hop
+        if session_id and not os.path.isdir(os.path.join(self.root, safe_session(session_id))):
+            return []  # recall asks on every message; one stat (no pathlib) beats a thread hop
         return await asyncio.to_thread(self._list_sync, session_id)
 
     def _list_sync(self, session_id: str | None) -> list[ArchiveMeta]:
