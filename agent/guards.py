@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -87,7 +88,7 @@ def _raw_user_text(message: Message) -> str:
     return m.group(1) if m else text
 
 
-def resolve_expectation(messages: list[Message], available: set[str]) -> Expectation | None:
+def resolve_expectation(messages: list[Message], available: AbstractSet[str]) -> Expectation | None:
     """What tool this turn must call, judged from the last real user message (recalled memories
     inside the wrapper never trigger an expectation)."""
     for msg in reversed(messages):

@@ -145,6 +145,7 @@ class AgentRuntime:
             background=background,
         )
         self._schemas = [ToolSchema(s.name, s.description, s.parameters) for s in tools.specs()]
+        self._tool_names = frozenset(s.name for s in self._schemas)
         # the system prompt and tool schemas are sent with every call: compaction must leave room
         self._overhead_tokens = estimate_messages([], self.config.system_prompt, self._schemas)
 
@@ -299,8 +300,7 @@ class AgentRuntime:
         client = self.model_for(request.model)
         usage_total, cost_total = Usage(), 0.0
         doom = DoomLoopGuard()
-        names = {t.name for t in self.tools}
-        expectation = resolve_expectation(messages, names) if fresh else None
+        expectation = resolve_expectation(messages, self._tool_names) if fresh else None
         retries, warning = 0, ""
         context_blocks: list[str] = []  # for this turn's model calls only, never stored
         if fresh and request.text:
