@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Set as AbstractSet
 from collections import deque
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from agent.messages import Message, ToolCallPart
