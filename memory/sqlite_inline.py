@@ -266,19 +266,23 @@ def _fail(batch: Sequence[tuple[Any, asyncio.Future[Any]]], exc: BaseException) 
 class InlineRunner:
     """A reader and a writer connection of their own for short synchronous transactions:
     `await runner.run(fn, write=False)` runs `fn(sqlite3_connection)` between BEGIN and COMMIT
-    (ROLLBACK if it raises); reads are deferred and never suspend, so one reader connection serves
-    every coroutine.
+    (ROLLBACK if it raises); reads are deferred and never suspend, so one connection serves every
+    coroutine. Reads run on the writer's connection while it is idle: in WAL mode a connection
+    drops its whole page cache when *another* connection has committed since its last
+    transaction, so a separate reader re-reads every page after each group commit.
 
     Writes are group-committed (`write`): every write submitted during one turn of the event loop
-    runs in one transaction, each inside a savepoint of its own, and the batch is committed once.
-    Two hundred chats writing at once then pay for a handful of COMMITs instead of hundreds. A write
-    whose function raises is rolled back alone; a COMMIT that fails fails the whole batch. Each
+    runs in one transaction and the batch is committed once. Two hundred chats writing at once then
+    pay for a handful of COMMITs instead of hundreds. A write whose function raises is rolled back
+    alone (the batch is run again with a savepoint per write; write functions only run SQL, so
+    running one twice is safe); a COMMIT that fails fails the whole batch. Each
     caller's await returns only after the COMMIT, so durability is exactly as before."""
 
     def __init__(self, reader: InlineConnection, writer: InlineConnection):
         self.reader, self.writer = reader, writer
         self._pending: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._writing = False  # the writer connection is in (or beginning) a write transaction
         self.batches = self.writes = 0  # observable in tests and benches
 
     @classmethod
@@ -299,9 +303,11 @@ class InlineRunner:
         return (self.writer if write else self.reader).in_transaction
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`fn` in one deferred read transaction on the reader, right now: in WAL a read never
-        waits for a lock, so there is nothing to await (no coroutine layers per SELECT)."""
-        db = self.reader._conn
+        """`fn` in one deferred read transaction, right now: in WAL a read never waits for a lock,
+        so there is nothing to await (no coroutine layers per SELECT). On the writer's connection
+        when it is idle (its page cache is still valid), else on the reader."""
+        idle = not self._writing and not self.writer.in_transaction
+        db = (self.writer if idle else self.reader)._conn
         db.execute("BEGIN")
         try:
             return fn(db)
@@ -310,14 +316,19 @@ class InlineRunner:
 
     async def run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         conn = self.writer if write else self.reader
-        await conn.begin(immediate=write)
+        self._writing = self._writing or write
         try:
-            result = fn(conn._conn)
-        except BaseException:
-            conn._conn.rollback()
-            raise
-        conn._conn.commit()  # WAL: never waits for a lock
-        return result
+            await conn.begin(immediate=write)
+            try:
+                result = fn(conn._conn)
+            except BaseException:
+                conn._conn.rollback()
+                raise
+            conn._conn.commit()  # WAL: never waits for a lock
+            return result
+        finally:
+            if write:
+                self._writing = False
 
     async def write(self, fn: Callable[[sqlite3.Connection], T], *, lock: asyncio.Lock) -> T:
         """Run `fn` in the next group commit (under `lock`, the database's write lock)."""
@@ -347,6 +358,15 @@ class InlineRunner:
     async def _commit(
         self, batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
     ) -> None:
+        self._writing = True
+        try:
+            await self._commit_batch(batch)
+        finally:
+            self._writing = False
+
+    async def _commit_batch(
+        self, batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
+    ) -> None:
         conn = self.writer
         db = conn._conn
         try:
@@ -359,14 +379,21 @@ class InlineRunner:
         batch = [entry for entry in batch if not entry[1].done()]  # callers cancelled meanwhile
         outcomes: list[tuple[asyncio.Future[Any], bool, Any]] = []
         try:
-            for fn, future in batch:
-                db.execute("SAVEPOINT group_write")
-                try:
-                    outcomes.append((future, True, fn(db)))
-                except Exception as exc:
-                    db.execute("ROLLBACK TO group_write")
-                    outcomes.append((future, False, exc))
-                db.execute("RELEASE group_write")
+            db.execute("SAVEPOINT group_batch")
+            try:  # the usual case: every write succeeds, one savepoint for all of them
+                outcomes = [(future, True, fn(db)) for fn, future in batch]
+            except Exception:  # run the batch again, each write in a savepoint of its own
+                db.execute("ROLLBACK TO group_batch")
+                outcomes = []
+                for fn, future in batch:
+                    db.execute("SAVEPOINT group_write")
+                    try:
+                        outcomes.append((future, True, fn(db)))
+                    except Exception as exc:
+                        db.execute("ROLLBACK TO group_write")
+                        outcomes.append((future, False, exc))
+                    db.execute("RELEASE group_write")
+            db.execute("RELEASE group_batch")
             db.commit()  # WAL: never waits for a lock
         except BaseException as exc:
             with contextlib.suppress(Exception):
