@@ -61,9 +61,8 @@ class MessageRow(Base):
     __table_args__ = (sa.UniqueConstraint("session_id", "seq"),)
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(
-        sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE"), index=True
-    )
+    # looked up through the unique (session_id, seq) index: no index of its own
+    session_id: Mapped[str] = mapped_column(sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(sa.Integer)
     role: Mapped[str] = mapped_column(sa.String(16))
     payload: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
@@ -72,11 +71,11 @@ class MessageRow(Base):
 
 class TurnRow(Base):
     __tablename__ = "turns"
+    # a chat's open turn (every message) in one seek; also every lookup by session
+    __table_args__ = (sa.Index("ix_turns_session_open", "session_id", "status", "updated_at"),)
 
     id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
-    session_id: Mapped[str] = mapped_column(
-        sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE"), index=True
-    )
+    session_id: Mapped[str] = mapped_column(sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE"))
     status: Mapped[str] = mapped_column(sa.String(16), index=True)
     payload: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
