@@ -150,8 +150,16 @@ class AgentRuntime:
         self._overhead_tokens = estimate_messages([], self.config.system_prompt, self._schemas)
 
     # ---- public API --------------------------------------------------------------------------
-    async def run(self, request: TurnRequest) -> AsyncIterator[ev.RuntimeEvent]:
-        """Start a turn for a new user message."""
+    def run(self, request: TurnRequest) -> AsyncIterator[ev.RuntimeEvent]:
+        """Start a turn for a new user message (nothing happens until the events are read)."""
+        return self._drive(request, None)
+
+    def resume(self, turn_id: str, request: TurnRequest | None = None) -> AsyncIterator[ev.RuntimeEvent]:
+        """Continue a suspended turn (after an approval decision or an answer)."""
+        return self._drive(request, turn_id)
+
+    async def _begin(self, request: TurnRequest) -> tuple[TurnRecord, list[Message]]:
+        """A new turn: close a stale open one, store the user's message with the turn record."""
         previous = None if request.no_open_turn else await self.store.open_turn(request.session_id)
         if previous is not None:
             await self._close_open_turn(previous)
@@ -168,17 +176,15 @@ class AgentRuntime:
         new = [Message.user(request.text, **request.meta)] if request.text else []
         messages.extend(new)
         await self.store.commit(request.session_id, messages=new, turn=turn)
-        async for event in self._drive(turn, messages, request, fresh=True):
-            yield event
+        return turn, messages
 
-    async def resume(
-        self, turn_id: str, request: TurnRequest | None = None
-    ) -> AsyncIterator[ev.RuntimeEvent]:
-        """Continue a suspended turn (after an approval decision or an answer)."""
+    async def _reopen(
+        self, turn_id: str, request: TurnRequest | None
+    ) -> tuple[TurnRecord, list[Message], TurnRequest] | None:
+        """A suspended (or crashed) turn taken up again; None if it cannot be."""
         turn = await self.store.load_turn(turn_id)
         if turn is None or turn.status not in ("suspended", "running"):
-            yield ev.ErrorEvent(f"turn {turn_id} cannot be resumed", code="not_resumable")
-            return
+            return None
         turn = turn.model_copy(update={"status": "running", "waiting": None})
         await self.store.save_turn(turn)
         messages = await self.store.load_messages(turn.session_id)
@@ -186,8 +192,7 @@ class AgentRuntime:
         req = request or TurnRequest(session_id=turn.session_id, who=who)
         if request is not None and not request.who.user_id:
             req.who = who
-        async for event in self._drive(turn, messages, req, fresh=False):
-            yield event
+        return turn, messages, req
 
     async def decide(
         self, approval_id: str, user_id: str, decision: Decision, note: str = ""
@@ -292,9 +297,21 @@ class AgentRuntime:
         await self.store.save_turn(turn.model_copy(update={"status": status, "waiting": None}))
 
     async def _drive(
-        self, turn: TurnRecord, messages: list[Message], request: TurnRequest, fresh: bool
+        self, request: TurnRequest | None, resume_id: str | None
     ) -> AsyncIterator[ev.RuntimeEvent]:
+        """The turn itself: a new one for `request`, or the suspended turn `resume_id`. (One
+        generator, not a wrapper around another: every event passes through it.)"""
         started = time.perf_counter()
+        fresh = resume_id is None
+        if resume_id is None:
+            assert request is not None
+            turn, messages = await self._begin(request)
+        else:
+            reopened = await self._reopen(resume_id, request)
+            if reopened is None:
+                yield ev.ErrorEvent(f"turn {resume_id} cannot be resumed", code="not_resumable")
+                return
+            turn, messages, request = reopened
         trace = self.trace_factory(turn.id, turn.session_id)
         trace.record("input", text=request.text, resumed=not fresh)
         client = self.model_for(request.model)
