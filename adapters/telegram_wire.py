@@ -35,7 +35,7 @@ class WireUser:
 
     @property
     def full_name(self) -> str:
-        return f"{self.first_name} {self.last_name}" if self.last_name else self.first_name
+        return _full_name(self.first_name, self.last_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +51,7 @@ class WireChat:
         """The group's title, or the private chat's full name (python-telegram-bot's rule)."""
         if self.title:
             return self.title
-        if not self.first_name:
-            return ""
-        return f"{self.first_name} {self.last_name}" if self.last_name else self.first_name
+        return _full_name(self.first_name, self.last_name) if self.first_name else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +100,11 @@ class WireUpdate:
     update_id: int
     message: WireMessage | None = None
     callback_query: WireCallback | None = None
+
+
+def _full_name(first: str, last: str | None) -> str:
+    """python-telegram-bot's rule: the first name, then the last name if there is one."""
+    return f"{first} {last}" if last else first
 
 
 def parse_update(item: Any) -> WireUpdate:
