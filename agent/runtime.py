@@ -303,10 +303,11 @@ class AgentRuntime:
         generator, not a wrapper around another: every event passes through it.)"""
         started = time.perf_counter()
         fresh = resume_id is None
-        if resume_id is None:
+        if fresh:
             assert request is not None
             turn, messages = await self._begin(request)
         else:
+            assert resume_id is not None
             reopened = await self._reopen(resume_id, request)
             if reopened is None:
                 yield ev.ErrorEvent(f"turn {resume_id} cannot be resumed", code="not_resumable")

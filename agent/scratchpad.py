@@ -122,13 +122,12 @@ def redacted_jsonable(obj: Any, redactor: Redactor, max_string: int = MAX_STRING
     if isinstance(obj, dict):
         return _redacted_mapping(obj.items(), redactor, max_string, d)
     if isinstance(obj, list | tuple | set | frozenset):
-        if len(obj) == 2 and not isinstance(obj, set | frozenset):
-            first = to_jsonable(obj[0], max_string, d)
+        items = obj if isinstance(obj, list | tuple) else list(obj)  # a set in its iteration order
+        if len(items) == 2:
+            first = to_jsonable(items[0], max_string, d)
             if isinstance(first, str) and is_sensitive_key(first):  # ("Authorization", "…")
                 return [first, MASK]
-        elif len(obj) == 2:
-            return redactor.value(to_jsonable(obj, max_string, _depth))  # the pair rule, set order
-        return [redacted_jsonable(v, redactor, max_string, d) for v in obj]
+        return [redacted_jsonable(v, redactor, max_string, d) for v in items]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         fields = ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj))
         return _redacted_mapping(fields, redactor, max_string, d)

@@ -181,9 +181,8 @@ class FileArchiveStore:
 
     async def list_archives(self, session_id: str | None = None) -> list[ArchiveMeta]:
         """Archives of one session (or all sessions), newest first."""
-        folder = os.path.join(self.root, safe_session(session_id)) if session_id else ""
         # recall asks on every message: one stat on the loop (no pathlib) beats a thread hop
-        if session_id and not os.path.isdir(folder):  # noqa: ASYNC240
+        if session_id and not os.path.isdir(os.path.join(self.root, safe_session(session_id))):  # noqa: ASYNC240
             return []
         return await asyncio.to_thread(self._list_sync, session_id)
 

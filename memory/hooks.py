@@ -119,7 +119,6 @@ class MemoryContextHooks(CompactingHooks):
         self.taskstate_max_every = taskstate_max_every
         self.extract_every = extract_every
         self._taskstate_seen: dict[str, int] = {}
-        self._counted: dict[str, tuple[int, int]] = {}  # session -> (messages counted, their chars)
         self._extract_seen: dict[str, int] = {}
 
     @property
@@ -144,7 +143,6 @@ class MemoryContextHooks(CompactingHooks):
         snapshot = list(messages)
         if self.taskstate is not None and self._taskstate_due(session_id, messages):
             self._taskstate_seen[session_id] = n
-            self._counted.pop(session_id, None)
             self.tracker.spawn(self.taskstate.update(session_id, snapshot), name=f"taskstate:{session_id}")
         if self.extractor is not None and n - self._extract_seen.get(session_id, 0) >= self.extract_every:
             self._extract_seen[session_id] = n
@@ -159,13 +157,8 @@ class MemoryContextHooks(CompactingHooks):
             return False
         if new >= self.taskstate_max_every:
             return True
-        # the chars of the messages since the last refresh, counted once each (turn by turn)
-        upto, chars = self._counted.get(session_id, (seen, 0))
-        if upto < seen or upto > len(messages):  # refreshed, or the history was compacted
-            upto, chars = seen, 0
-        chars += _content_chars(messages[upto:])
-        self._counted[session_id] = (len(messages), chars)
-        return chars >= self.taskstate_min_chars
+        # fewer than `taskstate_max_every` messages: cheap to count again each turn
+        return _content_chars(messages[seen:]) >= self.taskstate_min_chars
 
     async def session_end(self, session_id: str, messages: list[Message]) -> None:
         """/new, /clear or shutdown: extract long-term memory from the whole session (background)."""
@@ -174,7 +167,6 @@ class MemoryContextHooks(CompactingHooks):
                 self._extract(session_id, list(messages), False), name=f"memory-end:{session_id}"
             )
         self._taskstate_seen.pop(session_id, None)
-        self._counted.pop(session_id, None)
         self._extract_seen.pop(session_id, None)
 
     async def _extract(self, session_id: str, messages: list[Message], skip_layers: bool) -> None:

@@ -155,16 +155,6 @@ class SqliteOps:
             )
         db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
 
-    def append(
-        self,
-        db: sqlite3.Connection,
-        session_id: str,
-        rows: Sequence[tuple[str, dict[str, Any]]],
-        now: datetime,
-    ) -> None:
-        last = db.execute("SELECT max(seq) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
-        self.insert_rows(db, session_id, rows, 0 if last is None else last + 1, now)
-
     def upsert_turn(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
         db.execute(
             "INSERT INTO turns (id, session_id, status, payload, created_at, updated_at) "
