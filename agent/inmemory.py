@@ -33,6 +33,7 @@ class InMemoryStore:
         messages=(),
         turn: TurnRecord | None = None,
         usage: UsageRecord | None = None,
+        received=(),
     ) -> None:
         await self.get_or_create_session(session_id)
         self.messages[session_id].extend(messages)

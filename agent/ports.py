@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -24,6 +25,19 @@ from agent.usage import Usage
 TurnStatus = Literal["running", "suspended", "completed", "cancelled", "failed"]
 CallStatus = Literal["pending", "awaiting_approval", "executing", "done", "denied", "cancelled", "failed"]
 ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled"]
+
+#: An inbound message's (platform, update id). The gateway records the message under it when it
+#: arrives; the store clears it in the transaction that writes the message into the history, so a
+#: message queued behind a running turn survives a crash (opaque to the runtime).
+Receipt = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A user message that arrived during a turn (the turn's inbox), with its receipt if any."""
+
+    message: Message
+    receipt: Receipt | None = None
 
 
 def utcnow() -> datetime:
@@ -125,8 +139,10 @@ class SessionStore(Protocol):
         messages: Sequence[Message] = (),
         turn: TurnRecord | None = None,
         usage: UsageRecord | None = None,
+        received: Sequence[Receipt] = (),
     ) -> None:
-        """Persist one step atomically: new messages, the turn record and a usage row."""
+        """Persist one step atomically: new messages, the turn record and a usage row; clears the
+        `received` receipts of the messages among them."""
         ...
 
 

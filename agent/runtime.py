@@ -37,6 +37,8 @@ from agent.ports import (
     ApprovalRecord,
     ApprovalStore,
     Clock,
+    Queued,
+    Receipt,
     SessionStore,
     SystemClock,
     TurnRecord,
@@ -99,7 +101,8 @@ class TurnRequest:
     who: Requester = field(default_factory=Requester)
     model: str | None = None  # a configured model id; None means the default
     system_dynamic: str = ""
-    inbox: asyncio.Queue[Message] | None = None  # messages arriving during the turn
+    inbox: asyncio.Queue[Queued] | None = None  # messages arriving during the turn
+    receipts: tuple[Receipt, ...] = ()  # of the received messages `text` is made of
     cancel: asyncio.Event | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # stored on the user message (e.g. notification)
     force_compaction: bool = False  # /compact
@@ -175,7 +178,7 @@ class AgentRuntime:
         messages = await self.store.load_messages(request.session_id)
         new = [Message.user(request.text, **request.meta)] if request.text else []
         messages.extend(new)
-        await self.store.commit(request.session_id, messages=new, turn=turn)
+        await self.store.commit(request.session_id, messages=new, turn=turn, received=request.receipts)
         return turn, messages
 
     async def _reopen(
@@ -497,11 +500,13 @@ class AgentRuntime:
         """Messages that arrived during the turn join the next model call, never dropped."""
         if request.inbox is None or request.inbox.empty():
             return
-        drained = []
+        drained: list[Queued] = []
         while not request.inbox.empty():
             drained.append(request.inbox.get_nowait())
-        messages.extend(drained)
-        await self.store.append_messages(turn.session_id, drained)
+        new = [q.message for q in drained]
+        messages.extend(new)
+        receipts = [q.receipt for q in drained if q.receipt is not None]
+        await self.store.commit(turn.session_id, messages=new, received=receipts)
 
     async def _stream(
         self, client: ModelClient, req: ModelRequest, cancel: asyncio.Event

@@ -1,5 +1,6 @@
 """Wiring of the chat front door for `tapebot run`: the gateway, the Telegram and Discord adapters
-built from settings, the command menus, and the expiry sweeper for approvals and questions."""
+built from settings, the command menus, the messages a restart takes up, and the sweeper that
+expires approvals and questions (and forgets old update ids)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.gateway import Gateway, PlatformAccess
@@ -14,10 +16,15 @@ from bot.i18n import COMMAND_DESCRIPTIONS
 
 if TYPE_CHECKING:
     from bot.app import App
+    from memory.stores import SqlStore
 
 log = logging.getLogger("tapebot.chat")
 
 EXPIRY_SWEEP_SECONDS = 30.0
+# Update ids are kept this long for de-duplication (Telegram holds unconfirmed updates for 24 h;
+# Discord does not redeliver), then forgotten, hourly; a message still waiting is kept.
+UPDATE_IDS_KEPT = timedelta(days=7)
+PRUNE_EVERY_SWEEPS = 120
 
 
 def build_gateway(app: App) -> Gateway:
@@ -28,9 +35,13 @@ def build_gateway(app: App) -> Gateway:
             {str(u) for u in s.telegram.allowed_users},
             {str(u) for u in s.telegram.admins},
             s.telegram.group_sessions,
+            s.telegram.max_backlog_age_s,
         ),
         "discord": PlatformAccess(
-            {str(u) for u in s.discord.allowed_users}, {str(u) for u in s.discord.admins}
+            {str(u) for u in s.discord.allowed_users},
+            {str(u) for u in s.discord.admins},
+            s.discord.group_sessions,
+            s.discord.max_backlog_age_s,
         ),
     }
     gateway = Gateway(
@@ -121,13 +132,20 @@ def build_adapters(app: App) -> list[Any]:
     return adapters
 
 
-async def _sweep_expired(gateway: Gateway) -> None:
+async def _sweep_expired(gateway: Gateway, store: SqlStore) -> None:
+    sweeps = 0
     while True:
         await asyncio.sleep(EXPIRY_SWEEP_SECONDS)
         try:
             await gateway.expire_due()
         except Exception:
             log.exception("expiry sweep failed")
+        sweeps += 1
+        if sweeps % PRUNE_EVERY_SWEEPS == 0:
+            try:
+                await store.prune_processed_updates(UPDATE_IDS_KEPT)
+            except Exception:
+                log.exception("pruning old update ids failed")
 
 
 def s_pairing(app: App, platform: str) -> bool:
@@ -171,4 +189,7 @@ async def start_chat(app: App) -> None:
 
     app.on_stop(stop_chat)
     await gateway.expire_due()
-    app.spawn(_sweep_expired(gateway), name="expiry-sweeper")
+    assert app.store is not None
+    await app.store.prune_processed_updates(UPDATE_IDS_KEPT)
+    await gateway.take_up_received()  # what a crash or a stop left queued
+    app.spawn(_sweep_expired(gateway, app.store), name="expiry-sweeper")

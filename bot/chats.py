@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from adapters.base import ChatRef, UserRef
-from agent.messages import Message
+from agent.ports import Queued
 
 
 class KeyValue(Protocol):
@@ -32,9 +32,9 @@ class ChatState:
     model: str | None = None
     running: bool = False
     cancel: asyncio.Event | None = None
-    inbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
-    # texts that arrived while the chat waited on an approval only an admin can give
-    backlog: list[tuple[str, UserRef]] = field(default_factory=list)
+    inbox: asyncio.Queue[Queued] = field(default_factory=asyncio.Queue)
+    # messages that arrived while the chat waited on an approval only an admin can give
+    backlog: list[tuple[Queued, UserRef]] = field(default_factory=list)
     # background-task notices that arrived during a turn: each batch gets a turn of its own after it
     notices: list[str] = field(default_factory=list)
     last_user: UserRef | None = None

@@ -4,7 +4,9 @@
 
 One turn at a time per chat session, sessions in parallel; a message that arrives while a turn
 runs is folded into its next model call, and anything left when it ends starts the next turn —
-nothing is dropped. A suspended turn (approval or question) releases the chat; the next message is
+nothing is dropped. A message is recorded with its update id (one INSERT) until it is in the
+session's history, so one that was still queued at a crash or a stop is taken up after the restart
+(bot/received.py). A suspended turn (approval or question) releases the chat; the next message is
 read as its answer (bot/replies.py) or, when the user clearly moved on, closes it.
 """
 
@@ -36,12 +38,13 @@ from agent.approval import Requester
 from agent.cancel import CancelSignal
 from agent.errors import ApprovalError
 from agent.messages import Message
-from agent.ports import ApprovalRecord, TurnRecord
+from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
 from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
+from bot.received import inbound_from_record, pending_record
 from bot.replies import read_reply
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,14 @@ PAIRING_MAX_ATTEMPTS = 5
 
 class GatewayStore(KeyValue, Protocol):
     async def mark_update_processed(self, platform: str, update_id: str) -> bool: ...
+
+    async def receive_message(
+        self, platform: str, update_id: str, pending: dict[str, Any] | None
+    ) -> bool: ...
+
+    async def release_received(self, receipts: list[Receipt]) -> None: ...
+
+    async def received_pending(self) -> list[tuple[Receipt, datetime, dict[str, Any]]]: ...
 
     async def load_turn(self, turn_id: str) -> TurnRecord | None: ...
 
@@ -71,9 +82,22 @@ class PlatformAccess:
     allowed_users: set[str] = field(default_factory=set)
     admins: set[str] = field(default_factory=set)
     group_sessions: str = "per_group"
+    max_backlog_age_s: float = 600.0  # older messages left from before a restart are not run
 
 
 CommandHandler = Callable[["Gateway", ChatState, InboundCommand], Coroutine[Any, Any, None]]
+
+
+def _preview(text: str, limit: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _may_queue(msg: InboundMessage) -> bool:
+    """Could this message wait in a queue (behind a running turn or an approval) or start a
+    turn? Then it is recorded until it is in the history. Empty, oversized and unaddressed
+    messages never are (an unaddressed one only ever answers a question, at once)."""
+    return msg.addressed and bool(msg.text.strip()) and len(msg.text) <= MAX_INBOUND_CHARS
 
 
 def _is_waiting(turn: TurnRecord | None) -> bool:
@@ -113,6 +137,7 @@ class Gateway:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._denied_notice: set[str] = set()
         self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
+        self.stopping = False  # drain() began: queued messages wait for the restart
         from bot.commands import BUILTIN_COMMANDS
 
         self.commands.update(BUILTIN_COMMANDS)
@@ -133,7 +158,9 @@ class Gateway:
             log.error("background task %s failed", task.get_name(), exc_info=task.exception())
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Stop: cancel running turns (they answer their open calls) and wait for tasks."""
+        """Stop: cancel running turns (they answer their open calls) and wait for tasks. Messages
+        still queued start no new turn: they stay recorded and are taken up after the restart."""
+        self.stopping = True
         for state in self.chats.loaded():
             if state.cancel is not None:
                 state.cancel.set()
@@ -141,6 +168,46 @@ class Gateway:
             await asyncio.wait(set(self._tasks), timeout=timeout)
         for task in list(self._tasks):
             task.cancel()
+
+    async def take_up_received(self, now: datetime | None = None) -> int:
+        """After a restart: messages received but never written into a history (queued behind a
+        turn or an approval when the bot stopped or crashed) are handled now, oldest first, as if
+        they had just arrived. One older than its platform's `max_backlog_age_s` is not run; its
+        chat is told. Messages of a platform not running now stay for when it is. Returns how
+        many were taken up."""
+        now = now or datetime.now(UTC)
+        taken = 0
+        stale: dict[str, tuple[ChatState, int, str]] = {}
+        for receipt, received_at, record in await self.store.received_pending():
+            adapter = self.adapters.get(receipt[0])
+            if adapter is None:
+                continue
+            try:
+                msg = inbound_from_record(receipt[1], record)
+            except ValueError as exc:
+                log.warning("received message %s:%s dropped: %s", *receipt, exc)
+                await self.store.release_received([receipt])
+                continue
+            acc = self.access.get(msg.chat.platform)
+            if acc is None or not self.allowed(msg.user):  # access was withdrawn meanwhile
+                await self.store.release_received([receipt])
+                continue
+            lang = pick_language(msg.user.language_code)
+            state = await self.chats.get(msg.chat, msg.user, acc.group_sessions, lang)
+            if (now - received_at).total_seconds() > acc.max_backlog_age_s:
+                await self.store.release_received([receipt])
+                _, n, first = stale.get(state.key, (state, 0, msg.text))
+                stale[state.key] = (state, n + 1, first)
+                continue
+            state.chat, state.last_user = msg.chat, msg.user
+            await self._on_message(adapter, state, msg, receipt)
+            taken += 1
+        for state, n, first in stale.values():
+            await self.say(state, t(state.lang, "not_taken_up", n=n, first=_preview(first)))
+        if taken or stale:
+            log.info("after the restart: %d received message(s) taken up, %d too old", taken,
+                     sum(n for _, n, _ in stale.values()))  # fmt: skip
+        return taken
 
     # ---- inbound -----------------------------------------------------------------------------
     def allowed(self, user: UserRef) -> bool:
@@ -163,7 +230,14 @@ class Gateway:
             if not await self._try_pairing(adapter, inbound):
                 await self._deny(adapter, inbound)
             return
-        if not await self.store.mark_update_processed(inbound.chat.platform, inbound.update_id):
+        # A message that may queue is recorded with its id until it is in the history (one INSERT).
+        receipt: Receipt | None = None
+        if isinstance(inbound, InboundMessage) and _may_queue(inbound):
+            receipt = (inbound.chat.platform, inbound.update_id)
+            fresh = await self.store.receive_message(*receipt, pending_record(inbound))
+        else:
+            fresh = await self.store.mark_update_processed(inbound.chat.platform, inbound.update_id)
+        if not fresh:
             if isinstance(inbound, ButtonPress):
                 with contextlib.suppress(Exception):
                     await inbound.ack("", False)
@@ -196,7 +270,7 @@ class Gateway:
             else:
                 await handler(self, state, inbound)
         else:
-            await self._on_message(adapter, state, inbound)
+            await self._on_message(adapter, state, inbound, receipt)
 
     # ---- pairing: a one-time code from the operator's terminal admits its first user ---------
     def enable_pairing(self, platform: str) -> str:
@@ -260,7 +334,11 @@ class Gateway:
             return None
 
     # ---- messages ----------------------------------------------------------------------------
-    async def _on_message(self, adapter: ChatAdapter, state: ChatState, msg: InboundMessage) -> None:
+    async def _on_message(
+        self, adapter: ChatAdapter, state: ChatState, msg: InboundMessage, receipt: Receipt | None = None
+    ) -> None:
+        """`receipt`: the message is recorded (`_may_queue`) until it is in the history; every path
+        either hands it on with the message or releases it."""
         text = msg.text or ""
         if not text.strip():
             await self.say(state, t(state.lang, "unsupported"))
@@ -270,23 +348,38 @@ class Gateway:
             return
         if state.running:  # a running turn is never waiting: fold the message into it
             if msg.addressed:
-                state.inbox.put_nowait(Message.user(text))
+                state.inbox.put_nowait(Queued(Message.user(text), receipt))
             return
         open_turn = await self.store.open_turn(state.session_id)
         waiting = open_turn if _is_waiting(open_turn) else None
         if waiting is not None:
-            if await self._answer_waiting(adapter, state, waiting, msg):
+            if await self._answer_waiting(adapter, state, waiting, msg, receipt):
                 return
         elif not msg.addressed:
             return  # group chatter that isn't for us
-        self._start(state, self._turn(state, text, msg.user, no_open_turn=open_turn is None))
+        receipts = (receipt,) if receipt is not None else ()
+        self._start(
+            state, self._turn(state, text, msg.user, no_open_turn=open_turn is None, receipts=receipts)
+        )
+
+    async def _release(self, receipt: Receipt | None) -> None:
+        """The message was answered otherwise than by entering the history (a reply to a card or
+        a question): nothing to take up after a restart. Released before acting on it, so a crash
+        in between loses the reply (the card or question is still there) rather than repeat it."""
+        if receipt is not None:
+            await self.store.release_received([receipt])
 
     async def _waiting_turn(self, state: ChatState) -> TurnRecord | None:
         turn = await self.store.open_turn(state.session_id)
         return turn if _is_waiting(turn) else None
 
     async def _answer_waiting(
-        self, adapter: ChatAdapter, state: ChatState, turn: TurnRecord, msg: InboundMessage
+        self,
+        adapter: ChatAdapter,
+        state: ChatState,
+        turn: TurnRecord,
+        msg: InboundMessage,
+        receipt: Receipt | None = None,
     ) -> bool:
         """True if the message was consumed as the answer (or queued behind the approval)."""
         assert turn.waiting is not None
@@ -298,17 +391,21 @@ class Gateway:
             if uid not in turn.approvers:
                 if not msg.addressed:
                     return True
-                state.backlog.append((msg.text, msg.user))  # only an approver can unblock this chat
+                # only an approver can unblock this chat
+                state.backlog.append((Queued(Message.user(msg.text), receipt), msg.user))
                 return True
             card = await self._card_ref(approval_id)
             replying_to_card = card is not None and msg.reply_to_message_id == card.message_id
             if reading.kind in ("yes", "option") and reading.value.lower() not in ("always",):
+                await self._release(receipt)
                 await self._decide(state, approval_id, msg.user, "once")
                 return True
             if reading.kind == "no":
+                await self._release(receipt)
                 await self._decide(state, approval_id, msg.user, "deny")
                 return True
             if replying_to_card:
+                await self._release(receipt)
                 await self._decide(state, approval_id, msg.user, "edit", note=msg.text)
                 return True
             await self._move_on(adapter, state, turn)
@@ -319,6 +416,7 @@ class Gateway:
             await self._move_on(adapter, state, turn)
             return False
         answer = {"yes": "yes", "no": "no"}.get(reading.kind, reading.value)
+        await self._release(receipt)
         await self.runtime.answer(turn.id, answer)
         self._start(state, self._resume(state, turn.id))
         return True
@@ -341,7 +439,13 @@ class Gateway:
         self.spawn(self._worker(state, job), name=f"turn:{state.key}")
 
     def _request(
-        self, state: ChatState, text: str, user: UserRef, no_open_turn: bool = False, **meta: Any
+        self,
+        state: ChatState,
+        text: str,
+        user: UserRef,
+        no_open_turn: bool = False,
+        receipts: tuple[Receipt, ...] = (),
+        **meta: Any,
     ) -> TurnRequest:
         return TurnRequest(
             session_id=state.session_id,
@@ -353,6 +457,7 @@ class Gateway:
             cancel=state.cancel,
             meta=meta,
             no_open_turn=no_open_turn,
+            receipts=receipts,
         )
 
     def _dynamic_context(self, state: ChatState) -> str:
@@ -363,9 +468,23 @@ class Gateway:
         return f"{head}\n{self.system_dynamic}" if self.system_dynamic else head
 
     def _turn(
-        self, state: ChatState, text: str, user: UserRef, no_open_turn: bool = False, **meta: Any
+        self,
+        state: ChatState,
+        text: str,
+        user: UserRef,
+        no_open_turn: bool = False,
+        receipts: tuple[Receipt, ...] = (),
+        **meta: Any,
     ) -> AsyncIterator[ev.RuntimeEvent]:
-        return self.runtime.run(self._request(state, text, user, no_open_turn, **meta))
+        return self.runtime.run(self._request(state, text, user, no_open_turn, receipts, **meta))
+
+    def _queued_turn(
+        self, state: ChatState, queued: list[Queued], user: UserRef
+    ) -> AsyncIterator[ev.RuntimeEvent]:
+        """One turn for messages that queued up: their texts joined, their receipts with them."""
+        text = "\n\n".join(q.message.text for q in queued)
+        receipts = tuple(q.receipt for q in queued if q.receipt is not None)
+        return self._turn(state, text, user, receipts=receipts)
 
     def _resume(self, state: ChatState, turn_id: str) -> AsyncIterator[ev.RuntimeEvent]:
         req = TurnRequest(
@@ -399,8 +518,10 @@ class Gateway:
                         await self.say(
                             state, t(state.lang, "error", error="internal error; the details are in the log")
                         )
+                if self.stopping:
+                    return  # queued messages stay recorded: the restart takes them up
                 # Messages that arrived after the last model call start the next turn: never dropped.
-                leftovers: list[Message] = []
+                leftovers: list[Queued] = []
                 while not state.inbox.empty():
                     leftovers.append(state.inbox.get_nowait())
                 user = state.last_user or UserRef(state.chat.platform, "")
@@ -409,11 +530,11 @@ class Gateway:
                 if not ended and await self._waiting_turn(state) is not None:
                     # the turn is waiting on a card: these wait for the decision instead of
                     # silently cancelling it as "moved on"
-                    state.backlog.extend((m.text, user) for m in leftovers)
+                    state.backlog.extend((q, user) for q in leftovers)
                     return
                 state.cancel = CancelSignal()
                 if leftovers:
-                    job = self._turn(state, "\n\n".join(m.text for m in leftovers), user)
+                    job = self._queued_turn(state, leftovers, user)
                 elif state.notices:
                     # task notices wait for the user's turn to end, then get a turn of their own
                     text = "\n\n".join(state.notices)
@@ -580,15 +701,14 @@ class Gateway:
 
     async def _release_backlog(self, state: ChatState) -> None:
         if state.backlog and await self._waiting_turn(state) is None:
-            for text, user in state.backlog:
-                state.inbox.put_nowait(Message.user(text))
+            for item, user in state.backlog:
+                state.inbox.put_nowait(item)
                 state.last_user = user
             state.backlog.clear()
             if not state.running:
-                text = "\n\n".join(state.inbox.get_nowait().text for _ in range(state.inbox.qsize()))
-                self._start(
-                    state, self._turn(state, text, state.last_user or UserRef(state.chat.platform, ""))
-                )
+                queued = [state.inbox.get_nowait() for _ in range(state.inbox.qsize())]
+                user = state.last_user or UserRef(state.chat.platform, "")
+                self._start(state, self._queued_turn(state, queued, user))
 
     async def decide_by_text(self, state: ChatState, user: UserRef, approval_id: str, decision: str) -> str:
         return await self._decide(state, approval_id, user, decision)
@@ -667,6 +787,6 @@ class Gateway:
     def run_skill(self, state: ChatState, text: str, user: UserRef) -> None:
         """A skill command (/checkup …): its instructions become this turn's message."""
         if state.running:
-            state.inbox.put_nowait(Message.user(text))
+            state.inbox.put_nowait(Queued(Message.user(text)))
             return
         self._start(state, self._turn(state, text, user))

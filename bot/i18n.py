@@ -48,6 +48,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_long": "That message is too long ({size} characters; the limit is {limit}). Please shorten it "
         "or send the content as a file in the workspace.",
         "unsupported": "I can only read text messages for now.",
+        "not_taken_up": "{n} message(s) you sent before I restarted were too old to run now, so I "
+        "did not act on them: “{first}”. Send again if still needed.",
         "help": "Commands:\n/new — start a new conversation\n/clear — clear this conversation\n"
         "/status — model, context, pending items\n/cancel — stop the running turn\n/model — show or switch model\n"
         "/lang — English / 中文\n/approve <id>, /deny <id> — decide an approval by text\n"
@@ -98,6 +100,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "plan": "计划",
         "too_long": "消息太长（{size} 个字符，上限 {limit}）。请精简，或把内容放到工作区文件中。",
         "unsupported": "目前我只能读取文字消息。",
+        "not_taken_up": "重启前你发来的 {n} 条消息已超过时限，未执行：“{first}”。如仍需要请重新发送。",
         "help": "命令：\n/new — 开始新对话\n/clear — 清空本对话\n/status — 模型、上下文、待处理事项\n"
         "/cancel — 停止当前任务\n/model — 查看或切换模型\n/lang — English / 中文\n/approve <id>、/deny <id> — 用文字处理确认\n"
         "/memory — 你保存的偏好与决策\n/compact — 立即压缩上下文",

@@ -90,6 +90,8 @@ class TelegramConfig(_Section):
     webhook_secret_env: str | None = "TELEGRAM_WEBHOOK_SECRET"
     webhook_secret: SecretStr | None = None
     group_sessions: Literal["per_group", "per_user"] = "per_group"
+    # updates older than this after downtime are not run (the chat is told); also the age limit
+    # for messages received before a restart and not yet answered
     max_backlog_age_s: int = Field(default=600, ge=0)
     pairing: bool = False
 
@@ -119,6 +121,8 @@ class DiscordConfig(_Section):
     # DMs, mentions and slash commands still work.
     message_content_intent: bool = False
     group_sessions: Literal["per_group", "per_user"] = "per_group"
+    # messages received before a restart and not yet answered are taken up again unless older
+    max_backlog_age_s: int = Field(default=600, ge=0)
     pairing: bool = False  # print a one-time code at start; `/pair <code>` in a DM allows that user
 
     def resolved_token(self, env: Mapping[str, str] | None = None) -> str | None:

@@ -134,7 +134,10 @@ class UsageRow(Base):
 
 
 class ProcessedUpdateRow(Base):
-    """Inbound update ids already handled, so a redelivered update is dropped after a restart."""
+    """Inbound update ids already handled, so a redelivered update is dropped after a restart.
+    `pending` holds a chat message received but not yet in its session's history (queued behind a
+    running turn or an approval): recorded with the id in one INSERT, cleared by the transaction
+    that writes the message into the history, taken up again after a restart."""
 
     __tablename__ = "processed_updates"
     __table_args__ = (sa.UniqueConstraint("platform", "update_id"),)
@@ -143,6 +146,7 @@ class ProcessedUpdateRow(Base):
     platform: Mapped[str] = mapped_column(sa.String(32))
     update_id: Mapped[str] = mapped_column(sa.String(128))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now, index=True)
+    pending: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(none_as_null=True), nullable=True)
 
 
 class KvRow(Base):

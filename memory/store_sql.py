@@ -46,6 +46,14 @@ class HotStatements:
         self.mark_processed = insert(PROCESSED).on_conflict_do_nothing(
             index_elements=["platform", "update_id"]
         )
+        self.clear_pending = (
+            sa.update(PROCESSED)
+            .where(
+                PROCESSED.c.platform == sa.bindparam("r_platform"),
+                PROCESSED.c.update_id == sa.bindparam("r_update_id"),
+            )
+            .values(pending=sa.null())
+        )
         kv = insert(KV)
         self.kv_set = kv.on_conflict_do_update(
             index_elements=["key"], set_={"value": kv.excluded.value, "updated_at": kv.excluded.updated_at}
@@ -171,6 +179,11 @@ class SqliteOps:
             (row["session_id"], row["turn_id"], row["model"], row["input_tokens"], row["output_tokens"],
              row["cache_read_tokens"], row["cache_write_tokens"], row["cost"], self.time(row["created_at"])),
         )  # fmt: skip
+
+    def clear_pending(self, db: sqlite3.Connection, receipts: Sequence[tuple[str, str]]) -> None:
+        db.executemany(
+            "UPDATE processed_updates SET pending = NULL WHERE platform = ? AND update_id = ?", receipts
+        )
 
     def payload(self, db: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> Any:
         row = db.execute(sql, args).fetchone()

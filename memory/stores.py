@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agent.messages import Message
-from agent.ports import ApprovalRecord, ApprovalStatus, TurnRecord, UsageRecord, utcnow
+from agent.ports import ApprovalRecord, ApprovalStatus, Receipt, TurnRecord, UsageRecord, utcnow
 from memory.db import Database
 from memory.models import (
     ApprovalRow,
@@ -298,9 +298,12 @@ class SqlStore:
         messages: Sequence[Message] = (),
         turn: TurnRecord | None = None,
         usage: UsageRecord | None = None,
+        received: Sequence[Receipt] = (),
     ) -> None:
         """Persist one step of a turn atomically — new messages, the turn record, a usage row —
-        in a single transaction (a crash never leaves a message without its turn state)."""
+        in a single transaction (a crash never leaves a message without its turn state). The
+        `received` messages (see `receive_message`) are in the history now: their records are
+        cleared in the same transaction."""
         now = utcnow()
         # serialised before the transaction starts, so the write lock is held only for SQL
         rows = [(m.role, m.model_dump(mode="json")) for m in messages]
@@ -323,6 +326,8 @@ class SqlStore:
                 c.execute(self._sql.upsert_turn, turn_row)
             if usage_row is not None:
                 c.execute(self._sql.insert_usage, usage_row)
+            if received:
+                c.execute(self._sql.clear_pending, _receipt_params(received))
             return before, now
 
         lite = self._lite
@@ -342,6 +347,8 @@ class SqlStore:
                 lite.upsert_turn(db, turn_row)
             if usage_row is not None:
                 lite.insert_usage(db, usage_row)
+            if received:
+                lite.clear_pending(db, received)
             return before, lite.time(now)
 
         before, after = await self.db.run(work, write=True, sqlite=raw if lite else None)
@@ -651,19 +658,28 @@ class SqlStore:
             if int(r[2]) > 0  # an aggregate over no rows still returns one row
         ]
 
-    # ---- inbound de-duplication --------------------------------------------------------------
+    # ---- inbound de-duplication and received messages ----------------------------------------
     async def mark_update_processed(self, platform: str, update_id: str | int) -> bool:
         """Record an inbound update id; False if it was already recorded (drop the duplicate)."""
+        return await self.receive_message(platform, update_id, None)
+
+    async def receive_message(
+        self, platform: str, update_id: str | int, pending: dict[str, Any] | None
+    ) -> bool:
+        """Record an inbound update id together with the message it carries (`pending`, JSON),
+        in one INSERT: False if the id was recorded before (drop the duplicate). The message stays
+        recorded until `commit(received=...)` writes it into its session's history or
+        `release_received` lets it go; `received_pending` lists what a restart should take up."""
         now = utcnow()
-        row = {"platform": platform, "update_id": str(update_id), "created_at": now}
+        row = {"platform": platform, "update_id": str(update_id), "created_at": now, "pending": pending}
         lite = self._lite
 
         def raw(db: sqlite3.Connection) -> int:
             assert lite is not None
             return db.execute(
-                "INSERT INTO processed_updates (platform, update_id, created_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (platform, update_id) DO NOTHING",
-                (platform, str(update_id), lite.time(now)),
+                "INSERT INTO processed_updates (platform, update_id, created_at, pending) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (platform, update_id) DO NOTHING",
+                (platform, str(update_id), lite.time(now), None if pending is None else lite.json(pending)),
             ).rowcount
 
         inserted = await self.db.run(
@@ -673,11 +689,49 @@ class SqlStore:
         )
         return inserted == 1
 
+    async def release_received(self, receipts: Sequence[Receipt]) -> None:
+        """These received messages were dealt with otherwise (an answer to a question, a refusal):
+        nothing is left to take up after a restart."""
+        if not receipts:
+            return
+        lite = self._lite
+
+        def raw(db: sqlite3.Connection) -> None:
+            assert lite is not None
+            lite.clear_pending(db, receipts)
+
+        await self.db.run(
+            lambda c: c.execute(self._sql.clear_pending, _receipt_params(receipts)),
+            write=True,
+            sqlite=raw if lite else None,
+        )
+
+    async def received_pending(self) -> list[tuple[Receipt, datetime, dict[str, Any]]]:
+        """Messages received but neither in a history nor released (a crash or a stop came
+        between), oldest first: (receipt, received at, the message as given to `receive_message`)."""
+        stmt = (
+            sa.select(
+                ProcessedUpdateRow.platform,
+                ProcessedUpdateRow.update_id,
+                ProcessedUpdateRow.created_at,
+                ProcessedUpdateRow.pending,
+            )
+            .where(ProcessedUpdateRow.pending.is_not(None))
+            .order_by(ProcessedUpdateRow.id)
+        )
+        async with self.db.read() as s:
+            rows = (await s.execute(stmt)).all()
+        return [((r[0], r[1]), r[2], r[3]) for r in rows]
+
     async def prune_processed_updates(self, older_than: timedelta, *, now: datetime | None = None) -> int:
+        """Forget update ids older than `older_than` (platforms redeliver for a day at most);
+        a message still waiting to be taken up is kept whatever its age."""
         cutoff = (now or utcnow()) - older_than
         async with self.db.session() as s:
             result = await s.execute(
-                sa.delete(ProcessedUpdateRow).where(ProcessedUpdateRow.created_at < cutoff)
+                sa.delete(ProcessedUpdateRow).where(
+                    ProcessedUpdateRow.created_at < cutoff, ProcessedUpdateRow.pending.is_(None)
+                )
             )
             return _rowcount(result)
 
@@ -715,6 +769,10 @@ class SqlStore:
     async def kv_delete(self, key: str) -> bool:
         async with self.db.session() as s:
             return _rowcount(await s.execute(sa.delete(KvRow).where(KvRow.key == key))) > 0
+
+
+def _receipt_params(receipts: Sequence[Receipt]) -> list[dict[str, str]]:
+    return [{"r_platform": p, "r_update_id": u} for p, u in receipts]
 
 
 def _rowcount(result: Any) -> int:

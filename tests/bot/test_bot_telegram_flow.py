@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.providers.scripted import reply
+from agent.providers.scripted import ScriptedClient, reply
 from tests.bot.conftest import ADMIN, ALICE, BOB
 
 GROUP = -100500
@@ -302,5 +302,29 @@ async def test_pairing_code_admits_its_first_user_once(tmp_path, capsys):
         await h.start()  # the pairing survives a restart
         api.push_text(7777, "/help", user_id=7777)
         await api.wait_for(lambda: any("Commands" in t for t in api.texts(7777)))
+    finally:
+        await h.stop()
+
+
+async def test_group_sessions_per_user_keep_members_apart(tmp_path):
+    """`group_sessions = "per_user"`: in one group each member has a conversation of their own
+    (Discord's setting reaches its gateway the same way)."""
+    from tests.bot.conftest import Harness
+    from tests.fakes.telegram_api import FakeBotAPI
+
+    def history(req):
+        return reply("History: " + " | ".join(m.text for m in req.messages if m.role == "user"))
+
+    env = {"TAPEBOT_TELEGRAM__GROUP_SESSIONS": "per_user", "TAPEBOT_DISCORD__GROUP_SESSIONS": "per_user"}
+    h = Harness(tmp_path / "home", FakeBotAPI(), ScriptedClient([history, history]), env)
+    try:
+        app = await h.start()
+        assert app.gateway.access["discord"].group_sessions == "per_user"
+        h.api.push_text(GROUP, "@tapebot_test_bot from alice", user_id=ALICE)
+        await h.api.wait_for(lambda: any("History:" in t for t in h.api.texts(GROUP)))
+        h.api.push_text(GROUP, "@tapebot_test_bot from bob", user_id=BOB)
+        await h.api.wait_for(lambda: sum("History:" in t for t in h.api.texts(GROUP)) == 2)
+        answers = [t for t in h.api.texts(GROUP) if "History:" in t]
+        assert answers == ["History: from alice", "History: from bob"]  # the mention is stripped
     finally:
         await h.stop()

@@ -9,6 +9,7 @@ import pytest
 
 from agent import events as ev
 from agent.approval import Requester
+from agent.ports import Queued
 from agent.providers.base import TextChunk
 from agent.runtime import TurnRequest
 from agent.tools.core import core_tools
@@ -329,7 +330,7 @@ async def test_inbox_messages_fold_into_next_call(make_runtime, store):
     from agent.messages import Message
 
     def round1(request):
-        inbox.put_nowait(Message.user("also check 000001"))
+        inbox.put_nowait(Queued(Message.user("also check 000001")))
         return [call("fast", {"tag": "a"})]
 
     script = Script([round1, [text("both done")]])

@@ -32,13 +32,23 @@ async def exercise(store: SqlStore) -> dict:
     call = ToolCallPart(id="c1", name="quote", arguments={"code": "600519", "note": "贵州茅台"})
     assert await store.mark_update_processed("telegram", 41)
     assert not await store.mark_update_processed("telegram", 41)
+    assert await store.receive_message("telegram", 42, {"text": "买 100 股", "n": [1, None]})
+    assert await store.receive_message("telegram", 43, {"text": "kept"})
+    assert await store.receive_message("discord", 44, {"text": "released"})
+    assert not await store.receive_message("telegram", 42, {"text": "a duplicate"})
+    await store.release_received([("discord", "44")])
     await store.kv_set("chat:1", {"session_id": "s1", "lang": "zh", "none": None})
     await store.kv_set("empty", None)
     await store.kv_set("chat:1", {"session_id": "s1", "lang": "en"})
     usage = UsageRecord(
         session_id="s1", turn_id="t1", model="m", usage=Usage(10, 5), cost=0.25, created_at=NOW
     )
-    await store.commit("s1", messages=[Message.user("你好 <b>&"), Message.assistant("", [call])], turn=turn)
+    await store.commit(
+        "s1",
+        messages=[Message.user("你好 <b>&"), Message.assistant("", [call])],
+        turn=turn,
+        received=[("telegram", "42")],
+    )
     running = await store.open_turn("s1")
     turn.status = "completed"
     await store.commit("s1", messages=[Message.assistant("done")], turn=turn, usage=usage)
@@ -57,6 +67,7 @@ async def exercise(store: SqlStore) -> dict:
         "kv": await store.kv_get("chat:1"),
         "kv_empty": await store.kv_get("empty", "default"),
         "kv_missing": await store.kv_get("missing", "default"),
+        "pending": await store.received_pending(),
     }
 
 
@@ -85,6 +96,8 @@ async def test_plain_sql_and_core_paths_store_the_same_rows(tmp_path, monkeypatc
     assert [m.text for m in fast["messages"]] == ["你好 <b>&", "", "done"]
     assert fast["kv"] == {"session_id": "s1", "lang": "en"}
     assert fast["kv_empty"] is None and fast["kv_missing"] == "default"
+    # only the message neither committed nor released is still pending
+    assert fast["pending"] == [(("telegram", "43"), NOW, {"text": "kept"})]
 
 
 async def test_in_memory_database_uses_the_core_path(monkeypatch):

@@ -290,6 +290,35 @@ async def test_processed_updates_dedupe_survives_restart(url):
         assert await store.mark_update_processed("telegram", 1001) is True
 
 
+async def test_received_messages_wait_until_they_are_in_the_history(url):
+    """A message recorded with its update id stays pending until the transaction that writes it
+    into the history (or a release) clears it; pending ones survive a restart and pruning."""
+    async with Database(url) as db:
+        store = SqlStore(db)
+        assert await store.receive_message("telegram", 7, {"text": "also 000001"}) is True
+        assert await store.receive_message("telegram", 7, {"text": "again"}) is False  # duplicate
+        assert await store.mark_update_processed("telegram", 7) is False  # one id space
+        assert await store.receive_message("telegram", 8, {"text": "yes"}) is True
+        assert await store.receive_message("discord", 9, {"text": "third"}) is True
+    async with Database(url) as db:  # "after a crash"
+        store = SqlStore(db)
+        pending = await store.received_pending()
+        assert [(r, p["text"]) for r, _, p in pending] == [
+            (("telegram", "7"), "also 000001"),
+            (("telegram", "8"), "yes"),
+            (("discord", "9"), "third"),
+        ]
+        assert all(at.tzinfo is not None for _, at, _ in pending)
+        later = datetime.now(UTC) + timedelta(days=30)
+        assert await store.prune_processed_updates(timedelta(days=7), now=later) == 0  # all pending
+        await store.commit("s1", messages=[Message.user("also 000001")], received=[("telegram", "7")])
+        await store.release_received([("telegram", "8")])
+        assert [r for r, _, _ in await store.received_pending()] == [("discord", "9")]
+        assert [m.text for m in await store.load_messages("s1")] == ["also 000001"]
+        assert await store.prune_processed_updates(timedelta(days=7), now=later) == 2
+        assert await store.mark_update_processed("telegram", 7) is True  # forgotten after pruning
+
+
 # ---- kv ----------------------------------------------------------------------------------------
 async def test_kv(store):
     assert await store.kv_get("offset", 0) == 0

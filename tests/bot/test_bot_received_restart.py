@@ -1,0 +1,163 @@
+"""Messages queued behind a running turn are not lost when the bot stops or crashes: each is
+recorded with its update id until it is in the session's history, and a restart takes it up.
+Fake Telegram Bot API → adapter → gateway → runtime → real SQLite, as in test_bot_telegram_flow."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from datetime import UTC, datetime, timedelta
+
+from agent.providers.scripted import ScriptedClient, reply
+from memory.db import Database
+from memory.stores import SqlStore
+from tests.bot.conftest import ALICE, BOB, Harness
+from tests.fakes.telegram_api import FakeBotAPI
+
+
+class GatedClient(ScriptedClient):
+    """The first model call waits until `gate` is set: the turn stays running meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def stream(self, request):
+        first = not self.called.is_set()
+        self.called.set()
+        if first:
+            await self.gate.wait()
+        async for chunk in super().stream(request):
+            yield chunk
+
+
+def seen_users(req) -> list:
+    return reply("Saw: " + " | ".join(m.text for m in req.messages if m.role == "user"))
+
+
+async def queue_behind_a_running_turn(h: Harness) -> None:
+    """ALICE starts a turn that stays running; a second message arrives and is acknowledged to
+    Telegram (the offset moves past it) while it waits in the turn's queue."""
+    assert isinstance(h.script, GatedClient)
+    await h.start()
+    h.api.push_text(ALICE, "analyze 600519", user_id=ALICE)
+    await asyncio.wait_for(h.script.called.wait(), 3)
+    second = h.api.push_text(ALICE, "also 000001", user_id=ALICE)
+    await h.api.wait_for(lambda: h.api.confirmed_offset > second)
+
+
+async def pending_texts(home) -> list[str]:
+    async with Database(f"sqlite+aiosqlite:///{home / 'tapebot.db'}") as db:
+        return [p["text"] for _, _, p in await SqlStore(db).received_pending()]
+
+
+async def test_a_message_queued_at_a_stop_is_answered_after_the_restart(tmp_path):
+    h = Harness(tmp_path / "home", FakeBotAPI(), GatedClient())
+    try:
+        await queue_behind_a_running_turn(h)
+        await h.stop()  # SIGTERM: the running turn is cancelled; the queued message starts nothing
+        assert await pending_texts(h.home) == ["also 000001"]
+        h.script = ScriptedClient([seen_users])
+        await h.start()
+        await h.api.wait_for(lambda: any("Saw:" in t for t in h.api.texts(ALICE)))
+        assert [t for t in h.api.texts(ALICE) if "Saw:" in t] == ["Saw: analyze 600519 | also 000001"]
+        assert len(h.script.requests) == 1
+        await h.stop()
+        assert await pending_texts(h.home) == []  # in the history now: nothing to take up again
+        h.script = ScriptedClient()  # a third start calls no model
+        await h.start()
+        await asyncio.sleep(0.2)
+        assert h.script.requests == []
+    finally:
+        await h.stop()
+
+
+async def test_a_message_queued_at_a_crash_is_answered_after_the_restart(tmp_path):
+    """The crash is the database as it was at that moment (an SQLite online backup), opened by a
+    new process; nothing of the old one's memory survives."""
+    h = Harness(tmp_path / "home", FakeBotAPI(), GatedClient())
+    crashed = tmp_path / "crashed"
+    try:
+        await queue_behind_a_running_turn(h)
+        shutil.copytree(h.home, crashed, ignore=shutil.ignore_patterns("tapebot.db*"))
+        src, dst = sqlite3.connect(h.home / "tapebot.db"), sqlite3.connect(crashed / "tapebot.db")
+        src.backup(dst)
+        src.close()
+        dst.close()
+    finally:
+        await h.stop()  # the old process goes away; its own stop is not what is tested here
+    api = h.api  # the same Telegram: it knows the chat
+    again = Harness(crashed, api, ScriptedClient([seen_users]))
+    try:
+        await again.start()
+        await api.wait_for(lambda: any("Saw:" in t for t in api.texts(ALICE)))
+        # the crashed turn's message is in the history; the queued one was taken up
+        assert [t for t in api.texts(ALICE) if "Saw:" in t] == ["Saw: analyze 600519 | also 000001"]
+        assert await pending_texts(crashed) == []
+    finally:
+        await again.stop()
+
+
+async def test_a_message_left_from_long_ago_is_not_run_and_the_chat_is_told(tmp_path):
+    h = Harness(tmp_path / "home", FakeBotAPI(), GatedClient())
+    try:
+        await queue_behind_a_running_turn(h)
+        await h.stop()
+        db = sqlite3.connect(h.home / "tapebot.db")
+        old = (datetime.now(UTC) - timedelta(hours=2)).replace(tzinfo=None).isoformat(" ")
+        db.execute("UPDATE processed_updates SET created_at = ? WHERE pending IS NOT NULL", (old,))
+        db.commit()
+        db.close()
+        h.script = ScriptedClient()  # must not be called
+        await h.start()
+        notice = await h.api.wait_for(
+            lambda: next((t for t in h.api.texts(ALICE) if "before I restarted" in t), None)
+        )
+        assert "also 000001" in notice
+        await asyncio.sleep(0.2)
+        assert h.script.requests == []
+        assert await pending_texts(h.home) == []
+    finally:
+        await h.stop()
+
+
+async def test_a_message_from_a_user_no_longer_allowed_is_not_taken_up(tmp_path):
+    h = Harness(tmp_path / "home", FakeBotAPI(), GatedClient())
+    try:
+        await queue_behind_a_running_turn(h)
+        await h.stop()
+        h.extra_env = {"TAPEBOT_TELEGRAM__ALLOWED_USERS": f"[{BOB}]"}
+        h.script = ScriptedClient()
+        await h.start()
+        await asyncio.sleep(0.2)
+        assert h.script.requests == []
+        assert await pending_texts(h.home) == []
+    finally:
+        await h.stop()
+
+
+async def test_old_update_ids_are_forgotten_at_start_but_a_waiting_message_is_kept(tmp_path):
+    h = Harness(tmp_path / "home", FakeBotAPI(), GatedClient())
+    try:
+        await queue_behind_a_running_turn(h)
+        await h.stop()
+        db = sqlite3.connect(h.home / "tapebot.db")
+        old = (datetime.now(UTC) - timedelta(days=8)).replace(tzinfo=None).isoformat(" ")
+        db.execute("UPDATE processed_updates SET created_at = ?", (old,))
+        db.commit()
+        db.close()
+        h.extra_env = {"TAPEBOT_TELEGRAM__MAX_BACKLOG_AGE_S": str(10 * 86_400)}  # still run it
+        h.script = ScriptedClient([seen_users])
+        await h.start()
+        await h.api.wait_for(lambda: any("Saw:" in t for t in h.api.texts(ALICE)))
+        await h.stop()
+        db = sqlite3.connect(h.home / "tapebot.db")
+        # the first message's id is forgotten; the second's was kept while it waited (and then
+        # answered, so it goes at the next pruning after its week)
+        left = db.execute("SELECT update_id, pending FROM processed_updates").fetchall()
+        db.close()
+        assert len(left) == 1 and left[0][1] is None
+    finally:
+        await h.stop()
