@@ -532,6 +532,11 @@ class Gateway:
                     # silently cancelling it as "moved on"
                     state.backlog.extend((q, user) for q in leftovers)
                     return
+                if state.backlog:  # they waited for a decision; nothing is waiting any more
+                    backlog, state.backlog = state.backlog, []
+                    if not leftovers:
+                        user = backlog[-1][1]
+                    leftovers = [q for q, _ in backlog] + leftovers
                 state.cancel = CancelSignal()
                 if leftovers:
                     job = self._queued_turn(state, leftovers, user)
@@ -700,7 +705,9 @@ class Gateway:
             await press.ack("", False)
 
     async def _release_backlog(self, state: ChatState) -> None:
-        if state.backlog and await self._waiting_turn(state) is None:
+        """A decision was made: what waited for it joins the resumed turn (if that turn stops
+        at another card, `_worker` puts it back)."""
+        if state.backlog:
             for item, user in state.backlog:
                 state.inbox.put_nowait(item)
                 state.last_user = user

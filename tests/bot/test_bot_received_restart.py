@@ -161,3 +161,34 @@ async def test_old_update_ids_are_forgotten_at_start_but_a_waiting_message_is_ke
         assert len(left) == 1 and left[0][1] is None
     finally:
         await h.stop()
+
+
+async def test_a_message_waiting_behind_an_admin_approval_survives_a_restart(tmp_path):
+    """In a group, a member's message waits while the chat is blocked on an approval only an
+    admin can give; after a restart it still waits, and joins the turn once the admin approves."""
+    from tests.bot.conftest import ADMIN
+    from tests.bot.test_bot_telegram_flow import GROUP, buttons_of
+
+    api = FakeBotAPI()
+    h = Harness(tmp_path / "home", api, ScriptedClient())
+    h.script.add(reply(tool_calls=[("write_file", {"path": "g.txt", "content": "group"})]))
+    try:
+        await h.start()
+        api.push_text(GROUP, "@tapebot_test_bot save g.txt", user_id=BOB)
+        card = await api.wait_for(lambda: next((m for m in api.sent(GROUP) if buttons_of(m)), None))
+        later = api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)
+        await api.wait_for(lambda: api.confirmed_offset > later)
+        await h.stop()
+        assert [t for t in await pending_texts(h.home) if "000001" in t]
+        h.script = ScriptedClient([seen_users])
+        await h.start()
+        await asyncio.sleep(0.2)
+        assert h.script.requests == []  # still waiting for the admin
+        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=ADMIN)
+        answer = await api.wait_for(lambda: next((t for t in api.texts(GROUP) if "Saw:" in t), None))
+        assert "save g.txt" in answer and "and also 000001" in answer
+        assert (h.home / "workspace" / "g.txt").read_text() == "group"
+        assert await pending_texts(h.home) == []
+    finally:
+        await h.stop()

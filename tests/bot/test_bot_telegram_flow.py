@@ -328,3 +328,43 @@ async def test_group_sessions_per_user_keep_members_apart(tmp_path):
         assert answers == ["History: from alice", "History: from bob"]  # the mention is stripped
     finally:
         await h.stop()
+
+
+def _users_seen(req):
+    return reply("Saw: " + " | ".join(m.text for m in req.messages if m.role == "user"))
+
+
+async def test_a_member_message_behind_an_admin_approval_joins_once_it_is_decided(harness):
+    harness.script.add(reply(tool_calls=[("write_file", {"path": "b.txt", "content": "x"})]), _users_seen)
+    await harness.start()
+    api = harness.api
+    api.push_text(GROUP, "@tapebot_test_bot save b.txt", user_id=BOB)
+    card = await api.wait_for(lambda: next((m for m in api.sent(GROUP) if buttons_of(m)), None))
+    api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)  # BOB cannot approve
+    await asyncio.sleep(0.2)
+    assert len(harness.script.requests) == 1  # it waits; the card is not "moved on"
+    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=ADMIN)
+    answer = await api.wait_for(lambda: next((t for t in api.texts(GROUP) if "Saw:" in t), None))
+    assert answer == "Saw: save b.txt | and also 000001"
+
+
+async def test_a_member_message_behind_an_approval_that_expires_gets_its_own_turn(harness):
+    from datetime import UTC, datetime, timedelta
+
+    harness.script.add(
+        reply(tool_calls=[("write_file", {"path": "e.txt", "content": "x"})]),
+        reply("Not written: the approval expired."),
+        _users_seen,
+    )
+    app = await harness.start()
+    api = harness.api
+    api.push_text(GROUP, "@tapebot_test_bot save e.txt", user_id=BOB)
+    await api.wait_for(lambda: any(buttons_of(m) for m in api.sent(GROUP)))
+    api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)
+    await asyncio.sleep(0.2)
+    assert await app.gateway.expire_due(now=datetime.now(UTC) + timedelta(hours=1)) == 1
+    answer = await api.wait_for(lambda: next((t for t in api.texts(GROUP) if "Saw:" in t), None))
+    assert "and also 000001" in answer
+    assert any("approval expired" in t for t in api.texts(GROUP))
+    assert not (harness.home / "workspace" / "e.txt").exists()
