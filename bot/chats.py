@@ -36,7 +36,7 @@ class ChatState:
     # messages that arrived while the chat waited on an approval only an admin can give
     backlog: list[tuple[Queued, UserRef]] = field(default_factory=list)
     # background-task notices that arrived during a turn: each batch gets a turn of its own after it
-    notices: list[str] = field(default_factory=list)
+    notices: list[Queued] = field(default_factory=list)
     last_user: UserRef | None = None
     owner: str = ""  # the user a DM belongs to / who last spoke: unattended turns act for them
     idle: asyncio.Event = field(default_factory=asyncio.Event)

@@ -44,7 +44,7 @@ from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
-from bot.received import inbound_from_record, pending_record
+from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
 from bot.replies import read_reply
 
 log = logging.getLogger(__name__)
@@ -179,6 +179,9 @@ class Gateway:
         taken = 0
         stale: dict[str, tuple[ChatState, int, str]] = {}
         for receipt, received_at, record in await self.store.received_pending():
+            if receipt[0] == NOTICES:
+                await self._take_up_notice(receipt, record)
+                continue
             adapter = self.adapters.get(receipt[0])
             if adapter is None:
                 continue
@@ -208,6 +211,22 @@ class Gateway:
             log.info("after the restart: %d received message(s) taken up, %d too old", taken,
                      sum(n for _, n, _ in stale.values()))  # fmt: skip
         return taken
+
+    async def _take_up_notice(self, receipt: Receipt, record: dict[str, Any]) -> None:
+        """A task notice that waited for a turn when the bot went down: its own turn now (a
+        notice is never stale: the task did finish). Kept while its platform is not running."""
+        try:
+            chat_key, text = notice_from_record(record)
+        except ValueError as exc:
+            log.warning("task notice %s dropped: %s", receipt[1], exc)
+            await self.store.release_received([receipt])
+            return
+        state = await self.chats.by_key(chat_key)
+        if state is None:
+            log.warning("task notice %s: chat %s is unknown; dropped", receipt[1], chat_key)
+            await self.store.release_received([receipt])
+        elif state.chat.platform in self.adapters:
+            self.submit_system_turn(state, text, receipt)
 
     # ---- inbound -----------------------------------------------------------------------------
     def allowed(self, user: UserRef) -> bool:
@@ -542,9 +561,8 @@ class Gateway:
                     job = self._queued_turn(state, leftovers, user)
                 elif state.notices:
                     # task notices wait for the user's turn to end, then get a turn of their own
-                    text = "\n\n".join(state.notices)
-                    state.notices.clear()
-                    job = self._turn(state, text, user, notification=True)
+                    notices, state.notices = state.notices, []
+                    job = self._notice_turn(state, notices, user)
                 else:
                     return
         finally:
@@ -552,14 +570,23 @@ class Gateway:
             state.cancel = None
             state.idle.set()
 
-    def submit_system_turn(self, state: ChatState, text: str) -> None:
+    def submit_system_turn(self, state: ChatState, text: str, receipt: Receipt | None = None) -> None:
         """Wake a turn with a system notification (background task finished); queued behind a
-        running turn, never mixed into the user's own message."""
+        running turn, never mixed into the user's own message. `receipt`: the notice is recorded
+        until its turn has stored it."""
+        queued = Queued(Message.user(text), receipt)
         if state.running:
-            state.notices.append(text)  # its own turn once the running one ends
+            state.notices.append(queued)  # its own turn once the running one ends
             return
         user = state.last_user or UserRef(state.chat.platform, "")
-        self._start(state, self._turn(state, text, user, notification=True))
+        self._start(state, self._notice_turn(state, [queued], user))
+
+    def _notice_turn(
+        self, state: ChatState, notices: list[Queued], user: UserRef
+    ) -> AsyncIterator[ev.RuntimeEvent]:
+        text = "\n\n".join(q.message.text for q in notices)
+        receipts = tuple(q.receipt for q in notices if q.receipt is not None)
+        return self._turn(state, text, user, receipts=receipts, notification=True)
 
     # ---- approvals and questions ------------------------------------------------------------
     async def _send_card(self, state: ChatState, event: ev.ApprovalRequired) -> None:
@@ -736,7 +763,13 @@ class Gateway:
                 await self.adapters[state.chat.platform].edit_text(
                     msg, f"{mark} {record.tool_name} · {record.id} · {record.status}", format="plain"
                 )
-        self.submit_system_turn(state, task_notification_text(record))
+        # The ledger counts the notice as delivered once this returns: record it until its turn
+        # has stored it, so a crash before then does not lose it.
+        text = task_notification_text(record)
+        receipt = (NOTICES, str(record.id))
+        if not await self.store.receive_message(*receipt, notice_record(state.key, text)):
+            return  # recorded before: already delivered (or waiting to be taken up)
+        self.submit_system_turn(state, text, receipt)
 
     async def task_progress(self, record: Any) -> None:
         """One status message per task, edited as progress arrives (the manager throttles it)."""

@@ -7,7 +7,10 @@ record (`commit(received=...)`); a reply that answers a card or a question relea
 left after a crash or a stop is taken up by `Gateway.take_up_received` on the next start, oldest
 first, as if it had just arrived.
 
-This module is the record's format: the `InboundMessage` as JSON and back.
+A background task's completion notice that has to wait for the chat's running turn is kept the
+same way, under ("task", task id): the task ledger has marked it delivered already.
+
+This module is the records' format: the `InboundMessage` (or the notice) as JSON and back.
 """
 
 from __future__ import annotations
@@ -18,6 +21,18 @@ from typing import Any
 from adapters.base import ChatRef, InboundMessage, UserRef
 
 RECORD_VERSION = 1
+NOTICES = "task"  # the receipts' "platform" for task notices
+
+
+def notice_record(chat_key: str, text: str) -> dict[str, Any]:
+    return {"v": RECORD_VERSION, "notice": text, "chat_key": chat_key}
+
+
+def notice_from_record(record: dict[str, Any]) -> tuple[str, str]:
+    """(chat key, notice text); ValueError if the record is not one this version wrote."""
+    if record.get("v") != RECORD_VERSION or not isinstance(record.get("notice"), str):
+        raise ValueError("malformed received-notice record")
+    return str(record.get("chat_key", "")), record["notice"]
 
 
 def pending_record(msg: InboundMessage) -> dict[str, Any]:

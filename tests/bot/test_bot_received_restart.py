@@ -50,7 +50,7 @@ async def queue_behind_a_running_turn(h: Harness) -> None:
 
 async def pending_texts(home) -> list[str]:
     async with Database(f"sqlite+aiosqlite:///{home / 'tapebot.db'}") as db:
-        return [p["text"] for _, _, p in await SqlStore(db).received_pending()]
+        return [p.get("text") or p["notice"] for _, _, p in await SqlStore(db).received_pending()]
 
 
 async def test_a_message_queued_at_a_stop_is_answered_after_the_restart(tmp_path):
@@ -189,6 +189,42 @@ async def test_a_message_waiting_behind_an_admin_approval_survives_a_restart(tmp
         answer = await api.wait_for(lambda: next((t for t in api.texts(GROUP) if "Saw:" in t), None))
         assert "save g.txt" in answer and "and also 000001" in answer
         assert (h.home / "workspace" / "g.txt").read_text() == "group"
+        assert await pending_texts(h.home) == []
+    finally:
+        await h.stop()
+
+
+async def test_a_task_notice_waiting_for_the_running_turn_survives_a_restart(tmp_path):
+    """The task ledger counts a notice delivered once the gateway took it; one that still waited
+    for the chat's running turn when the bot stopped gets its turn after the restart, once."""
+    from agent.task_ledger import TaskRecord
+
+    h = Harness(tmp_path / "home", FakeBotAPI(), GatedClient())
+    try:
+        await h.start()
+        h.api.push_text(ALICE, "analyze 600519", user_id=ALICE)
+        assert isinstance(h.script, GatedClient)
+        await asyncio.wait_for(h.script.called.wait(), 3)
+        gw = h.app.gateway
+        state = next(s for s in gw.chats.loaded() if s.running)
+        record = TaskRecord(id="bg_7", session_id=state.session_id, chat_key=state.key,
+                            tool_name="run_backtest", status="succeeded", result="Sharpe 1.2")  # fmt: skip
+        await gw.notify_task(record)
+        await gw.notify_task(record)  # a second delivery of the same notice changes nothing
+        assert len(state.notices) == 1
+        await h.stop()
+        assert len(await pending_texts(h.home)) == 1
+
+        def notice_turn(req):
+            last = req.messages[-1]
+            assert last.meta.get("notification") and "bg_7" in last.text and "Sharpe 1.2" in last.text
+            return reply("Your backtest bg_7 finished.")
+
+        h.script = ScriptedClient([notice_turn])
+        await h.start()
+        await h.api.wait_for(lambda: any("bg_7 finished" in t for t in h.api.texts(ALICE)))
+        await asyncio.sleep(0.2)
+        assert len(h.script.requests) == 1
         assert await pending_texts(h.home) == []
     finally:
         await h.stop()
