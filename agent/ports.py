@@ -26,9 +26,10 @@ TurnStatus = Literal["running", "suspended", "completed", "cancelled", "failed"]
 CallStatus = Literal["pending", "awaiting_approval", "executing", "done", "denied", "cancelled", "failed"]
 ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled"]
 
-#: An inbound message's (platform, update id). The gateway records the message under it when it
-#: arrives; the store clears it in the transaction that writes the message into the history, so a
-#: message queued behind a running turn survives a crash (opaque to the runtime).
+#: An inbound message's (platform, update id), or a task notice's ("task", task id). The gateway
+#: records the message under it when it arrives; the store clears it in the transaction that writes
+#: the message into the history, so one queued behind a running turn survives a crash (opaque to
+#: the runtime).
 Receipt = tuple[str, str]
 
 

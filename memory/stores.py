@@ -1,6 +1,7 @@
 """`SqlStore`: the runtime's storage ports (SessionStore, TurnStore, ApprovalStore, UsageStore from
 `agent.ports`) over the core tables, plus the small extras the bot needs (usage totals, inbound
-de-duplication, session listing, /clear, a key-value corner).
+de-duplication and the messages received but not yet in a history, session listing, /clear, a
+key-value corner).
 
 Every method is one short transaction. Inserts that may race use the dialect's
 `ON CONFLICT DO NOTHING / DO UPDATE` (SQLite and PostgreSQL both have it), so "create if absent"
