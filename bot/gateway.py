@@ -457,7 +457,7 @@ class Gateway:
         state.cancel = state.cancel if state.cancel and not state.cancel.is_set() else CancelSignal()
         self.spawn(self._worker(state, job), name=f"turn:{state.key}")
 
-    def _request(
+    def _turn(
         self,
         state: ChatState,
         text: str,
@@ -465,8 +465,8 @@ class Gateway:
         no_open_turn: bool = False,
         receipts: tuple[Receipt, ...] = (),
         **meta: Any,
-    ) -> TurnRequest:
-        return TurnRequest(
+    ) -> AsyncIterator[ev.RuntimeEvent]:
+        request = TurnRequest(
             session_id=state.session_id,
             text=text,
             who=Requester(user.user_id, state.key, self.approvers_for(state.chat, user)),
@@ -478,6 +478,15 @@ class Gateway:
             no_open_turn=no_open_turn,
             receipts=receipts,
         )
+        return self.runtime.run(request)
+
+    def _queued_turn(
+        self, state: ChatState, queued: list[Queued], user: UserRef, **meta: Any
+    ) -> AsyncIterator[ev.RuntimeEvent]:
+        """One turn for messages that queued up: their texts joined, their receipts with them."""
+        text = "\n\n".join(q.message.text for q in queued)
+        receipts = tuple(q.receipt for q in queued if q.receipt is not None)
+        return self._turn(state, text, user, receipts=receipts, **meta)
 
     def _dynamic_context(self, state: ChatState) -> str:
         # Stable for the day, so the prompt-cache prefix survives from turn to turn.
@@ -485,25 +494,6 @@ class Gateway:
         lang = "Chinese" if state.lang == "zh" else "English"
         head = f"Today: {today} (UTC). Chat platform: {state.chat.platform}. Preferred language: {lang}."
         return f"{head}\n{self.system_dynamic}" if self.system_dynamic else head
-
-    def _turn(
-        self,
-        state: ChatState,
-        text: str,
-        user: UserRef,
-        no_open_turn: bool = False,
-        receipts: tuple[Receipt, ...] = (),
-        **meta: Any,
-    ) -> AsyncIterator[ev.RuntimeEvent]:
-        return self.runtime.run(self._request(state, text, user, no_open_turn, receipts, **meta))
-
-    def _queued_turn(
-        self, state: ChatState, queued: list[Queued], user: UserRef
-    ) -> AsyncIterator[ev.RuntimeEvent]:
-        """One turn for messages that queued up: their texts joined, their receipts with them."""
-        text = "\n\n".join(q.message.text for q in queued)
-        receipts = tuple(q.receipt for q in queued if q.receipt is not None)
-        return self._turn(state, text, user, receipts=receipts)
 
     def _resume(self, state: ChatState, turn_id: str) -> AsyncIterator[ev.RuntimeEvent]:
         req = TurnRequest(
@@ -562,7 +552,7 @@ class Gateway:
                 elif state.notices:
                     # task notices wait for the user's turn to end, then get a turn of their own
                     notices, state.notices = state.notices, []
-                    job = self._notice_turn(state, notices, user)
+                    job = self._queued_turn(state, notices, user, notification=True)
                 else:
                     return
         finally:
@@ -579,14 +569,7 @@ class Gateway:
             state.notices.append(queued)  # its own turn once the running one ends
             return
         user = state.last_user or UserRef(state.chat.platform, "")
-        self._start(state, self._notice_turn(state, [queued], user))
-
-    def _notice_turn(
-        self, state: ChatState, notices: list[Queued], user: UserRef
-    ) -> AsyncIterator[ev.RuntimeEvent]:
-        text = "\n\n".join(q.message.text for q in notices)
-        receipts = tuple(q.receipt for q in notices if q.receipt is not None)
-        return self._turn(state, text, user, receipts=receipts, notification=True)
+        self._start(state, self._queued_turn(state, [queued], user, notification=True))
 
     # ---- approvals and questions ------------------------------------------------------------
     async def _send_card(self, state: ChatState, event: ev.ApprovalRequired) -> None:

@@ -53,6 +53,16 @@ async def pending_texts(home) -> list[str]:
         return [p.get("text") or p["notice"] for _, _, p in await SqlStore(db).received_pending()]
 
 
+def backdate(home, age: timedelta, *, pending_only: bool) -> None:
+    """Make the recorded update ids look `age` old (the bot is stopped)."""
+    db = sqlite3.connect(home / "tapebot.db")
+    old = (datetime.now(UTC) - age).replace(tzinfo=None).isoformat(" ")
+    where = " WHERE pending IS NOT NULL" if pending_only else ""
+    db.execute(f"UPDATE processed_updates SET created_at = ?{where}", (old,))
+    db.commit()
+    db.close()
+
+
 async def test_a_message_queued_at_a_stop_is_answered_after_the_restart(tmp_path):
     h = Harness(tmp_path / "home", FakeBotAPI(), GatedClient())
     try:
@@ -105,11 +115,7 @@ async def test_a_message_left_from_long_ago_is_not_run_and_the_chat_is_told(tmp_
     try:
         await queue_behind_a_running_turn(h)
         await h.stop()
-        db = sqlite3.connect(h.home / "tapebot.db")
-        old = (datetime.now(UTC) - timedelta(hours=2)).replace(tzinfo=None).isoformat(" ")
-        db.execute("UPDATE processed_updates SET created_at = ? WHERE pending IS NOT NULL", (old,))
-        db.commit()
-        db.close()
+        backdate(h.home, timedelta(hours=2), pending_only=True)
         h.script = ScriptedClient()  # must not be called
         await h.start()
         notice = await h.api.wait_for(
@@ -143,11 +149,7 @@ async def test_old_update_ids_are_forgotten_at_start_but_a_waiting_message_is_ke
     try:
         await queue_behind_a_running_turn(h)
         await h.stop()
-        db = sqlite3.connect(h.home / "tapebot.db")
-        old = (datetime.now(UTC) - timedelta(days=8)).replace(tzinfo=None).isoformat(" ")
-        db.execute("UPDATE processed_updates SET created_at = ?", (old,))
-        db.commit()
-        db.close()
+        backdate(h.home, timedelta(days=8), pending_only=False)
         h.extra_env = {"TAPEBOT_TELEGRAM__MAX_BACKLOG_AGE_S": str(10 * 86_400)}  # still run it
         h.script = ScriptedClient([seen_users])
         await h.start()
