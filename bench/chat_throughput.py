@@ -11,11 +11,18 @@ the event-loop thread's CPU time per message (bot, fake Bot API and simulated us
 to the most it may be for a ratio of 0.8 at this load — (ideal time / 0.8) / messages, 0.62 ms at
 200 chats × 5 messages — and the whole process's (the trace-writer thread included).
 
+The same load is then run against the harness alone: the same fake Bot API, simulated users and
+Telegram adapter, with a handler that echoes each message after the model latency in place of the
+gateway, runtime and store. Its ratio is the ceiling any bot reaches on this machine through this
+harness: what lies between the two lines is tapebot's own cost. `--no-baseline` skips it;
+`--baseline-only` runs only it.
+
 Telegram's own flood limits (about 30 messages/s per bot overall, which `FloodLimiter` enforces)
 cap a real bot at ~30 replies/s whatever the code does: 1000 replies take 33 s. The bench
 measures tapebot, so it lifts them by default; `--flood-limits` puts the production limiter back.
 
 Run: python bench/chat_throughput.py [--chats 200] [--messages 5] [--latency 0.1] [--flood-limits]
+                                     [--no-baseline | --baseline-only]
 """
 
 from __future__ import annotations
@@ -28,12 +35,15 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from adapters.base import InboundMessage
 from adapters.ratelimit import FloodLimiter
+from adapters.telegram import TelegramAdapter
 from agent.providers.base import FinishChunk, ModelInfo, ModelRequest, TextChunk, UsageChunk
 from agent.usage import Usage
 from bot.app import App, settle_heap
@@ -59,9 +69,35 @@ class LatencyModel:
         return None
 
 
-async def run(chats: int, messages: int, latency: float, flood_limits: bool = False) -> None:
-    logging.basicConfig(level=logging.ERROR)
-    api = FakeBotAPI(max_poll_wait=0.05)
+@dataclass
+class Load:
+    chats: int
+    messages: int
+    latency: float
+    flood_limits: bool = False
+
+    def telegram_options(self, api: FakeBotAPI) -> dict:
+        return {
+            "request": FakeRequest(api),
+            "get_updates_request": FakeRequest(api),
+            "poll_timeout": 0.05,
+            # the fake API has no flood limits; FloodLimiter's 30 msg/s would be all we measure
+            **({} if self.flood_limits else {"rate_limiter": FloodLimiter(overall_per_second=None)}),
+        }
+
+
+@dataclass
+class Result:
+    replies: dict[str, list[float]]
+    latencies: list[float]
+    elapsed: float
+    cpu: float
+    loop_cpu: float
+
+
+async def drive(api: FakeBotAPI, load: Load) -> Result:
+    """The simulated users: each chat sends its messages one after another, waiting for the echo
+    of each before the next; replies are matched by text, so a lost or repeated one shows."""
     replies: dict[str, list[float]] = {}
     waiting: dict[str, asyncio.Future[None]] = {}
     original = api.handle
@@ -77,75 +113,110 @@ async def run(chats: int, messages: int, latency: float, flood_limits: bool = Fa
         return status, body
 
     api.handle = handle  # type: ignore[method-assign]
+    latencies: list[float] = []
+
+    async def user(uid: int) -> None:
+        for i in range(load.messages):
+            text = f"u{uid} m{i}"
+            # woken by the reply itself: 200 users polling every few ms would cost more CPU
+            # than the bot does
+            waiting[text] = asyncio.get_running_loop().create_future()
+            t0 = time.perf_counter()
+            api.push_text(uid, text, user_id=uid)
+            await waiting[text]
+            latencies.append(replies[text][0] - t0)
+
+    t0, cpu0, loop0 = time.perf_counter(), time.process_time(), time.thread_time()
+    await asyncio.wait_for(asyncio.gather(*(user(u) for u in users(load))), timeout=600)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    loop_cpu = time.thread_time() - loop0
+    await asyncio.sleep(0.5)  # let any stray duplicate arrive
+    return Result(replies, latencies, elapsed, cpu, loop_cpu)
+
+
+def users(load: Load) -> list[int]:
+    return list(range(10_000, 10_000 + load.chats))
+
+
+async def run_bot(load: Load) -> Result:
+    """The whole bot: adapter, gateway, runtime, SQLite store, traces."""
+    api = FakeBotAPI(max_poll_wait=0.05)
     with tempfile.TemporaryDirectory() as tmp:
-        users = list(range(10_000, 10_000 + chats))
         env = {
             "TAPEBOT_HOME": tmp,
             "OPENAI_API_KEY": "sk-bench-0000000000",
             "TELEGRAM_BOT_TOKEN": api.token,
-            "TAPEBOT_TELEGRAM__ALLOWED_USERS": "[" + ",".join(map(str, users)) + "]",
+            "TAPEBOT_TELEGRAM__ALLOWED_USERS": "[" + ",".join(map(str, users(load))) + "]",
             "TAPEBOT_SCHEDULER__ENABLED": "false",
         }
-        model = LatencyModel(latency)
+        model = LatencyModel(load.latency)
         app = App(
             load_settings(Path(tmp), env),
             model_factory=lambda _m: model,
-            adapter_options={
-                "telegram": {
-                    "request": FakeRequest(api),
-                    "get_updates_request": FakeRequest(api),
-                    "poll_timeout": 0.05,
-                    # the fake API has no flood limits; FloodLimiter's 30 msg/s would be all we measure
-                    **({} if flood_limits else {"rate_limiter": FloodLimiter(overall_per_second=None)}),
-                }
-            },
+            adapter_options={"telegram": load.telegram_options(api)},
         )
         await app.start(adapters=True)
         settle_heap()  # as `tapebot run` does after start-up
-        latencies: list[float] = []
+        try:
+            return await drive(api, load)
+        finally:
+            await app.stop()
 
-        async def user(uid: int) -> None:
-            for i in range(messages):
-                text = f"u{uid} m{i}"
-                # woken by the reply itself: 200 users polling every few ms would cost more CPU
-                # than the bot does
-                waiting[text] = asyncio.get_running_loop().create_future()
-                t0 = time.perf_counter()
-                api.push_text(uid, text, user_id=uid)
-                await waiting[text]
-                latencies.append(replies[text][0] - t0)
 
-        t0, cpu0, loop0 = time.perf_counter(), time.process_time(), time.thread_time()
-        await asyncio.wait_for(asyncio.gather(*(user(u) for u in users)), timeout=600)
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        loop_cpu = time.thread_time() - loop0
-        await asyncio.sleep(0.5)  # let any stray duplicate arrive
-        await app.stop()
-    expected = chats * messages
-    lost = expected - len(replies)
-    duplicated = sum(1 for v in replies.values() if len(v) > 1)
-    ideal = messages * latency
-    limits = "on (30 msg/s)" if flood_limits else "off"
+def echo_handler(adapter: TelegramAdapter, latency: float) -> Callable[[object], Awaitable[None]]:
+    """Stands where the gateway stands: returns at once (as the gateway does, queueing the turn)
+    and answers after the model's latency."""
+    pending: set[asyncio.Task[None]] = set()
+
+    async def answer(event: InboundMessage) -> None:
+        await asyncio.sleep(latency)
+        await adapter.send_text(event.chat, f"echo {event.text}")
+
+    async def handle(event: object) -> None:
+        if isinstance(event, InboundMessage):
+            task = asyncio.get_running_loop().create_task(answer(event))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    return handle
+
+
+async def run_baseline(load: Load) -> Result:
+    """The harness alone: fake Bot API, simulated users and the Telegram adapter, echoing."""
+    api = FakeBotAPI(max_poll_wait=0.05)
+    adapter = TelegramAdapter(api.token, **load.telegram_options(api))
+    await adapter.start(echo_handler(adapter, load.latency))
+    settle_heap()
+    try:
+        return await drive(api, load)
+    finally:
+        await adapter.stop()
+
+
+def report(title: str, load: Load, r: Result) -> None:
+    expected = load.chats * load.messages
+    lost = expected - len(r.replies)
+    duplicated = sum(1 for v in r.replies.values() if len(v) > 1)
+    ideal = load.messages * load.latency
+    print(f"-- {title}")
+    print(f"total replies          {len(r.replies)} / {expected}   lost={lost} duplicated={duplicated}")
     print(
-        f"chats={chats} messages/chat={messages} model latency={latency * 1000:.0f} ms flood limits {limits}"
+        f"wall time              {r.elapsed:.2f} s   (ideal {ideal:.2f} s)   "
+        f"ideal/measured = {ideal / r.elapsed:.2f}"
     )
-    print(f"total replies          {len(replies)} / {expected}   lost={lost} duplicated={duplicated}")
-    print(
-        f"wall time              {elapsed:.2f} s   (ideal {ideal:.2f} s)   ideal/measured = {ideal / elapsed:.2f}"
-    )
-    print(f"throughput             {expected / elapsed:.1f} messages/s")
+    print(f"throughput             {expected / r.elapsed:.1f} messages/s")
     # One event loop on one core: 0.8 needs every message's loop CPU (bot, fake Bot API and
     # simulated users together) to fit in (ideal / 0.8) / messages.
     print(
-        f"loop CPU per message   {loop_cpu / expected * 1000:.2f} ms   "
+        f"loop CPU per message   {r.loop_cpu / expected * 1000:.2f} ms   "
         f"(at most {ideal / 0.8 / expected * 1000:.2f} ms for 0.8 at this load)"
     )
-    print(f"process CPU per message {cpu / expected * 1000:.2f} ms   (every thread)")
-    lat = sorted(latencies)
+    print(f"process CPU per message {r.cpu / expected * 1000:.2f} ms   (every thread)")
+    lat = sorted(r.latencies)
     print(
-        f"reply latency          p50 {statistics.median(lat) * 1000:.0f} ms   p95 {lat[int(len(lat) * 0.95) - 1] * 1000:.0f} ms"
+        f"reply latency          p50 {statistics.median(lat) * 1000:.0f} ms   "
+        f"p95 {lat[int(len(lat) * 0.95) - 1] * 1000:.0f} ms"
     )
-    print(f"peak RSS               {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
 def main() -> None:
@@ -156,8 +227,28 @@ def main() -> None:
     ap.add_argument(
         "--flood-limits", action="store_true", help="keep Telegram's 30 msg/s limit (FloodLimiter)"
     )
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--no-baseline", action="store_true", help="skip the harness-only echo run")
+    which.add_argument("--baseline-only", action="store_true", help="run only the harness-only echo")
     a = ap.parse_args()
-    asyncio.run(run(a.chats, a.messages, a.latency, a.flood_limits))
+    logging.basicConfig(level=logging.ERROR)
+    load = Load(a.chats, a.messages, a.latency, a.flood_limits)
+    limits = "on (30 msg/s)" if load.flood_limits else "off"
+    print(
+        f"chats={load.chats} messages/chat={load.messages} model latency={load.latency * 1000:.0f} ms "
+        f"flood limits {limits}"
+    )
+    if not a.baseline_only:
+        report("tapebot (adapter, gateway, runtime, SQLite store, traces)", load, asyncio.run(run_bot(load)))
+        # peak of the bot's run: the baseline below allocates far less
+        print(f"peak RSS               {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    if not a.no_baseline:
+        report(
+            "harness ceiling (same fake Bot API, users and Telegram adapter; an echo handler in place "
+            "of the bot)",
+            load,
+            asyncio.run(run_baseline(load)),
+        )
 
 
 if __name__ == "__main__":
