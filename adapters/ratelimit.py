@@ -5,6 +5,10 @@ Like PTB's AIORateLimiter (30 requests/s overall for chat-bound requests, 20/min
 - a 429's `retry_after` pauses every request (Telegram's flood wait is per bot) and the request is
   retried up to `max_retries` times; longer waits than `max_wait` are raised instead of slept;
 - typing indicators skip the per-group budget and are never retried (they are cosmetic).
+
+Private chats have no budget of their own, as in PTB: Telegram tolerates short bursts there (a long
+answer's chunks), streamed edits keep to about one a second per chat (`edit_interval`), and a 429
+is waited out like any other.
 """
 
 from __future__ import annotations

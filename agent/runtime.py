@@ -35,6 +35,7 @@ from agent.guards import (
 from agent.messages import Message, ThinkingPart, ToolCallPart, unanswered_calls
 from agent.ports import (
     ApprovalRecord,
+    ApprovalStatus,
     ApprovalStore,
     Clock,
     Queued,
@@ -108,6 +109,18 @@ class TurnRequest:
     force_compaction: bool = False  # /compact
     # the caller read the session just now and it had no open turn: no need to read it again
     no_open_turn: bool = False
+
+
+# How an approval ends when no approver decided it: (its status, what the model is told).
+_UNDECIDED: dict[str, tuple[ApprovalStatus, str]] = {
+    "no_answer": ("expired", "No answer before the approval expired; the action was not executed."),
+    "moved_on": ("cancelled", "The user moved on to something else; the action was not executed."),
+    "undeliverable": (
+        "denied",
+        "The approval request could not be delivered to anyone who may approve it; "
+        "the action was not executed.",
+    ),
+}
 
 
 class AgentRuntime:
@@ -214,8 +227,10 @@ class AgentRuntime:
         return record
 
     async def answer(self, turn_id: str, text: str, status: str = "answered") -> None:
-        """Answer the question a suspended turn is waiting on (ask_user), or expire an approval
-        (`status="no_answer"`) / abandon it (`status="moved_on"`). The caller resumes or not."""
+        """Answer the question a suspended turn is waiting on (ask_user), or close an approval
+        without a human's decision: expired (`status="no_answer"`), abandoned (`"moved_on"`), or
+        its card could not reach anyone who may decide (`"undeliverable"`, a denial). The caller
+        resumes or not."""
         turn = await self.store.load_turn(turn_id)
         if turn is None or turn.waiting is None:
             return
@@ -223,13 +238,13 @@ class AgentRuntime:
         call_id, tool = target.get("call_id", ""), target.get("tool", "ask_user")
         if turn.waiting.kind == "approval":
             approval_id = target.get("approval_id", "")
-            new_status = "expired" if status == "no_answer" else "cancelled"
-            await self.store.resolve_approval(approval_id, status=new_status, decided_by="", decision=status)  # type: ignore[arg-type]
-            msg = (
-                "No answer before the approval expired; the action was not executed."
-                if status == "no_answer"
-                else "The user moved on to something else; the action was not executed."
-            )
+            new_status, msg = _UNDECIDED.get(status, _UNDECIDED["moved_on"])
+            if not await self.store.resolve_approval(
+                approval_id, status=new_status, decided_by="", decision=status
+            ):
+                record = await self.store.get_approval(approval_id)
+                if record is not None and record.status == "approved":
+                    return  # an approver allowed it first: that decision stands (resume runs it)
             await self._answer(turn_id, call_id, tool, msg, status)
             return
         payload = {"status": status, "answer": text}

@@ -38,6 +38,10 @@ class ChatState:
     # background-task notices that arrived during a turn: each batch gets a turn of its own after it
     notices: list[Queued] = field(default_factory=list)
     last_user: UserRef | None = None
+    # turns whose card or question could not be delivered: closed once the turn has suspended
+    undelivered: set[str] = field(default_factory=set)
+    # suspended turns answered or decided while the chat's worker ran: it resumes them
+    wake: set[str] = field(default_factory=set)
     owner: str = ""  # the user a DM belongs to / who last spoke: unattended turns act for them
     idle: asyncio.Event = field(default_factory=asyncio.Event)
 

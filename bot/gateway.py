@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from adapters.base import (
+    Button,
     ButtonPress,
     ChatAdapter,
     ChatRef,
@@ -437,7 +438,8 @@ class Gateway:
         answer = {"yes": "yes", "no": "no"}.get(reading.kind, reading.value)
         await self._release(receipt)
         await self.runtime.answer(turn.id, answer)
-        self._start(state, self._resume(state, turn.id))
+        await self._finalize_question(turn.id, "question_answered", answer=cards.visible(answer))
+        self._resume_soon(state, turn.id)
         return True
 
     async def _move_on(self, adapter: ChatAdapter, state: ChatState, turn: TurnRecord) -> None:
@@ -447,6 +449,8 @@ class Gateway:
         await self.runtime.answer(turn.id, "", status="moved_on")
         if approval_id:
             await self._finalize_card(approval_id, "moved_on", "")
+        else:
+            await self._finalize_question(turn.id, "moved_on")
         # the runtime closes the turn itself when the next run starts; mark it done now too
         await self.runtime.close_turn(turn.id)
 
@@ -466,6 +470,9 @@ class Gateway:
         receipts: tuple[Receipt, ...] = (),
         **meta: Any,
     ) -> AsyncIterator[ev.RuntimeEvent]:
+        # The chat's signal is the one /cancel and shutdown set: this turn must watch that very one.
+        if state.cancel is None or state.cancel.is_set():
+            state.cancel = CancelSignal()
         request = TurnRequest(
             session_id=state.session_id,
             text=text,
@@ -529,6 +536,11 @@ class Gateway:
                         )
                 if self.stopping:
                     return  # queued messages stay recorded: the restart takes them up
+                if done is not None and done.turn_id in state.undelivered:
+                    await self._close_undelivered(state, done)
+                if state.wake:  # answered or decided while this worker ran: it goes on now
+                    job = self._resume(state, state.wake.pop())
+                    continue
                 # Messages that arrived after the last model call start the next turn: never dropped.
                 leftovers: list[Queued] = []
                 while not state.inbox.empty():
@@ -540,6 +552,9 @@ class Gateway:
                     # the turn is waiting on a card: these wait for the decision instead of
                     # silently cancelling it as "moved on"
                     state.backlog.extend((q, user) for q in leftovers)
+                    if state.wake:  # decided during the await above: resume it (loop top)
+                        job = None
+                        continue
                     return
                 if state.backlog:  # they waited for a decision; nothing is waiting any more
                     backlog, state.backlog = state.backlog, []
@@ -553,12 +568,30 @@ class Gateway:
                     # task notices wait for the user's turn to end, then get a turn of their own
                     notices, state.notices = state.notices, []
                     job = self._queued_turn(state, notices, user, notification=True)
+                elif state.wake:
+                    job = None  # the loop's top resumes it
                 else:
-                    return
+                    return  # `state.wake` was checked with no await since: nothing is left behind
         finally:
             state.running = False
             state.cancel = None
             state.idle.set()
+
+    def _resume_soon(self, state: ChatState, turn_id: str) -> None:
+        """Resume a turn that was answered or decided. While the chat's worker runs (the turn may
+        still be finishing its suspension) the worker resumes it, never a second turn at once."""
+        if state.running:
+            state.wake.add(turn_id)
+        else:
+            self._start(state, self._resume(state, turn_id))
+
+    async def _close_undelivered(self, state: ChatState, done: ev.Done) -> None:
+        """What the turn waits on reached nobody: close it now (an approval is denied, a question
+        unanswered) rather than let the chat wait for its expiry."""
+        state.undelivered.discard(done.turn_id)
+        if done.status == "suspended":
+            await self.runtime.answer(done.turn_id, "", status="undeliverable")
+            state.wake.add(done.turn_id)
 
     def submit_system_turn(self, state: ChatState, text: str, receipt: Receipt | None = None) -> None:
         """Wake a turn with a system notification (background task finished); queued behind a
@@ -577,53 +610,78 @@ class Gateway:
         if record is None:
             return
         text, buttons = cards.approval_card(record, state.lang, self.approval_ttl_minutes)
-        adapter = self.adapters[state.chat.platform]
-        try:
-            sent = await adapter.send_text(state.chat, text, buttons=buttons)
-        except DeliveryError as exc:
-            log.warning("could not deliver approval card: %s", exc)
+        sent = await self._send_waiting(state, event.turn_id, text, buttons)
+        if sent is None:
             return
-        c = state.chat
-        await self.store.kv_set(
-            f"card:{record.id}",
-            {
-                "platform": c.platform,
-                "chat_id": c.chat_id,
-                "thread_id": c.thread_id,
-                "is_group": c.is_group,
-                "message_id": sent.message_id,
-                "lang": state.lang,
-            },
-        )
-
-    async def _card_ref(self, approval_id: str) -> SentMessage | None:
-        ref = await self.store.kv_get(f"card:{approval_id}")
-        if not ref:
-            return None
-        chat = ChatRef(ref["platform"], ref["chat_id"], ref.get("thread_id"), ref.get("is_group", False))
-        return SentMessage(chat, ref["message_id"])
-
-    async def _finalize_card(self, approval_id: str, outcome: str, who: str) -> None:
-        ref = await self.store.kv_get(f"card:{approval_id}")
-        record = await self.store.get_approval(approval_id)
-        if not ref or record is None:
-            return
-        msg = await self._card_ref(approval_id)
-        adapter = self.adapters.get(ref["platform"])
-        if adapter is None or msg is None:
-            return
-        with contextlib.suppress(DeliveryError):
-            await adapter.edit_text(
-                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who), buttons=None
-            )
+        await self._remember(f"card:{record.id}", state, sent)
+        record = await self.store.get_approval(record.id)
+        if record is not None and record.status != "pending":  # decided while the card was in flight
+            await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
 
     async def _send_question(self, state: ChatState, event: ev.Question) -> None:
         turn = await self.store.load_turn(event.turn_id)
         if turn is None or turn.waiting is None:
             return
         text, buttons = cards.question_prompt(turn.waiting, event.turn_id)
+        sent = await self._send_waiting(state, event.turn_id, text, buttons)
+        if sent is not None and buttons:  # its buttons are taken away once it is answered
+            await self._remember(f"question:{event.turn_id}", state, sent, text=text)
+
+    async def _send_waiting(
+        self, state: ChatState, turn_id: str, text: str, buttons: list[list[Button]]
+    ) -> SentMessage | None:
+        """Send what a suspended turn waits on. Nobody can answer what nobody sees: if it cannot
+        be delivered, the worker closes it as soon as the turn has suspended (an approval is then
+        denied, never allowed) instead of letting it wait for its expiry."""
+        try:
+            return await self.adapters[state.chat.platform].send_text(
+                state.chat, text, buttons=buttons or None
+            )
+        except DeliveryError as exc:
+            log.warning("could not deliver what turn %s waits on; closing it: %s", turn_id, exc)
+            state.undelivered.add(turn_id)
+            return None
+
+    async def _remember(self, key: str, state: ChatState, sent: SentMessage, **extra: Any) -> None:
+        """Where a card or question went, so it can be edited to its final state later."""
+        c = state.chat
+        ref = {"platform": c.platform, "chat_id": c.chat_id, "thread_id": c.thread_id,
+               "is_group": c.is_group, "message_id": sent.message_id, "lang": state.lang}  # fmt: skip
+        await self.store.kv_set(key, {**ref, **extra})
+
+    async def _sent(self, key: str) -> tuple[SentMessage, ChatAdapter, dict[str, Any]] | None:
+        ref = await self.store.kv_get(key)
+        adapter = self.adapters.get(ref["platform"]) if ref else None
+        if not ref or adapter is None:
+            return None
+        chat = ChatRef(ref["platform"], ref["chat_id"], ref.get("thread_id"), ref.get("is_group", False))
+        return SentMessage(chat, ref["message_id"]), adapter, ref
+
+    async def _card_ref(self, approval_id: str) -> SentMessage | None:
+        found = await self._sent(f"card:{approval_id}")
+        return found[0] if found else None
+
+    async def _finalize_card(self, approval_id: str, outcome: str, who: str) -> None:
+        found = await self._sent(f"card:{approval_id}")
+        record = await self.store.get_approval(approval_id)
+        if found is None or record is None:
+            return
+        msg, adapter, ref = found
         with contextlib.suppress(DeliveryError):
-            await self.adapters[state.chat.platform].send_text(state.chat, text, buttons=buttons or None)
+            await adapter.edit_text(
+                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who), buttons=None
+            )
+
+    async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
+        """The question's buttons go; a line says how it ended (`line`: an i18n key)."""
+        found = await self._sent(f"question:{turn_id}")
+        if found is None:
+            return
+        msg, adapter, ref = found
+        with contextlib.suppress(DeliveryError):
+            await adapter.edit_text(
+                msg, f"{ref['text']}\n{t(ref.get('lang', 'en'), line, **fields)}", buttons=None
+            )
 
     async def _decide(
         self, state: ChatState, approval_id: str, user: UserRef, decision: str, note: str = ""
@@ -641,8 +699,7 @@ class Gateway:
             return reason
         who = user.display_name or user.user_id
         await self._finalize_card(approval_id, decision, who)
-        if not state.running:  # never run two turns of one chat at once
-            self._start(state, self._resume(state, record.turn_id))
+        self._resume_soon(state, record.turn_id)
         await self._release_backlog(state)
         return ""
 
@@ -655,8 +712,8 @@ class Gateway:
         if turn is not None and turn.status == "suspended":
             await self.runtime.answer(turn.id, "", status="no_answer")
             state = self.chats.find_by_session(turn.session_id)
-            if state is not None and not state.running:
-                self._start(state, self._resume(state, turn.id))
+            if state is not None:
+                self._resume_soon(state, turn.id)
 
     async def expire_due(self, now: datetime | None = None) -> int:
         """Expire approvals and questions whose time ran out (silence is never consent)."""
@@ -674,9 +731,10 @@ class Gateway:
                 await self._expire(approval_id)
             else:
                 await self.runtime.answer(turn.id, "", status="no_answer")
+                await self._finalize_question(turn.id, "question_expired")
                 state = self.chats.find_by_session(turn.session_id)
-                if state is not None and not state.running:
-                    self._start(state, self._resume(state, turn.id))
+                if state is not None:
+                    self._resume_soon(state, turn.id)
         return count
 
     async def _on_button(self, adapter: ChatAdapter, state: ChatState, press: ButtonPress) -> None:
@@ -704,8 +762,10 @@ class Gateway:
                 await press.ack(t(state.lang, "approval_stale"), False)
                 return
             await press.ack("", False)
-            await self.runtime.answer(turn.id, turn.waiting.options[index - 1])
-            self._start(state, self._resume(state, turn.id))
+            choice = turn.waiting.options[index - 1]
+            await self.runtime.answer(turn.id, choice)
+            await self._finalize_question(turn.id, "question_answered", answer=cards.visible(choice))
+            self._resume_soon(state, turn.id)
             return
         reason = await self._decide(state, ident, press.user, kind)
         if reason:

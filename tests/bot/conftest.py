@@ -32,18 +32,24 @@ class Harness:
         self.home, self.api, self.script, self.extra_env = home, api, script, extra_env
         self.app: App | None = None
 
+    def model_for(self, model_id: str | None) -> ScriptedClient:
+        """The App's model factory (subclasses answer per model id)."""
+        return self.script
+
+    def telegram_options(self) -> dict:
+        """The Telegram adapter's extra constructor arguments (subclasses add more)."""
+        return {
+            "request": FakeRequest(self.api),
+            "get_updates_request": FakeRequest(self.api),
+            "poll_timeout": 0.05,
+        }
+
     async def start(self) -> App:
         settings = make_settings(self.home, self.extra_env)
         self.app = App(
             settings,
-            model_factory=lambda _m: self.script,
-            adapter_options={
-                "telegram": {
-                    "request": FakeRequest(self.api),
-                    "get_updates_request": FakeRequest(self.api),
-                    "poll_timeout": 0.05,
-                }
-            },
+            model_factory=self.model_for,
+            adapter_options={"telegram": self.telegram_options()},
         )
         await self.app.start(adapters=True)
         return self.app

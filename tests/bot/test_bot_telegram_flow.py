@@ -7,12 +7,9 @@ import asyncio
 
 from agent.providers.scripted import ScriptedClient, reply
 from tests.bot.conftest import ADMIN, ALICE, BOB
+from tests.fakes.telegram_api import buttons_of
 
 GROUP = -100500
-
-
-def buttons_of(msg: dict) -> list[dict]:
-    return [b for row in (msg.get("reply_markup") or {}).get("inline_keyboard", []) for b in row]
 
 
 async def test_dm_message_gets_an_answer(harness):

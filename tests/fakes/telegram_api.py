@@ -10,7 +10,10 @@ It keeps chats, messages (with edit history), callback answers, chat actions, ph
 menu and the webhook; honours getUpdates offsets (an update is forgotten once a later offset is
 requested, as Telegram does) with a bounded long-poll; validates HTML the way Telegram does ("can't
 parse entities"); enforces the 4096-character limit after entity parsing; reproduces "message is not
-modified"; and can inject failures (429 with retry_after, 400 parse errors, anything).
+modified"; and can inject failures (429 with retry_after, 400 parse errors, anything), also only
+for calls that match a predicate, or *after* the call took effect ("delivered but the bot was told it
+failed", as a timeout or a 5xx after Telegram applied the request); updates can be redelivered with
+their original update_id.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,11 +113,31 @@ def cant_parse() -> tuple[int, dict]:
 
 
 @dataclass
+class Injection:
+    """A failure for calls to `method` (that `match`, if given): `response` is a Bot API answer
+    (status, body) or an exception raised from the transport (e.g. `telegram.error.TimedOut()`).
+    `after`: the call takes effect first and then fails; `before_reply(result)` is awaited in
+    between (e.g. to let the user act on a message the bot does not know was sent)."""
+
+    method: str
+    response: tuple[int, dict] | BaseException | None  # None: the call's own answer (delayed)
+    after: bool = False
+    match: Callable[[dict[str, Any]], bool] | None = None
+    times: int = 1
+    before_reply: Callable[[Any], Awaitable[Any]] | None = None
+
+
+@dataclass
 class Call:
     method: str
     params: dict[str, Any]
     files: dict[str, bytes] = field(default_factory=dict)
     at: float = field(default_factory=time.monotonic)
+
+
+def buttons_of(msg: dict) -> list[dict]:
+    """The inline buttons of a message the bot sent (a dict as the fake stores it)."""
+    return [b for row in (msg.get("reply_markup") or {}).get("inline_keyboard", []) for b in row]
 
 
 class FakeBotAPI:
@@ -134,6 +157,8 @@ class FakeBotAPI:
         self.commands: dict[str, list[dict]] = {}
         self.webhook: dict[str, Any] = {}
         self.fail_next: dict[str, list[tuple[int, dict]]] = {}
+        self.injections: list[Injection] = []
+        self.pushed: dict[int, dict] = {}  # every update ever pushed, by id (for redelivery)
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(100)
         self._callback_ids = itertools.count(5000)
@@ -144,6 +169,65 @@ class FakeBotAPI:
     # ---- failure injection -------------------------------------------------------------------
     def fail(self, method: str, response: tuple[int, dict], times: int = 1) -> None:
         self.fail_next.setdefault(method, []).extend([response] * times)
+
+    def fail_when(
+        self,
+        method: str,
+        response: tuple[int, dict] | BaseException,
+        *,
+        match: Callable[[dict[str, Any]], bool] | None = None,
+        times: int = 1,
+    ) -> Injection:
+        """Fail the next `times` calls to `method` whose parameters `match` (nothing happens)."""
+        inj = Injection(method, response, after=False, match=match, times=times)
+        self.injections.append(inj)
+        return inj
+
+    def fail_after(
+        self,
+        method: str,
+        response: tuple[int, dict] | BaseException,
+        *,
+        match: Callable[[dict[str, Any]], bool] | None = None,
+        times: int = 1,
+        before_reply: Callable[[Any], Awaitable[Any]] | None = None,
+    ) -> Injection:
+        """An ambiguous failure: the next `times` matching calls take effect (the message is
+        sent, the edit applied), then the caller gets `response` (e.g. a 500, or a raised
+        `telegram.error.TimedOut()` as if the answer never came back). `before_reply(result)`,
+        if given, is awaited after the effect and before that answer."""
+        inj = Injection(method, response, after=True, match=match, times=times, before_reply=before_reply)
+        self.injections.append(inj)
+        return inj
+
+    def delay_reply(
+        self,
+        method: str,
+        before_reply: Callable[[Any], Awaitable[Any]],
+        *,
+        match: Callable[[dict[str, Any]], bool] | None = None,
+        times: int = 1,
+    ) -> Injection:
+        """The next `times` matching calls are answered as usual (success or error), but only after
+        `before_reply(result)` (e.g. the user sees the message and acts on it before the bot has the
+        response; `result` is None for an error)."""
+        inj = Injection(method, None, after=True, match=match, times=times, before_reply=before_reply)
+        self.injections.append(inj)
+        return inj
+
+    def _injection(
+        self, method: str, params: dict[str, Any], after: bool, applied: bool = True
+    ) -> Injection | None:
+        """The first injection for this call; a failure *after* the effect needs an applied call."""
+        for inj in self.injections:
+            if inj.after and inj.response is not None and not applied:
+                continue
+            if inj.method == method and inj.after == after and (inj.match is None or inj.match(params)):
+                inj.times -= 1
+                if inj.times <= 0:
+                    self.injections.remove(inj)
+                return inj
+        return None
 
     # ---- chat/user model ----------------------------------------------------------------------
     def user(self, user_id: int, first_name: str = "User", language_code: str | None = "en") -> dict:
@@ -170,11 +254,18 @@ class FakeBotAPI:
         return c
 
     # ---- pushing updates (what users do) ----------------------------------------------------
-    def push_update(self, body: dict) -> int:
-        uid = next(self._update_ids)
+    def push_update(self, body: dict, *, update_id: int | None = None) -> int:
+        """Queue an update; `update_id` given: exactly that id (a duplicate delivery, if reused)."""
+        uid = next(self._update_ids) if update_id is None else update_id
+        self.pushed.setdefault(uid, body)
         self.updates.append({"update_id": uid, **body})
         self._new_update.set()
         return uid
+
+    def redeliver(self, update_id: int) -> int:
+        """Deliver an earlier update again, same id and content (Telegram does this when the
+        offset that confirms it never reached it, e.g. a crash before the next getUpdates)."""
+        return self.push_update(self.pushed[update_id], update_id=update_id)
 
     def make_message(
         self,
@@ -280,10 +371,20 @@ class FakeBotAPI:
             if not queued:
                 del self.fail_next[method]
             return resp
+        before = self._injection(method, p, after=False)
+        if before is not None:
+            return _respond(before.response)
         fn = getattr(self, f"_m_{method}", None)
         if fn is None:
             return _err(404, "Not Found")
-        return await fn(p, files or {})
+        result = await fn(p, files or {})
+        after = self._injection(method, p, after=True, applied=result[0] == 200)
+        if after is not None:
+            if after.before_reply is not None:
+                await after.before_reply(result[1].get("result"))
+            if after.response is not None:
+                return _respond(after.response)
+        return result
 
     @staticmethod
     def _ok(result: Any) -> tuple[int, dict]:
@@ -512,6 +613,12 @@ class FakeBotAPI:
                     if 200 <= r.status < 300:
                         self.updates.remove(u)
         return statuses
+
+
+def _respond(response: tuple[int, dict] | BaseException) -> tuple[int, dict]:
+    if isinstance(response, BaseException):
+        raise response
+    return response
 
 
 def _bool(v: Any) -> bool:
