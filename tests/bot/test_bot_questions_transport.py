@@ -14,6 +14,7 @@ from telegram.error import TimedOut
 
 from agent.providers.scripted import ScriptedClient, reply
 from bot.app import App
+from tests.adapters.conftest import FakeSleep
 from tests.bot.conftest import ALICE, BOB, Harness
 from tests.fakes.telegram_api import FakeBotAPI, buttons_of, retry_after
 
@@ -52,17 +53,6 @@ def approvals(home) -> list[tuple]:
 
 def has_buttons(params: dict) -> bool:
     return bool(params.get("reply_markup"))
-
-
-class FakeSleep:
-    """The adapter's injected sleep (flood waits): records the delays, returns at once."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-        await asyncio.sleep(0)
 
 
 class OptionsHarness(Harness):
