@@ -12,8 +12,10 @@ under a UNIQUE constraint — and only then is the order executed:
   is never blindly retried.
 
 The paper broker fills at the last bar's close ("as of" the dataset) with the market's rules: lots of
-100 for A-share buys, T+1 (shares bought on the fill's bar date cannot be sold that day), no fill on
-a limit-locked bar, commission/stamp duty, cash and holdings checks.
+100 for A-share buys, T+1 (shares bought on the fill's bar date cannot be sold that day), the
+backtester's price-limit rule (`rules.limit_block`: no fill on a limit-locked bar, no buy at a
+limit-up close, no sell at a limit-down close; the order is rejected and can be placed again on the
+next bar), commission/stamp duty, cash and holdings checks.
 """
 
 from __future__ import annotations
@@ -30,10 +32,8 @@ from sqlalchemy.exc import IntegrityError
 from markets.data import MarketData
 from markets.models import MarketTrade
 from markets.portfolio import Portfolio, trade_dict
-from markets.rules import MarketRules, Side
+from markets.rules import MarketRules, Side, limit_block
 from markets.services import MarketSettings
-from markets.wyckoff.engine import limit_locked
-from markets.wyckoff.params import DEFAULT_PARAMS
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +138,14 @@ class PaperBroker:
         bars = self.data.bars(inst)
         price = float(bars.close[-1])
         day: date = bars.dates[-1].astype(object)
-        tail = bars.tail(2)
-        locked = bool(
-            limit_locked(tail, inst.limit_pct if market == "cn" else None, DEFAULT_PARAMS.limit_tol)[-1]
+        # The backtester's rule (markets.rules.limit_block) at the fill price, the last close.
+        blocked = limit_block(
+            side,
+            price,
+            float(bars.close[-2]) if len(bars) > 1 else float("nan"),
+            float(bars.high[-1]),
+            float(bars.low[-1]),
+            inst.limit_pct if market == "cn" and rules.limits else None,
         )
 
         async with self.sessions() as s, s.begin():
@@ -154,9 +159,10 @@ class PaperBroker:
 
             if qty <= 0:
                 return reject("quantity must be positive")
-            if locked:
+            if blocked:
                 return reject(
-                    f"{inst.label} is limit-locked on {day} (one-price bar at the daily limit): no fill"
+                    f"{inst.label} {blocked} on {day}: no {side} fill at the limit; "
+                    "place the order again on the next bar"
                 )
             if rules.lot and side == "buy" and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
                 return reject(f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not")
