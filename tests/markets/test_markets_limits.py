@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markets_helpers import make_sessions
 
-from markets.backtest import BacktestConfig, Order, run
+from markets.backtest import BacktestConfig, run
 from markets.bars import Bars
 from markets.broker import PaperBroker
 from markets.data import MarketData
