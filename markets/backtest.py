@@ -92,11 +92,28 @@ class BacktestResult:
     metrics: dict[str, Any]
     benchmark: np.ndarray | None = None
     bars_processed: int = 0
+    start: int = 0  # first day the metrics cover (earlier bars only warm up the signals)
+    initial_cash: float | None = None
+
+    def curves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(dates, equity, benchmark) exactly as the metrics measure them: from the initial cash held
+        the day before `start` (the day before the first bar when start is 0) to the end."""
+        s, init = self.start, self.initial_cash
+        bench = self.benchmark
+        if init is None:
+            return self.dates[s:], self.equity[s:], None if bench is None else bench[s:]
+        eq = np.concatenate([[init], self.equity[s:]])
+        if s > 0:
+            return self.dates[s - 1 :], eq, None if bench is None else bench[s - 1 :]
+        dates = np.concatenate([[self.dates[0] - 1], self.dates])
+        return dates, eq, None if bench is None else np.concatenate([[np.nan], bench])
 
     def summary(self, max_trades: int = 20) -> dict[str, Any]:
+        n = len(self.dates)
         return {
-            "start": str(self.dates[0]) if len(self.dates) else None,
-            "end": str(self.dates[-1]) if len(self.dates) else None,
+            "start": str(self.dates[self.start]) if n > self.start else None,
+            "end": str(self.dates[-1]) if n else None,
+            "warmup_from": str(self.dates[0]) if n and self.start > 0 else None,
             "metrics": self.metrics,
             "trades": [t.to_dict() for t in self.trades[-max_trades:]],
             "trades_total": len(self.trades),
@@ -377,6 +394,8 @@ def run(
         ),
         bench,
         processed,
+        cfg.start,
+        cfg.initial_cash,
     )
 
 

@@ -357,12 +357,12 @@ async def run_backtest(
     end: str | None = None,
     initial_cash: float = 1_000_000.0,
 ) -> ToolOutput:
-    """Backtest a Wyckoff strategy on daily bars with A-share rules (T+1, 100-share lots, price limits, fees) or crypto rules; returns CAGR, max drawdown, Sharpe, win rate, trades, CSI 300 comparison and an equity-curve chart.
+    """Backtest a Wyckoff strategy (or the benchmarks buy_and_hold / ma_cross) on daily bars with A-share rules (T+1, 100-share lots, price limits, fees) or crypto rules; returns CAGR, max drawdown, Sharpe, win rate, trades, CSI 300 comparison over the stated period and an equity-curve chart.
 
     Args:
         codes: codes or names to trade (default: the strategy's universe, else every stock in the dataset).
         strategy: a saved strategy's name or id (default: the default Wyckoff strategy).
-        config: overrides of the strategy config (entry, exit, stop_pct, max_positions, position_pct, ...).
+        config: overrides of the strategy config (entry, exit, stop_pct, max_positions, position_pct, ...). entry may be "buy_and_hold" (buy on the first tradable bar, hold to the end) or "ma_cross" (with ma_fast, ma_slow); these split cash equally unless position_pct is given.
         start: first trading date (YYYY-MM-DD); earlier bars warm up the indicators.
         end: last date (YYYY-MM-DD).
         initial_cash: starting cash.
@@ -373,9 +373,14 @@ async def run_backtest(
     if strategy:
         saved = await StrategyStore(svc.sessions()).get(_user(ctx), strategy)
         base, name = saved["config"], saved["name"]
-    cfg = StrategyConfig.model_validate({**base, **(config or {})})
+    cfg = _backtest_config(base, config or {})
+    if cfg.benchmark and not strategy:
+        name = str(cfg.entry)
     syms = [svc.data.resolve(c).symbol for c in codes] if codes else (cfg.universe or None)
-    res = await asyncio.to_thread(_backtest, svc, cfg, syms, start, end, initial_cash, _progress_bridge(ctx))
+    equal = cfg.benchmark and "position_pct" not in (config or {})
+    res = await asyncio.to_thread(
+        _backtest, svc, cfg, syms, start, end, initial_cash, _progress_bridge(ctx), equal
+    )
     result, panel = res
     out = result.summary()
     out.update(
@@ -383,7 +388,8 @@ async def run_backtest(
         config=cfg.model_dump(),
         universe=len(panel.symbols),
         source=_source(svc, cfg.market),
-        rules="A-share: T+1, lots of 100, ±10/20/5% limits, commission 0.025% (min 5) + stamp duty 0.05% on sells"
+        rules="A-share: T+1, lots of 100, ±10/20/5% limits (a blocked order waits for the next bar), "
+        "commission 0.025% (min 5) + stamp duty 0.05% on sells"
         if cfg.market == "cn"
         else f"crypto: fractional, fee {svc.settings.crypto_fee:.2%}",
     )
@@ -391,19 +397,16 @@ async def run_backtest(
     try:
         from markets import charts
 
-        s0 = int(np.searchsorted(panel.dates, np.datetime64(start))) if start else 0
+        # the chart shows exactly the curves the metrics measure (same period, same base)
+        dates, equity, bench = result.curves()
         path = await asyncio.to_thread(
-            charts.equity_curve,
-            result.dates[s0:],
-            result.equity[s0:],
-            svc.chart_dir,
-            benchmark=None if result.benchmark is None else result.benchmark[s0:],
-            title=f"Backtest: {name}",
+            charts.equity_curve, dates, equity, svc.chart_dir, benchmark=bench, title=f"Backtest: {name}"
         )
+        m = out["metrics"]
+        vs = f" vs CSI 300 {m['benchmark_return_pct']}%" if "benchmark_return_pct" in m else ""
         attachments.append(
             Attachment(
-                path,
-                caption=f"{name}: {out['metrics'].get('total_return_pct')}% vs CSI 300 {out['metrics'].get('benchmark_return_pct')}%",
+                path, caption=f"{name}: {m.get('total_return_pct')}%{vs} ({out['start']} → {out['end']})"
             )
         )
         out["chart"] = str(path)
@@ -420,6 +423,18 @@ async def run_backtest(
     return ToolOutput(out, attachments)
 
 
+def _backtest_config(base: dict[str, Any], overrides: dict[str, Any]) -> StrategyConfig:
+    """The strategy config with the call's overrides. A benchmark entry (buy_and_hold, ma_cross) runs
+    without stop, trailing stop or holding limit unless the call sets them: the default Wyckoff
+    strategy's 7 % stop would turn buy-and-hold into something else."""
+    cfg = StrategyConfig.model_validate({**base, **overrides})
+    if cfg.benchmark:
+        plain = {"stop_pct": None, "trail_after": None, "max_hold": None}
+        keep = set(overrides) if cfg.entry == "ma_cross" else set()
+        cfg = cfg.model_copy(update={k: v for k, v in plain.items() if k not in keep})
+    return cfg
+
+
 def _backtest(
     svc: MarketServices,
     cfg: StrategyConfig,
@@ -428,6 +443,7 @@ def _backtest(
     end: str | None,
     cash: float,
     prog: Any,
+    equal_weights: bool = False,
 ) -> tuple[bt.BacktestResult, Any]:
     data = svc.data
     panel = data.panel(syms, cfg.market, min_bars=60)
@@ -454,8 +470,9 @@ def _backtest(
         benchmark=bench,
         cfg=bt.BacktestConfig(
             initial_cash=cash,
-            max_positions=cfg.max_positions,
-            position_pct=cfg.position_pct,
+            # a benchmark without an explicit position size splits the cash equally over the universe
+            max_positions=len(panel.symbols) if equal_weights else cfg.max_positions,
+            position_pct=1 / len(panel.symbols) if equal_weights else cfg.position_pct,
             stop_pct=cfg.stop_pct,
             trail_after=cfg.trail_after,
             trail_pct=cfg.trail_pct,
