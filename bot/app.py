@@ -139,6 +139,7 @@ class App:
             live_secret=env.get(s.markets.live_secret_env, "") if s.markets.live else "",
             csv_folder=str(s.markets.csv_dir or ""),
             providers=providers,
+            data_dir=str(s.home / "data"),
         )
         assert self.db is not None
         sessions = self.db.sessionmaker
@@ -364,7 +365,7 @@ class App:
         self.scheduler = AppScheduler(
             self.schedules.store,
             on_brief=runner.run,
-            is_trading_day=TradingCalendar.sse().is_trading_day,
+            is_trading_day=TradingCalendar.sse(s.home / "data").is_trading_day,
             housekeeping=housekeeping,
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,

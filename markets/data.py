@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from markets.bars import Bars
@@ -33,11 +34,13 @@ class MarketData:
         providers: Sequence[BarProvider] | None = None,
         directory: Directory | None = None,
         cache: Any = None,
+        calendar_dir: Path | str | None = None,
     ):
         self.providers: list[BarProvider] = list(providers) if providers is not None else [BundledProvider()]
         self._directory = directory
         self.cache = cache  # a markets.cache.BarCache: network providers' bars kept in the database
         self._calendars: dict[str, TradingCalendar] = {}
+        self.calendar_dir = calendar_dir  # where a newer cn_trade_calendar.json may be dropped
 
     # -- instruments ------------------------------------------------------------------------------
     @property
@@ -145,6 +148,6 @@ class MarketData:
     def calendar(self, market: str = "cn") -> TradingCalendar:
         if market not in self._calendars:
             self._calendars[market] = (
-                TradingCalendar.crypto() if market == "crypto" else TradingCalendar.sse()
+                TradingCalendar.crypto() if market == "crypto" else TradingCalendar.sse(self.calendar_dir)
             )
         return self._calendars[market]

@@ -234,7 +234,10 @@ async def get_market_history(
 async def get_market_overview(ctx: ToolContext) -> dict:
     """Market overview: CSI 300 trend, breadth (advancers/decliners, share above MA50/MA200), and the strongest industries."""
     svc = require(ctx)
-    return await asyncio.to_thread(_overview, svc)
+    out = await asyncio.to_thread(_overview, svc)
+    if warn := svc.calendar_warning():
+        out["calendar_warning"] = warn
+    return out
 
 
 def _overview(svc: MarketServices) -> dict:
