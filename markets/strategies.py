@@ -400,7 +400,7 @@ async def run_all_traders(services: Any) -> list[dict[str, Any]]:
     broker = (
         services.live_broker
         if services.settings.live and services.live_broker
-        else PaperBroker(services.sessions(), services.data, services.settings)
+        else PaperBroker(services.sessions(), services.data, services.settings, clock=services.clock)
     )
     async with store.sessions() as s:
         rows = (await s.execute(select(MarketTrader).where(MarketTrader.status == "running"))).scalars().all()

@@ -49,7 +49,15 @@ def _portfolio(svc: MarketServices) -> Portfolio:
 def _broker(svc: MarketServices) -> PaperBroker:
     if svc.settings.live and svc.live_broker is not None:
         return svc.live_broker
-    return PaperBroker(svc.sessions(), svc.data, svc.settings)
+    return PaperBroker(svc.sessions(), svc.data, svc.settings, clock=svc.clock)
+
+
+async def _held(svc: MarketServices, ctx: ToolContext) -> dict[str, Any]:
+    """Positions by symbol for cost-aware analysis: recorded real holdings, else paper positions."""
+    pf = _portfolio(svc)
+    out = {p.symbol: p for p in await pf.positions(_user(ctx))}
+    out.update({p.symbol: p for p in await pf.holdings(_user(ctx))})
+    return out
 
 
 async def _record(
@@ -121,7 +129,7 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
     position = None
     if svc.session_factory is not None:
         try:
-            held = {p.symbol: p for p in await _portfolio(svc).positions(_user(ctx))}
+            held = await _held(svc, ctx)
             if inst.symbol in held:
                 p = held[inst.symbol]
                 position = {
@@ -490,7 +498,9 @@ def _backtest(
 # ---- portfolio ----------------------------------------------------------------------------------
 @market_tools.tool(concurrency_safe=True)
 async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view") -> dict:
-    """The user's portfolio: `view` lists holdings with current prices and P&L plus cash; `diagnose` adds a Wyckoff health rating (green/yellow/red with reasons and stop levels) per holding.
+    """The user's portfolio in two labelled books, the paper account (simulated trades, with realized P&L) and the recorded real holdings, at the last close; `diagnose` adds a Wyckoff health rating per position.
+
+    Each book lists positions with price, value and P&L, cash and totals; prices are the last bar's close, as of the date stated. The health rating is green/yellow/red with reasons and stop levels.
 
     Args:
         mode: view or diagnose.
@@ -498,8 +508,9 @@ async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view"
     svc = require(ctx)
     pf = _portfolio(svc)
     out = await pf.view(_user(ctx))
+    both = out["paper"]["positions"] + out["recorded"]["positions"]
     if mode == "diagnose":
-        for p in out["positions"]:
+        for p in both:
             try:
                 inst = svc.data.resolve(p["symbol"])
                 a = await asyncio.to_thread(
@@ -513,14 +524,14 @@ async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view"
                 p["phase"] = a.phase.label
             except (NoData, ValueError) as exc:
                 p["health"] = {"rating": "unknown", "reason": str(exc)}
-        red = [p["symbol"] for p in out["positions"] if p.get("health", {}).get("rating") == "red"]
-        out["summary"] = f"{len(out['positions'])} holding(s); red: {', '.join(red) or 'none'}"
+        red = sorted({p["symbol"] for p in both if p.get("health", {}).get("rating") == "red"})
+        out["summary"] = f"{len(both)} position(s) (paper and recorded); red: {', '.join(red) or 'none'}"
         await _record(
             svc,
             ctx,
             "diagnosis",
             out["summary"],
-            {"ratings": {p["symbol"]: p.get("health", {}).get("rating") for p in out["positions"]}},
+            {"ratings": {p["symbol"]: p.get("health", {}).get("rating") for p in both}},
         )
     out["source"] = _source(svc)
     return out
@@ -536,7 +547,7 @@ async def update_portfolio(
     market: Literal["cn", "crypto"] = "cn",
     cash: float | None = None,
 ) -> dict:
-    """Record the user's real holdings (bookkeeping, no trade): set a holding's quantity and average cost, remove it, or set cash.
+    """Record the user's real holdings (bookkeeping, no trade; kept apart from the paper account): set a holding's quantity and average cost, remove it, or set cash.
 
     Args:
         action: set (code, quantity, cost), remove (code), or cash (market, cash).
@@ -569,22 +580,23 @@ async def update_portfolio(
 
 @market_tools.tool(concurrency_safe=True)
 async def get_positions(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict:
-    """Current positions (paper or recorded) with prices, value and unrealized P&L, as of the last bar.
+    """Current positions of the paper account and the recorded real holdings (two lists), with prices, value and unrealized P&L, as of the last bar.
 
     Args:
         market: cn or crypto; both when omitted.
     """
     svc = require(ctx)
-    ps = await _portfolio(svc).positions(_user(ctx), market)
+    pf = _portfolio(svc)
     return {
-        "positions": [p.to_dict() for p in ps],
+        "paper": [p.to_dict() for p in await pf.positions(_user(ctx), market)],
+        "recorded": [p.to_dict() for p in await pf.holdings(_user(ctx), market)],
         "as_of": {m: str(svc.data.as_of(m)) for m in ("cn", "crypto")},
     }
 
 
 @market_tools.tool(concurrency_safe=True)
 async def get_balance(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict:
-    """Cash balance per market (paper accounts start with the configured amount).
+    """Cash balance of the paper account per market (it starts with the configured amount); recorded real cash is in `portfolio`.
 
     Args:
         market: cn or crypto; both when omitted.
@@ -768,7 +780,7 @@ async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) 
     svc = require(ctx)
     held: dict[str, Any] = {}
     if svc.session_factory is not None:
-        held = {p.symbol: p for p in await _portfolio(svc).positions(_user(ctx))}
+        held = await _held(svc, ctx)
     targets = [svc.data.resolve(code)] if code else [svc.data.resolve(s) for s in held]
     if not targets:
         raise MarketError("no code given and no holdings recorded")
