@@ -626,7 +626,7 @@ async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: in
 
 @market_tools.tool(requires_approval=True, side_effect="mutating")
 async def execute_trade(ctx: ToolContext, code: str, side: Literal["buy", "sell"], quantity: float) -> dict:
-    """Buy or sell on the paper broker (live only when explicitly enabled) at the last close, with A-share rules (lots of 100, T+1, limit-locked bars, fees) or crypto rules. The same approved call never fills twice.
+    """Buy or sell on the paper account (live only when explicitly enabled) at the last close, with A-share rules (lots of 100, T+1 on the trading calendar, price limits, fees) or crypto rules. The same approved call never fills twice.
 
     Args:
         code: code, name or crypto symbol.
