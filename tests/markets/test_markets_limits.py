@@ -137,3 +137,34 @@ async def test_paper_broker_does_not_sell_at_a_limit_down_close(sessions):
     # a buy at that close is fine (it is not at limit-up)
     b = await broker.submit("u1", "002190", "buy", 100, key="b-limit")
     assert b.status == "filled"
+
+
+@given(
+    moves=st.lists(
+        st.tuples(st.integers(-10, 10), st.booleans()),  # (open move in %, one-price bar)
+        min_size=2,
+        max_size=12,
+    )
+)
+def test_a_pending_buy_fills_at_the_first_open_off_the_limit_property(moves):
+    # Build bars whose opens move by whole percents (±10 % = the limit) from the previous close;
+    # a one-price bar sits at its open. The pending buy (signal at bar 0) must fill at the first
+    # bar whose open is below the limit-up and which is not locked at it, and nowhere else.
+    rows, prev = [(10.0, 10.0, 10.0, 10.0)], 10.0
+    for pct, one_price in moves:
+        o = round(prev * (1 + pct / 100) + 1e-9, 2)
+        rows.append((o, o, o, o) if one_price else (o, round(o * 1.01, 2), round(o * 0.99, 2), o))
+        prev = o
+    p = panel_of(rows)
+    entries = np.zeros((1, len(rows)), dtype=bool)
+    entries[0, 0] = True
+    r = run(p, rules=MarketRules.cn(), cfg=NO_EXITS, entries=entries, limits=np.array([0.10]))
+    want = None
+    for t in range(1, len(rows)):
+        up = limit_prices(rows[t - 1][3], 0.10)[1]
+        if rows[t][0] < up - 1e-9:
+            want = t
+            break
+    buys = [f["date"] for f in r.fills if f["side"] == "buy"]
+    assert buys == ([] if want is None else [str(p.dates[want])])
+    assert len(r.blocked) == (len(rows) - 1 if want is None else want - 1)
