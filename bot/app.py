@@ -365,7 +365,7 @@ class App:
         self.scheduler = AppScheduler(
             self.schedules.store,
             on_brief=runner.run,
-            is_trading_day=TradingCalendar.sse(s.home / "data").is_trading_day,
+            is_trading_day=_warned_trading_days(TradingCalendar.sse(s.home / "data")),
             housekeeping=housekeeping,
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,
@@ -460,3 +460,15 @@ async def run_bot(settings: Settings) -> int:
         log.info("stopping…")
         await app.stop()
     return 0
+
+
+def _warned_trading_days(cal: Any) -> Any:
+    """The calendar's is_trading_day for the scheduler, logging when a day lies outside the known
+    range (the day is then a weekday guess; briefs and /status say so too)."""
+
+    def is_trading_day(day: Any) -> bool:
+        if warn := cal.warning(day, horizon=0):
+            log.warning("trading_days schedule: %s", warn)
+        return bool(cal.is_trading_day(day))
+
+    return is_trading_day
