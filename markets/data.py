@@ -77,6 +77,7 @@ class MarketData:
         self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None
     ) -> Bars:
         inst = self.resolve(query)
+        end = self._index_end(inst, end)
         errors = []
         for p in self.providers:
             if p.has(inst):
@@ -99,6 +100,7 @@ class MarketData:
         if self.cache is None:
             return await asyncio.to_thread(self.bars, query, start, end)
         inst = self.resolve(query)
+        end = self._index_end(inst, end)
         errors = []
         for p in self.providers:
             if not p.has(inst):
@@ -114,14 +116,21 @@ class MarketData:
             raise NoData(errors[0])
         return await asyncio.to_thread(self.bars, inst, start, end)
 
+    def _index_end(self, inst: Instrument, end: date | str | None) -> date | str | None:
+        """An index file may run past the stock data (the bundled CSI 300 ends 2026-08-21, the
+        stocks 2025-09-03): index bars stop at the stocks' as-of date, so an instrument has one
+        as-of date in every tool (analysis, chart, overview, backtest benchmark)."""
+        if inst.market != "index" or end is not None:
+            return end
+        return self.as_of("cn")
+
     def index_bars(
         self, code: str = "000300", start: date | str | None = None, end: date | str | None = None
     ) -> Bars:
         inst = self.directory.index(code)
         if inst is None:
             raise NoData(f"unknown index {code}; available: 000300 (CSI 300)")
-        # The index file runs past the stock data; clip it so every figure shares one "as of" date.
-        return self.bars(inst, start, end or self.as_of("cn"))
+        return self.bars(inst, start, end)
 
     def panel(self, symbols: Iterable[str] | None = None, market: str = "cn", min_bars: int = 1) -> Panel:
         """Aligned 2-D bars of many symbols (default: the whole universe of the market)."""
