@@ -66,6 +66,26 @@ def test_the_index_has_the_stocks_as_of_date_everywhere():
     assert analyze(MD.bars(idx), idx).as_of == date(2025, 9, 3)
 
 
+async def test_every_tool_states_the_same_as_of_date_for_the_index(tmp_path):
+    from agent.tools.registry import Deps, ToolContext
+    from markets.services import MarketServices
+    from markets.tools import market_tools
+
+    deps = Deps(MarketServices(data=MD, results_dir=tmp_path))
+    seen = {}
+    for tool, args in (
+        ("analyze_stock", {"code": "沪深300", "chart": True}),
+        ("get_market_price", {"code": "000300"}),
+        ("get_market_history", {"code": "CSI300"}),
+    ):
+        out = await market_tools.get(tool).call(ToolContext(call_id="c", session_id="s", deps=deps), args)
+        body = getattr(out, "content", out)
+        seen[tool] = body["as_of"]
+        if tool == "analyze_stock":
+            assert "2025-09-03" in out.attachments[0].caption
+    assert set(seen.values()) == {"2025-09-03"}, seen
+
+
 # ---- no volume --------------------------------------------------------------------------------------
 def test_volume_rules_are_skipped_and_said_so_without_volume():
     idx = MD.resolve("沪深300")
