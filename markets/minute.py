@@ -101,12 +101,6 @@ class MinuteBars:
     def last_session(self) -> MinuteBars:
         return self.on(self.day) if not self.empty else self
 
-    def until(self, hhmm: str) -> MinuteBars:
-        """The bars up to and including the minute `hhmm` of each session."""
-        minute = (self.times - self.times.astype("datetime64[D]")).astype(int)
-        h, m = (int(x) for x in hhmm.split(":"))
-        return self._take(minute <= h * 60 + m)
-
     def vwap(self) -> np.ndarray:
         """Running VWAP, restarting each session."""
         amt = np.where(

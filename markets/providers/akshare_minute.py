@@ -72,5 +72,8 @@ class AkshareMinuteProvider:
         m = parse_akshare_minute(rows, inst.symbol)
         out = m.on(day) if day else m.last_session()
         if out.empty:
-            raise NoMinuteData(f"akshare has no minute bars for {inst.label} on {day}")
+            raise NoMinuteData(
+                f"akshare has no minute bars for {inst.label} on {day} (Eastmoney keeps 1-minute bars "
+                f"for the last few sessions only; it returned {', '.join(map(str, m.days()))})"
+            )
         return out
