@@ -220,6 +220,10 @@ class Directory:
         ("贵州茅台"); used to scope memory recall to the stocks a question is about."""
         found: list[str] = []
         for m in _CODE_IN_TEXT.finditer(text or ""):
+            parsed = parse_cn_code(m.group(0).replace(" ", ""))
+            inst = self._by_symbol.get(m.group(1))
+            if parsed and parsed[1] and inst and inst.exchange != parsed[1]:
+                continue  # "000001.SH" is the Shanghai Composite, not 平安银行
             if m.group(1) not in found:
                 found.append(m.group(1))
         if any("\u4e00" <= ch <= "\u9fff" for ch in text or ""):

@@ -66,3 +66,8 @@ def test_every_listed_stock_resolves_with_its_own_exchange_and_never_with_anothe
     except WrongExchange:
         return
     assert got.market == "index"  # only an index may own the other exchange's code (000001.SH)
+
+
+def test_mentions_do_not_take_an_index_code_for_the_stock():
+    assert MD.directory.mentions("上证 000001.SH 和 sh600519 怎么样") == ["600519"]
+    assert MD.directory.mentions("平安银行 000001.SZ") == ["000001"]
