@@ -449,6 +449,8 @@ class Gateway:
             replying_to_card = card is not None and msg.reply_to_message_id == card.message_id
             # in a group, typed consent must be addressed: a reply to the card or a mention
             if state.chat.is_group and not (replying_to_card or (msg.addressed and not msg.reply_to_bot)):
+                if msg.addressed:  # a reply to another of the bot's messages: waits for the decision
+                    state.backlog.append((Queued(Message.user(msg.text), receipt), msg.user))
                 return True
             record = await self.store.get_approval(approval_id)
             scope = self.runtime.gate.scope_for(record) if record is not None else None

@@ -267,6 +267,8 @@ async def test_an_admins_plain_ok_in_a_group_does_not_approve_a_reply_to_the_car
     api.push_text(GROUP, "/help", user_id=BOB)  # a member's command: the card stays
     api.push_text(GROUP, "/cancel", user_id=BOB)
     await said(api, GROUP, t("en", "approval_not_allowed"))
+    other = next(m for m in api.sent(GROUP) if m.get("text") == t("en", "approval_not_allowed"))
+    api.push_text(GROUP, "ok", user_id=ADMIN, reply_to=other["message_id"])  # a reply, not to the card
     await asyncio.sleep(0.2)
     assert approval_row(harness.home, approval_id(card))["status"] == "pending"
     assert buttons_of(current(api, GROUP, card)) and write_count == []

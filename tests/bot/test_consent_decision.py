@@ -203,3 +203,88 @@ def test_property_a_trade_scope_never_covers_more(code, side, qty, other):
 def test_scope_round_trips_through_storage_form():
     s = TRADE_SCOPE
     assert s is not None and StandingScope.from_dict(s.to_dict()) == s
+
+
+# ---- the gate applies standing approvals only within their limits ---------------------------------
+class _Clock:
+    def __init__(self) -> None:
+        from datetime import UTC, datetime
+
+        self.at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+    def now(self):
+        return self.at
+
+
+def _gate(live: list[bool], hours: float = 24):
+    from datetime import timedelta
+
+    from agent.approval import ApprovalGate
+    from agent.inmemory import InMemoryStore
+
+    clock = _Clock()
+    gate = ApprovalGate(
+        InMemoryStore(), clock, standing_ttl=timedelta(hours=hours), live_trading=lambda: live[0]
+    )
+    return gate, clock
+
+
+async def _ask(gate, args, who, n=[0]):  # noqa: B006  (a call counter)
+    """Run the gate on one execute_trade call; returns the pending approval or None (it may run)."""
+    from agent.approval import Suspend
+    from agent.messages import ToolCallPart
+    from agent.ports import TurnRecord
+    from agent.tools.registry import ToolSpec
+
+    n[0] += 1
+    spec = ToolSpec("execute_trade", "", {}, requires_approval=True)
+    call = ToolCallPart(id=f"c{n[0]}", name="execute_trade", arguments=args)
+    try:
+        await gate.check(spec, call, TurnRecord(id=f"t{n[0]}", session_id="s"), who)
+    except Suspend as s:
+        return s.approval
+    return None
+
+
+async def test_a_standing_trade_approval_is_limited_in_time_live_trading_and_requester():
+    from datetime import timedelta
+
+    import pytest as _pytest
+
+    from agent.approval import Requester
+    from agent.errors import ApprovalError
+
+    live = [False]
+    gate, clock = _gate(live, hours=48)  # asked for 48 h: capped at 24
+    admin = Requester("u1", "tg:1", ("u1",))
+    record = await _ask(gate, TRADE, admin)
+    assert record is not None and not record.approvers == []
+    await gate.decide(record.id, "u1", "always")
+    (rule,) = await gate.store.list_standing("tg:1", clock.now())
+    assert rule.expires_at - rule.created_at == timedelta(hours=24) and rule.granted_by == "u1"
+    assert await _ask(gate, TRADE, admin) is None  # covered
+    # a member of the same chat (not an approver) is not covered
+    assert await _ask(gate, TRADE, Requester("u2", "tg:1", ("u1",))) is not None
+    # live trading on: never applied, and never granted
+    live[0] = True
+    pending = await _ask(gate, TRADE, admin)
+    assert pending is not None
+    with _pytest.raises(ApprovalError):
+        await gate.decide(pending.id, "u1", "always")
+    live[0] = False
+    # past its expiry it asks again
+    clock.at += timedelta(hours=24, seconds=1)
+    assert await _ask(gate, TRADE, admin) is not None
+
+
+async def test_a_shorter_standing_ttl_is_honoured():
+    from datetime import timedelta
+
+    from agent.approval import Requester
+
+    gate, clock = _gate([False], hours=2)
+    who = Requester("u1", "tg:1", ("u1",))
+    record = await _ask(gate, TRADE, who)
+    await gate.decide(record.id, "u1", "always")
+    clock.at += timedelta(hours=2, seconds=1)
+    assert await _ask(gate, TRADE, who) is not None

@@ -107,3 +107,17 @@ def test_an_answer_typed_ahead_of_the_card_is_discarded_on_a_tty(tmp_path, serve
             proc.wait()
         os.close(master)
     assert not (tmp_path / "workspace" / "plan.txt").exists()
+
+
+def test_rules_in_the_terminal_list_and_revoke(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("Saved your plan."))
+    r = run_cli(
+        tmp_path,
+        openai_env(server),
+        "chat",
+        stdin="save my plan\nalways\n/rules\n/rules revoke all\n/rules\n/exit\n",
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "workspace" / "plan.txt").exists()
+    assert "write_file plan.txt" in r.stderr and "granted by terminal" in r.stderr
+    assert "Revoked 1 standing approval(s)." in r.stderr and "No standing approvals" in r.stderr
