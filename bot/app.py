@@ -14,6 +14,7 @@ import gc
 import logging
 import signal
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from agent.approval import ApprovalGate
@@ -250,7 +251,12 @@ class App:
             model_for=self.model_for,
             tools=tools,
             store=self.store,
-            gate=ApprovalGate(self.store),
+            gate=ApprovalGate(
+                self.store,
+                ttl=timedelta(minutes=s.agent.approval_ttl_minutes),
+                standing_ttl=timedelta(hours=s.agent.standing_approval_hours),
+                live_trading=lambda: s.markets.live,
+            ),
             config=RuntimeConfig(
                 max_tool_rounds=s.agent.max_tool_rounds,
                 system_prompt=s.agent.system_prompt or RuntimeConfig().system_prompt,
@@ -270,6 +276,14 @@ class App:
             await self._start_scheduler()
         # tasks that finished (or were lost) while we were down are reported now, into the chat
         await self.task_manager.start()
+
+    async def trade_facts(self, record: Any) -> Any:
+        """The facts a trade's approval card shows (markets/preview.py); None for other tools."""
+        if record.tool != "execute_trade" or self.market is None:
+            return None
+        from markets.preview import trade_preview
+
+        return await trade_preview(self.market, record.requester or "default", record.arguments)
 
     def _trace(self, turn_id: str, session_id: str) -> Scratchpad:
         return Scratchpad(

@@ -33,6 +33,7 @@ PROG = "tapebot"
 EXTENSIONS: dict[str, tuple[str, str]] = {
     "memory": ("inspect, search and edit long-term memories", "bot.cli_memory:main"),
     "skills": ("list and check skills (`tapebot skills check`)", "bot.cli_skills:main"),
+    "rules": ("list and revoke standing approvals (`tapebot rules list|revoke <id>|all`)", "bot.rules:main"),
     "mcp": (
         "serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them",
         "bot.mcp_server:cli_main",

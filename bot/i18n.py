@@ -155,3 +155,15 @@ def t(lang: str, key: str, **kw: Any) -> str:
     table = STRINGS.get(lang) or STRINGS["en"]
     text = table.get(key) or STRINGS["en"].get(key, key)
     return text.format(**kw) if kw else text
+
+
+def _merge_consent() -> None:
+    from bot.i18n_consent import CONSENT_COMMANDS, CONSENT_STRINGS
+
+    for lang, table in CONSENT_STRINGS.items():
+        STRINGS[lang].update(table)
+    for lang, table in CONSENT_COMMANDS.items():
+        COMMAND_DESCRIPTIONS[lang].update(table)
+
+
+_merge_consent()
