@@ -18,10 +18,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import discord
 
 from adapters.base import (
@@ -45,11 +48,12 @@ from adapters.base import (
     TextFormat,
     UserRef,
 )
-from adapters.breaker import DISCORD_LIMIT, InvalidRequestBudget
+from adapters.breaker import DISCORD_LIMIT, BudgetExhausted, InvalidRequestBudget
 from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.render import render_parts, to_discord
+from adapters.retry import RetryPolicy, with_retries
 from agent.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -67,7 +71,27 @@ _STYLES = {
 # our translation keys → Discord locales
 _LOCALES = {"zh": ("zh-CN", "zh-TW"), "en": ("en-US", "en-GB")}
 
+#: one attempt of a REST call may take this long (discord.py itself waits out 500/502/504 for up to
+#: ~25 s inside an attempt); aiohttp's own default is five minutes
+ATTEMPT_TIMEOUT = 40.0
+
 KvGet = Callable[[str], Any]  # sync or async, returns str | None
+
+
+def _transient(exc: BaseException) -> bool:
+    """A 5xx discord.py gave up on, a network error or a timeout: worth another attempt."""
+    if isinstance(exc, discord.DiscordServerError):
+        return True
+    if isinstance(exc, discord.HTTPException):
+        return False
+    return isinstance(exc, OSError | TimeoutError | aiohttp.ClientError)
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """Failed before the request reached Discord (safe to repeat a call Discord cannot dedupe)."""
+    return isinstance(exc, aiohttp.ClientConnectorError | BudgetExhausted)
+
+
 KvSet = Callable[[str, str], Any]
 
 
@@ -140,6 +164,8 @@ class DiscordAdapter(ChatAdapter):
         clock: Callable[[], float] = time.monotonic,
         notices: Mapping[str, Mapping[str, str]] | None = None,
         invalid_request_limit: int = DISCORD_LIMIT // 10,
+        send_budget_s: float = 45.0,
+        attempt_timeout: float = ATTEMPT_TIMEOUT,
     ):
         if not token:
             raise ValueError("Discord token is empty")
@@ -153,6 +179,9 @@ class DiscordAdapter(ChatAdapter):
         self._sleep = sleep
         self._clock = clock
         self._notices = notices or DEFAULT_NOTICES
+        self.send_budget_s = send_budget_s
+        self._retry = RetryPolicy(budget_s=send_budget_s)
+        self._attempt_timeout = attempt_timeout
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -414,6 +443,25 @@ class DiscordAdapter(ChatAdapter):
                                 visible=lambda s: s)  # fmt: skip
         return render_parts(text, limit=self.max_message_len, fmt="markdown", render=to_discord)
 
+    async def _reliably(
+        self, what: str, call: Callable[[], Awaitable[Any]], *, idempotent: bool = True
+    ) -> Any:
+        """`call()` with retries on transient failures; `idempotent=False`: only when it surely
+        never reached Discord (a followup has no nonce Discord could deduplicate)."""
+
+        async def attempt() -> Any:
+            async with asyncio.timeout(self._attempt_timeout):
+                return await call()
+
+        return await with_retries(
+            attempt,
+            retryable=_transient if idempotent else _not_sent,
+            what=f"discord {what}",
+            policy=self._retry,
+            sleep=self._sleep,
+            clock=self._clock,
+        )
+
     def _take_pending(self, chat: ChatRef) -> discord.Interaction | None:
         p = self._pending.pop(chat.key, None)
         if p is None or self._clock() - p.created > INTERACTION_TOKEN_TTL:
@@ -443,7 +491,8 @@ class DiscordAdapter(ChatAdapter):
                 if view is not None:
                     kw["view"] = view
                 if interaction is not None:
-                    wm = await interaction.followup.send(content, wait=True, **kw)
+                    send = functools.partial(interaction.followup.send, content, wait=True, **kw)
+                    wm = await self._reliably("followup", send, idempotent=False)
                     self._webhook_msgs[str(wm.id)] = (wm, self._clock())
                     ids.append(str(wm.id))
                     continue
@@ -453,10 +502,15 @@ class DiscordAdapter(ChatAdapter):
                         channel_id=int(chat.thread_id or chat.chat_id),
                         fail_if_not_exists=False,
                     )
-                m = await self._target(chat).send(content, **kw)
+                # one nonce for every attempt: Discord returns the message it already created
+                # with it (enforce_nonce), so a retry after a lost answer never posts twice
+                kw["nonce"] = secrets.randbits(63)
+                m = await self._reliably("send", functools.partial(self._target(chat).send, content, **kw))
                 ids.append(str(m.id))
-        except discord.HTTPException as e:
-            raise DeliveryError(f"discord send failed: {e}") from e
+        except DeliveryError:
+            raise
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            raise DeliveryError(f"discord send failed: {e!r}") from e
         return SentMessage(chat, ids[-1], tuple(ids[:-1]))
 
     async def edit_text(
@@ -482,17 +536,19 @@ class DiscordAdapter(ChatAdapter):
         try:
             hooked = self._webhook_msgs.get(msg.message_id)
             if hooked is not None and self._clock() - hooked[1] < INTERACTION_TOKEN_TTL:
-                await hooked[0].edit(**kw)
+                await self._reliably("edit", lambda: hooked[0].edit(**kw))
                 return
             self._webhook_msgs.pop(msg.message_id, None)
             partial = self._target(msg.chat).get_partial_message(int(msg.message_id))
-            await partial.edit(**kw)
+            await self._reliably("edit", lambda: partial.edit(**kw))
+        except DeliveryError:
+            raise
         except discord.NotFound as e:
             raise MessageGone(f"discord: {e}") from e
         except discord.Forbidden as e:
             raise MessageGone(f"discord: {e}") from e
-        except discord.HTTPException as e:
-            raise DeliveryError(f"discord edit failed: {e}") from e
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            raise DeliveryError(f"discord edit failed: {e!r}") from e
 
     async def send_typing(self, chat: ChatRef) -> None:
         try:
