@@ -155,6 +155,11 @@ class DeliveryError(Exception):
         self.retry_after = retry_after
 
 
+class DeliveryUncertain(DeliveryError):
+    """The request went out but its answer never came: it may or may not have been delivered, and
+    the platform offers no way to ask (so it is not sent again)."""
+
+
 class MessageGone(DeliveryError):
     """The message to edit no longer exists or can no longer be edited."""
 

@@ -51,6 +51,7 @@ from adapters.base import (
     ChatAdapter,
     ChatRef,
     DeliveryError,
+    DeliveryUncertain,
     Inbound,
     InboundCommand,
     InboundHandler,
@@ -97,10 +98,6 @@ class WebhookConfig:
     port: int = 8443
     path: str = "/telegram"
     max_connections: int = 40
-
-
-class DeliveryUncertain(DeliveryError):
-    """The request went out but its answer never came: it may or may not have been delivered."""
 
 
 def _surely_not_sent(exc: NetworkError) -> bool:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from adapters.base import ChatAdapter, ChatRef, DeliveryError, SentMessage
+from adapters.base import ChatAdapter, ChatRef, DeliveryError, DeliveryUncertain, SentMessage
 from adapters.stream import StreamingMessage
 from agent import events as ev
 from bot.i18n import t
@@ -87,9 +87,7 @@ class TurnView:
                 await self.stream.append(text)
             case ev.ToolCalls():
                 self._start_typing()
-                if self.stream is not None:  # text before tool calls stays as its own message
-                    await self.stream.finish()
-                    self.stream = None
+                await self._flush_text()  # text before tool calls stays as its own message
             case ev.ToolStart(name=name):
                 await self._progress(f"⏳ {name}")
             case ev.ToolProgress(name=name, stage=stage, detail=detail, percent=pct):
@@ -140,20 +138,28 @@ class TurnView:
                         await self.adapter.edit_text(
                             self.progress, "\n".join(self.progress_lines[-6:]), format="plain"
                         )
-                if warning and self.stream is not None:
-                    await self.stream.finish(text)
-                    self.stream = None
-                await self._flush_text()
+                await self._flush_text(text if warning else None)
             case _:
                 pass
 
     def _last_is(self, name: str) -> bool:
         return bool(self.progress_lines) and self.progress_lines[-1].startswith("⏳ " + name)
 
-    async def _flush_text(self) -> None:
+    async def _flush_text(self, text: str | None = None) -> None:
         if self.stream is not None:
-            await self.stream.finish()
-            self.stream = None
+            stream, self.stream = self.stream, None
+            try:
+                await stream.finish(text)
+            except DeliveryError as exc:  # retried already: tell the user in plain words
+                log.warning("answer not delivered to %s: %s", self.chat.key, exc)
+                await self._say_undelivered(exc)
+
+    async def _say_undelivered(self, exc: DeliveryError) -> None:
+        key = "delivery_uncertain" if isinstance(exc, DeliveryUncertain) else "delivery_failed"
+        try:
+            await self.adapter.send_text(self.chat, t(self.lang, key), format="plain")
+        except DeliveryError as again:
+            log.warning("could not tell %s either: %s", self.chat.key, again)
 
     async def close(self) -> None:
         self._stop_typing()
