@@ -55,6 +55,7 @@ from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.render import render_parts, to_discord
 from adapters.retry import RetryPolicy, with_retries
 from agent.errors import ConfigError
+from agent.text import scrub
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +313,7 @@ class DiscordAdapter(ChatAdapter):
             addressed = dm or mentioned or reply_to_bot
             if not addressed and not self._content_intent:
                 return  # without the content intent Discord sends us no text for these anyway
-            text = message.content
+            text = scrub(message.content)  # no lone surrogates past this point
             for token in (f"<@{me.id}>", f"<@!{me.id}>"):
                 text = text.replace(token, "")
             text = text.strip()
@@ -377,7 +378,7 @@ class DiscordAdapter(ChatAdapter):
         # acknowledge first: Discord allows 3 s; the real answer arrives as a followup
         await interaction.response.defer(thinking=True)
         data: Any = interaction.data or {}
-        args = " ".join(str(o.get("value", "")) for o in data.get("options", []) if "value" in o)
+        args = scrub(" ".join(str(o.get("value", "")) for o in data.get("options", []) if "value" in o))
         chat = self._interaction_chat(interaction)
         self._pending[chat.key] = _Pending(interaction, self._clock())
         event = InboundCommand(
