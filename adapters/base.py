@@ -172,6 +172,8 @@ class ChatAdapter(ABC):
     #: minimum seconds between edits of one message while streaming (private / group chats)
     edit_interval: float = 1.0
     group_edit_interval: float = 3.0
+    #: seconds between typing indicators while working (each lasts ~5 s on Telegram)
+    typing_interval: float = 4.0
     #: the bot's own identity on this platform, known after `start()`
     me: UserRef | None = None
 

@@ -147,6 +147,7 @@ class DiscordAdapter(ChatAdapter):
     max_message_len = 2000
     edit_interval = 1.0
     group_edit_interval = 1.0
+    typing_interval = 8.0  # Discord's indicator lasts ~10 s
 
     def __init__(
         self,

@@ -45,6 +45,7 @@ from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
+from bot.progress import ProgressBoard
 from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
 from bot.replies import read_reply
 
@@ -139,6 +140,9 @@ class Gateway:
         self._denied_notice: set[str] = set()
         self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
         self.stopping = False  # drain() began: queued messages wait for the restart
+        # a suspended turn's progress message, continued when it resumes (bot/progress.py)
+        self.progress_board = ProgressBoard()
+        self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
         from bot.commands import BUILTIN_COMMANDS
 
         self.commands.update(BUILTIN_COMMANDS)
@@ -526,6 +530,9 @@ class Gateway:
                         state.lang,
                         on_approval=lambda e: self._send_card(state, e),
                         on_question=lambda e: self._send_question(state, e),
+                        board=self.progress_board,
+                        key=state.key,
+                        sleep=self.typing_sleep,
                     )
                     try:
                         done = await render_all(view, job)
