@@ -72,6 +72,9 @@ class UserRef:
         return f"{self.platform}:{self.user_id}"
 
 
+AckCallable = Callable[[str, bool], Awaitable[None]]
+
+
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
     update_id: str  # unique per platform: Telegram update_id, Discord message id
@@ -96,13 +99,12 @@ class InboundCommand:
     args: str  # raw text after the command name, stripped ("" if none)
     sent_at: datetime
     message_id: str | None = None
+    # an answer only the sender sees (a Discord slash command: ephemeral), if the platform has one
+    private_reply: AckCallable | None = field(default=None, compare=False, repr=False)
 
     @property
     def argv(self) -> list[str]:
         return self.args.split()
-
-
-AckCallable = Callable[[str, bool], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

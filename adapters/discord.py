@@ -76,6 +76,9 @@ _LOCALES = {"zh": ("zh-CN", "zh-TW"), "en": ("en-US", "en-GB")}
 #: ~25 s inside an attempt); aiohttp's own default is five minutes
 ATTEMPT_TIMEOUT = 40.0
 
+# an interaction must be acknowledged within 3 s: one quick retry, then answer another way
+_ACK_POLICY = RetryPolicy(attempts=2, base_delay=0.3, budget_s=1.0)
+
 KvGet = Callable[[str], Any]  # sync or async, returns str | None
 
 
@@ -382,6 +385,23 @@ class DiscordAdapter(ChatAdapter):
         args = scrub(" ".join(str(o.get("value", "")) for o in data.get("options", []) if "value" in o))
         chat = self._interaction_chat(interaction)
         self._pending[chat.key] = _Pending(interaction, self._clock())
+
+        async def private_reply(text: str, _alert: bool = False) -> None:
+            # the "thinking…" placeholder is public: remove it and answer only this user
+            p = self._pending.get(chat.key)
+            if p is not None and p.interaction is interaction:
+                del self._pending[chat.key]
+            try:
+                await interaction.delete_original_response()
+            except discord.HTTPException as e:
+                log.debug("discord: could not delete deferred response: %s", e)
+            try:
+                await interaction.followup.send(
+                    text[:2000], ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+                )
+            except discord.HTTPException as e:
+                log.info("discord: private answer failed: %s", e)
+
         event = InboundCommand(
             update_id=str(interaction.id),
             chat=chat,
@@ -389,6 +409,7 @@ class DiscordAdapter(ChatAdapter):
             name=str(data.get("name", "")).lower(),
             args=args.strip(),
             sent_at=interaction.created_at.astimezone(UTC),
+            private_reply=private_reply,
         )
         await self._deliver(chat.key, event)
         self._spawn(self._expire_pending(chat.key, interaction))
@@ -405,7 +426,16 @@ class DiscordAdapter(ChatAdapter):
                 log.debug("discord: could not delete deferred response: %s", e)
 
     async def _on_button(self, interaction: discord.Interaction, data: str) -> None:
-        await interaction.response.defer()  # "deferred update": no visible change, stops the spinner
+        chat = self._interaction_chat(interaction)
+        try:  # "deferred update": no visible change, stops the spinner
+            # discord.py would wait out a 5xx here for up to 25 s; the token allows 3
+            await self._reliably("defer", interaction.response.defer, policy=_ACK_POLICY, attempt_timeout=2.5)
+            deferred = True
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            # The press is still decided (the gateway gets it); only the quiet acknowledgement
+            # is lost, and an answer goes by another way (below).
+            log.warning("discord: could not acknowledge button press %s: %r", interaction.id, e)
+            deferred = False
         replied = False
 
         async def ack(text: str = "", alert: bool = False) -> None:
@@ -414,14 +444,22 @@ class DiscordAdapter(ChatAdapter):
                 replied = replied or bool(text)
                 return
             replied = True
+            none = discord.AllowedMentions.none()
             try:
-                await interaction.followup.send(
-                    text[:2000], ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
-                )
-            except discord.HTTPException as e:
+                if deferred:
+                    await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=none)
+                elif not interaction.response.is_done():
+                    await interaction.response.send_message(
+                        text[:2000], ephemeral=True, allowed_mentions=none
+                    )
+                else:
+                    raise discord.ClientException("interaction already answered")
+                return
+            except (discord.HTTPException, discord.ClientException) as e:
                 log.info("discord: ephemeral answer failed: %s", e)
+            if not deferred:  # the interaction cannot answer any more: say it in the chat
+                await self._safe_send(chat, text)
 
-        chat = self._interaction_chat(interaction)
         press = ButtonPress(
             update_id=str(interaction.id),
             chat=chat,
@@ -446,20 +484,26 @@ class DiscordAdapter(ChatAdapter):
         return render_parts(text, limit=self.max_message_len, fmt="markdown", render=to_discord)
 
     async def _reliably(
-        self, what: str, call: Callable[[], Awaitable[Any]], *, idempotent: bool = True
+        self,
+        what: str,
+        call: Callable[[], Awaitable[Any]],
+        *,
+        idempotent: bool = True,
+        policy: RetryPolicy | None = None,
+        attempt_timeout: float | None = None,
     ) -> Any:
         """`call()` with retries on transient failures; `idempotent=False`: only when it surely
         never reached Discord (a followup has no nonce Discord could deduplicate)."""
 
         async def attempt() -> Any:
-            async with asyncio.timeout(self._attempt_timeout):
+            async with asyncio.timeout(attempt_timeout or self._attempt_timeout):
                 return await call()
 
         return await with_retries(
             attempt,
             retryable=_transient if idempotent else _not_sent,
             what=f"discord {what}",
-            policy=self._retry,
+            policy=policy or self._retry,
             sleep=self._sleep,
             clock=self._clock,
         )

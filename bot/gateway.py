@@ -341,6 +341,11 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await inbound.ack(t(lang, "approval_not_allowed"), True)
             return
+        if isinstance(inbound, InboundCommand) and inbound.private_reply is not None:
+            # a slash command waits for an answer; only the stranger sees it (also in a server)
+            with contextlib.suppress(Exception):
+                await inbound.private_reply(t(lang, "not_allowed", user_id=inbound.user.user_id), False)
+            return
         if inbound.chat.is_group or inbound.user.key in self._denied_notice:
             return  # don't talk to strangers in groups; tell a DM stranger once
         self._denied_notice.add(inbound.user.key)
