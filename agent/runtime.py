@@ -426,7 +426,7 @@ class AgentRuntime:
                             )
                         else:
                             thinking.append(ThinkingPart(text=chunk.text, signature=chunk.signature))
-                        yield ev.ThinkingDelta(chunk.text)
+                        yield ev.ThinkingDelta(scrub(chunk.text))
                     elif isinstance(chunk, ToolCallChunk):
                         calls.append(chunk.call)
                     elif isinstance(chunk, UsageChunk):

@@ -227,3 +227,38 @@ async def test_discord_typing_is_refreshed_on_its_own_rhythm():
         await asyncio.sleep(0.002)
     assert ad.typing == 2
     await view.close()
+
+
+async def test_a_question_leaves_no_hourglass_and_no_second_progress_message(harness):
+    harness.script.add(
+        reply(tool_calls=[("ask_user", {"question": "Which phase?", "options": ["Spring", "SOS"]})]),
+        reply("Screening for SOS."),
+    )
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "screen", user_id=ALICE)
+    await api.wait_for(lambda: any("Which phase?" in t for t in api.texts(ALICE)))
+    await _settle()
+    api.push_text(ALICE, "2", user_id=ALICE)
+    await api.wait_for(lambda: any("Screening for SOS." in t for t in api.texts(ALICE)))
+    await _settle()
+    lines = [t for t in api.texts(ALICE) if t.startswith(("⏳", "✓", "✗", "⏸"))]
+    assert len(lines) <= 1, api.texts(ALICE)
+    assert not any(t.startswith(("⏳", "⏸")) for t in lines), lines
+
+
+async def test_a_moved_on_approval_is_settled_as_not_run(harness):
+    harness.script.add(
+        reply(tool_calls=[("write_file", {"path": "m.txt", "content": "x"})]),
+        reply("Something else then."),
+    )
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "write m.txt", user_id=ALICE)
+    await api.wait_for(lambda: any(buttons_of(m) for m in api.sent(ALICE)))
+    await _settle()
+    api.push_text(ALICE, "never mind, what is 600519?", user_id=ALICE)
+    await api.wait_for(lambda: any("Something else then." in t for t in api.texts(ALICE)))
+    await _settle()
+    lines = [t for t in api.texts(ALICE) if t.startswith(("⏳", "✓", "✗", "⏸"))]
+    assert lines and all(t.startswith("✗ write_file") for t in lines), api.texts(ALICE)
