@@ -607,12 +607,17 @@ class DiscordAdapter(ChatAdapter):
         if caption.strip():
             parts = self._render(caption, "markdown")
             content = parts[0].formatted if parts else None
+        target, nonce = self._target(chat), secrets.randbits(63)
+
+        async def send() -> discord.Message:
+            # a fresh File each attempt (a sent one is consumed); one nonce: never posted twice
+            return await target.send(content, file=discord.File(str(path)), nonce=nonce,
+                                     allowed_mentions=discord.AllowedMentions.none())  # fmt: skip
+
         try:
-            m = await self._target(chat).send(
-                content, file=discord.File(str(path)), allowed_mentions=discord.AllowedMentions.none()
-            )
-        except discord.HTTPException as e:
-            raise DeliveryError(f"discord send image failed: {e}") from e
+            m = await self._reliably("send image", send)
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            raise DeliveryError(f"discord send image failed: {e!r}") from e
         return SentMessage(chat, str(m.id))
 
     # ---------------------------------------------------------------- slash commands

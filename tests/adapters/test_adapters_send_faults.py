@@ -143,3 +143,15 @@ async def test_discord_stream_ending_while_its_first_post_is_in_flight_posts_onc
     assert len(contents) == len(sent) == 2, contents
     assert contents[0].startswith("first part") and contents[1].endswith("second part")
     assert sum(c.startswith("first part") for c in contents) == 1
+
+
+async def test_discord_image_is_retried_once_without_a_duplicate(
+    make_dc, dc_fake, recorder, fake_sleep, tmp_path
+):
+    ad = await make_dc(recorder, sleep=fake_sleep)
+    png = tmp_path / "chart.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 64)
+    dc_fake.inject("POST", "/channels/300/messages", status=503, after=False)
+    await ad.send_image(DC, png, "chart")
+    msgs = dc_fake.bot_messages("300")
+    assert len(msgs) == 1 and msgs[0]["attachments"]
