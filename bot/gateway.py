@@ -50,6 +50,7 @@ from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
+from bot.progress import ProgressBoard
 from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
 from bot.replies import read_reply
 
@@ -163,6 +164,9 @@ class Gateway:
         self._denied_notice: set[str] = set()
         self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
         self.stopping = False  # drain() began: queued messages wait for the restart
+        # a suspended turn's progress message, continued when it resumes (bot/progress.py)
+        self.progress_board = ProgressBoard()
+        self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
         from bot.commands import BUILTIN_COMMANDS
 
         self.commands.update(BUILTIN_COMMANDS)
@@ -368,6 +372,11 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await inbound.ack(t(lang, "approval_not_allowed"), True)
             return
+        if isinstance(inbound, InboundCommand) and inbound.private_reply is not None:
+            # a slash command waits for an answer; only the stranger sees it (also in a server)
+            with contextlib.suppress(Exception):
+                await inbound.private_reply(t(lang, "not_allowed", user_id=inbound.user.user_id), False)
+            return
         if inbound.chat.is_group or inbound.user.key in self._denied_notice:
             return  # don't talk to strangers in groups; tell a DM stranger once
         self._denied_notice.add(inbound.user.key)
@@ -571,6 +580,9 @@ class Gateway:
                         state.lang,
                         on_approval=lambda e: self._send_card(state, e),
                         on_question=lambda e: self._send_question(state, e),
+                        board=self.progress_board,
+                        key=state.key,
+                        sleep=self.typing_sleep,
                     )
                     try:
                         done = await render_all(view, job)
