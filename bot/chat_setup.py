@@ -89,7 +89,7 @@ def build_adapters(app: App) -> list[Any]:
         if s.telegram.mode == "webhook":
             webhook = WebhookConfig(
                 url=s.telegram.webhook_url or "",
-                secret_token=s.telegram.resolved_webhook_secret(env) or "",
+                secret_token=s.telegram.resolved_webhook_secret(env) or None,
                 listen=s.telegram.webhook_listen,
                 port=s.telegram.webhook_port,
             )
