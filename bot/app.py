@@ -115,6 +115,11 @@ class App:
                 web_max_bytes=s.tools.web_fetch_max_bytes,
                 web_timeout=s.tools.web_fetch_timeout,
                 allow_private_urls=s.tools.allow_private_urls,
+                unsandboxed_exec=s.tools.unsandboxed_exec,
+                exec_network=s.tools.exec_network,
+                exec_memory_mb=s.tools.exec_memory_mb,
+                exec_file_size_mb=s.tools.exec_file_size_mb,
+                exec_read_only_paths=list(s.tools.exec_read_only_paths),
                 secret_values=s.secret_values(),
                 redactor=self.redactor,
             )

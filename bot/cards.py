@@ -13,6 +13,8 @@ from typing import Any
 
 from adapters.base import Button
 from agent.ports import ApprovalRecord, WaitingState
+from agent.tools import sandbox
+from agent.tools.workspace import LocalToolPolicy
 from bot.i18n import t
 
 MAX_ARGS_CHARS = 900
@@ -59,12 +61,16 @@ def _code_block(text: str) -> str:
     return "```\n" + text.replace("```", "`\u200b``") + "\n```"
 
 
-def approval_card(record: ApprovalRecord, lang: str, ttl_minutes: int) -> tuple[str, list[list[Button]]]:
+def approval_card(
+    record: ApprovalRecord, lang: str, ttl_minutes: int, *, note: str = ""
+) -> tuple[str, list[list[Button]]]:
+    """`note`: one line on what the tool will be allowed to do (exec_command: its sandbox)."""
     body = (
         f"🔐 **{t(lang, 'approval_title')}** · `{record.id}`\n"
         f"{t(lang, 'approval_body', tool=record.tool)}\n"
         f"{_code_block(render_arguments(record.arguments, record.args_hash))}\n"
-        f"_{t(lang, 'approval_hint', minutes=ttl_minutes)}_"
+        + (f"{note}\n" if note else "")
+        + f"_{t(lang, 'approval_hint', minutes=ttl_minutes)}_"
     )
     buttons = [
         [
@@ -74,6 +80,11 @@ def approval_card(record: ApprovalRecord, lang: str, ttl_minutes: int) -> tuple[
         ]
     ]
     return body, buttons
+
+
+def exec_note(policy: LocalToolPolicy, lang: str) -> str:
+    """The exec_command card's line saying what its sandbox allows."""
+    return t(lang, f"exec_{sandbox.mode(policy)}")
 
 
 def approval_final(record: ApprovalRecord, lang: str, outcome: str, who: str) -> str:

@@ -11,6 +11,8 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from agent.tools.workspace import LocalToolPolicy
+from bot.cards import exec_note
 from bot.gateway import Gateway, PlatformAccess
 from bot.i18n import COMMAND_DESCRIPTIONS
 
@@ -53,6 +55,9 @@ def build_gateway(app: App) -> Gateway:
         context_window=app.context_window,
     )
     gateway.memory = app.memory
+    policy = app.deps.maybe(LocalToolPolicy)
+    if policy is not None:
+        gateway.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
     gateway.system_dynamic = app.system_dynamic()
     from bot import commands_more
     from bot.toolcatalog import help_tools

@@ -132,6 +132,8 @@ class Gateway:
         self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
         self.system_dynamic = ""  # the stable part after the static prompt (skills list)
         self.help_extra: Callable[[str], str] | None = None  # the tool list for /help
+        # tool name -> (lang -> one line on the approval card, e.g. exec_command's sandbox)
+        self.card_notes: dict[str, Callable[[str], str]] = {}
         self._task_messages: dict[str, SentMessage] = {}
         self.commands: dict[str, CommandHandler] = {}
         self.command_help: dict[str, str] = {}
@@ -609,7 +611,10 @@ class Gateway:
         record = await self.store.get_approval(event.approval_id)
         if record is None:
             return
-        text, buttons = cards.approval_card(record, state.lang, self.approval_ttl_minutes)
+        note = self.card_notes.get(record.tool)
+        text, buttons = cards.approval_card(
+            record, state.lang, self.approval_ttl_minutes, note=note(state.lang) if note else ""
+        )
         sent = await self._send_waiting(state, event.turn_id, text, buttons)
         if sent is None:
             return

@@ -19,6 +19,8 @@ from agent.approval import Requester
 from agent.cancel import CancelSignal
 from agent.errors import ApprovalError
 from agent.runtime import AgentRuntime, TurnRequest
+from agent.tools import sandbox
+from agent.tools.workspace import LocalToolPolicy
 from bot.signals import off_signals, on_signals
 
 TERMINAL_USER = "terminal"
@@ -99,6 +101,9 @@ async def _drive(
             return done
         if isinstance(pending, ev.ApprovalRequired):
             args = json.dumps(pending.arguments, ensure_ascii=False, indent=1)
+            policy = runtime.deps.maybe(LocalToolPolicy)
+            if pending.tool == "exec_command" and policy is not None:
+                renderer.note(sandbox.describe(policy))
             reply = (
                 (await ask(f"\nAllow {pending.tool}({args})? [y]es once / [a]lways / [N]o: ")).strip().lower()
             )

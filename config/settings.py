@@ -136,6 +136,12 @@ class ToolsConfig(_Section):
     web_fetch_max_bytes: int = Field(default=2_000_000, gt=0)
     web_fetch_timeout: float = Field(default=20.0, gt=0)
     allow_private_urls: bool = False
+    # exec_command's sandbox (bubblewrap). Without one, commands are refused unless this is set.
+    unsandboxed_exec: bool = False
+    exec_network: bool = False
+    exec_memory_mb: int = Field(default=4096, gt=0)
+    exec_file_size_mb: int = Field(default=1024, gt=0)
+    exec_read_only_paths: list[Path] = Field(default_factory=list)
 
 
 class MarketsConfig(_Section):

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from agent.tools.workspace import LocalToolPolicy
@@ -89,7 +89,7 @@ def _probe(bwrap: str, network: bool) -> str | None:
     if key in _probe_cache:
         return _probe_cache[key]
     argv = [bwrap, "--unshare-all", *(["--share-net"] if network else []), "--die-with-parent"]
-    argv += _system_binds() + ["--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"]
+    argv += [*_system_binds(), "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT, env={"PATH": SANDBOX_PATH})
         reason = None if done.returncode == 0 else (done.stderr.decode(errors="replace").strip() or "failed")
@@ -120,15 +120,26 @@ def refusal(st: SandboxStatus) -> str:
     )
 
 
-def describe(policy: LocalToolPolicy) -> str:
-    """One line for the approval card: what the command will be allowed to do."""
+def mode(policy: LocalToolPolicy) -> Literal["sandboxed", "sandboxed_net", "unsandboxed", "refused"]:
+    """How exec_command will run under this policy (the approval card says it)."""
     st = status(policy)
     if st.sandboxed:
-        net = "network allowed" if policy.exec_network else "no network"
-        return f"runs in a sandbox: only the workspace is writable, {net}, no access to tapebot's files"
-    if st.allowed:
-        return "⚠ runs WITHOUT a sandbox (unsandboxed_exec = true): it can do anything your user can"
-    return "no sandbox is available on this machine, so this command will be refused"
+        return "sandboxed_net" if policy.exec_network else "sandboxed"
+    return "unsandboxed" if st.allowed else "refused"
+
+
+_DESCRIPTIONS = {
+    "sandboxed": "runs in a sandbox: only the workspace is writable, no network, no access to tapebot's files",
+    "sandboxed_net": "runs in a sandbox: only the workspace is writable, network allowed, "
+    "no access to tapebot's files",
+    "unsandboxed": "⚠ runs WITHOUT a sandbox (unsandboxed_exec = true): it can do anything your user can",
+    "refused": "no sandbox is available on this machine, so this command will be refused",
+}
+
+
+def describe(policy: LocalToolPolicy) -> str:
+    """One line (English) for an approval prompt: what the command will be allowed to do."""
+    return _DESCRIPTIONS[mode(policy)]
 
 
 def _system_binds() -> list[str]:
@@ -169,14 +180,14 @@ def bwrap_argv(policy: LocalToolPolicy, command: str, *, network: bool, bwrap: s
         argv += ["--share-net"]
     argv += ["--die-with-parent", "--new-session"]
     argv += _system_binds()
-    for path in _ETC:
-        argv += ["--ro-bind-try", path, path]
+    for etc in _ETC:
+        argv += ["--ro-bind-try", etc, etc]
     if network and os.path.exists("/etc/resolv.conf"):
         argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
-    extra = [Path(os.path.realpath(p)) for p in policy.exec_read_only_paths]
-    for path in extra:
-        argv += ["--ro-bind-try", str(path), str(path)]
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    extra = [Path(os.path.realpath(p)) for p in policy.exec_read_only_paths]
+    for ro in extra:
+        argv += ["--ro-bind-try", str(ro), str(ro)]
     # TAPEBOT_HOME (and anything else hidden) could lie below a mounted path, e.g. an extra
     # read-only path: cover it with an empty tmpfs before the workspace goes back on top.
     # An empty, read-only tmpfs also keeps the command from making files there that exist only
@@ -188,11 +199,11 @@ def bwrap_argv(policy: LocalToolPolicy, command: str, *, network: bool, bwrap: s
     for real in hidden:
         if real != workspace:
             argv += ["--remount-ro", str(real)]
-    for path in _protected_inside(policy, workspace):
-        if path.is_dir():
-            argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
+    for prot in _protected_inside(policy, workspace):
+        if prot.is_dir():
+            argv += ["--tmpfs", str(prot), "--remount-ro", str(prot)]
         else:
-            argv += ["--ro-bind", "/dev/null", str(path)]
+            argv += ["--ro-bind", "/dev/null", str(prot)]
     argv += ["--remount-ro", "/", "--chdir", str(workspace), "--", "/bin/sh", "-c", command]
     return argv
 

@@ -71,10 +71,10 @@ async def test_a18_command_cannot_insert_standing_approvals_into_tapebot_db(call
     out = await call(
         "exec_command",
         command=(
-            f"sqlite3 {db} \"{sql}\"; echo sqlite3-rc=$?; "
+            f'sqlite3 {db} "{sql}"; echo sqlite3-rc=$?; '
             f"python3 -c \"import sqlite3; c=sqlite3.connect('file:{db}?mode=rw', uri=True); "
-            f"c.execute(\\\"{sql}\\\"); c.commit()\"; echo python-rc=$?; "
-            f"ln -s {db} link.db; sqlite3 link.db \"{sql}\"; echo link-rc=$?"
+            f'c.execute(\\"{sql}\\"); c.commit()"; echo python-rc=$?; '
+            f'ln -s {db} link.db; sqlite3 link.db "{sql}"; echo link-rc=$?'
         ),
     )
     assert "sqlite3-rc=0" not in out and "python-rc=0" not in out and "link-rc=0" not in out, out
@@ -159,10 +159,8 @@ async def test_network_is_off_by_default_and_on_when_configured(call, policy):
 
     server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    probe = (
-        "python3 -c \"import socket; s=socket.create_connection(('127.0.0.1', %d), 3); print('CONNECTED')\"; "
-        "echo rc=$?"
-    ) % port
+    connect = f"s=socket.create_connection(('127.0.0.1', {port}), 3)"
+    probe = f"python3 -c \"import socket; {connect}; print('CONNECTED')\"; echo rc=$?"
     try:
         out = _body(await call("exec_command", command=probe))
         assert "CONNECTED" not in out and "rc=0" not in out
@@ -241,3 +239,18 @@ async def test_protected_file_inside_the_workspace_is_not_readable(tmp_path):
     out = await exec_command_impl(policy, "cat config.toml; echo x > config.toml; echo rc=$?", None)
     assert "sk-inside" not in out and "rc=0" not in out
     assert "sk-inside" in (home / "config.toml").read_text()
+
+
+async def test_a18_home_stays_hidden_below_an_extra_read_only_path(call, home, policy, tmp_path):
+    """A18: `exec_read_only_paths` naming a folder that contains TAPEBOT_HOME (say, the user's
+    home) still does not expose config.toml or tapebot.db."""
+    (tmp_path / "data.csv").write_text("a,b\n")
+    policy.exec_read_only_paths = [tmp_path]
+    out = _body(
+        await call(
+            "exec_command",
+            command=f"cat {tmp_path / 'data.csv'}; cat {home / 'config.toml'}; ls {home}",
+        )
+    )
+    assert "a,b" in out
+    assert "sk-should-never-be-read" not in out and "tapebot.db" not in out, out
