@@ -254,3 +254,30 @@ async def test_a18_home_stays_hidden_below_an_extra_read_only_path(call, home, p
     )
     assert "a,b" in out
     assert "sk-should-never-be-read" not in out and "tapebot.db" not in out, out
+
+
+@pytest.mark.parametrize("tool", ["read_file", "write_file"])
+async def test_a18_file_tools_cannot_reach_tapebot_home(call, home, policy, approvals_db, tool):
+    """A18 via the file tools: tapebot.db (and its WAL), config.toml and .env under TAPEBOT_HOME are
+    out of reach by relative, absolute and results/ paths, and through a symlink the sandboxed shell
+    planted in the workspace."""
+    await call("exec_command", command=f"ln -s {approvals_db} db.lnk; ln -s ../config.toml cfg.lnk")
+    assert (policy.workspace / "db.lnk").is_symlink()
+    (home / "tapebot.db-wal").write_bytes(b"")
+    targets = [
+        "../tapebot.db",
+        str(approvals_db),
+        str(home / "tapebot.db-wal"),
+        str(home / "config.toml"),
+        str(home / ".env"),
+        "../config.toml",
+        "results/../tapebot.db",
+        "db.lnk",
+        "cfg.lnk",
+    ]
+    for path in targets:
+        args = {"path": path} if tool == "read_file" else {"path": path, "content": "pwned"}
+        with pytest.raises(ToolDenied):
+            await call(tool, **args)
+    assert _rows(approvals_db) == [("telegram:5", "exec_command")]
+    assert "sk-should-never-be-read" in (home / "config.toml").read_text()
