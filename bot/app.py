@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,7 @@ from agent.tools.core import core_tools
 from agent.tools.registry import Deps, Toolset
 from agent.tools.workspace import LocalToolPolicy
 from bot.signals import on_signals
+from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
 from memory.stores import SqlStore
@@ -54,6 +56,7 @@ class App:
         self.adapters: list[Any] = []
         self.scheduler: Any = None
         self.deps = Deps()
+        self._umask: int | None = None  # the process umask before start (C9), given back on stop
         self.market: Any = None
         self.memory: Any = None
         self.memory_hooks: Any = None
@@ -237,8 +240,14 @@ class App:
         """Build and start everything. `adapters` starts Telegram/Discord (tapebot run);
         `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`."""
         s = self.settings
+        # Everything the bot writes under TAPEBOT_HOME is private whatever the umask (C9); given
+        # back on stop.
+        if self._umask is None:
+            self._umask = private_umask()
         s.ensure_dirs()
         self._uninstall_redaction = install_log_redaction(self.redactor)
+        for loose in loose_modes(s.home):
+            log.warning("%s", loose)
         self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
         self.store = SqlStore(self.db)
@@ -419,6 +428,9 @@ class App:
         if self._uninstall_redaction is not None:
             self._uninstall_redaction()
             self._uninstall_redaction = None
+        if self._umask is not None:
+            os.umask(self._umask)
+            self._umask = None
 
 
 def configure_logging(level: str) -> None:

@@ -288,7 +288,11 @@ class Settings(BaseSettings):
         return self.home / "skills"
 
     def ensure_dirs(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        """Create the home and its folders, 0700 (C9; existing modes are left alone and reported
+        by `loose_modes`)."""
+        from config.filemodes import make_private_dir
+
+        make_private_dir(self.home)
         for path in (
             self.traces_dir,
             self.results_dir,
@@ -296,7 +300,7 @@ class Settings(BaseSettings):
             self.archive_dir,
             self.skills_dir,
         ):
-            path.mkdir(parents=True, exist_ok=True)
+            make_private_dir(path)
 
     # ---- models ------------------------------------------------------------------------------
     def model(self, model_id: str) -> ModelConfig:
