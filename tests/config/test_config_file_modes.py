@@ -63,19 +63,22 @@ def test_c9_init_writes_a_private_config_under_umask_000(home, capsys, umask_000
 async def test_c9_a_running_bot_keeps_its_home_private_under_umask_000(tmp_path, umask_000):
     """C9: a fresh install run under umask 000 — the database with its -wal/-shm, traces,
     archives, spilled results — is 0600 in a 0700 home."""
-    script = ScriptedClient([reply(tool_calls=[("get_market_overview", {})]), reply("x" * 200)])
+    script = ScriptedClient([reply(tool_calls=[("read_file", {"path": "big.txt"})]), reply("x" * 200)])
     h = Harness(tmp_path / "home", FakeBotAPI(), script, {"TAPEBOT_AGENT__TOOL_RESULT_SPILL_CHARS": "500"})
     try:
         await h.start()
-        h.api.push_text(ALICE, "overview please", user_id=ALICE)
-        await h.api.wait_for(lambda: "x" * 200 in h.api.texts(ALICE))
-        home = h.home
-        assert (home / "tapebot.db").exists() and (home / "tapebot.db-wal").exists()
-        assert list((home / "traces").rglob("*.jsonl")), "a trace was written"
-        assert list((home / "results").iterdir()), "a large tool result was spilled"
-        assert loose(home) == []
+        (h.home / "workspace" / "big.txt").write_text("line\n" * 1000)
+        h.api.push_text(ALICE, "read big.txt", user_id=ALICE)
+        await h.api.wait_for(lambda: "x" * 200 in h.api.texts(ALICE), timeout=20)
+        assert (h.home / "tapebot.db-wal").exists() and (h.home / "tapebot.db-shm").exists()
+        assert loose(h.home) == []
     finally:
-        await h.stop()
+        await h.stop()  # the trace writer flushes on stop
+    home = h.home
+    assert (home / "tapebot.db").exists()
+    assert list((home / "traces").rglob("*.jsonl")), "a trace was written"
+    assert list((home / "results").iterdir()), "a large tool result was spilled"
+    assert loose(home) == []
     assert os.umask(0) == 0, "the bot gives the process umask back when it stops"
 
 
