@@ -108,24 +108,13 @@ class App:
 
     # ---- tools -------------------------------------------------------------------------------
     def build_tools(self) -> Toolset:
-        s = self.settings
-        self.deps.add(
-            LocalToolPolicy.for_home(
-                s.home,
-                exec_timeout=s.tools.exec_timeout,
-                exec_output_cap=s.tools.exec_output_cap,
-                env_allowlist=list(s.tools.env_allowlist),
-                web_max_bytes=s.tools.web_fetch_max_bytes,
-                web_timeout=s.tools.web_fetch_timeout,
-                allow_private_urls=s.tools.allow_private_urls,
-                unsandboxed_exec=s.tools.unsandboxed_exec,
-                exec_network=s.tools.exec_network,
-                exec_memory_mb=s.tools.exec_memory_mb,
-                exec_file_size_mb=s.tools.exec_file_size_mb,
-                exec_read_only_paths=list(s.tools.exec_read_only_paths),
-                secret_values=s.secret_values(),
-                redactor=self.redactor,
-            )
+        from agent.tools import sandbox
+
+        policy = local_policy(self.settings, redactor=self.redactor)
+        self.deps.add(policy)
+        mode = sandbox.mode(policy)
+        (log.info if mode.startswith("sandboxed") else log.warning)(
+            "exec_command: %s", sandbox.describe(policy)
         )
         return Toolset.combine("tapebot", core_tools, local_tools, self._market_tools())
 
@@ -431,6 +420,26 @@ class App:
         if self._umask is not None:
             os.umask(self._umask)
             self._umask = None
+
+
+def local_policy(s: Settings, redactor: Redactor | None = None) -> LocalToolPolicy:
+    """The built-in local tools' policy from `[tools]` (workspace, limits, the shell's sandbox)."""
+    return LocalToolPolicy.for_home(
+        s.home,
+        exec_timeout=s.tools.exec_timeout,
+        exec_output_cap=s.tools.exec_output_cap,
+        env_allowlist=list(s.tools.env_allowlist),
+        web_max_bytes=s.tools.web_fetch_max_bytes,
+        web_timeout=s.tools.web_fetch_timeout,
+        allow_private_urls=s.tools.allow_private_urls,
+        unsandboxed_exec=s.tools.unsandboxed_exec,
+        exec_network=s.tools.exec_network,
+        exec_memory_mb=s.tools.exec_memory_mb,
+        exec_file_size_mb=s.tools.exec_file_size_mb,
+        exec_read_only_paths=list(s.tools.exec_read_only_paths),
+        secret_values=s.secret_values(),
+        redactor=redactor,
+    )
 
 
 def configure_logging(level: str) -> None:

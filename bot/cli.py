@@ -236,6 +236,8 @@ def cmd_init(ctx: CliContext, *, force: bool = False) -> int:
 def cmd_config_check(ctx: CliContext) -> int:
     import tomli_w
 
+    from agent.tools import sandbox
+    from bot.app import local_policy
     from config.filemodes import loose_modes
     from config.loader import mask
 
@@ -248,6 +250,7 @@ def cmd_config_check(ctx: CliContext) -> int:
     print(tomli_w.dumps(shown).rstrip(), file=ctx.stdout)
     chain = " -> ".join(m.id for m in settings.model_chain())
     print(f"# OK: models {chain}; database {shown['database_url']}", file=ctx.stdout)
+    print(f"# exec_command: {sandbox.describe(local_policy(settings))}", file=ctx.stdout)
     for loose in loose_modes(settings.home):  # C9: warn, the exit code stays 0
         print(f"{PROG}: warning: {loose}", file=ctx.stderr)
     return 0
