@@ -14,8 +14,10 @@ import time
 
 import aiohttp
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from adapters.telegram import TelegramAdapter, WebhookConfig
+from adapters.telegram import TelegramAdapter, WebhookConfig, _webhook_secret, webhook_auth
 from agent.errors import ConfigError
 from tests.fakes.telegram_api import FakeRequest
 
@@ -133,3 +135,39 @@ async def test_c7_invalid_configured_secret_refuses_to_start(tg_api, recorder, b
         await ad.start(recorder)
     await ad.stop()
     assert tg_api.webhook.get("url", "") == ""
+
+
+# ---- properties of the decision itself -----------------------------------------------------------
+SECRETS = st.from_regex(r"[A-Za-z0-9_-]{1,256}", fullmatch=True)
+
+
+@given(secret=SECRETS, header=st.one_of(st.none(), st.text(max_size=300)))
+def test_c7_property_only_the_exact_secret_is_admitted(secret, header):
+    """C7: whatever the header, only the exact secret gets 200; missing/blank is 401, else 403."""
+    status = webhook_auth(header, secret)
+    if header == secret:
+        assert status == 200
+    elif header is None or not header.strip():
+        assert status == 401
+    else:
+        assert status == 403
+
+
+@given(header=st.one_of(st.none(), st.text(max_size=50)))
+def test_c7_property_an_empty_secret_admits_nobody(header):
+    """C7: the original hole — an empty secret compared with an empty header — cannot recur."""
+    assert webhook_auth(header, "") != 200
+
+
+@given(value=st.text(max_size=300))
+def test_c7_property_configured_secret_is_valid_or_refused(value):
+    """C7: a configured secret is used as is only if setWebhook would accept it; nothing invalid
+    is registered, and "unset" always yields a strong generated one."""
+    cfg = WebhookConfig(url="https://x/tg", secret_token=value)
+    if not value:
+        assert re.fullmatch(r"[A-Za-z0-9_-]{43}", _webhook_secret(cfg))
+    elif re.fullmatch(r"[A-Za-z0-9_-]{1,256}", value):
+        assert _webhook_secret(cfg) == value
+    else:
+        with pytest.raises(ConfigError):
+            _webhook_secret(cfg)

@@ -11,6 +11,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.providers.scripted import ScriptedClient, reply
 from bot import cli
@@ -127,3 +129,20 @@ def test_c9_database_files_are_private_under_umask_000(tmp_path, umask_000):
             await db.close()
 
     asyncio.run(go())
+
+
+@given(mode_bits=st.integers(0, 0o777), name=st.sampled_from(["config.toml", "tapebot.db", "tapebot.db-wal"]))
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_c9_property_loose_iff_group_or_other_bits(tmp_path, mode_bits, name):
+    """C9: a secret file is reported exactly when group or others have any permission on it."""
+    import tempfile
+
+    from config.filemodes import loose_modes
+
+    with tempfile.TemporaryDirectory(dir=tmp_path) as d:
+        home = Path(d)
+        home.chmod(0o700)
+        (home / name).write_text("x")
+        (home / name).chmod(mode_bits)
+        found = [m.path.name for m in loose_modes(home)]
+        assert (name in found) == bool(mode_bits & 0o077)

@@ -13,6 +13,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.errors import ToolDenied, ToolTimedOut
 from agent.tools import sandbox
@@ -281,3 +283,73 @@ async def test_a18_file_tools_cannot_reach_tapebot_home(call, home, policy, appr
             await call(tool, **args)
     assert _rows(approvals_db) == [("telegram:5", "exec_command")]
     assert "sk-should-never-be-read" in (home / "config.toml").read_text()
+
+
+# ---- properties of the mount plan (no sandbox started) ------------------------------------------
+
+
+def _mounts(argv: list[str]) -> list[tuple[str, str, str]]:
+    """(option, source, destination) of every mount in a bwrap command line, in order."""
+    out, i = [], 0
+    two = {"--bind", "--ro-bind", "--ro-bind-try", "--symlink"}
+    one = {"--tmpfs", "--proc", "--dev", "--remount-ro", "--chdir"}
+    while i < len(argv) and argv[i] != "--":
+        opt = argv[i]
+        if opt in two:
+            out.append((opt, argv[i + 1], argv[i + 2]))
+            i += 3
+        elif opt in one:
+            out.append((opt, "", argv[i + 1]))
+            i += 2
+        else:
+            i += 1
+    return out
+
+
+def _within(path: str, root: str) -> bool:
+    return Path(path) == Path(root) or Path(path).is_relative_to(root)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    depth=st.integers(0, 3),
+    layout=st.sampled_from(["inside", "is_home", "outside"]),
+    extra=st.lists(st.sampled_from(["root", "home_parent", "unrelated", "workspace"]), max_size=3),
+    network=st.booleans(),
+)
+def test_a18_property_home_is_never_exposed(tmp_path, depth, layout, extra, network):
+    """A18: whatever the layout (home below extra read-only paths, workspace inside, equal to or
+    outside the home), the only writable bind is the workspace, the home is covered by an empty
+    tmpfs after every mount that could show it, and protected files inside the workspace are
+    covered by /dev/null."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=tmp_path) as base:
+        root = Path(base)
+        home = root.joinpath(*[f"d{i}" for i in range(depth)], "home")
+        home.mkdir(parents=True)
+        (home / "config.toml").write_text("x")
+        (home / "tapebot.db").write_text("x")
+        workspace = {"inside": home / "workspace", "is_home": home, "outside": root / "ws"}[layout]
+        workspace.mkdir(exist_ok=True)
+        paths = {"root": root, "home_parent": home.parent, "unrelated": root / "data", "workspace": workspace}
+        policy = LocalToolPolicy.for_home(
+            home, workspace=workspace, exec_read_only_paths=[paths[e] for e in extra]
+        )
+        mounts = _mounts(sandbox.bwrap_argv(policy, "true", network=network))
+        rw = [m for m in mounts if m[0] == "--bind"]
+        assert rw == [("--bind", str(workspace), str(workspace))]
+        last_show = max(
+            (i for i, (opt, _src, dst) in enumerate(mounts)
+             if opt.startswith("--ro-bind") and _within(str(home), dst) and dst != "/dev/null"),
+            default=-1,
+        )  # fmt: skip
+        covers = [i for i, (opt, _s, dst) in enumerate(mounts) if opt == "--tmpfs" and dst == str(home)]
+        assert covers and covers[-1] > last_show
+        ws_bind = mounts.index(rw[0])
+        if layout == "is_home":
+            for name in ("config.toml", "tapebot.db"):
+                mask = ("--ro-bind", "/dev/null", str(home / name))
+                assert mask in mounts and mounts.index(mask) > ws_bind
+        else:
+            assert ("--remount-ro", "", str(home)) in mounts[ws_bind:]
