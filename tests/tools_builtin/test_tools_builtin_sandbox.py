@@ -20,7 +20,8 @@ from agent.errors import ToolDenied, ToolTimedOut
 from agent.tools import sandbox
 from agent.tools.workspace import DEFAULT_ENV_ALLOWLIST, LocalToolPolicy
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) not installed")
+# Tests that start the sandbox; the rest (refusal without one, the mount plan) run anywhere.
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) not installed")
 
 LEAKS = {
     "OPENAI_API_KEY": "sk-proj-leakleakleakleakleak0001",
@@ -60,11 +61,13 @@ def _rows(db: Path) -> list[tuple]:
         return conn.execute("select * from standing_approvals").fetchall()
 
 
+@needs_bwrap
 async def test_sandbox_is_available_here(policy):
     status = sandbox.status(policy)
     assert status.sandboxed, status.reason
 
 
+@needs_bwrap
 async def test_a18_command_cannot_insert_standing_approvals_into_tapebot_db(call, home, approvals_db):
     """A18: after an approved `ls`, the model runs a command that inserts standing approvals for
     other chats into tapebot.db. The database is not even visible inside the sandbox."""
@@ -83,6 +86,7 @@ async def test_a18_command_cannot_insert_standing_approvals_into_tapebot_db(call
     assert _rows(db) == [("telegram:5", "exec_command")]
 
 
+@needs_bwrap
 async def test_a18_tapebot_home_outside_the_workspace_is_not_visible(call, home, policy):
     """A18: the database path cannot even be listed; config.toml cannot be read, reversed or
     base64-encoded (the issue's redaction bypass) because it is not there."""
@@ -103,6 +107,7 @@ async def test_a18_tapebot_home_outside_the_workspace_is_not_visible(call, home,
     assert "done" in out
 
 
+@needs_bwrap
 async def test_a18_only_the_workspace_is_writable(call, home, policy, tmp_path):
     """A18: writes outside the workspace fail or land in the command's private /tmp, never on the
     host."""
@@ -120,6 +125,7 @@ async def test_a18_only_the_workspace_is_writable(call, home, policy, tmp_path):
     assert not (tmp_path / "outside").exists()
 
 
+@needs_bwrap
 async def test_c3_env_is_only_the_allowlist(call, leaky_env, policy):
     """C3: `env` / `printenv` show the allowlisted names only: no provider keys, bot tokens or
     database passwords."""
@@ -133,6 +139,7 @@ async def test_c3_env_is_only_the_allowlist(call, leaky_env, policy):
     assert f"HOME={policy.workspace}" in out
 
 
+@needs_bwrap
 async def test_c3_parent_proc_environ_shows_no_secrets(call, leaky_env):
     """C3: the command has its own /proc (new pid namespace): /proc/$PPID/environ and
     /proc/1/environ are the sandbox's, and the bot's own process is not there at all."""
@@ -150,6 +157,7 @@ async def test_c3_parent_proc_environ_shows_no_secrets(call, leaky_env):
     assert "bot-rc=0" not in out or os.getpid() < 5
 
 
+@needs_bwrap
 async def test_network_is_off_by_default_and_on_when_configured(call, policy):
     """The sandbox has no network unless `[tools] exec_network = true`: a TCP server listening on
     the host's loopback cannot be reached from inside."""
@@ -175,11 +183,13 @@ async def test_network_is_off_by_default_and_on_when_configured(call, policy):
         await server.wait_closed()
 
 
+@needs_bwrap
 async def test_time_limit_kills_sleep(call):
     with pytest.raises(ToolTimedOut):
         await call("exec_command", command="sleep 30", timeout=0.5)
 
 
+@needs_bwrap
 async def test_resource_limits_apply(call, policy):
     """CPU time, file size and core dumps are limited inside the sandbox."""
     policy.exec_file_size_mb = 1
@@ -207,6 +217,7 @@ async def test_no_sandbox_refuses_unless_opted_in(call, policy, monkeypatch):
     assert "hi" in out and "exit code: 0" in out
 
 
+@needs_bwrap
 def test_describe_says_what_the_sandbox_allows(policy):
     assert sandbox.describe(policy) == (
         "runs in a sandbox: only the workspace is writable, no network, no access to tapebot's files"
@@ -231,6 +242,7 @@ def test_protected_file_inside_the_workspace_is_masked(tmp_path):
     assert f"--ro-bind /dev/null {home / 'config.toml'}" in joined
 
 
+@needs_bwrap
 async def test_protected_file_inside_the_workspace_is_not_readable(tmp_path):
     from agent.tools.builtin.shell import exec_command_impl
 
@@ -243,6 +255,7 @@ async def test_protected_file_inside_the_workspace_is_not_readable(tmp_path):
     assert "sk-inside" in (home / "config.toml").read_text()
 
 
+@needs_bwrap
 async def test_a18_home_stays_hidden_below_an_extra_read_only_path(call, home, policy, tmp_path):
     """A18: `exec_read_only_paths` naming a folder that contains TAPEBOT_HOME (say, the user's
     home) still does not expose config.toml or tapebot.db."""
@@ -258,6 +271,7 @@ async def test_a18_home_stays_hidden_below_an_extra_read_only_path(call, home, p
     assert "sk-should-never-be-read" not in out and "tapebot.db" not in out, out
 
 
+@needs_bwrap
 @pytest.mark.parametrize("tool", ["read_file", "write_file"])
 async def test_a18_file_tools_cannot_reach_tapebot_home(call, home, policy, approvals_db, tool):
     """A18 via the file tools: tapebot.db (and its WAL), config.toml and .env under TAPEBOT_HOME are
