@@ -136,6 +136,7 @@ class App:
             live_secret=env.get(s.markets.live_secret_env, "") if s.markets.live else "",
             csv_folder=str(s.markets.csv_dir or ""),
             providers=providers,
+            data_dir=str(s.home / "data"),
         )
         assert self.db is not None
         sessions = self.db.sessionmaker
@@ -367,7 +368,7 @@ class App:
         self.scheduler = AppScheduler(
             self.schedules.store,
             on_brief=runner.run,
-            is_trading_day=TradingCalendar.sse().is_trading_day,
+            is_trading_day=_warned_trading_days(TradingCalendar.sse(s.home / "data")),
             housekeeping=housekeeping,
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,
@@ -485,3 +486,15 @@ async def run_bot(settings: Settings) -> int:
         log.info("stopping…")
         await app.stop()
     return 0
+
+
+def _warned_trading_days(cal: Any) -> Any:
+    """The calendar's is_trading_day for the scheduler, logging when a day lies outside the known
+    range (the day is then a weekday guess; briefs and /status say so too)."""
+
+    def is_trading_day(day: Any) -> bool:
+        if warn := cal.warning(day, horizon=0):
+            log.warning("trading_days schedule: %s", warn)
+        return bool(cal.is_trading_day(day))
+
+    return is_trading_day

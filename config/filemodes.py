@@ -19,7 +19,7 @@ PRIVATE_FILE = 0o600
 PRIVATE_UMASK = 0o077
 # What `config check` and the start-up look at (the workspace is the commands' own place).
 _FILES = ("config.toml", ".env", "tapebot.db", "tapebot.db-wal", "tapebot.db-shm", "tapebot.db-journal")
-_DIRS = ("traces", "results", "archive", "skills", "logs")
+_DIRS = ("traces", "results", "archive", "skills", "logs", "data")
 
 
 def private_umask() -> int:
