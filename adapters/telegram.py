@@ -9,8 +9,10 @@ unconfirmed updates come back and are skipped; other chats' new ones are dispatc
 we never fetch again; we confirm exactly the contiguous prefix that was handled, so the rest is
 redelivered on the next start. Raw JSON is parsed one update at a time (`telegram_wire`, which
 reads only the fields we use), so a malformed update is logged and skipped instead of blocking the
-queue. Webhook mode (aiohttp) checks the secret token in constant time and
-answers 200 only after the handler accepted the update.
+queue. Webhook mode (aiohttp) is authenticated (catalogue C7): without a configured secret the
+adapter generates a strong one and registers it with setWebhook; a request without the secret
+header is answered 401, a wrong one 403 (constant-time compare, the value never logged), and
+neither reaches the handler. 200 only after the handler accepted the update.
 
 Sending. Markdown → allow-listed HTML, split at 4096 (UTF-16, after entity parsing), link previews
 off, plain resend on "can't parse entities", flood control by `FloodLimiter` (429 → wait
@@ -23,6 +25,8 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import re
+import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -90,10 +94,18 @@ SEND_READ_TIMEOUT = 60.0
 _NOT_SENT = ("httpx.ConnectError", "httpx.ConnectTimeout", "Pool timeout", "httpx.PoolTimeout")
 
 
+# What setWebhook accepts as secret_token (Bot API): 1-256 characters, A-Z a-z 0-9 _ -.
+_SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{1,256}")
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
 @dataclass(frozen=True)
 class WebhookConfig:
     url: str  # public HTTPS URL Telegram posts to (ends with `path`)
-    secret_token: str  # 1-256 chars [A-Za-z0-9_-]; checked on every request
+    # 1-256 chars [A-Za-z0-9_-]; checked on every request. None/empty: a strong one is generated
+    # at start and registered with setWebhook (it changes on every start, which is harmless:
+    # Telegram uses the secret of the latest setWebhook).
+    secret_token: str | None = None
     listen: str = "127.0.0.1"
     port: int = 8443
     path: str = "/telegram"
@@ -225,6 +237,10 @@ class TelegramAdapter(ChatAdapter):
 
     async def start(self, handler: InboundHandler) -> None:
         install_redaction(self._token)
+        secret = ""
+        if self._webhook:
+            secret = _webhook_secret(self._webhook)
+            install_redaction(secret)
         self._handler = handler
         self._stopping.clear()
         try:
@@ -241,7 +257,7 @@ class TelegramAdapter(ChatAdapter):
         self.me = UserRef(PLATFORM, str(u.id), u.full_name, None, u.username, True)
         self._started = True
         if self._webhook:
-            await self._start_webhook(self._webhook)
+            await self._start_webhook(self._webhook, secret)
         else:
             # polling and a webhook are mutually exclusive; keep pending updates (no drop)
             await self.bot.delete_webhook(drop_pending_updates=False)
@@ -445,14 +461,16 @@ class TelegramAdapter(ChatAdapter):
 
     # ---------------------------------------------------------------- webhook
 
-    async def _start_webhook(self, cfg: WebhookConfig) -> None:
+    async def _start_webhook(self, cfg: WebhookConfig, secret: str) -> None:
         from aiohttp import web
 
         async def receive(request: web.Request) -> web.Response:
-            got = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-            if not hmac.compare_digest(got.encode(), cfg.secret_token.encode()):
-                log.warning("telegram webhook: rejected a request with a wrong secret token")
-                return web.Response(status=403)
+            status = webhook_auth(request.headers.get(SECRET_HEADER), secret)
+            if status != 200:
+                # the header's value is never logged (python-telegram-bot PR #5120)
+                what = "without the secret header" if status == 401 else "with a wrong secret header"
+                log.warning("telegram webhook: refused a request %s (%d)", what, status)
+                return web.Response(status=status)
             if self._stopping.is_set():
                 return web.Response(status=503)  # not acknowledged: Telegram redelivers later
             try:
@@ -473,11 +491,21 @@ class TelegramAdapter(ChatAdapter):
         self._runner = runner
         await self.bot.set_webhook(
             url=cfg.url,
-            secret_token=cfg.secret_token,
+            secret_token=secret,
             allowed_updates=ALLOWED_UPDATES,
             drop_pending_updates=False,
             max_connections=cfg.max_connections,
         )
+        if cfg.secret_token:
+            log.info("telegram webhook: listening on %s:%d with the configured secret", cfg.listen, cfg.port)
+        else:
+            log.info(
+                "telegram webhook: no secret configured; generated a random one for this run and "
+                "registered it with setWebhook (set TELEGRAM_WEBHOOK_SECRET to choose your own); "
+                "listening on %s:%d",
+                cfg.listen,
+                cfg.port,
+            )
 
     # ---------------------------------------------------------------- inbound conversion
 
@@ -791,6 +819,32 @@ class TelegramAdapter(ChatAdapter):
         for lang, table in (translations or {}).items():
             localized = [BotCommand(c.command, (table.get(c.command) or c.description)[:256]) for c in cmds]
             await self.bot.set_my_commands(localized, language_code=lang.split("-")[0].lower()[:2])
+
+
+def webhook_auth(header: str | None, secret: str) -> int:
+    """200 if `header` is the webhook secret, 401 if it is missing or blank, 403 if it is wrong.
+    Constant time; an empty `secret` admits nobody."""
+    if header is None or not header.strip():
+        return 401
+    # "replace": a lone surrogate becomes "?", which no valid secret contains
+    ok = hmac.compare_digest(header.encode("utf-8", "replace"), secret.encode())
+    return 200 if ok and secret else 403
+
+
+def _webhook_secret(cfg: WebhookConfig) -> str:
+    """The secret every webhook request must carry: the configured one (checked against what
+    setWebhook accepts), or a fresh 256-bit random one."""
+    if not cfg.secret_token:
+        return secrets.token_urlsafe(32)  # 43 chars of [A-Za-z0-9_-]
+    if not _SECRET_SHAPE.fullmatch(cfg.secret_token):
+        raise ConfigError(
+            "the Telegram webhook secret must be 1-256 characters of A-Z, a-z, 0-9, _ and -",
+            key="telegram.webhook_secret",
+            fix="set TELEGRAM_WEBHOOK_SECRET (or [telegram] webhook_secret) to e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`, or leave it unset to "
+            "have one generated at every start",
+        )
+    return cfg.secret_token
 
 
 def _lane_key(item: Any) -> str:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import Button
 from agent.consent import StandingScope
 from agent.ports import ApprovalRecord, WaitingState
+from agent.tools import sandbox
+from agent.tools.workspace import LocalToolPolicy
 from bot.i18n import t
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ class CardInfo:
     scope: StandingScope | None = None
     standing_hours: float = 24.0
     trade: TradePreview | None = None
+    note: str = ""  # what the tool may do (exec_command: its sandbox)
 
 
 def _money(value: float) -> str:
@@ -111,6 +114,8 @@ def approval_card(
         lines += _trade_lines(info.trade, lang)
     else:
         lines.append(t(lang, "approval_body", tool=record.tool))
+    if info.note:
+        lines.append(info.note)
     lines.append(t(lang, "card_who_group" if info.group else "card_who_dm"))
     if info.expires_at is not None:
         minutes = max(0, round((info.expires_at - (now or record.created_at)).total_seconds() / 60))
@@ -129,6 +134,11 @@ def approval_card(
         row.append(Button(t(lang, "btn_always"), f"a:{record.id}", "primary"))
     row.append(Button(t(lang, "btn_deny"), f"d:{record.id}", "danger"))
     return "\n".join(lines), [row]
+
+
+def exec_note(policy: LocalToolPolicy, lang: str) -> str:
+    """The exec_command card's line saying what its sandbox allows."""
+    return t(lang, f"exec_{sandbox.mode(policy)}")
 
 
 def plain(text: str) -> str:

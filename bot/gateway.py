@@ -157,6 +157,8 @@ class Gateway:
         self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
         self.system_dynamic = ""  # the stable part after the static prompt (skills list)
         self.help_extra: Callable[[str], str] | None = None  # the tool list for /help
+        # tool name -> (lang -> one line on the approval card, e.g. exec_command's sandbox)
+        self.card_notes: dict[str, Callable[[str], str]] = {}
         self._task_messages: dict[str, SentMessage] = {}
         self.commands: dict[str, CommandHandler] = {}
         self.command_help: dict[str, str] = {}
@@ -666,7 +668,9 @@ class Gateway:
         record = await self.store.get_approval(event.approval_id)
         if record is None:
             return
-        text, buttons = cards.approval_card(record, state.lang, await self.card_info(record, state.chat))
+        text, buttons = cards.approval_card(
+            record, state.lang, await self.card_info(record, state.chat, state.lang)
+        )
         sent = await self._send_waiting(state, event.turn_id, text, buttons)
         if sent is None:
             return
@@ -675,7 +679,8 @@ class Gateway:
         if record is not None and record.status != "pending":  # decided while the card was in flight
             await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
 
-    async def card_info(self, record: ApprovalRecord, chat: ChatRef) -> cards.CardInfo:
+    async def card_info(self, record: ApprovalRecord, chat: ChatRef, lang: str = "en") -> cards.CardInfo:
+        note = self.card_notes.get(record.tool)
         trade = None
         if self.trade_facts is not None:
             try:
@@ -688,6 +693,7 @@ class Gateway:
             scope=self.runtime.gate.scope_for(record),
             standing_hours=self.runtime.gate.standing_ttl.total_seconds() / 3600,
             trade=trade,
+            note=note(lang) if note else "",
         )
 
     async def _send_question(self, state: ChatState, event: ev.Question) -> None:

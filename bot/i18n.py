@@ -38,6 +38,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "approval_stale": "This button is no longer valid.",
         "approval_usage": "Usage: /approve <id> or /deny <id>",
         "question_expired": "⌛ No answer was given in time.",
+        "exec_sandboxed": "🛡 Runs in a sandbox: only the workspace is writable, no network, "
+        "no access to tapebot's files.",
+        "exec_sandboxed_net": "🛡 Runs in a sandbox: only the workspace is writable, network allowed, "
+        "no access to tapebot's files.",
+        "exec_unsandboxed": "⚠️ Runs WITHOUT a sandbox (unsandboxed_exec = true): it can read and "
+        "change everything the bot's user can.",
+        "exec_refused": "⚠️ No sandbox is available on this machine, so this command will be refused.",
         "question_answered": "✅ Answered: {answer}",
         "error": "Something went wrong: {error}",
         "model_error": "⚠️ {error}",
@@ -99,6 +106,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "approval_stale": "此按钮已失效。",
         "approval_usage": "用法：/approve <id> 或 /deny <id>",
         "question_expired": "⌛ 未在规定时间内回答。",
+        "exec_sandboxed": "🛡 在沙箱中运行：只有工作区可写，无网络，无法访问 tapebot 自身的文件。",
+        "exec_sandboxed_net": "🛡 在沙箱中运行：只有工作区可写，允许联网，无法访问 tapebot 自身的文件。",
+        "exec_unsandboxed": "⚠️ 不在沙箱中运行（unsandboxed_exec = true）：可以读写机器人所用账户能访问的一切。",
+        "exec_refused": "⚠️ 本机没有可用的沙箱，此命令将被拒绝执行。",
         "question_answered": "✅ 已回答：{answer}",
         "error": "出错了：{error}",
         "model_error": "⚠️ {error}",

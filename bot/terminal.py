@@ -24,6 +24,8 @@ from agent.cancel import CancelSignal
 from agent.consent import read_consent
 from agent.errors import ApprovalError
 from agent.runtime import AgentRuntime, TurnRequest
+from agent.tools import sandbox
+from agent.tools.workspace import LocalToolPolicy
 from bot import cards
 from bot.signals import off_signals, on_signals
 
@@ -116,6 +118,12 @@ async def _drive(
         events_iter = runtime.resume(pending.turn_id)
 
 
+def _sandbox_note(runtime: AgentRuntime, tool: str) -> str:
+    """exec_command's card says what its sandbox allows, as in the chats."""
+    policy = runtime.deps.maybe(LocalToolPolicy)
+    return sandbox.describe(policy) if tool == "exec_command" and policy is not None else ""
+
+
 async def _decide_in_terminal(
     runtime: AgentRuntime, pending: ev.ApprovalRequired, renderer: TerminalRenderer, ask: Any,
     who: Requester, facts: Any = None,
@@ -132,6 +140,7 @@ async def _decide_in_terminal(
         scope=scope,
         standing_hours=runtime.gate.standing_ttl.total_seconds() / 3600,
         trade=trade,
+        note=_sandbox_note(runtime, record.tool),
     )
     text, _ = cards.approval_card(record, "en", info)
     choices = "[yes] once / [always] / [no]" if scope is not None else "[yes] once / [no]"

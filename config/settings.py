@@ -140,6 +140,12 @@ class ToolsConfig(_Section):
     web_fetch_max_bytes: int = Field(default=2_000_000, gt=0)
     web_fetch_timeout: float = Field(default=20.0, gt=0)
     allow_private_urls: bool = False
+    # exec_command's sandbox (bubblewrap). Without one, commands are refused unless this is set.
+    unsandboxed_exec: bool = False
+    exec_network: bool = False
+    exec_memory_mb: int = Field(default=4096, gt=0)
+    exec_file_size_mb: int = Field(default=1024, gt=0)
+    exec_read_only_paths: list[Path] = Field(default_factory=list)
 
 
 class MarketsConfig(_Section):
@@ -286,7 +292,11 @@ class Settings(BaseSettings):
         return self.home / "skills"
 
     def ensure_dirs(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        """Create the home and its folders, 0700 (C9; existing modes are left alone and reported
+        by `loose_modes`)."""
+        from config.filemodes import make_private_dir
+
+        make_private_dir(self.home)
         for path in (
             self.traces_dir,
             self.results_dir,
@@ -294,7 +304,7 @@ class Settings(BaseSettings):
             self.archive_dir,
             self.skills_dir,
         ):
-            path.mkdir(parents=True, exist_ok=True)
+            make_private_dir(path)
 
     # ---- models ------------------------------------------------------------------------------
     def model(self, model_id: str) -> ModelConfig:
