@@ -288,9 +288,18 @@ class Gateway:
             if handler is None:
                 await self.say(state, t(state.lang, "unknown_command", name=inbound.name[:32]))
             else:
-                await handler(self, state, inbound)
+                await self._run_command(handler, state, inbound)
         else:
             await self._on_message(adapter, state, inbound, receipt)
+
+    async def _run_command(self, handler: CommandHandler, state: ChatState, cmd: InboundCommand) -> None:
+        """Every command answers: a handler that fails is logged and the chat gets a short error in
+        its language (never the exception's text, which may carry internals)."""
+        try:
+            await handler(self, state, cmd)
+        except Exception:
+            log.exception("command /%s failed in %s", cmd.name, state.key)
+            await self.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))
 
     # ---- pairing: a one-time code from the operator's terminal admits its first user ---------
     def enable_pairing(self, platform: str) -> str:

@@ -61,6 +61,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "memory_off": "Long-term memory is turned off ([memory] enabled = false).",
         "yes": "yes",
         "no": "no",
+        # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
+        "command_failed": "Sorry, /{name} failed. The details are in the log; try again later.",
     },
     "zh": {
         "start": "你好，我是 tapebot，你的投资助手。可以问我“分析 600519”、“我的持仓怎么样”、“全市场筛选 spring 形态”。/help 查看命令。",
@@ -112,6 +114,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "memory_off": "长期记忆已关闭（[memory] enabled = false）。",
         "yes": "是",
         "no": "否",
+        # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
+        "command_failed": "抱歉，/{name} 执行失败。详情已记录在日志中，请稍后再试。",
     },
 }
 
