@@ -66,6 +66,10 @@ from agent.usage import Usage
 log = logging.getLogger(__name__)
 
 _CANCELLED = object()  # queued by a set cancel signal while tools run
+INTERRUPTED_CALL = (
+    "Interrupted by a restart while running: it may or may not have completed. "
+    "It was not repeated; check the current state before trying again."
+)
 ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
 
 
@@ -105,6 +109,9 @@ class TurnRequest:
     inbox: asyncio.Queue[Queued] | None = None  # messages arriving during the turn
     receipts: tuple[Receipt, ...] = ()  # of the received messages `text` is made of
     cancel: asyncio.Event | None = None
+    # set when the process is stopping: the turn ends at its next durable step and stays open, to
+    # be resumed after the restart (a task cancelled meanwhile leaves it open too, as a crash does)
+    stop: asyncio.Event | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # stored on the user message (e.g. notification)
     force_compaction: bool = False  # /compact
     # the caller read the session just now and it had no open turn: no need to read it again
@@ -276,6 +283,25 @@ class AgentRuntime:
         if turn is not None and turn.status in ("suspended", "running"):
             await self._close_open_turn(turn)
 
+    async def settle_interrupted(self, turn_id: str) -> list[str]:
+        """Before resuming a turn that a stop or a crash interrupted: each call that had started
+        gets a result saying it may or may not have completed, so it is never run again (calls
+        that never started run on resume). Returns the names of the tools that were cut off."""
+        turn = await self.store.load_turn(turn_id)
+        if turn is None or turn.status != "running":
+            return []
+        messages = await self.store.load_messages(turn.session_id)
+        fixes, names = [], []
+        for call in unanswered_calls(messages):
+            if turn.calls.get(call.id) in ("executing", "done"):  # done: its result was not stored
+                error = json.dumps({"error": INTERRUPTED_CALL, "code": "interrupted"})
+                fixes.append(Message.tool_result(call.id, call.name, error, is_error=True))
+                turn.calls[call.id] = "failed"
+                names.append(call.name)
+        if fixes:
+            await self.store.commit(turn.session_id, messages=fixes, turn=turn)
+        return names
+
     # ---- internals ---------------------------------------------------------------------------
     async def _answer(
         self, turn_id: str, call_id: str, tool: str, content: str, error_code: str | None
@@ -301,11 +327,8 @@ class AgentRuntime:
         messages = await self.store.load_messages(turn.session_id)
         fixes = []
         for call in unanswered_calls(messages):
-            if turn.calls.get(call.id) == "executing":
-                text = (
-                    "Interrupted by a restart while running: it may or may not have completed. "
-                    "It was not repeated; check the current state before trying again."
-                )
+            if turn.calls.get(call.id) in ("executing", "done"):
+                text = INTERRUPTED_CALL
             else:
                 text = "Not run: the turn was interrupted before this call."
             fixes.append(Message.tool_result(call.id, call.name, json.dumps({"error": text}), is_error=True))
@@ -352,6 +375,7 @@ class AgentRuntime:
                 if snap:
                     context_blocks.append(f"<dynamic-snapshot>\n{snap}\n</dynamic-snapshot>")
         cancel = request.cancel or CancelSignal()
+        stop = request.stop
 
         def done(text: str, status: str = "completed", warning: str = "") -> ev.Done:
             elapsed = time.perf_counter() - started
@@ -362,6 +386,12 @@ class AgentRuntime:
             while True:
                 if cancel.is_set():
                     raise asyncio.CancelledError
+                if stop is not None and stop.is_set():
+                    # a durable step: everything so far is stored; the restart goes on from here
+                    trace.record("interrupted", rounds=turn.rounds)
+                    trace.close()
+                    yield done("", status="interrupted")
+                    return
                 pending = unanswered_calls(messages)
                 if pending:
                     suspended: list[ev.RuntimeEvent] = []
@@ -477,6 +507,13 @@ class AgentRuntime:
                 await self.store.commit(turn.session_id, messages=[assistant], turn=turn, usage=usage_record)
                 break
         except asyncio.CancelledError:
+            if stop is not None and stop.is_set():
+                # cut off by a stop after its grace period: left open, exactly as a crash leaves
+                # it (a call that had started is marked `executing`, so it is reported, not re-run)
+                await self.store.save_turn(turn)
+                trace.record("interrupted", rounds=turn.rounds)
+                trace.close()
+                raise
             await self._cancel_open_calls(turn, messages)
             turn.status = "cancelled"
             await self.store.save_turn(turn)
@@ -622,6 +659,9 @@ class AgentRuntime:
             async with sem:
                 return await self.executor.run(c, ctx_for(c), turn, request.who)
 
+        stop = request.stop
+        started: set[str] = set()  # calls begun whose results are not stored yet
+
         async def work() -> None:
             try:
                 for i, call in enumerate(pending):
@@ -640,7 +680,10 @@ class AgentRuntime:
                         await self._commit(turn, messages, outcomes, queue)
                         return
                 for parallel, batch in self.executor.partition(pending):
+                    if stop is not None and stop.is_set():
+                        return  # stopping: what has not started runs after the restart
                     for call in batch:
+                        started.add(call.id)
                         queue.put_nowait(ev.ToolStart(call.id, call.name, call.arguments))
                     if parallel and len(batch) > 1:
                         outcomes = list(await asyncio.gather(*(one(c) for c in batch)))
@@ -675,8 +718,17 @@ class AgentRuntime:
                     raise asyncio.CancelledError
                 yield event
             await task  # surface unexpected errors from the batch
+        except asyncio.CancelledError:
+            if stop is not None and stop.is_set():
+                for call_id in started:  # cut off by the stop: reported after the restart
+                    if turn.calls.get(call_id) not in ("done", "failed", "denied", "cancelled"):
+                        turn.calls[call_id] = "executing"
+            raise
         finally:
             stop_watching()
+            if not task.done():  # the turn's task was cancelled: its tools go with it
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     async def _commit(
         self,

@@ -139,6 +139,8 @@ class Gateway:
         self._denied_notice: set[str] = set()
         self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
         self.stopping = False  # drain() began: queued messages wait for the restart
+        # set by drain(): every turn ends at its next durable step and is resumed after the restart
+        self.stop_signal = CancelSignal()
         from bot.commands import BUILTIN_COMMANDS
 
         self.commands.update(BUILTIN_COMMANDS)
@@ -158,17 +160,20 @@ class Gateway:
         if not task.cancelled() and task.exception() is not None:
             log.error("background task %s failed", task.get_name(), exc_info=task.exception())
 
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Stop: cancel running turns (they answer their open calls) and wait for tasks. Messages
-        still queued start no new turn: they stay recorded and are taken up after the restart."""
+    async def drain(self, grace: float = 20.0) -> None:
+        """Stop taking new work; running turns get `grace` seconds to reach their next durable
+        step (a stored model answer or tool result), then what still runs is cut off. Either way
+        the turn stays open and `resume_interrupted` takes it up after the restart, as after a
+        crash. Messages still queued start nothing: they stay recorded for the restart."""
         self.stopping = True
-        for state in self.chats.loaded():
-            if state.cancel is not None:
-                state.cancel.set()
+        self.stop_signal.set()
         if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
-        for task in list(self._tasks):
+            await asyncio.wait(set(self._tasks), timeout=grace)
+        busy = list(self._tasks)
+        for task in busy:
             task.cancel()
+        if busy:  # their last writes (the open turn, a cut-off call) land before the database closes
+            await asyncio.wait(busy, timeout=5.0)
 
     async def take_up_received(self, now: datetime | None = None) -> int:
         """After a restart: messages received but never written into a history (queued behind a
@@ -213,6 +218,56 @@ class Gateway:
                      sum(n for _, n, _ in stale.values()))  # fmt: skip
         return taken
 
+    async def resume_interrupted(self, now: datetime | None = None) -> int:
+        """After a restart: each turn a stop or a crash left running is resumed now, without
+        waiting for the user, and its chat is told (which tool was cut off: it may or may not have
+        completed and is not run again). A suspended turn whose approval was given just before is
+        resumed too: the approval still holds. A turn older than its platform's
+        `max_backlog_age_s` is closed instead (its calls not run) and the chat told. Returns how
+        many were resumed."""
+        now = now or datetime.now(UTC)
+        resumed = 0
+        for turn in await self.store.open_turns():
+            approved = await self._approved_tool(turn)
+            if turn.status == "suspended" and approved is None:
+                continue  # waiting on the user: the card or question is still there
+            state = await self.chats.by_key(turn.chat_key) if turn.chat_key else None
+            if state is None or state.chat.platform not in self.adapters:
+                continue  # its platform is not running now: left for when it is
+            if (
+                turn.unattended  # a brief: the scheduler retries it
+                or turn.session_id != state.session_id  # the chat moved on to a new session
+                or not self.allowed(UserRef(state.chat.platform, turn.requester))  # access withdrawn
+            ):
+                await self.runtime.close_turn(turn.id)
+                continue
+            acc = self.access.get(state.chat.platform) or PlatformAccess()
+            if (now - turn.updated_at).total_seconds() > acc.max_backlog_age_s:
+                await self.runtime.close_turn(turn.id)
+                await self.say(state, t(state.lang, "restart_not_resumed"))
+                continue
+            cut_off = await self.runtime.settle_interrupted(turn.id)
+            lines = [t(state.lang, "restart_resumed")]
+            lines += [t(state.lang, "restart_cut_off", tool=name) for name in cut_off]
+            if approved is not None:
+                lines.append(t(state.lang, "restart_approved", tool=approved))
+            await self.say(state, "\n".join(lines))
+            self._resume_soon(state, turn.id)
+            resumed += 1
+        if resumed:
+            log.info("after the restart: %d interrupted turn(s) resumed", resumed)
+        return resumed
+
+    async def _approved_tool(self, turn: TurnRecord) -> str | None:
+        """The tool of a call approved but not started yet (its approval given before the stop)."""
+        for call_id, approval_id in turn.calls_approval.items():
+            if turn.calls.get(call_id) not in ("pending", "awaiting_approval"):
+                continue
+            record = await self.store.get_approval(approval_id)
+            if record is not None and record.status == "approved":
+                return record.tool
+        return None
+
     async def _take_up_notice(self, receipt: Receipt, record: dict[str, Any]) -> None:
         """A task notice that waited for a turn when the bot went down: its own turn now (a
         notice is never stale: the task did finish). Kept while its platform is not running."""
@@ -250,6 +305,9 @@ class Gateway:
             if not await self._try_pairing(adapter, inbound):
                 await self._deny(adapter, inbound)
             return
+        if self.stopping and not isinstance(inbound, InboundMessage):
+            await self._restarting(inbound)
+            return
         # A message that may queue is recorded with its id until it is in the history (one INSERT).
         receipt: Receipt | None = None
         if isinstance(inbound, InboundMessage) and _may_queue(inbound):
@@ -271,6 +329,10 @@ class Gateway:
         if state.owner != user.user_id and not isinstance(inbound, ButtonPress):
             state.owner = user.user_id
             await self.chats.save(state)
+        if self.stopping:  # recorded (a message that may queue): taken up after the restart
+            if receipt is not None:
+                await self.say(state, t(state.lang, "restarting_kept"))
+            return
         if isinstance(inbound, ButtonPress):
             await self._on_button(adapter, state, inbound)
         elif isinstance(inbound, InboundCommand):
@@ -291,6 +353,19 @@ class Gateway:
                 await self._run_command(handler, state, inbound)
         else:
             await self._on_message(adapter, state, inbound, receipt)
+
+    async def _restarting(self, inbound: Inbound) -> None:
+        """A command or a tap while the bot stops: not acted on (it would start new work); the
+        user is asked to repeat it in a moment."""
+        lang = pick_language(inbound.user.language_code)
+        if isinstance(inbound, ButtonPress):
+            with contextlib.suppress(Exception):
+                await inbound.ack(t(lang, "restarting_again"), True)
+            return
+        adapter = self.adapters.get(inbound.chat.platform)
+        if adapter is not None:
+            with contextlib.suppress(DeliveryError):
+                await adapter.send_text(inbound.chat, t(lang, "restarting_again"), format="plain")
 
     async def _run_command(self, handler: CommandHandler, state: ChatState, cmd: InboundCommand) -> None:
         """Every command answers: a handler that fails is logged and the chat gets a short error in
@@ -490,6 +565,7 @@ class Gateway:
             system_dynamic=self._dynamic_context(state),
             inbox=state.inbox,
             cancel=state.cancel,
+            stop=self.stop_signal,
             meta=meta,
             no_open_turn=no_open_turn,
             receipts=receipts,
@@ -516,6 +592,7 @@ class Gateway:
             session_id=state.session_id,
             inbox=state.inbox,
             cancel=CancelSignal(),
+            stop=self.stop_signal,
             model=state.model,
             system_dynamic=self._dynamic_context(state),
         )
@@ -862,10 +939,13 @@ class Gateway:
                 model=state.model,
                 system_dynamic=self._dynamic_context(state),
                 meta={"brief": True},
+                stop=self.stop_signal,
             )
             final = ""
             async for event in self.runtime.run(request):
                 if isinstance(event, ev.Done):
+                    if event.status == "interrupted":
+                        raise DeliveryError("the bot is stopping; the brief was not finished")
                     final = event.text
                 elif isinstance(event, ev.ErrorEvent):
                     raise DeliveryError(event.message)
