@@ -73,6 +73,41 @@ INTERRUPTED_CALL = (
 ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
 
 
+TRACE_PREVIEW_CHARS = 500
+
+
+class _ToolTrace:
+    """Trace lines for one batch of tool calls: a `tool_result` per call (name, arguments, result
+    preview, elapsed, status) and an `approval` line when one is requested. The trace redacts."""
+
+    def __init__(self, trace: Trace, calls: list[ToolCallPart]):
+        self.trace = trace
+        self.arguments = {c.id: c.arguments for c in calls}
+        self.started: dict[str, float] = {}
+
+    def see(self, event: ev.RuntimeEvent) -> None:
+        if isinstance(event, ev.ToolStart):
+            self.started[event.call_id] = time.perf_counter()
+        elif isinstance(event, ev.ToolResult):
+            self._result(event.call_id, event.name, event.content, "ok", event.elapsed)
+        elif isinstance(event, ev.ToolErrorEvent):
+            began = self.started.get(event.call_id)
+            elapsed = time.perf_counter() - began if began is not None else 0.0
+            self._result(event.call_id, event.name, f"{event.code}: {event.message}", "error", elapsed)
+        elif isinstance(event, ev.ApprovalRequired):
+            self.trace.record(
+                "approval", status="requested", approval_id=event.approval_id,
+                call_id=event.call_id, tool=event.tool, arguments=event.arguments,
+            )  # fmt: skip
+
+    def _result(self, call_id: str, name: str, content: str, status: str, elapsed: float) -> None:
+        preview = content if len(content) <= TRACE_PREVIEW_CHARS else content[:TRACE_PREVIEW_CHARS] + "…"
+        self.trace.record(
+            "tool_result", call_id=call_id, name=name, arguments=self.arguments.get(call_id),
+            preview=preview, elapsed=round(elapsed, 4), status=status,
+        )  # fmt: skip
+
+
 class RuntimeStore(SessionStore, TurnStore, ApprovalStore, UsageStore, Protocol):
     """The storage the runtime needs; `memory.stores.SqlStore` implements all of it."""
 
@@ -223,6 +258,7 @@ class AgentRuntime:
         """Record an approver's decision (raises ApprovalError when not allowed). The caller
         then `resume()`s the turn. A denial or an edit request answers the call right away."""
         record = await self.gate.decide(approval_id, user_id, decision)
+        self._trace_approval(record, record.status, by=user_id, decision=decision)
         if decision in ("deny", "edit"):
             text = (
                 f"The user asked for changes before running this: {note}. Propose the action again."
@@ -252,6 +288,10 @@ class AgentRuntime:
                 record = await self.store.get_approval(approval_id)
                 if record is not None and record.status == "approved":
                     return  # an approver allowed it first: that decision stands (resume runs it)
+            else:
+                closed = await self.store.get_approval(approval_id)
+                if closed is not None:
+                    self._trace_approval(closed, new_status, by="", decision=status)
             await self._answer(turn_id, call_id, tool, msg, status)
             return
         payload = {"status": status, "answer": text}
@@ -282,6 +322,18 @@ class AgentRuntime:
         turn = await self.store.load_turn(turn_id)
         if turn is not None and turn.status in ("suspended", "running"):
             await self._close_open_turn(turn)
+
+    def _trace_approval(self, record: ApprovalRecord, status: str, *, by: str, decision: str) -> None:
+        """An approval decided (or closed undecided) goes into its turn's trace."""
+        try:
+            trace = self.trace_factory(record.turn_id, record.session_id)
+            trace.record(
+                "approval", status=status, approval_id=record.id, call_id=record.call_id,
+                tool=record.tool, by=by, decision=decision,
+            )  # fmt: skip
+            trace.close()
+        except Exception:  # tracing never costs a decision
+            log.warning("approval %s not traced", record.id, exc_info=True)
 
     async def settle_interrupted(self, turn_id: str) -> list[str]:
         """Before resuming a turn that a stop or a crash interrupted: each call that had started
@@ -395,17 +447,21 @@ class AgentRuntime:
                 pending = unanswered_calls(messages)
                 if pending:
                     suspended: list[ev.RuntimeEvent] = []
+                    tool_trace = _ToolTrace(trace, pending)
                     async for event in self._run_calls(
                         turn, messages, pending, request, doom, cancel, suspended
                     ):
+                        tool_trace.see(event)
                         yield event
                     if suspended:
                         for event in suspended:
+                            tool_trace.see(event)
                             yield event
                         trace.record(
                             "suspended",
                             waiting=turn.waiting.model_dump(mode="json") if turn.waiting else None,
                         )
+                        trace.close()  # written now: the resumed turn appends to the same file
                         yield done("", status="suspended")
                         return
                 if turn.rounds >= self.config.max_tool_rounds:

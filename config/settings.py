@@ -183,6 +183,8 @@ class MemoryConfig(_Section):
     # A model id for memory upkeep (extraction, de-duplication, TaskState, compaction summaries);
     # a cheaper model is fine. Default: the agent's model.
     model: str | None = None
+    # At a stop, upkeep still running (extraction, TaskState) is waited for this long, then cancelled.
+    upkeep_drain_s: float = Field(default=10.0, ge=0)
 
 
 class McpServerConfig(_Section):
