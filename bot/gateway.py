@@ -37,7 +37,7 @@ from adapters.base import (
 from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
-from agent.errors import ApprovalError
+from agent.errors import ApprovalError, StorageError
 from agent.messages import Message
 from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
@@ -76,6 +76,17 @@ class GatewayStore(KeyValue, Protocol):
     async def replace_messages(self, session_id: str, messages: list[Message]) -> None: ...
 
     async def open_turns(self) -> list[TurnRecord]: ...
+
+
+@dataclass(frozen=True)
+class StorageRetry:
+    """How long an inbound event waits for storage that fails (a write lock held beyond the busy
+    timeout, a full disk): retried after `first_s`, doubling up to `max_s`, for `budget_s` in all;
+    then the user is asked to send it again."""
+
+    first_s: float = 0.5
+    max_s: float = 30.0
+    budget_s: float = 600.0
 
 
 @dataclass
@@ -141,6 +152,11 @@ class Gateway:
         self.stopping = False  # drain() began: queued messages wait for the restart
         # set by drain(): every turn ends at its next durable step and is resumed after the restart
         self.stop_signal = CancelSignal()
+        self.storage_retry = StorageRetry()
+        # while storage fails, inbound events wait here in arrival order (FIFO) and are stored
+        # in that order once it works again; `_storage_told`: chats told about it already
+        self._storage_queue = asyncio.Lock()
+        self._storage_told: set[str] = set()
         from bot.commands import BUILTIN_COMMANDS
 
         self.commands.update(BUILTIN_COMMANDS)
@@ -312,9 +328,16 @@ class Gateway:
         receipt: Receipt | None = None
         if isinstance(inbound, InboundMessage) and _may_queue(inbound):
             receipt = (inbound.chat.platform, inbound.update_id)
-            fresh = await self.store.receive_message(*receipt, pending_record(inbound))
+            pending = pending_record(inbound)
+            stored = await self._stored(inbound, lambda: self.store.receive_message(*receipt, pending))
         else:
-            fresh = await self.store.mark_update_processed(inbound.chat.platform, inbound.update_id)
+            platform, update_id = inbound.chat.platform, inbound.update_id
+            stored = await self._stored(
+                inbound, lambda: self.store.mark_update_processed(platform, update_id)
+            )
+        if stored is None:
+            return  # storage failed for the whole retry budget: the user was asked to send it again
+        fresh = stored
         if not fresh:
             if isinstance(inbound, ButtonPress):
                 with contextlib.suppress(Exception):
@@ -353,6 +376,57 @@ class Gateway:
                 await self._run_command(handler, state, inbound)
         else:
             await self._on_message(adapter, state, inbound, receipt)
+
+    async def _stored(self, inbound: Inbound, write: Callable[[], Coroutine[Any, Any, bool]]) -> bool | None:
+        """The event's first write (its record or its id), retried while storage fails: the event is
+        held in memory meanwhile and the adapter does not acknowledge it while this runs. The chat
+        is told once that the bot cannot keep up. None when the budget ran out (the user is asked
+        to send it again)."""
+        if not self._storage_queue.locked():  # the usual case: no trouble, no waiting
+            try:
+                return await write()
+            except StorageError as exc:
+                log.warning(
+                    "storing %s %s failed; retrying: %s", inbound.chat.platform, inbound.update_id, exc
+                )
+        async with self._storage_queue:  # FIFO: events are stored in the order they came
+            policy = self.storage_retry
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + policy.budget_s
+            delay = policy.first_s
+            attempts = 0
+            while True:
+                if attempts:  # the first attempt of an event queued behind another is immediate
+                    await self._tell_storage(inbound, "storage_trouble")
+                    if loop.time() + delay > deadline:
+                        log.error("gave up storing %s %s after %d attempts",
+                                  inbound.chat.platform, inbound.update_id, attempts)  # fmt: skip
+                        text = inbound.text if isinstance(inbound, InboundMessage) else ""
+                        await self._tell_storage(inbound, "storage_gave_up", preview=_preview(text or "…"))
+                        self._storage_told.discard(inbound.chat.key)
+                        return None
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, policy.max_s)
+                attempts += 1
+                try:
+                    result = await write()
+                except StorageError as exc:
+                    log.warning("storage still failing (attempt %d): %s", attempts, exc)
+                    attempts = max(attempts, 1)
+                    continue
+                self._storage_told.discard(inbound.chat.key)
+                return result
+
+    async def _tell_storage(self, inbound: Inbound, key: str, **fields: Any) -> None:
+        if key == "storage_trouble":
+            if inbound.chat.key in self._storage_told:
+                return
+            self._storage_told.add(inbound.chat.key)
+        adapter = self.adapters.get(inbound.chat.platform)
+        if adapter is not None:
+            lang = pick_language(inbound.user.language_code)
+            with contextlib.suppress(DeliveryError):
+                await adapter.send_text(inbound.chat, t(lang, key, **fields), format="plain")
 
     async def _restarting(self, inbound: Inbound) -> None:
         """A command or a tap while the bot stops: not acted on (it would start new work); the

@@ -63,6 +63,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "no": "no",
         # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
         "command_failed": "Sorry, /{name} failed. The details are in the log; try again later.",
+        "storage_trouble": "⚠️ I'm having trouble saving messages right now (the database is busy or "
+        "the disk is full). I'm keeping yours and will answer as soon as I can — no need to resend.",
+        "storage_gave_up": "Sorry — I could not save your message “{preview}” (storage trouble). "
+        "Please send it again in a few minutes.",
         "restarting_kept": "I'm restarting right now; I have your message and will answer it as soon "
         "as I'm back.",
         "restarting_again": "I'm restarting right now; please try that again in a minute.",
@@ -125,6 +129,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "no": "否",
         # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
         "command_failed": "抱歉，/{name} 执行失败。详情已记录在日志中，请稍后再试。",
+        "storage_trouble": "⚠️ 目前保存消息遇到问题（数据库繁忙或磁盘已满）。你的消息我先保留着，"
+        "一恢复就回复你——无需重发。",
+        "storage_gave_up": "抱歉——无法保存你的消息“{preview}”（存储故障）。请过几分钟再发送一次。",
         "restarting_kept": "我正在重启；你的消息已保存，回来后马上回复。",
         "restarting_again": "我正在重启，请一分钟后再试。",
         "restart_resumed": "🔄 处理你的请求时我被重启了；现在从中断处继续。",
