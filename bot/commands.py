@@ -161,7 +161,12 @@ async def cmd_memory(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         await services.scope_of(state.session_id) if services.scope_of else "default"
     )
     text = await memory_command(
-        services.store, services.recall, scope, cmd.args, session_messages=gw.store.load_messages
+        services.store,
+        services.recall,
+        scope,
+        cmd.args,
+        session_messages=gw.store.load_messages,
+        lang=state.lang,
     )
     await gw.say(state, text)
 
