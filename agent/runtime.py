@@ -22,7 +22,7 @@ from agent import events as ev
 from agent.approval import ApprovalGate, Decision, Requester, Suspend
 from agent.cancel import CancelSignal, when_set
 from agent.context import RECALL_CLOSE, RECALL_OPEN, ContextHooks, NoContextHooks, context_text
-from agent.errors import FatalModelError, ModelError, StreamInterrupted
+from agent.errors import CompactionFailed, FatalModelError, ModelError, StreamInterrupted
 from agent.executor import CallOutcome, ToolExecutor, error_outcome
 from agent.guards import (
     MAX_REQUIRED_TOOL_RETRIES,
@@ -469,9 +469,13 @@ class AgentRuntime:
                     yield ev.TextDelta(final_text)
                     break
                 await self._drain_inbox(turn, request, messages)
-                compacted = await self.hooks.compact(
-                    turn.session_id, messages, client, self._overhead_tokens, request.force_compaction
-                )
+                try:
+                    compacted = await self.hooks.compact(
+                        turn.session_id, messages, client, self._overhead_tokens, request.force_compaction
+                    )
+                except CompactionFailed as exc:  # the turn goes on with its history as it was
+                    log.warning("compaction failed in session %s: %s", turn.session_id, exc)
+                    compacted = None
                 request.force_compaction = False
                 if compacted is not None:
                     new_messages, event_c = compacted

@@ -63,6 +63,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "no": "no",
         # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
         "command_failed": "Sorry, /{name} failed. The details are in the log; try again later.",
+        "compact_failed": "🗜 Compaction failed: the summary could not be written. Your history is "
+        "unchanged; try again later.",
         "storage_trouble": "⚠️ I'm having trouble saving messages right now (the database is busy or "
         "the disk is full). I'm keeping yours and will answer as soon as I can — no need to resend.",
         "storage_gave_up": "Sorry — I could not save your message “{preview}” (storage trouble). "
@@ -129,6 +131,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "no": "否",
         # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
         "command_failed": "抱歉，/{name} 执行失败。详情已记录在日志中，请稍后再试。",
+        "compact_failed": "🗜 压缩失败：未能生成摘要。对话历史未改变，请稍后再试。",
         "storage_trouble": "⚠️ 目前保存消息遇到问题（数据库繁忙或磁盘已满）。你的消息我先保留着，"
         "一恢复就回复你——无需重发。",
         "storage_gave_up": "抱歉——无法保存你的消息“{preview}”（存储故障）。请过几分钟再发送一次。",
