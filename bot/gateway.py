@@ -972,7 +972,23 @@ class Gateway:
         receipt = (NOTICES, str(record.id))
         if not await self.store.receive_message(*receipt, notice_record(state.key, text)):
             return  # recorded before: already delivered (or waiting to be taken up)
+        await self._send_attachments(state, record)
         self.submit_system_turn(state, text, receipt)
+
+    async def _send_attachments(self, state: ChatState, record: Any) -> None:
+        """What the task produced for the user (a backtest's chart) goes to the chat as it is:
+        images as photos, other files as documents where the platform has them."""
+        adapter = self.adapters[state.chat.platform]
+        for att in getattr(record, "attachments", None) or []:
+            try:
+                if str(att.mime).startswith("image/"):
+                    await adapter.send_image(state.chat, att.path, att.caption)
+                elif (send_file := getattr(adapter, "send_file", None)) is not None:
+                    await send_file(state.chat, att.path, att.caption)
+                else:
+                    await adapter.send_text(state.chat, f"📎 {att.path}", format="plain")
+            except (DeliveryError, OSError) as exc:
+                log.warning("attachment %s of task %s not delivered: %s", att.path, record.id, exc)
 
     async def task_progress(self, record: Any) -> None:
         """One status message per task, edited as progress arrives (the manager throttles it)."""
