@@ -78,3 +78,53 @@ async def test_a_pending_approval_still_waits_after_a_restart(tmp_path):
         assert (h.home / "workspace" / "b.txt").read_text() == "later"
     finally:
         await h.stop()
+
+
+class HeldClient(ScriptedClient):
+    """The first model call waits for `release` (a slow provider)."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.called = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def stream(self, request):
+        first = not self.called.is_set()
+        self.called.set()
+        if first:
+            await self.release.wait()
+        async for chunk in super().stream(request):
+            yield chunk
+
+
+async def test_a_turn_that_reaches_its_answer_within_the_grace_period_is_delivered(tmp_path):
+    """SIGTERM while the model thinks; the answer arrives within the grace period: it is stored
+    and delivered before the adapters stop, and nothing is left to resume."""
+    api = FakeBotAPI()
+    h = Harness(tmp_path / "home", api, HeldClient([reply("The answer, in time.")]))
+    try:
+        await h.start()
+        api.push_text(ALICE, "question", user_id=ALICE)
+        await asyncio.wait_for(h.script.called.wait(), 10)
+        stopping = asyncio.create_task(h.stop())
+        await asyncio.sleep(0.1)
+        assert not stopping.done()  # waiting for the turn, within the grace period
+        later = api.push_text(ALICE, "arrives during the stop", user_id=ALICE)
+        await api.wait_for(lambda: any("restarting" in t for t in api.texts(ALICE)))
+        h.script.release.set()
+        await asyncio.wait_for(stopping, 30)
+        assert sum("The answer, in time." in t for t in api.texts(ALICE)) == 1
+        db = sqlite3.connect(h.home / "tapebot.db")
+        statuses = [r[0] for r in db.execute("SELECT status FROM turns")]
+        db.close()
+        assert statuses == ["completed"]
+        assert api.confirmed_offset > later  # recorded, so acknowledged
+
+        h.script = ScriptedClient([reply("Now the second one.")])
+        await h.start()  # the message that came during the stop is answered; nothing is re-run
+        await api.wait_for(lambda: any("Now the second one." in t for t in api.texts(ALICE)))
+        users = [m.text for m in h.script.requests[0].messages if m.role == "user"]
+        assert users == ["question", "arrives during the stop"]
+        assert not any("restarted while working" in t for t in api.texts(ALICE))
+    finally:
+        await h.stop()
