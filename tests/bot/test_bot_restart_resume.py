@@ -101,7 +101,12 @@ async def test_a_turn_that_reaches_its_answer_within_the_grace_period_is_deliver
     """SIGTERM while the model thinks; the answer arrives within the grace period: it is stored
     and delivered before the adapters stop, and nothing is left to resume."""
     api = FakeBotAPI()
-    h = Harness(tmp_path / "home", api, HeldClient([reply("The answer, in time.")]))
+    h = Harness(
+        tmp_path / "home",
+        api,
+        HeldClient([reply("The answer, in time.")]),
+        extra_env={"TAPEBOT_AGENT__SHUTDOWN_GRACE_S": "60"},
+    )
     try:
         await h.start()
         api.push_text(ALICE, "question", user_id=ALICE)
