@@ -33,7 +33,15 @@ from typing import Any
 
 from telegram import BotCommand
 from telegram.constants import ChatAction, MessageEntityType
-from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
+from telegram.error import (
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter
 from telegram.request import BaseRequest
 
@@ -43,6 +51,7 @@ from adapters.base import (
     ChatAdapter,
     ChatRef,
     DeliveryError,
+    DeliveryUncertain,
     Inbound,
     InboundCommand,
     InboundHandler,
@@ -57,6 +66,7 @@ from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.ratelimit import FloodLimiter, Sleep, retry_after_seconds
 from adapters.render import html_visible_text, render_parts, split_chunks, to_telegram_html, utf16_len
+from adapters.retry import RetryPolicy, with_retries
 from adapters.telegram_wire import (
     PRIVATE,
     MalformedUpdate,
@@ -74,6 +84,10 @@ PLATFORM = "telegram"
 ALLOWED_UPDATES = ["message", "callback_query"]
 _NO_PREVIEW = {"is_disabled": True}  # LinkPreviewOptions, as the Bot API takes it
 CAPTION_LIMIT = 1024
+#: a send or an edit may take this long before we give up on its answer: the transport's default
+#: (5 s in httpx) would call a slow send failed although it landed, and a retry would repeat it
+SEND_READ_TIMEOUT = 60.0
+_NOT_SENT = ("httpx.ConnectError", "httpx.ConnectTimeout", "Pool timeout", "httpx.PoolTimeout")
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,30 @@ class WebhookConfig:
     port: int = 8443
     path: str = "/telegram"
     max_connections: int = 40
+
+
+def _surely_not_sent(exc: NetworkError) -> bool:
+    """A connection that was never made (or no free connection): nothing reached Telegram."""
+    return str(exc.message).startswith(_NOT_SENT) or type(exc.__cause__).__name__ in (
+        "ConnectError", "ConnectTimeout", "PoolTimeout",
+    )  # fmt: skip
+
+
+def _status_error(exc: NetworkError) -> bool:
+    """An error *answer* from the Bot API (5xx): PTB raises these without a transport cause."""
+    if isinstance(exc, TimedOut) or exc.__cause__ is not None:
+        return False
+    return not str(exc.message).startswith(("httpx.", "Unknown error"))
+
+
+def _retryable(exc: BaseException, *, idempotent: bool) -> bool:
+    """Worth another attempt? Edits always are (a repeat is "not modified"); a send only when the
+    first attempt surely did not land, or Telegram answered with a server error (5xx: a Bot API
+    server that could not reach Telegram — the one ambiguous case we do repeat, as a lost answer
+    or approval card is worse than a rare duplicate)."""
+    if not isinstance(exc, NetworkError) or isinstance(exc, BadRequest):
+        return False
+    return idempotent or _surely_not_sent(exc) or _status_error(exc)
 
 
 def _is_parse_error(exc: BadRequest) -> bool:
@@ -121,6 +159,8 @@ class TelegramAdapter(ChatAdapter):
         repoll_s: float = 1.0,
         rate_limiter: BaseRateLimiter | None = None,
         max_retries: int = 3,
+        send_budget_s: float = 45.0,
+        send_read_timeout: float = SEND_READ_TIMEOUT,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.time,
         notices: Mapping[str, Mapping[str, str]] | None = None,
@@ -139,6 +179,9 @@ class TelegramAdapter(ChatAdapter):
         self._clock = clock
         self._notices = notices or DEFAULT_NOTICES
         self._notify_stale = notify_stale
+        self.send_budget_s = send_budget_s
+        self._retry = RetryPolicy(budget_s=send_budget_s)
+        self._send_read_timeout = send_read_timeout
         self.limiter = rate_limiter or FloodLimiter(max_retries=max_retries, sleep=sleep)
         builder = (
             ApplicationBuilder()
@@ -586,8 +629,30 @@ class TelegramAdapter(ChatAdapter):
         """One Bot API call through python-telegram-bot's request path (defaults, rate limiter,
         `BadRequest`/`RetryAfter`/`Forbidden`), returning the raw result. `Bot._post` is PTB's
         internal seam (stable since v20; getUpdates uses it too): `send_message` would rebuild the
-        whole returned Message as objects — ~120 µs a reply — and we only read its id."""
-        return await self.bot._post(method, params)
+        whole returned Message as objects — ~120 µs a reply — and we only read its id.
+        Transient failures are retried (`_reliably`)."""
+        return await self._reliably(
+            method,
+            lambda: self.bot._post(method, params, read_timeout=self._send_read_timeout),
+            idempotent=method != "sendMessage",
+        )
+
+    async def _reliably(self, method: str, call: Callable[[], Awaitable[Any]], *, idempotent: bool) -> Any:
+        try:
+            return await with_retries(
+                call,
+                retryable=lambda e: _retryable(e, idempotent=idempotent),
+                what=f"telegram {method}",
+                policy=self._retry,
+                sleep=self._sleep,
+                clock=self._clock,
+            )
+        except NetworkError as e:
+            if isinstance(e, BadRequest) or idempotent or _surely_not_sent(e) or _status_error(e):
+                raise
+            raise DeliveryUncertain(
+                f"telegram {method}: no answer from Telegram ({e}); it may have been delivered"
+            ) from e
 
     @staticmethod
     def _where(chat: ChatRef) -> dict[str, Any]:
@@ -699,9 +764,12 @@ class TelegramAdapter(ChatAdapter):
         data = await asyncio.to_thread(Path(path).read_bytes)
 
         async def send(text: str | None = None, parse_mode: str | None = None) -> Any:
-            return await self.bot.send_photo(
-                photo=data, caption=text or None, parse_mode=parse_mode, **self._where(chat)
-            )
+            return await self._reliably(
+                "sendPhoto",
+                lambda: self.bot.send_photo(photo=data, caption=text or None, parse_mode=parse_mode,
+                                            read_timeout=self._send_read_timeout, **self._where(chat)),
+                idempotent=False,
+            )  # fmt: skip
 
         try:
             if part is None:

@@ -179,7 +179,7 @@ class DirectWriter:
         if target in self._failed:
             return
         try:
-            data = memoryview("".join(lines).encode("utf-8"))
+            data = memoryview("".join(lines).encode("utf-8", "replace"))  # lone surrogates: "?"
             folder = os.path.dirname(target)
             if folder not in self._folders:
                 os.makedirs(folder, exist_ok=True)

@@ -14,6 +14,7 @@ import gc
 import logging
 import signal
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from agent.approval import ApprovalGate
@@ -139,6 +140,7 @@ class App:
             live_secret=env.get(s.markets.live_secret_env, "") if s.markets.live else "",
             csv_folder=str(s.markets.csv_dir or ""),
             providers=providers,
+            data_dir=str(s.home / "data"),
         )
         assert self.db is not None
         sessions = self.db.sessionmaker
@@ -257,7 +259,12 @@ class App:
             model_for=self.model_for,
             tools=tools,
             store=self.store,
-            gate=ApprovalGate(self.store),
+            gate=ApprovalGate(
+                self.store,
+                ttl=timedelta(minutes=s.agent.approval_ttl_minutes),
+                standing_ttl=timedelta(hours=s.agent.standing_approval_hours),
+                live_trading=lambda: s.markets.live,
+            ),
             config=RuntimeConfig(
                 max_tool_rounds=s.agent.max_tool_rounds,
                 system_prompt=s.agent.system_prompt or RuntimeConfig().system_prompt,
@@ -277,6 +284,14 @@ class App:
             await self._start_scheduler()
         # tasks that finished (or were lost) while we were down are reported now, into the chat
         await self.task_manager.start()
+
+    async def trade_facts(self, record: Any) -> Any:
+        """The facts a trade's approval card shows (markets/preview.py); None for other tools."""
+        if record.tool != "execute_trade" or self.market is None:
+            return None
+        from markets.preview import trade_preview
+
+        return await trade_preview(self.market, record.requester or "default", record.arguments)
 
     def _trace(self, turn_id: str, session_id: str) -> Scratchpad:
         return Scratchpad(
@@ -372,7 +387,7 @@ class App:
         self.scheduler = AppScheduler(
             self.schedules.store,
             on_brief=runner.run,
-            is_trading_day=TradingCalendar.sse().is_trading_day,
+            is_trading_day=_warned_trading_days(TradingCalendar.sse(s.home / "data")),
             housekeeping=housekeeping,
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,
@@ -467,3 +482,15 @@ async def run_bot(settings: Settings) -> int:
         log.info("stopping…")
         await app.stop()
     return 0
+
+
+def _warned_trading_days(cal: Any) -> Any:
+    """The calendar's is_trading_day for the scheduler, logging when a day lies outside the known
+    range (the day is then a weekday guess; briefs and /status say so too)."""
+
+    def is_trading_day(day: Any) -> bool:
+        if warn := cal.warning(day, horizon=0):
+            log.warning("trading_days schedule: %s", warn)
+        return bool(cal.is_trading_day(day))
+
+    return is_trading_day

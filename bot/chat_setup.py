@@ -51,7 +51,9 @@ def build_gateway(app: App) -> Gateway:
         models=app.model_ids(),
         default_model=app.default_model_id,
         context_window=app.context_window,
+        approval_ttl_minutes=app.settings.agent.approval_ttl_minutes,
     )
+    gateway.trade_facts = app.trade_facts
     gateway.memory = app.memory
     gateway.system_dynamic = app.system_dynamic()
     from bot import commands_more

@@ -16,8 +16,9 @@ import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -32,10 +33,12 @@ PROG = "tapebot"
 EXTENSIONS: dict[str, tuple[str, str]] = {
     "memory": ("inspect, search and edit long-term memories", "bot.cli_memory:main"),
     "skills": ("list and check skills (`tapebot skills check`)", "bot.cli_skills:main"),
+    "rules": ("list and revoke standing approvals (`tapebot rules list|revoke <id>|all`)", "bot.rules:main"),
     "mcp": (
         "serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them",
         "bot.mcp_server:cli_main",
     ),
+    "data": ("market data maintenance: `tapebot data update-calendar`", "bot.cli_data:main"),
 }
 
 
@@ -48,6 +51,7 @@ class CliContext:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # injected in tests
 
     def settings(
         self, *, require_model: bool = True, require_platform: bool = False, model: str | None = None
@@ -242,6 +246,14 @@ def cmd_config_check(ctx: CliContext) -> int:
     print(tomli_w.dumps(shown).rstrip(), file=ctx.stdout)
     chain = " -> ".join(m.id for m in settings.model_chain())
     print(f"# OK: models {chain}; database {shown['database_url']}", file=ctx.stdout)
+    from markets.calendar import TradingCalendar, exchange_today
+
+    try:
+        warn = TradingCalendar.sse(settings.home / "data").warning(exchange_today(ctx.now()))
+    except ValueError as exc:  # a broken calendar file dropped into the data folder
+        warn = str(exc)
+    if warn:
+        print(f"# WARNING: {warn}", file=ctx.stdout)
     return 0
 
 

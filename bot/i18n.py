@@ -58,6 +58,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "paired": "Paired: you can talk to me now, and you approve actions. Send /help to start.",
         "busy_try_later": "A turn is running; try again when it finishes (or /cancel it).",
         "compact_nothing": "Nothing to compact.",
+        "not_run": "not run",
+        "tool_cancelled": "cancelled",
+        "tool_failed": "failed",
+        "delivery_failed": "I could not deliver my answer: the chat service kept failing. Ask again "
+        "in a moment if you still need it.",
+        "delivery_uncertain": "The chat service did not confirm my last message, so it may be "
+        "missing or incomplete. Ask again if you do not see the full answer.",
         "memory_off": "Long-term memory is turned off ([memory] enabled = false).",
         "yes": "yes",
         "no": "no",
@@ -126,6 +133,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "paired": "配对成功：现在可以和我对话，并由你确认操作。发送 /help 开始。",
         "busy_try_later": "当前有任务在运行；请等它完成后再试（或 /cancel）。",
         "compact_nothing": "没有需要压缩的内容。",
+        "not_run": "未执行",
+        "tool_cancelled": "已取消",
+        "tool_failed": "失败",
+        "delivery_failed": "我的回答没能发出去：聊天服务一直出错。如仍需要，请稍后再问一次。",
+        "delivery_uncertain": "聊天服务没有确认我刚才的消息，它可能缺失或不完整。如果没看到完整回答，请再问一次。",
         "memory_off": "长期记忆已关闭（[memory] enabled = false）。",
         "yes": "是",
         "no": "否",
@@ -185,3 +197,15 @@ def t(lang: str, key: str, **kw: Any) -> str:
     table = STRINGS.get(lang) or STRINGS["en"]
     text = table.get(key) or STRINGS["en"].get(key, key)
     return text.format(**kw) if kw else text
+
+
+def _merge_consent() -> None:
+    from bot.i18n_consent import CONSENT_COMMANDS, CONSENT_STRINGS
+
+    for lang, table in CONSENT_STRINGS.items():
+        STRINGS[lang].update(table)
+    for lang, table in CONSENT_COMMANDS.items():
+        COMMAND_DESCRIPTIONS[lang].update(table)
+
+
+_merge_consent()

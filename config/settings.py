@@ -76,6 +76,10 @@ class AgentConfig(_Section):
     tool_result_spill_chars: int = Field(default=8000, ge=500)
     system_prompt: str | None = None
     language: str = "auto"
+    # how long an approval card waits for a decision; unanswered means denied (questions keep their own)
+    approval_ttl_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
+    # how long an "Always allow" (a standing approval) lasts: at most 24 hours, shorter allowed
+    standing_approval_hours: float = Field(default=24.0, gt=0, le=24)
 
 
 class TelegramConfig(_Section):
