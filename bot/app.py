@@ -168,7 +168,15 @@ class App:
         assert self.db is not None
         s = self.settings
         self.tracker = TaskTracker()
-        self.on_stop(self.tracker.aclose)
+        tracker = self.tracker
+
+        async def drain_upkeep() -> None:
+            # extraction and TaskState updates finish (up to the deadline) instead of being lost
+            if not await tracker.drain(s.memory.upkeep_drain_s):
+                log.warning("memory upkeep still running after %.0f s; cancelled", s.memory.upkeep_drain_s)
+            await tracker.aclose()
+
+        self.on_stop(drain_upkeep)
         model = self.model_for(s.memory.model) if s.models else None
         if not s.memory.enabled:
             from agent.compaction import Compactor
