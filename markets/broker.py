@@ -37,7 +37,7 @@ from markets.data import MarketData
 from markets.models import MarketTrade
 from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side, limit_block
-from markets.services import MarketSettings
+from markets.settings import MarketSettings
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from markets.models import (
     MarketRecord,
     MarketTrade,
 )
-from markets.services import MarketSettings
+from markets.settings import MarketSettings
 
 CURRENCY = {"cn": "CNY", "crypto": "USDT"}
 

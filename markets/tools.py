@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agent.tools.registry import Attachment, ToolContext, ToolOutput, Toolset
+from agent.tools.registry import Attachment, ToolContext, ToolOutput
 from markets import backtest as bt
 from markets import reports
 from markets.broker import PaperBroker, rules_for
@@ -27,19 +27,13 @@ from markets.portfolio import Portfolio
 from markets.screen import ScreenConfig, screen
 from markets.services import MarketServices, require
 from markets.strategies import DEFAULT_STRATEGY, StrategyConfig, StrategyStore, limits_for, strategy_signals
+from markets.toolset import market_tools
+from markets.toolset import source_note as _source
 from markets.wyckoff import analyze
-
-market_tools = Toolset("markets")
 
 
 def _user(ctx: ToolContext) -> str:
     return ctx.user_id or "default"
-
-
-def _source(svc: MarketServices, market: str = "cn") -> str:
-    names = "+".join(p.name for p in svc.data.providers)
-    as_of = svc.data.as_of(market)
-    return f"{names} daily bars" + (f", as of {as_of}" if as_of else "")
 
 
 def _portfolio(svc: MarketServices) -> Portfolio:

@@ -2,7 +2,7 @@
 diagnosis of codes given in the call (seed 000's `intraday_analysis`, `intraday_rescue_check`,
 `query_tail_buy`, `market_regime`, `wyckoff_diagnose`).
 
-They register on `markets.tools.market_tools` (imported at the end of that module). Minute bars
+They register on `markets.toolset.market_tools` (this module is imported at the end of markets.tools). Minute bars
 come from `MarketData.minute_bars`; with the bundled dataset alone there are none, and the tools
 answer plainly that minute data needs a live provider (`available: false`, with the daily
 context they do have). The daily context of a session — previous close, the Wyckoff support and
@@ -24,7 +24,8 @@ from markets.minute import MinuteBars, NoMinuteData
 from markets.regime import market_regime as regime_of
 from markets.services import MarketServices, require
 from markets.symbols import Instrument
-from markets.tools import _source, market_tools
+from markets.toolset import market_tools
+from markets.toolset import source_note as _source
 from markets.wyckoff import DEFAULT_PARAMS, analyze
 
 TAIL_PLAYBOOK = (

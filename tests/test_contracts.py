@@ -1,0 +1,41 @@
+"""The import-direction contract and the import-cycle check, under pytest (tests/contracts.py has
+the checks; `.ci/run` also prints them via `python -m tests.contracts`)."""
+
+from __future__ import annotations
+
+from tests.contracts import import_cycles, import_graph, violations
+
+# Cycles that exist only through `if TYPE_CHECKING:` imports (a type annotation names a class from a
+# module that imports this one at run time, lazily). They are the bot/ restructuring of issue 18 —
+# the commands written against the Gateway's internals, and BriefRunner/start_chat handed the whole
+# App — left for that restructure rather than patched while bot/ is edited in parallel. Shrink this
+# list; never grow it.
+KNOWN_TYPE_LEVEL_CYCLES = {
+    ("bot.commands", "bot.gateway", "bot.rules"),  # commands and /rules type their `gateway` argument
+    ("bot.app", "bot.briefs", "bot.chat_setup"),  # BriefRunner and start_chat take the whole App
+}
+
+
+def test_no_module_imports_against_the_layer_direction():
+    assert violations() == []
+
+
+def test_no_import_cycle_at_run_time():
+    # Lazy (function-level) imports count: they hide a cycle from the interpreter, not from design.
+    assert import_cycles() == []
+
+
+def test_no_new_type_level_import_cycle():
+    new = set(import_cycles(typing=True)) - KNOWN_TYPE_LEVEL_CYCLES
+    assert not new, f"new import cycle(s): {sorted(new)}"
+
+
+def test_the_cycle_check_sees_lazy_and_type_checking_imports():
+    # The check itself: gateway imports commands inside a function; commands names Gateway for types.
+    runtime, typed = import_graph(), import_graph(typing=True)
+    assert "bot.commands" in runtime["bot.gateway"]
+    assert "bot.gateway" not in runtime["bot.commands"]
+    assert "bot.gateway" in typed["bot.commands"]
+    # `from markets.wyckoff import events` is an edge to the submodule, not to the package.
+    assert "markets.wyckoff.events" in runtime["markets.wyckoff.engine"]
+    assert "markets.wyckoff" not in runtime["markets.wyckoff.engine"]
