@@ -144,11 +144,6 @@ class SentMessage:
     earlier_ids: tuple[str, ...] = ()
 
 
-class FormattingRejected(Exception):
-    """The platform refused our formatted text (Telegram "can't parse entities"). Adapters catch it
-    internally and resend as plain text; callers never see it."""
-
-
 class DeliveryError(Exception):
     """Sending failed for good (bot blocked, chat gone, flood control still active after retries)."""
 

@@ -15,8 +15,7 @@ TapebotError
 │   ├── ToolTimedOut
 │   └── ToolFailed                 the tool raised
 ├── ApprovalError                  stale/forged/already-decided approval, not an approver
-├── StorageError                   the database refused (locked beyond the busy timeout, ...)
-└── TurnCancelled                  the user cancelled the running turn
+└── StorageError                   the database refused (locked beyond the busy timeout, ...)
 """
 
 from __future__ import annotations
@@ -89,7 +88,3 @@ class StorageError(TapebotError):
 
 class CompactionFailed(TapebotError):
     """A compaction that was asked for (`/compact`) could not be done: the summary failed."""
-
-
-class TurnCancelled(TapebotError):
-    pass

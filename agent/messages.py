@@ -122,9 +122,6 @@ class Message(_Frozen):
         others = [p for p in self.parts if not isinstance(p, TextPart)]
         return self.model_copy(update={"parts": (TextPart(text=text), *others)})
 
-    def with_meta(self, **meta: Any) -> Message:
-        return self.model_copy(update={"meta": {**self.meta, **meta}})
-
 
 _MESSAGES = TypeAdapter(list[Message])
 

@@ -150,15 +150,6 @@ def _redacted_mapping(items: Any, redactor: Redactor, max_string: int, depth: in
     return out
 
 
-class TraceSink(Protocol):
-    """What the runtime needs from a trace; Scratchpad and NullScratchpad both fit."""
-
-    def record(self, kind: str, **fields: Any) -> None: ...
-    def span(self, kind: str, **fields: Any) -> Any: ...
-    def flush(self) -> None: ...
-    def close(self) -> None: ...
-
-
 class TraceWriter(Protocol):
     def write(self, path: Path, lines: list[str]) -> None:
         """Append `lines` (each ending in a newline) to the file at `path`, creating it."""
@@ -366,8 +357,10 @@ def read_trace(path: Path) -> list[dict[str, Any]]:
 
 
 def prune_traces(traces_dir: Path, keep_days: int, today: date | None = None) -> int:
-    """Delete day folders older than `keep_days`. Returns how many folders were removed."""
-    today = today or date.today()
+    """Delete day folders older than `keep_days`. Returns how many folders were removed. The
+    scheduler's daily upkeep calls it (scheduler/app.py, `[scheduler] trace_retention_days`)."""
+    # Day folders are named by local date (Scratchpad), so "today" is the local date too.
+    today = today or datetime.now().astimezone().date()
     cutoff = today - timedelta(days=keep_days)
     removed = 0
     if not Path(traces_dir).is_dir():

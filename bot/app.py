@@ -73,8 +73,6 @@ class App:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Any]] = []
         self._clients: dict[str, ModelClient] = {}
-        # callables run on the gateway after it is built (issues 4-7 register commands there)
-        self.gateway_extensions: list[Callable[[Any], None]] = []
 
     # ---- models ------------------------------------------------------------------------------
     @property
@@ -395,6 +393,8 @@ class App:
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,
             brief_grace_time=s.scheduler.misfire_grace_s,
+            traces_dir=s.traces_dir,
+            trace_retention_days=s.scheduler.trace_retention_days,
         )
         self.schedules.scheduler = self.scheduler
         await self.scheduler.start()

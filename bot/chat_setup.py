@@ -70,8 +70,6 @@ def build_gateway(app: App) -> Gateway:
     gateway.help_extra = lambda lang: help_tools(specs, lang)
     app.task_listeners.append(gateway.notify_task)
     app.on_stop(app.task_manager.subscribe(gateway.task_progress))
-    for extend in app.gateway_extensions:
-        extend(gateway)
     return gateway
 
 

@@ -172,6 +172,8 @@ class SchedulerConfig(_Section):
     timezone: str = "Asia/Shanghai"
     misfire_grace_s: int = Field(default=3600, ge=0)
     lease_ttl_s: int = Field(default=60, gt=0)
+    # Per-turn trace folders ($TAPEBOT_HOME/traces/<day>) older than this are deleted by the daily upkeep.
+    trace_retention_days: int = Field(default=14, ge=1)
 
     @field_validator("timezone")
     @classmethod

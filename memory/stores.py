@@ -539,15 +539,6 @@ class SqlStore:
         async with self.db.session() as s:
             return _rowcount(await s.execute(stmt)) == 1
 
-    async def set_approval_message_ref(self, approval_id: str, message_ref: str) -> None:
-        async with self.db.session() as s:
-            await s.execute(
-                sa.update(ApprovalRow)
-                .where(ApprovalRow.id == approval_id)
-                .values(message_ref=message_ref)
-                .execution_options(synchronize_session=False)
-            )
-
     async def add_rule(self, chat_key: str, tool: str) -> None:
         async with self.db.session() as s:
             await s.execute(

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -50,6 +51,7 @@ from sqlalchemy.engine import URL, make_url
 
 from agent.errors import ConfigError
 from agent.ports import Clock, SystemClock
+from agent.scratchpad import prune_traces
 from scheduler import jobs
 from scheduler.jobs import (
     RUN_BRIEF,
@@ -304,6 +306,8 @@ class AppScheduler:
         jobstore_url: str | URL | None = None,
         stop_timeout: float = 10.0,
         run_retention: timedelta = timedelta(days=30),
+        traces_dir: Path | None = None,
+        trace_retention_days: int = 14,
     ):
         self.store = store
         self.clock = clock or SystemClock()
@@ -319,6 +323,13 @@ class AppScheduler:
         self._jobstore_url = jobstore_url
         chores: dict[str, HousekeepingJob] = dict(housekeeping or {})
         chores.setdefault("prune_schedule_runs", lambda: store.prune_runs(self.clock.now() - run_retention))
+        if traces_dir is not None:
+            chores.setdefault(
+                "prune_traces",
+                lambda: asyncio.to_thread(
+                    prune_traces, traces_dir, trace_retention_days, self.clock.now().astimezone().date()
+                ),
+            )
         self._ctx = JobContext(
             store=store,
             clock=self.clock,

@@ -24,7 +24,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_type_hints
 
@@ -313,11 +313,6 @@ class Toolset:
     def without(self, names: Iterable[str]) -> Toolset:
         drop = set(names)
         return Toolset(self.name, (t for t in self if t.name not in drop))
-
-    def with_flags(self, name: str, **flags: Any) -> None:
-        """Override spec flags of one tool (config overrides, e.g. MCP per-tool approval)."""
-        t = self.get(name)
-        t.spec = replace(t.spec, **flags)
 
     @staticmethod
     def combine(name: str, *toolsets: Toolset) -> Toolset:

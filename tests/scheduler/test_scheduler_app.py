@@ -423,3 +423,24 @@ async def test_concurrent_claims_are_batched_and_exactly_one_wins(store):
     assert results[25 : 25 + len(others)] == ["claimed"] * len(others)
     assert results[-2:] == ["missing", "missing"]  # paused; wrong chat for the schedule
     assert await claim(same) == "duplicate"  # later, too
+
+
+async def test_daily_upkeep_prunes_trace_folders_past_the_retention(store, tmp_path):
+    from tests.scheduler.conftest import FakeClock
+
+    traces = tmp_path / "traces"
+    for day in ("2025-01-01", "2025-01-17", "2025-01-18", "2025-02-01", "notes"):
+        (traces / day).mkdir(parents=True)
+    clock = FakeClock(datetime(2025, 2, 1, 12, tzinfo=UTC))
+    a = app(store, clock=clock, traces_dir=traces, trace_retention_days=14)
+    assert await a.run_housekeeping_now("prune_traces")
+    assert sorted(p.name for p in traces.iterdir()) == ["2025-01-18", "2025-02-01", "notes"]
+    clock.advance(86400 * 30)  # a month later every dated folder has aged out
+    assert await a.run_housekeeping_now("prune_traces")
+    assert sorted(p.name for p in traces.iterdir()) == ["notes"]
+
+
+async def test_trace_pruning_is_registered_as_a_housekeeping_job(store, tmp_path):
+    a = app(store, traces_dir=tmp_path)
+    assert "prune_traces" in a._ctx.housekeeping
+    assert "prune_traces" not in app(store)._ctx.housekeeping  # no traces folder, nothing to prune

@@ -199,9 +199,6 @@ async def test_approval_round_trip_and_second_resolve_loses(store):
         await store.resolve_approval("missing", status="approved", decided_by="42", decision="once") is False
     )
 
-    await store.set_approval_message_ref("a1", "msg:99")
-    assert (await store.get_approval("a1")).message_ref == "msg:99"
-
 
 async def test_concurrent_resolves_have_exactly_one_winner(url):
     async with Database(url) as a, Database(url) as b:
