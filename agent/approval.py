@@ -19,7 +19,14 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from agent.consent import StandingApproval, StandingScope, standing_scope
-from agent.errors import ApprovalError, ToolDenied
+from agent.errors import (
+    AlwaysNotOffered,
+    ApprovalAlreadyDecided,
+    ApprovalExpired,
+    ApprovalNotFound,
+    NotAnApprover,
+    ToolDenied,
+)
 from agent.messages import ToolCallPart
 from agent.ports import (
     ApprovalRecord,
@@ -146,25 +153,27 @@ class ApprovalGate:
         expired or already-decided records; nothing executes in those cases."""
         record = await self.store.get_approval(approval_id)
         if record is None:
-            raise ApprovalError("unknown or forged approval id")
+            raise ApprovalNotFound()
         if record.approvers and user_id not in record.approvers:
-            raise ApprovalError("you are not allowed to decide this approval")
+            raise NotAnApprover()
+        if record.status == "expired":  # expired earlier (sweep, restart): the card still closes
+            raise ApprovalExpired("this approval was already expired")
         if record.status != "pending":
-            raise ApprovalError(f"this approval was already {record.status}")
+            raise ApprovalAlreadyDecided(record.status)
         now = self.clock.now()
         if record.expires_at and now >= record.expires_at:
             await self.store.resolve_approval(
                 approval_id, status="expired", decided_by="", decision="expired"
             )
-            raise ApprovalError("this approval expired; nothing was executed")
+            raise ApprovalExpired()
         scope = self.scope_for(record) if decision == "always" else None
         if decision == "always" and (scope is None or not record.chat_key):
-            raise ApprovalError("always allow is not offered for this action")
+            raise AlwaysNotOffered()
         status: Any = "approved" if decision in ("once", "always") else "denied"
         if not await self.store.resolve_approval(
             approval_id, status=status, decided_by=user_id, decision=decision
         ):
-            raise ApprovalError("this approval was already decided")
+            raise ApprovalAlreadyDecided()
         if scope is not None:
             await self.store.add_standing(
                 StandingApproval(

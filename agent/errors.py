@@ -14,8 +14,15 @@ TapebotError
 │   ├── ToolDenied                 approval denied, policy refusal, no human present
 │   ├── ToolTimedOut
 │   └── ToolFailed                 the tool raised
-├── ApprovalError                  stale/forged/already-decided approval, not an approver
-└── StorageError                   the database refused (locked beyond the busy timeout, ...)
+├── ApprovalError                  a decision that was refused; nothing was executed
+│   ├── ApprovalNotFound           unknown or forged approval id (a stale or tampered button)
+│   ├── NotAnApprover              the person tapping may not decide this approval
+│   ├── ApprovalAlreadyDecided     approved/denied before: a second tap changes nothing
+│   ├── ApprovalExpired            past its expiry (now or earlier): the card closes, nothing runs
+│   ├── AlwaysNotOffered           "always allow" asked for an action that never offers it
+│   └── ApprovalForeignChat        the approval belongs to another chat
+├── StorageError                   the database refused (locked beyond the busy timeout, ...)
+└── CompactionFailed               /compact could not summarise
 """
 
 from __future__ import annotations
@@ -79,7 +86,37 @@ class ToolFailed(ToolError):
 
 
 class ApprovalError(TapebotError):
-    pass
+    """A refused decision. Callers catch the subclass they act on; the message is for people."""
+
+
+class ApprovalNotFound(ApprovalError):
+    def __init__(self, message: str = "unknown or forged approval id"):
+        super().__init__(message)
+
+
+class NotAnApprover(ApprovalError):
+    def __init__(self, message: str = "you are not allowed to decide this approval"):
+        super().__init__(message)
+
+
+class ApprovalAlreadyDecided(ApprovalError):
+    def __init__(self, status: str = "decided"):
+        super().__init__(f"this approval was already {status}")
+
+
+class ApprovalExpired(ApprovalError):
+    def __init__(self, message: str = "this approval expired; nothing was executed"):
+        super().__init__(message)
+
+
+class AlwaysNotOffered(ApprovalError):
+    def __init__(self, message: str = "always allow is not offered for this action"):
+        super().__init__(message)
+
+
+class ApprovalForeignChat(ApprovalError):
+    def __init__(self, message: str = "this approval belongs to another chat"):
+        super().__init__(message)
 
 
 class StorageError(TapebotError):

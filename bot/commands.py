@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from adapters.base import InboundCommand
 from bot.chats import ChatState
 from bot.i18n import t
+from bot.refusals import refusal_key
 from bot.rules import active_count, cmd_rules
 
 if TYPE_CHECKING:
@@ -130,10 +131,9 @@ async def _decide_cmd(gw: Gateway, state: ChatState, cmd: InboundCommand, comman
     if not approval_id:
         await gw.say(state, t(state.lang, "approval_usage"))
         return
-    reason = await gw.decide_by_command(state, cmd.user, approval_id, command)
-    if reason:
-        key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
-        await gw.say(state, t(state.lang, key))
+    refused = await gw.decide_by_command(state, cmd.user, approval_id, command)
+    if refused is not None:
+        await gw.say(state, t(state.lang, refusal_key(refused)))
 
 
 async def cmd_approve(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:

@@ -42,7 +42,14 @@ from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
 from agent.consent import ConsentDecision, StandingApproval, normalize, read_consent
-from agent.errors import ApprovalError, StorageError
+from agent.errors import (
+    ApprovalError,
+    ApprovalExpired,
+    ApprovalForeignChat,
+    ApprovalNotFound,
+    NotAnApprover,
+    StorageError,
+)
 from agent.messages import Message
 from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
@@ -52,6 +59,7 @@ from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
 from bot.progress import ProgressBoard
 from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
+from bot.refusals import refusal_key
 from bot.replies import read_reply
 
 log = logging.getLogger(__name__)
@@ -627,10 +635,9 @@ class Gateway:
             word = decision.gate_decision
             if word is not None:
                 await self._release(receipt)
-                reason = await self._decide(state, approval_id, msg.user, word, note=decision.note)
-                if reason:
-                    key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
-                    await self.say(state, t(state.lang, key))
+                refused = await self._decide(state, approval_id, msg.user, word, note=decision.note)
+                if refused is not None:
+                    await self.say(state, t(state.lang, refusal_key(refused)))
                 return True
             if _short(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
@@ -927,23 +934,23 @@ class Gateway:
 
     async def _decide(
         self, state: ChatState, approval_id: str, user: UserRef, decision: str, note: str = ""
-    ) -> str:
-        """Apply a decision; returns "" on success or the reason it was refused."""
+    ) -> ApprovalError | None:
+        """Apply a decision; returns None on success or why it was refused."""
         record = await self.store.get_approval(approval_id)
         if record is not None and record.chat_key and record.chat_key != state.key:
-            return "this approval belongs to another chat"  # chat A never resolves B's approval
+            return ApprovalForeignChat()  # chat A never resolves B's approval
         try:
             record = await self.runtime.decide(approval_id, user.user_id, decision, note)  # type: ignore[arg-type]
+        except ApprovalExpired as exc:
+            await self._expire(approval_id)
+            return exc
         except ApprovalError as exc:
-            reason = str(exc)
-            if "expired" in reason:
-                await self._expire(approval_id)
-            return reason
+            return exc
         who = user.display_name or user.user_id
         await self._finalize_card(approval_id, decision, who)
         self._resume_soon(state, record.turn_id)
         await self._release_backlog(state)
-        return ""
+        return None
 
     async def _expire(self, approval_id: str) -> None:
         record = await self.store.get_approval(approval_id)
@@ -1012,12 +1019,14 @@ class Gateway:
         record = await self.store.get_approval(ident)
         scope = self.runtime.gate.scope_for(record) if record is not None else None
         word = read_consent("button", kind, scope=scope).gate_decision
-        reason = (
-            await self._decide(state, ident, press.user, word) if word else "this button is no longer valid"
+        refused = (
+            await self._decide(state, ident, press.user, word)
+            if word
+            else ApprovalNotFound("this button is no longer valid")
         )
-        if reason:
-            key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
-            await press.ack(t(state.lang, key), key == "approval_not_allowed")
+        if refused is not None:
+            key = refusal_key(refused)
+            await press.ack(t(state.lang, key), isinstance(refused, NotAnApprover))
         else:
             await press.ack("", False)
 
@@ -1034,12 +1043,14 @@ class Gateway:
                 user = state.last_user or UserRef(state.chat.platform, "")
                 self._start(state, self._queued_turn(state, queued, user))
 
-    async def decide_by_command(self, state: ChatState, user: UserRef, approval_id: str, command: str) -> str:
-        """/approve <id> or /deny <id>, read by the one decision function."""
+    async def decide_by_command(
+        self, state: ChatState, user: UserRef, approval_id: str, command: str
+    ) -> ApprovalError | None:
+        """/approve <id> or /deny <id>, read by the one decision function; None when applied."""
         decision: ConsentDecision = read_consent("command", command)
         word = decision.gate_decision
         if word is None:
-            return "unknown decision"
+            return ApprovalError("unknown decision")
         return await self._decide(state, approval_id, user, word)
 
     # ---- background tasks and scheduled briefs ----------------------------------------------
