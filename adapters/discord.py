@@ -273,7 +273,7 @@ class DiscordAdapter(ChatAdapter):
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._task, 5)
-            except BaseException:
+            except BaseException:  # noqa: BLE001 — stopping: whatever the gateway task ended with, it is cancelled and stop goes on
                 self._task.cancel()
         self._task = None
         log.info("discord adapter stopped")
@@ -599,7 +599,7 @@ class DiscordAdapter(ChatAdapter):
     async def send_typing(self, chat: ChatRef) -> None:
         try:
             await self._target(chat).typing()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 — cosmetic: a typing indicator must never break a turn
             log.debug("discord typing failed: %s", e)
 
     async def send_image(self, chat: ChatRef, path: str | Path, caption: str = "") -> SentMessage:

@@ -41,7 +41,7 @@ class RedactingFilter(logging.Filter):
             return True
         try:
             msg = record.getMessage()
-        except Exception:  # a broken format string must not break logging
+        except Exception:  # noqa: BLE001 — a broken format string must not break logging
             msg = str(record.msg)
         red = self.redact(msg)
         if red != msg or record.args:

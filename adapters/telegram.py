@@ -784,7 +784,7 @@ class TelegramAdapter(ChatAdapter):
     async def send_typing(self, chat: ChatRef) -> None:
         try:
             await self.bot.send_chat_action(action=ChatAction.TYPING, **self._where(chat))
-        except Exception as e:  # cosmetic: never let it break a turn
+        except Exception as e:  # noqa: BLE001 — cosmetic: never let it break a turn
             log.debug("telegram typing failed: %s", e)
 
     async def send_image(self, chat: ChatRef, path: str | Path, caption: str = "") -> SentMessage:

@@ -115,7 +115,7 @@ def _validator(schema: dict[str, Any]) -> Any:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
         return cls(schema)
-    except Exception:  # a server's broken schema: fall back to the required-keys check
+    except Exception:  # noqa: BLE001 — a server's broken schema: fall back to the required-keys check
         return None
 
 
@@ -295,7 +295,7 @@ class McpServerConnection:
                 became_ready = self._was_ready = True
                 self._ready.set()
                 await self._session_over.wait()
-        except Exception as exc:  # any failure (ExceptionGroups included) is reported, never raised
+        except Exception as exc:  # noqa: BLE001 — any failure (ExceptionGroups included) is reported, never raised
             if became_ready:  # lost (unless call() already said how)
                 if self.state != "disconnected":
                     self.state, self.error = "disconnected", _describe(exc)
@@ -360,7 +360,7 @@ class McpServerConnection:
             ) from None
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — any MCP/transport failure is classified here and re-raised as a tool error
             if getattr(_root_error(exc), "code", None) == REQUEST_TIMEOUT:
                 raise ToolTimedOut(
                     f"MCP server {self.name} did not answer {remote_name} within {timeout:.0f} s"

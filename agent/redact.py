@@ -226,7 +226,7 @@ def redact_record(record: logging.LogRecord, redactor: Redactor) -> None:
         return
     try:
         message = record.getMessage()
-    except Exception:  # a broken format string must not break logging
+    except Exception:  # noqa: BLE001 — a broken format string must not break logging
         message = str(record.msg)
     record.msg = redactor.text(message)
     record.args = None

@@ -677,7 +677,7 @@ class AgentRuntime:
             if aclose is not None:
                 try:
                     await aclose()
-                except Exception:  # closing a broken stream must not mask the real error
+                except Exception:  # noqa: BLE001 — closing a broken stream must not mask the real error
                     pass
 
     async def _run_calls(
@@ -778,7 +778,7 @@ class AgentRuntime:
                     task.cancel()
                     try:
                         await task
-                    except (asyncio.CancelledError, Exception):
+                    except (asyncio.CancelledError, Exception):  # noqa: BLE001 — the cancelled task's own outcome does not matter; the cancellation is re-raised
                         pass
                     raise asyncio.CancelledError
                 yield event

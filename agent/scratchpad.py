@@ -97,7 +97,7 @@ def to_jsonable(obj: Any, max_string: int = MAX_STRING, _depth: int = 0) -> Any:
     if callable(dump):
         try:
             return to_jsonable(dump(mode="json"), max_string, d)
-        except Exception:
+        except Exception:  # noqa: BLE001 — an odd model_dump falls through to the generic conversions below
             pass
     if isinstance(obj, BaseException):
         return f"{type(obj).__name__}: {obj}"
@@ -276,7 +276,7 @@ class Scratchpad:
             for key, value in redacted_jsonable(fields, self.redactor, self.max_string).items():
                 entry.setdefault(key, value)  # the header fields cannot be overwritten
             self._lines.append(_line(entry))
-        except Exception as exc:  # tracing must never break a turn
+        except Exception as exc:  # noqa: BLE001 — tracing must never break a turn
             self._disabled = True
             log.warning("trace %s disabled: %s", self.path, exc)
             return
@@ -306,7 +306,7 @@ class Scratchpad:
         if lines:
             try:
                 self.writer.write(self.path, lines)
-            except Exception as exc:  # a writer must not fail the turn either
+            except Exception as exc:  # noqa: BLE001 — a writer must not fail the turn either
                 self._disabled = True
                 log.warning("trace %s disabled: %s", self.path, exc)
 

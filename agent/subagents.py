@@ -479,7 +479,7 @@ async def run_subagent(
     started = time.perf_counter()
     try:
         available: list[str] | None = [t.name for t in services.toolset]
-    except Exception:  # a broken setup is reported below as a start error
+    except Exception:  # noqa: BLE001 — a broken setup is reported below as a start error
         available = None
 
     def result(status: Status, **kw: Any) -> SubAgentResult:
@@ -514,7 +514,7 @@ async def run_subagent(
             background=services.background,
             spill_chars=SUBAGENT_SPILL_CHARS,
         )
-    except Exception as exc:  # a start error still gets a policy
+    except Exception as exc:  # noqa: BLE001 — a start error still gets a policy
         return result(
             "error", error=f"the {profile.name} sub-agent could not start: {type(exc).__name__}: {exc}"
         )
@@ -550,7 +550,7 @@ async def run_subagent(
             if line and progress is not None:
                 try:
                     await progress("subagent", line, None)
-                except Exception:  # a progress sink must never break the work
+                except Exception:  # noqa: BLE001 — a progress sink must never break the work
                     pass
 
     runner = asyncio.create_task(consume(), name=f"subagent-{profile.name}")

@@ -52,7 +52,7 @@ class App:
         self._model_factory = model_factory
         self.db: Database | None = None
         self.store: SqlStore | None = None
-        self.runtime: AgentRuntime | None = None  # type: ignore[assignment]
+        self.runtime: AgentRuntime | None = None
         self.gateway: Any = None
         self.adapters: list[Any] = []
         self.scheduler: Any = None

@@ -254,7 +254,7 @@ def build_mcp_server(
             try:
                 message = f"{stage}: {detail}" if detail else stage
                 await sctx.session.report_progress(float(percent or 0.0), 100.0, message)
-            except Exception:  # progress is best-effort
+            except Exception:  # noqa: BLE001 — progress is best-effort
                 pass
 
         ctx = ToolContext(
@@ -339,10 +339,10 @@ def _entry(
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
         return version("tapebot")
-    except Exception:
+    except PackageNotFoundError:  # run from a source tree that was never installed
         return "0"
 
 

@@ -179,7 +179,7 @@ async def _ask(prompt: str, fresh: bool = False) -> str:
 
 
 def session_id_for(name: str | None) -> str:
-    return f"terminal:{name}" if name else f"terminal:{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    return f"terminal:{name}" if name else f"terminal:{datetime.now().astimezone().strftime('%Y%m%d-%H%M%S')}"
 
 
 async def run_chat(args: Any, settings: Any) -> int:

@@ -288,7 +288,7 @@ class LiveCcxtBroker(PaperBroker):
             order = await asyncio.to_thread(
                 self.exchange.create_order, inst.symbol, "market", side, qty, None, {"clientOrderId": cid}
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — ccxt raises many unrelated classes; _ccxt_error_kind sorts them
             kind = _ccxt_error_kind(exc)
             if kind == "rejected":
                 return await self._finish(trade_id, "rejected", reason=f"exchange rejected: {exc}")
@@ -331,7 +331,7 @@ class LiveCcxtBroker(PaperBroker):
                 order = await asyncio.to_thread(
                     self.exchange.fetch_order, None, t.symbol, {"clientOrderId": t.external_id}
                 )
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 — ccxt raises many unrelated classes; _ccxt_error_kind sorts them
                 if _ccxt_error_kind(exc) == "rejected":  # OrderNotFound: it never reached the book
                     out.append(
                         await self._finish(t.id, "rejected", reason="not found at the exchange; not retried")

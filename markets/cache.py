@@ -53,7 +53,7 @@ class BarCache:
             col("volume"),
             col("amount"),
             market="crypto" if "/" in symbol else "cn",
-            adjust=rows[0].adjust,  # type: ignore[arg-type]
+            adjust=rows[0].adjust,
             source=f"{source} (cached)",
         )
 

@@ -46,7 +46,7 @@ async def trade_preview(svc: MarketServices, user_id: str, arguments: dict[str, 
     live = bool(svc.settings.live)
     try:
         inst = svc.data.resolve(code)
-    except Exception:  # an unknown code: the card says what it can
+    except Exception:  # noqa: BLE001 — an unknown code: the card says what it can
         return TradePreview(code, "", side, quantity, live)
     market = "crypto" if inst.market == "crypto" else "cn"
     preview = TradePreview(inst.symbol, inst.name, side, quantity, live)
@@ -54,7 +54,7 @@ async def trade_preview(svc: MarketServices, user_id: str, arguments: dict[str, 
         bars = svc.data.bars(inst)
         price = float(bars.close[-1])
         day: date = bars.dates[-1].astype(object)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — the card is best effort: without a price it has no amount line
         log.debug("no price for the card of %s: %s", code, exc)
         return preview
     amount = quantity * price
@@ -64,7 +64,7 @@ async def trade_preview(svc: MarketServices, user_id: str, arguments: dict[str, 
         try:
             row = (await Portfolio(svc.sessions(), svc.data, svc.settings).balance(user_id, market))[0]
             cash, currency = float(row["cash"]), str(row.get("currency") or "")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — the card is best effort: without a balance it has no cash line
             log.debug("no balance for the card: %s", exc)
     after = None
     if cash is not None:

@@ -160,7 +160,7 @@ def screen(
         ib = data.index_bars("000300", end=str(panel.dates[last]))
         if len(ib) > 21:
             bench20 = float(ib.close[-1] / ib.close[-21] - 1)
-    except Exception:
+    except Exception:  # noqa: BLE001 — no index bars: relative strength is measured against 0
         pass
     rs = np.nan_to_num(ret20 - bench20, nan=-1.0) >= 0.02
     prog("triggers", "Wyckoff rules on the last bars", 40.0)

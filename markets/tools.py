@@ -68,7 +68,7 @@ async def _record(
         return
     try:
         await _portfolio(svc).record(_user(ctx), kind, summary, payload, symbol, as_of)
-    except Exception:
+    except Exception:  # noqa: BLE001 — the journal entry is best effort; the tool's result stands
         pass
 
 
@@ -131,7 +131,7 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
                     "avg_cost": p.avg_cost,
                     "high_since_entry": p.high_since_entry,
                 }
-        except Exception:
+        except Exception:  # noqa: BLE001 — the held position only adds context to the analysis
             position = None
     a = await asyncio.to_thread(
         analyze,
@@ -153,7 +153,7 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
             path = await asyncio.to_thread(charts.candles, bars, svc.chart_dir, name=inst.name, analysis=a)
             attachments.append(Attachment(path, caption=f"{inst.label} · {a.phase.label} · as of {a.as_of}"))
             out["chart"] = str(path)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — a chart failure is reported in the result; the analysis stands
             out["chart_error"] = f"{type(exc).__name__}: {exc}"
     await _record(
         svc,
@@ -415,7 +415,7 @@ async def run_backtest(
             )
         )
         out["chart"] = str(path)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — a chart failure is reported in the result; the backtest stands
         out["chart_error"] = f"{type(exc).__name__}: {exc}"
     out["saved_to"] = str(_save(svc, "backtest", out))
     await _record(

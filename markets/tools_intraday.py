@@ -80,7 +80,7 @@ def _context(svc: MarketServices, inst: Instrument, daily: Bars | None, m: Minut
     expected: date | None
     try:
         expected = svc.data.calendar("crypto" if inst.market == "crypto" else "cn").prev_trading_day(m.day)
-    except Exception:  # outside the calendar's range: trust the bars
+    except Exception:  # noqa: BLE001 — outside the calendar's range: trust the bars
         expected = before.last_date
     if before.last_date == expected:
         ctx["prev_close"] = float(before.close[-1])

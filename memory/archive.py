@@ -138,7 +138,7 @@ class FileArchiveStore:
     def _resolve(self, text: str) -> list[str]:
         try:
             return list(self.code_resolver(text))
-        except Exception:
+        except Exception:  # noqa: BLE001 — a configured resolver's failure falls back to the built-in extractor
             return extract_codes(text)
 
     def _write(

@@ -61,7 +61,7 @@ async def trace_text(store: MemoryStore, record: MemoryRecord, session_messages:
         session_id = record.source_ref.split(":", 1)[1]
         try:
             messages = await session_messages(session_id)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — shown in the listing; the rest still prints
             lines.append(f"  (session {session_id} unavailable: {exc})")
             messages = []
         scored = sorted(

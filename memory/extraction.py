@@ -216,7 +216,7 @@ class MemoryExtractor:
             )
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — any model/provider failure is logged; memory work is best effort
             log.warning("memory extraction failed for session %s: %s", session_id, exc)
             report.skipped = f"model error: {exc}"
             return report
@@ -256,7 +256,7 @@ class MemoryExtractor:
             answer = await complete(self.client, FLUSH_PROMPT, "\n".join(lines), timeout=self.timeout)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — any model/provider failure is logged; memory work is best effort
             log.warning("pre-compaction memory flush failed for session %s: %s", session_id, exc)
             return 0
         user_text, fetched = _sources(head)
@@ -317,7 +317,7 @@ class MemoryExtractor:
             )
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — any model/provider failure is logged; the write is skipped
             log.warning("memory de-duplication check failed; skipping the write: %s", exc)
             return "dedup check failed"
         found = _DUP_RE.match(answer.strip().splitlines()[0] if answer.strip() else "")
@@ -354,7 +354,7 @@ class MemoryExtractor:
             answer = await complete(self.client, LAYER_REFRESH_PROMPT, listing, timeout=self.timeout)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — any model/provider failure is logged; memory work is best effort
             log.warning("memory layer refresh failed: %s", exc)
             return 0
         saved = 0

@@ -215,7 +215,7 @@ class MemoryStore:
     def resolve_codes(self, text: str) -> list[str]:
         try:
             return list(dict.fromkeys(self.code_resolver(text)))
-        except Exception:
+        except Exception:  # noqa: BLE001 — a configured resolver's failure falls back to the built-in one
             return list(dict.fromkeys(default_code_resolver(text)))
 
     # -- writes ------------------------------------------------------------------------------------

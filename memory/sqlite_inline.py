@@ -82,7 +82,7 @@ class _ImmediateQueue:
         future, fn = item
         try:
             result = fn()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — handed to the caller's future, which re-raises it
             future.set_exception(exc)
         else:
             future.set_result(result)
@@ -382,14 +382,14 @@ class InlineRunner:
             db.execute("SAVEPOINT group_batch")
             try:  # the usual case: every write succeeds, one savepoint for all of them
                 outcomes = [(future, True, fn(db)) for fn, future in batch]
-            except Exception:  # run the batch again, each write in a savepoint of its own
+            except Exception:  # noqa: BLE001 — run the batch again, each write in a savepoint of its own
                 db.execute("ROLLBACK TO group_batch")
                 outcomes = []
                 for fn, future in batch:
                     db.execute("SAVEPOINT group_write")
                     try:
                         outcomes.append((future, True, fn(db)))
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 — handed to that write's future, which re-raises it
                         db.execute("ROLLBACK TO group_write")
                         outcomes.append((future, False, exc))
                     db.execute("RELEASE group_write")

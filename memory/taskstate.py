@@ -275,7 +275,7 @@ class TaskStateUpdater:
             text = await asyncio.wait_for(_collect(self.client, request), self.timeout)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — any model/provider failure is logged; the task state stays as it was
             log.warning("TaskState update failed for session %s: %s", session_id, exc)
             return None
         data = _parse_json_object(text)

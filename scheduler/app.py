@@ -135,7 +135,7 @@ class _ContextExecutor(AsyncIOExecutor):
                 self._pending_futures.discard(f)
             try:
                 events = f.result()
-            except BaseException:
+            except BaseException:  # noqa: BLE001 — APScheduler's executor contract: every outcome is reported as a job error
                 self._run_job_error(job.id, *sys.exc_info()[1:])
             else:
                 self._run_job_success(job.id, events)

@@ -209,7 +209,7 @@ async def _deliver_with_retry(ctx: JobContext, chat_key: str, schedule_id: str) 
         except asyncio.CancelledError:
             _uncancel()  # record the interruption (below) instead of vanishing mid-run
             return BriefOutcome("interrupted", attempts, "tapebot stopped while the brief was being prepared")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — a brief's failure, whatever it is, is logged, retried and recorded
             error = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("brief %s for %s failed (attempt %d): %s", schedule_id, chat_key, attempts, error)
             continue

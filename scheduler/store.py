@@ -128,7 +128,7 @@ class _GroupCommit:
             try:
                 async with self._store._write() as conn:
                     results = await self._handler(conn, [item for item, _ in batch])
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 — handed to every waiting future, which re-raises it
                 for _, fut in batch:
                     if not fut.done():
                         fut.set_exception(exc)

@@ -39,3 +39,16 @@ def test_the_cycle_check_sees_lazy_and_type_checking_imports():
     # `from markets.wyckoff import events` is an edge to the submodule, not to the package.
     assert "markets.wyckoff.events" in runtime["markets.wyckoff.engine"]
     assert "markets.wyckoff" not in runtime["markets.wyckoff.engine"]
+
+
+def test_the_projects_own_warnings_are_errors_and_third_party_ones_are_not():
+    # pyproject's filterwarnings: a warning attributed to a project module fails the test run.
+    import warnings
+
+    import pytest
+
+    code = compile("import warnings\nwarnings.warn('old', DeprecationWarning)", "<probe>", "exec")
+    with pytest.raises(DeprecationWarning):
+        exec(code, {"__name__": "agent.probe"})
+    with warnings.catch_warnings(record=True):
+        exec(code, {"__name__": "somelib.probe"})  # third-party: ignored, no exception

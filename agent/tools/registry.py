@@ -226,7 +226,7 @@ def build_tool(
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (ann, Field(default, description=arg_docs.get(pname) or None))
     model_name = "".join(w.capitalize() for w in (name or fn.__name__).split("_")) + "Args"
-    args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
+    args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
     desc = description or doc_desc or (name or fn.__name__)
     spec = ToolSpec(
         name=name or fn.__name__,

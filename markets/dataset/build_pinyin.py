@@ -17,7 +17,7 @@ def main() -> None:
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["symbol", "initials"])
         for r in rows:
-            parts = lazy_pinyin(r["name"], style=Style.FIRST_LETTER, errors=lambda s: list(s))  # type: ignore[arg-type,return-value]
+            parts = lazy_pinyin(r["name"], style=Style.FIRST_LETTER, errors=lambda s: list(s))
             w.writerow([r["symbol"], "".join(p[0] for p in parts if p).upper()])
 
 

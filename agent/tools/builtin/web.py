@@ -92,7 +92,7 @@ def html_to_text(html: str) -> tuple[str, str]:
     try:
         parser.feed(html)
         parser.close()
-    except Exception:  # html.parser is lenient; never fail a fetch on odd markup
+    except Exception:  # noqa: BLE001 — html.parser is lenient; never fail a fetch on odd markup
         pass
     text = "".join(parser.parts)
     lines = [line.strip() for line in text.splitlines()]
