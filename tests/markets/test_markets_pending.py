@@ -339,3 +339,44 @@ async def test_a_trader_on_frozen_data_trades_once_per_session_not_once_in_total
     assert nxt["session"] == "2026-12-04"
     assert [(o["status"], o["replayed"]) for o in nxt["orders"]] == [("filled", False)]
     assert (await store.traders("u1"))[0]["last_run_on"] == "2026-12-04"
+
+
+async def test_the_composition_root_passes_retry_blocked_from_the_config(tmp_path):
+    from bot.app import App
+    from config.loader import load_settings
+
+    env = {
+        "TAPEBOT_HOME": str(tmp_path),
+        "OPENAI_API_KEY": "sk-test-not-used-000000",
+        "TAPEBOT_SCHEDULER__ENABLED": "false",
+        "TAPEBOT_MEMORY__ENABLED": "false",
+    }
+    assert load_settings(tmp_path, env).markets.retry_blocked  # on by default
+    app = App(load_settings(tmp_path, {**env, "TAPEBOT_MARKETS__RETRY_BLOCKED": "false"}))
+    await app.start(adapters=False, scheduler=False)
+    try:
+        assert app.market.settings.retry_blocked is False
+    finally:
+        await app.stop()
+
+
+async def test_a_retry_that_dies_midway_applies_nothing_and_the_next_fills_once(db, folder, monkeypatch):
+    await Bot(db, folder, "2025-09-02").broker().submit("u1", "600000", "buy", 1000, key="k")
+    append(folder, "600000", NEXT_OPEN)
+    real_apply = PaperBroker._apply
+
+    async def dies(self, s, t, *a, **kw):  # cash and shares moved, then the process "dies"
+        await real_apply(self, s, t, *a, **kw)
+        await s.flush()
+        raise RuntimeError("killed in the middle of the fill")
+
+    monkeypatch.setattr(PaperBroker, "_apply", dies)
+    assert await Bot(db, folder, "2025-09-03").broker().retry_waiting() == []
+    bot = Bot(db, folder, "2025-09-03")
+    assert [p["status"] for p in await bot.broker().portfolio.waiting("u1")] == ["waiting"]
+    assert (await bot.call("get_balance"))["balances"][0]["cash"] == 1_000_000  # nothing applied
+    monkeypatch.setattr(PaperBroker, "_apply", real_apply)
+    [upd] = await Bot(db, folder, "2025-09-03").broker().retry_waiting()  # the restarted bot
+    assert upd["status"] == "filled" and upd["price"] == 11.5
+    assert await Bot(db, folder, "2025-09-03").broker().retry_waiting() == []
+    assert len(await filled(db, folder)) == 1
