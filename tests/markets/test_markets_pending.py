@@ -380,3 +380,21 @@ async def test_a_retry_that_dies_midway_applies_nothing_and_the_next_fills_once(
     assert upd["status"] == "filled" and upd["price"] == 11.5
     assert await Bot(db, folder, "2025-09-03").broker().retry_waiting() == []
     assert len(await filled(db, folder)) == 1
+
+
+async def test_a_trader_sends_no_second_order_while_one_waits(db, tmp_path):
+    f = tmp_path / "trader_bars"
+    f.mkdir()
+    days = np.arange(np.datetime64("2025-05-01"), np.datetime64("2025-09-02"))
+    rows = [(str(d), 10.0, 10.2, 9.9, 10.0) for d in days[-70:]]
+    write(f, "600000", [*rows, ("2025-09-02", 10.6, 11.0, 10.5, 11.0)])  # closes at limit-up
+    md = MarketData([CsvFolderProvider(f)])
+    store = StrategyStore(db)
+    await store.create("u1", "bh", {"universe": ["600000"], "entry": "buy_and_hold", "stop_pct": None})
+    await store.create_trader("u1", "bot", "bh")
+    await store.update_trader("u1", "bot", status="running")
+    first = await run_trader_once(store, PaperBroker(db, md, clock=at("2025-09-02")), md, "u1", "bot")
+    assert [o["status"] for o in first["orders"]] == ["waiting"]
+    nxt = await run_trader_once(store, PaperBroker(db, md, clock=at("2025-09-03")), md, "u1", "bot")
+    assert nxt["session"] == "2025-09-03" and nxt["orders"] == []  # the waiting buy stands for it
+    assert len(await PaperBroker(db, md).portfolio.waiting("u1")) == 1
