@@ -19,7 +19,7 @@ from alembic import op
 from memory.models import UTCDateTime
 
 revision = "0009_paper_book"
-down_revision = "0006_received_messages"
+down_revision = "0007_standing_approvals"
 branch_labels = None
 depends_on = None
 
