@@ -345,7 +345,7 @@ class PaperBroker:
             side: Side = "sell" if row.side == "sell" else "buy"
         inst = self.data.resolve(symbol)
         rules = rules_for(market, self.settings)
-        bars = self.data.bars(inst)
+        bars = await self.data.abars(inst)  # off the loop (and through the bar cache) for network data
         after = seen or bars.dates[-1].astype(object)
         k, why, last = first_open_off_the_limit(bars, after, side, _limit(inst, market, rules))
         if last is None:
@@ -393,7 +393,7 @@ class PaperBroker:
             await s.flush()
             return trade_dict(t)
 
-    async def cancel(self, user_id: str, order_id: int) -> TradeResult:
+    async def cancel(self, user_id: str, order_id: int, *, by: str = "the user") -> TradeResult:
         """Cancel a waiting order of this user. Cancelling one already cancelled returns it again
         (replayed); a filled or rejected order cannot be cancelled."""
         async with self.sessions() as s, s.begin():
@@ -405,7 +405,7 @@ class PaperBroker:
             done = await s.execute(
                 update(MarketTrade)
                 .where(MarketTrade.id == order_id, MarketTrade.status == "waiting")
-                .values(status="cancelled", reason="cancelled by the user while waiting; was: " + t.reason)
+                .values(status="cancelled", reason=f"cancelled by {by} while waiting; was: {t.reason}")
                 .execution_options(synchronize_session=False)
             )
             t = await s.get(MarketTrade, order_id, populate_existing=True)

@@ -344,7 +344,8 @@ async def run_trader_once(
     session (the broker's injected-clock "today", as T+1 uses), so a re-run in the same session (a
     restart, a double-fired job) never trades twice while a running trader still trades once per
     session on data whose last bar does not move (the bundled set). A symbol with an order already
-    waiting at a price limit on the same side gets no second order."""
+    waiting at a price limit on the same side gets no second order; the opposite signal cancels the
+    trader's own waiting order (as the backtester's pending orders)."""
     async with store.sessions() as s:
         t = await store._trader(s, user_id, trader_ref)
         if t.status != "running":
@@ -362,7 +363,18 @@ async def run_trader_once(
     session: date = broker.session_day(cfg.market)
     await broker.retry_waiting(user_id)
     held = {p.symbol: p for p in await broker.portfolio.positions(user_id, cfg.market)}
-    waiting = {(w["symbol"], w["side"]) for w in await broker.portfolio.waiting(user_id, cfg.market)}
+    # As in the backtester, the opposite signal cancels this trader's order waiting at a limit.
+    index = {sym: i for i, sym in enumerate(panel.symbols)}
+    cancelled = []
+    waiting = set()
+    for w in await broker.portfolio.waiting(user_id, cfg.market):
+        i = index.get(w["symbol"])
+        if w["source"] == f"trader:{trader_id}" and i is not None:
+            if sig.exits[i, -1] if w["side"] == "buy" else sig.entries[i, -1]:
+                r = await broker.cancel(user_id, w["id"], by=f"the opposite signal as of {as_of}")
+                cancelled.append(r.trade)
+                continue
+        waiting.add((w["symbol"], w["side"]))
     buys_waiting = sum(side == "buy" and sym not in held for sym, side in waiting)
     orders = []
     for i, sym in enumerate(panel.symbols):
@@ -397,7 +409,10 @@ async def run_trader_once(
     async with store.sessions() as s, s.begin():
         t = await store._trader(s, user_id, trader_id)
         t.last_run_on, t.last_result = session, summary
-    return {"trader": trader_name, "session": str(session), "as_of": str(as_of), "orders": results}
+    out = {"trader": trader_name, "session": str(session), "as_of": str(as_of), "orders": results}
+    if cancelled:
+        out["cancelled"] = cancelled
+    return out
 
 
 async def run_all_traders(services: Any) -> list[dict[str, Any]]:

@@ -398,3 +398,28 @@ async def test_a_trader_sends_no_second_order_while_one_waits(db, tmp_path):
     nxt = await run_trader_once(store, PaperBroker(db, md, clock=at("2025-09-03")), md, "u1", "bot")
     assert nxt["session"] == "2025-09-03" and nxt["orders"] == []  # the waiting buy stands for it
     assert len(await PaperBroker(db, md).portfolio.waiting("u1")) == 1
+
+
+async def test_the_opposite_signal_cancels_the_traders_waiting_order(db, tmp_path):
+    # ma_cross 1/2: an up day after a down day crosses up, a down day after an up day crosses down.
+    f = tmp_path / "cross_bars"
+    f.mkdir()
+    days = np.arange(np.datetime64("2025-05-01"), np.datetime64("2025-08-30"))[-70:]
+    rows = [(str(d), 10.0, 10.1, 9.9, 10.0) for d in days]
+    rows += [("2025-09-01", 10.0, 10.0, 9.7, 9.8), ("2025-09-02", 10.0, 10.78, 9.9, 10.78)]  # up to limit-up
+    write(f, "600000", rows)
+    store = StrategyStore(db)
+    await store.create("u1", "x", {"universe": ["600000"], "entry": "ma_cross", "ma_fast": 1, "ma_slow": 2})
+    await store.create_trader("u1", "bot", "x")
+    await store.update_trader("u1", "bot", status="running")
+    md = MarketData([CsvFolderProvider(f)])
+    first = await run_trader_once(store, PaperBroker(db, md, clock=at("2025-09-02")), md, "u1", "bot")
+    [order] = first["orders"]
+    assert order["side"] == "buy" and order["status"] == "waiting"
+    # next bar: opens at its limit-up (still blocked) and closes down: the down-cross cancels the buy
+    append(f, "600000", ("2025-09-03", 11.86, 11.86, 10.5, 10.6))
+    md = MarketData([CsvFolderProvider(f)])
+    nxt = await run_trader_once(store, PaperBroker(db, md, clock=at("2025-09-03")), md, "u1", "bot")
+    assert [(c["id"], c["status"]) for c in nxt["cancelled"]] == [(order["id"], "cancelled")]
+    assert "opposite signal" in nxt["cancelled"][0]["reason"] and nxt["orders"] == []
+    assert await PaperBroker(db, md).portfolio.waiting("u1") == []
