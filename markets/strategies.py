@@ -369,11 +369,11 @@ async def run_trader_once(
     waiting = set()
     for w in await broker.portfolio.waiting(user_id, cfg.market):
         i = index.get(w["symbol"])
-        if w["source"] == f"trader:{trader_id}" and i is not None:
-            if sig.exits[i, -1] if w["side"] == "buy" else sig.entries[i, -1]:
-                r = await broker.cancel(user_id, w["id"], by=f"the opposite signal as of {as_of}")
-                cancelled.append(r.trade)
-                continue
+        mine = w["source"] == f"trader:{trader_id}" and i is not None
+        if mine and (sig.exits[i, -1] if w["side"] == "buy" else sig.entries[i, -1]):
+            r = await broker.cancel(user_id, w["id"], by=f"the opposite signal as of {as_of}")
+            cancelled.append(r.trade)
+            continue
         waiting.add((w["symbol"], w["side"]))
     buys_waiting = sum(side == "buy" and sym not in held for sym, side in waiting)
     orders = []
