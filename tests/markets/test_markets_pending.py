@@ -423,3 +423,12 @@ async def test_the_opposite_signal_cancels_the_traders_waiting_order(db, tmp_pat
     assert [(c["id"], c["status"]) for c in nxt["cancelled"]] == [(order["id"], "cancelled")]
     assert "opposite signal" in nxt["cancelled"][0]["reason"] and nxt["orders"] == []
     assert await PaperBroker(db, md).portfolio.waiting("u1") == []
+
+
+async def test_the_account_snapshot_mentions_waiting_orders(db, folder):
+    from markets.snapshots import dynamic_snapshot
+
+    bot = Bot(db, folder, "2025-09-02")
+    r = await bot.call("execute_trade", {"code": "600000", "side": "buy", "quantity": 1000})
+    text = await dynamic_snapshot(bot.svc, "u1", "how is my portfolio")
+    assert f"pending paper order #{r['id']}: buy 1000 600000 — pending: blocked at limit-up" in text
