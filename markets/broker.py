@@ -370,9 +370,7 @@ class PaperBroker:
             if k is None:
                 bar = bars.dates[last].astype(object)
                 t.status, t.price_date = "waiting", bar
-                t.reason = (
-                    f"{_pending_note(why or 'blocked')} ({inst.label}, {bar} bar; first blocked {after})"
-                )
+                t.reason = f"{_pending_note(why or 'blocked')} ({inst.label}, {bar} bar; still blocked after {after})"
                 return trade_dict(t)
             bar = bars.dates[k].astype(object)
             price = float(bars.open[k])
@@ -382,13 +380,13 @@ class PaperBroker:
                 t.status = "rejected"
                 t.reason = (
                     f"not filled at the retry on the {bar} open ({price:g}): {reason} "
-                    f"(the order had waited since a price-limit block on {after})"
+                    f"(it had waited at the price limit through the {after} bar)"
                 )
                 return trade_dict(t)
             await self._apply(s, t, rules, user_id, inst, market, side, qty, price, day)
             t.reason = (
-                f"paper fill at the {bar} open, the first bar off the price limit after {after} "
-                f"(waited since the limit block), {day} session"
+                f"paper fill at the {bar} open, the first bar off the price limit after the {after} "
+                f"bar it waited at, {day} session"
             )
             await s.flush()
             return trade_dict(t)
