@@ -129,6 +129,7 @@ class App:
         )
         ms = MarketSettings(
             initial_cash_cn=s.markets.initial_cash,
+            retry_blocked=s.markets.retry_blocked,
             live=s.markets.live,
             live_exchange=s.markets.live_exchange,
             live_api_key=env.get(s.markets.live_api_key_env, "") if s.markets.live else "",

@@ -159,6 +159,7 @@ class MarketsConfig(_Section):
     live_api_key_env: str = "EXCHANGE_API_KEY"
     live_secret_env: str = "EXCHANGE_API_SECRET"
     initial_cash: float = Field(default=1_000_000, gt=0)
+    retry_blocked: bool = True  # a paper order blocked by a price limit waits for the next bar's open
 
     @model_validator(mode="after")
     def _csv_needs_dir(self) -> MarketsConfig:
