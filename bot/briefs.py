@@ -6,22 +6,30 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from agent.skills import skill_turn_text
-
-if TYPE_CHECKING:
-    from bot.app import App
 
 # Thousands of chats may share 08:30: run a few briefs at a time; the rest wait their turn.
 MAX_CONCURRENT_BRIEFS = 4
 BRIEF_SKILL = "daily_brief"
 
 
+class BriefHost(Protocol):
+    """What a brief needs from the app (bot.app.App fits), read when a brief runs: the gateway
+    exists only once the chat adapters have started. `market` is read if the host has one."""
+
+    @property
+    def skills(self) -> Any: ...
+
+    @property
+    def gateway(self) -> Any: ...
+
+
 class BriefRunner:
     def __init__(
         self,
-        app: App,
+        app: BriefHost,
         max_concurrent: int = MAX_CONCURRENT_BRIEFS,
         now: Callable[[], datetime] | None = None,
     ):
