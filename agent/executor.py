@@ -51,6 +51,19 @@ def error_outcome(call: ToolCallPart, code: str, message: str) -> CallOutcome:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TurnScope:
+    """The per-turn state one call runs under. It travels with each call because one executor
+    (one runtime) serves every chat at once: state stored on the executor would be another
+    chat's by the time a call reads it."""
+
+    turn: TurnRecord
+    who: Requester
+    # Records a side-effecting call's status on *this* turn before/after it runs, so the durable
+    # turn shows `executing` first: a crash in between is then reported, never silently repeated.
+    mark: Callable[[str, str], Awaitable[None]] | None = None
+
+
 @dataclass
 class ToolExecutor:
     toolset: Toolset
@@ -59,9 +72,6 @@ class ToolExecutor:
     spill_chars: int = SPILL_CHARS
     default_timeout: float | None = 600.0
     background: BackgroundRunner | None = None
-    # Called before/after a side-effecting tool runs, so the durable turn records `executing`
-    # first: a crash in between is then reported, never silently repeated.
-    mark: Callable[[str, str], Awaitable[None]] | None = None
 
     def is_concurrency_safe(self, call: ToolCallPart) -> bool:
         return call.name in self.toolset and self.toolset.get(call.name).spec.concurrency_safe
@@ -77,10 +87,9 @@ class ToolExecutor:
                 batches.append((safe, [call]))
         return batches
 
-    async def run(
-        self, call: ToolCallPart, ctx: ToolContext, turn: TurnRecord, who: Requester
-    ) -> CallOutcome:
+    async def run(self, call: ToolCallPart, ctx: ToolContext, scope: TurnScope) -> CallOutcome:
         started = time.perf_counter()
+        turn, who, mark = scope.turn, scope.who, scope.mark
         try:
             tool = self.toolset.get(call.name)
             tool.validate(call.arguments)  # never ask a human to approve garbage
@@ -89,11 +98,11 @@ class ToolExecutor:
                 value: Any = await self.background.submit(ctx, tool, call.arguments or {})
             else:
                 effectful = tool.spec.side_effect != "read_only"
-                if effectful and self.mark:
-                    await self.mark(call.id, "executing")
+                if effectful and mark:
+                    await mark(call.id, "executing")
                 value = await self._call(tool, ctx, call.arguments or {})
-                if effectful and self.mark:
-                    await self.mark(call.id, "done")
+                if effectful and mark:
+                    await mark(call.id, "done")
         except ToolNotFound:
             known = ", ".join(sorted(t.name for t in self.toolset)[:40])
             return error_outcome(

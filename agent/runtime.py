@@ -23,7 +23,7 @@ from agent.approval import ApprovalGate, Decision, Requester, Suspend
 from agent.cancel import CancelSignal, when_set
 from agent.context import RECALL_CLOSE, RECALL_OPEN, ContextHooks, NoContextHooks, context_text
 from agent.errors import FatalModelError, ModelError, StreamInterrupted
-from agent.executor import CallOutcome, ToolExecutor, error_outcome
+from agent.executor import CallOutcome, ToolExecutor, TurnScope, error_outcome
 from agent.guards import (
     MAX_REQUIRED_TOOL_RETRIES,
     MAX_TOOL_ROUNDS,
@@ -614,13 +614,12 @@ class AgentRuntime:
             turn.calls[call_id] = status  # type: ignore[assignment]
             await self.store.save_turn(turn)
 
-        self.executor.mark = mark
-
+        scope = TurnScope(turn, request.who, mark)  # this turn's, passed with every call
         sem = asyncio.Semaphore(self.config.max_parallel_tools)
 
         async def one(c: ToolCallPart) -> CallOutcome:
             async with sem:
-                return await self.executor.run(c, ctx_for(c), turn, request.who)
+                return await self.executor.run(c, ctx_for(c), scope)
 
         async def work() -> None:
             try:
@@ -648,7 +647,7 @@ class AgentRuntime:
                     else:
                         for call in batch:
                             try:
-                                outcome = await self.executor.run(call, ctx_for(call), turn, request.who)
+                                outcome = await self.executor.run(call, ctx_for(call), scope)
                             except Suspend as s:
                                 await self._suspend(turn, call, s, suspended)
                                 return
