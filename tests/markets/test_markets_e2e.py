@@ -140,16 +140,21 @@ def test_migration_matches_the_orm_tables(tmp_path):
     import markets.models
     from memory.base import Base
 
-    spec = importlib.util.spec_from_file_location(
-        "m0003", Path(markets.models.__file__).parents[1] / "memory/migrations/versions/0003_markets.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(
+            name, Path(markets.models.__file__).parents[1] / f"memory/migrations/versions/{name}.py"
+        )
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    mod, request_hash = load("0003_markets"), load("0008_order_request_hash")
     assert mod.revision == "0003_markets" and mod.down_revision == "0002_memory"
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'm.db'}")
     with engine.begin() as conn:
         with Operations.context(MigrationContext.configure(conn)):
             mod.upgrade()
+            request_hash.upgrade()  # market_trades.request_hash (issue 16, E1)
         insp = sa.inspect(conn)
         for table in [t for t in Base.metadata.sorted_tables if t.name.startswith("market_")]:
             cols = {c["name"] for c in insp.get_columns(table.name)}
@@ -157,6 +162,7 @@ def test_migration_matches_the_orm_tables(tmp_path):
         uniques = {u["name"] for u in insp.get_unique_constraints("market_trades")}
         assert "uq_market_trades_idempotency_key" in uniques
         with Operations.context(MigrationContext.configure(conn)):
+            request_hash.downgrade()
             mod.downgrade()
         assert not [n for n in sa.inspect(conn).get_table_names() if n.startswith("market_")]
 
