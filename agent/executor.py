@@ -21,6 +21,7 @@ from agent.events import RuntimeEvent, ToolErrorEvent, ToolResult
 from agent.messages import Message, ToolCallPart
 from agent.ports import TurnRecord
 from agent.tools.registry import Attachment, Tool, ToolContext, ToolOutput, Toolset, render_result
+from agent.untrusted import defuse_control_tokens
 
 SPILL_CHARS = 8_000
 PREVIEW_CHARS = 1_500
@@ -72,6 +73,9 @@ class ToolExecutor:
     spill_chars: int = SPILL_CHARS
     default_timeout: float | None = 600.0
     background: BackgroundRunner | None = None
+    # Applied to every result the model and the store get: secrets masked (the model never needs
+    # a raw key), and chat-template tokens from outside content defused (B4).
+    redact: Callable[[str], str] | None = None
 
     def is_concurrency_safe(self, call: ToolCallPart) -> bool:
         return call.name in self.toolset and self.toolset.get(call.name).spec.concurrency_safe
@@ -109,12 +113,12 @@ class ToolExecutor:
                 call, "tool_not_found", f"unknown tool: {call.name}. Available tools: {known}"
             )
         except ToolError as exc:
-            return error_outcome(call, exc.code, str(exc))
+            return error_outcome(call, exc.code, self._clean(str(exc)))
         attachments: list[Attachment] = []
         if isinstance(value, ToolOutput):
             attachments = list(value.attachments)
             value = value.content
-        content = self._spill(call, render_result(value))
+        content = self._spill(call, self._clean(render_result(value)))
         elapsed = time.perf_counter() - started
         return CallOutcome(
             call=call,
@@ -123,6 +127,10 @@ class ToolExecutor:
             ok=True,
             attachments=attachments,
         )
+
+    def _clean(self, text: str) -> str:
+        text = defuse_control_tokens(text)
+        return self.redact(text) if self.redact is not None else text
 
     async def _call(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
         timeout = tool.spec.timeout or self.default_timeout

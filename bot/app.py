@@ -236,7 +236,7 @@ class App:
         self._uninstall_redaction = install_log_redaction(self.redactor)
         self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
-        self.store = SqlStore(self.db)
+        self.store = SqlStore(self.db, redact=self.redactor.text)
         await self._start_tasks()
         await self._start_mcp()
         tools = self.build_tools()
@@ -262,6 +262,7 @@ class App:
             snapshot=self._snapshot,
             background=self._background,
             trace_factory=self._trace,
+            redactor=self.redactor,
         )
         if adapters:
             await self._start_chat()

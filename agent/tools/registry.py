@@ -129,6 +129,9 @@ class ToolContext:
     # processes; reused for different arguments it is an error. Empty: the key is derived from the
     # session, tool, arguments and call id (`agent.ports.execution_key`).
     idempotency_key: str = ""
+    # This turn has read outside content (web pages, files, command or MCP output) since the
+    # user's message: what the model asks to remember now may be that content's words (B5).
+    untrusted_input: bool = False
     _progress: ProgressFn = _no_progress
 
     async def progress(self, stage: str, detail: str = "", percent: float | None = None) -> None:
