@@ -422,6 +422,7 @@ class AgentRuntime:
                 )
                 t_model = time.perf_counter()
                 shown = StreamRedactor(self.redactor)  # a secret split across chunks never shows
+                thought = StreamRedactor(self.redactor)
                 async for chunk in self._stream(client, req, cancel):
                     if isinstance(chunk, TextChunk):
                         text_parts.append(chunk.text)
@@ -436,7 +437,9 @@ class AgentRuntime:
                             )
                         else:
                             thinking.append(ThinkingPart(text=chunk.text, signature=chunk.signature))
-                        yield ev.ThinkingDelta(chunk.text)
+                        piece = thought.feed(chunk.text)
+                        if piece:
+                            yield ev.ThinkingDelta(piece)
                     elif isinstance(chunk, ToolCallChunk):
                         calls.append(chunk.call)
                     elif isinstance(chunk, UsageChunk):
@@ -446,6 +449,9 @@ class AgentRuntime:
                         notice = self.redactor.text(chunk.message)
                         yield ev.Retry(notice, chunk.reason or "fallback", model=client_id)
                         trace.record("retry", message=notice)
+                rest = thought.flush()
+                if rest:
+                    yield ev.ThinkingDelta(rest)
                 rest = shown.flush()
                 if rest:
                     yield ev.TextDelta(rest)
