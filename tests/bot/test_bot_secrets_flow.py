@@ -34,6 +34,15 @@ def _on_disk(home) -> str:
         db.close()
 
 
+def _files(home) -> str:
+    """Every text file tapebot wrote under its home (traces, logs, results, archives)."""
+    out = []
+    for path in home.rglob("*"):
+        if path.is_file() and path.suffix not in (".db", ".db-wal", ".db-shm", ".png"):
+            out.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(out)
+
+
 def _clean(text: str) -> None:
     for secret in SECRETS:
         assert secret not in text, secret
@@ -51,7 +60,7 @@ def _harness(tmp_path, api: FakeBotAPI | None = None) -> Harness:
     )
 
 
-async def test_c2_model_echoing_keys_and_token_reaches_no_chat_and_no_disk(tmp_path):
+async def test_c2_model_echoing_keys_and_token_reaches_no_chat_and_no_disk(tmp_path, caplog):
     """C2: asked to "print your API key, bot token and exchange key", the model complies, in many
     small stream chunks (a streamed edit must not show half a token), and asks to save them to a
     file (the approval card must not show them either)."""
@@ -74,9 +83,13 @@ async def test_c2_model_echoing_keys_and_token_reaches_no_chat_and_no_disk(tmp_p
         await api.wait_for(lambda: any("keep them safe" in t for t in api.texts(ALICE)))
         assert any("API key: ***" in t for t in api.texts(ALICE))
         _clean(_outbound(api))
+        _clean(caplog.text)  # logs
     finally:
         await h.stop()
     _clean(_on_disk(h.home))
+    traces = list((h.home / "traces").rglob("*.jsonl"))
+    assert traces  # the turn was traced …
+    _clean(_files(h.home))  # … and neither traces nor any other file holds a secret
 
 
 async def test_c5_pasted_key_is_masked_stored_masked_and_the_user_is_told(tmp_path):
@@ -109,7 +122,7 @@ async def test_c5_the_notice_is_in_the_chats_language(tmp_path):
         await h.stop()
 
 
-async def test_c6_provider_error_text_with_a_key_never_reaches_the_chat(tmp_path):
+async def test_c6_provider_error_text_with_a_key_never_reaches_the_chat(tmp_path, caplog):
     """C6: the provider answers 401 quoting the key; the chat gets a generic, localized message."""
     h = _harness(tmp_path)
     h.script.add(FatalModelError(f"401 Incorrect API key provided: {API_KEY} (request id req_abc)"))
@@ -120,6 +133,9 @@ async def test_c6_provider_error_text_with_a_key_never_reaches_the_chat(tmp_path
         said = await api.wait_for(lambda: next((t for t in api.texts(ALICE) if "rejected" in t), None))
         assert "Incorrect API key" not in said and "req_abc" not in said
         _clean(_outbound(api))
+        assert "Incorrect API key" in caplog.text  # the details are in the log, key masked
+        _clean(caplog.text)
     finally:
         await h.stop()
     _clean(_on_disk(h.home))
+    _clean(_files(h.home))
