@@ -283,7 +283,9 @@ class App:
         from memory.tasks import SqlTaskStore
 
         assert self.db is not None
-        self.task_manager = TaskManager(SqlTaskStore(self.db), on_complete=self._task_finished)
+        self.task_manager = TaskManager(
+            SqlTaskStore(self.db), on_complete=self._task_finished, redact=self.redactor.text
+        )
         self._background = BackgroundSubmitter(self.task_manager)
         self.deps.add(self.task_manager)
         self.on_stop(self.task_manager.shutdown)
