@@ -4,8 +4,8 @@
 arguments). A key reused for a different order (an MCP client's reused `idempotency_key`) is then
 refused with the first order named, instead of silently replaying the earlier result.
 
-Revision ID: 0008
-Revises: 0006_received_messages
+Revision ID: 0010_order_request_hash
+Revises: 0009_paper_book
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0006_received_messages"
+revision = "0010_order_request_hash"
+down_revision = "0009_paper_book"
 branch_labels = None
 depends_on = None
 
