@@ -341,8 +341,9 @@ class Settings(BaseSettings):
             self.telegram.resolved_token(env),
             self.telegram.resolved_webhook_secret(env),
             self.discord.resolved_token(env),
-            env.get(self.markets.live_api_key_env) if self.markets.live else None,
-            env.get(self.markets.live_secret_env) if self.markets.live else None,
+            # exchange keys are masked whenever they are set, live trading on or not
+            env.get(self.markets.live_api_key_env),
+            env.get(self.markets.live_secret_env),
             _url_password(self.database_url),
         ]
         # Very short values would redact ordinary words; no real secret is that short.

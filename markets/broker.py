@@ -45,7 +45,7 @@ from sqlalchemy.exc import IntegrityError
 
 from markets.calendar import exchange_today
 from markets.data import MarketData
-from markets.errors import NotFound, TradeRejected
+from markets.errors import IdempotencyConflict, NotFound, TradeRejected
 from markets.models import MarketTrade
 from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side, limit_block
@@ -112,13 +112,22 @@ class PaperBroker:
             ).scalar_one_or_none()
 
     async def _reserve(
-        self, key: str, user_id: str, market: str, symbol: str, side: Side, qty: float, source: str
+        self,
+        key: str,
+        user_id: str,
+        market: str,
+        symbol: str,
+        side: Side,
+        qty: float,
+        source: str,
+        request_hash: str = "",
     ) -> tuple[int, MarketTrade | None]:
         """Insert the pending row; if the key exists already return the earlier trade instead."""
         try:
             async with self.sessions() as s, s.begin():
                 t = MarketTrade(
                     idempotency_key=key,
+                    request_hash=request_hash,
                     user_id=user_id,
                     market=market,
                     symbol=symbol,
@@ -141,8 +150,18 @@ class PaperBroker:
             return prev.id, prev
 
     async def submit(
-        self, user_id: str, symbol: str, side: Side, quantity: float, *, key: str, source: str = "chat"
+        self,
+        user_id: str,
+        symbol: str,
+        side: Side,
+        quantity: float,
+        *,
+        key: str,
+        source: str = "chat",
+        request_hash: str = "",
     ) -> TradeResult:
+        """`request_hash` fingerprints the order as requested: the same key with another
+        fingerprint raises IdempotencyConflict (naming the first order) instead of replaying it."""
         if not key:
             raise ValueError("an idempotency key is required")
         # Orders already waiting at a price limit go first when a newer bar has come (first come,
@@ -150,18 +169,28 @@ class PaperBroker:
         updates = tuple(await self.retry_waiting(user_id))
         prev = await self._existing(key)
         if prev is not None:
-            return TradeResult(trade_dict(prev), replayed=True, updates=updates)
+            return self._replay(prev, key, request_hash, updates)
         inst = self.data.resolve(symbol)
         market = "crypto" if inst.market == "crypto" else "cn"
-        trade_id, prev = await self._reserve(key, user_id, market, inst.symbol, side, float(quantity), source)
+        trade_id, prev = await self._reserve(
+            key, user_id, market, inst.symbol, side, float(quantity), source, request_hash
+        )
         if prev is not None:
-            return TradeResult(trade_dict(prev), replayed=True, updates=updates)
+            return self._replay(prev, key, request_hash, updates)
         try:
             trade = await self._fill(trade_id, user_id, inst, market, side, float(quantity))
         except Exception as exc:  # nothing was applied (one transaction): record it, never retry
             log.exception("paper fill failed for trade %s", trade_id)
             trade = await self._finish(trade_id, "rejected", reason=f"not filled: {exc}")
         return TradeResult(trade, updates=updates)
+
+    @staticmethod
+    def _replay(
+        prev: MarketTrade, key: str, request_hash: str, updates: tuple[dict[str, Any], ...] = ()
+    ) -> TradeResult:
+        if request_hash and prev.request_hash and prev.request_hash != request_hash:
+            raise IdempotencyConflict(key, trade_dict(prev))
+        return TradeResult(trade_dict(prev), replayed=True, updates=updates)
 
     async def _finish(self, trade_id: int, status: str, **fields: Any) -> dict[str, Any]:
         async with self.sessions() as s, s.begin():

@@ -18,11 +18,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from agent.ports import client_key, execution_key
 from agent.tools.registry import Attachment, ToolContext, ToolOutput
 from markets import backtest as bt
 from markets import reports
 from markets.broker import PaperBroker, rules_for
-from markets.errors import MarketError, NoData
+from markets.errors import IdempotencyConflict, MarketError, NoData
 from markets.portfolio import Portfolio
 from markets.screen import ScreenConfig, screen
 from markets.services import MarketServices, require
@@ -647,10 +648,25 @@ async def execute_trade(ctx: ToolContext, code: str, side: Literal["buy", "sell"
         quantity: shares (A-shares: multiples of 100 to buy) or coins.
     """
     svc = require(ctx)
-    if not ctx.call_id:
+    order = {"code": code, "side": side, "quantity": quantity}
+    if ctx.idempotency_key:  # a client's own key: it alone names the order, in any process
+        key = client_key(ctx.source, _user(ctx), ctx.idempotency_key)
+    elif ctx.call_id:
+        key = execution_key(ctx.session_id, "execute_trade", order, ctx.call_id)
+    else:
         raise MarketError("execute_trade needs a call id to derive its idempotency key")
-    key = f"exec:{ctx.session_id}:{ctx.call_id}"
-    r = await _broker(svc).submit(_user(ctx), code, side, quantity, key=key, source="chat")
+    try:
+        r = await _broker(svc).submit(
+            _user(ctx),
+            code,
+            side,
+            quantity,
+            key=key,
+            source=ctx.source or "chat",
+            request_hash=execution_key("", "execute_trade", order, ""),
+        )
+    except IdempotencyConflict as exc:  # named as the caller knows it, not as stored
+        raise IdempotencyConflict(ctx.idempotency_key or ctx.call_id, exc.first) from None
     out = r.to_dict()
     out["refs"] = {"stock": out["symbol"]}
     if r.replayed:
