@@ -305,6 +305,7 @@ class FakeDiscord:
     def _bot_message(self, channel_id: str, body: dict, files: list[str], **extra: Any) -> dict:
         msg = self._message(channel_id, BOT, (body or {}).get("content") or "", **extra)
         msg["components"] = (body or {}).get("components") or []
+        msg["embeds"] = (body or {}).get("embeds") or []
         msg["flags"] = (body or {}).get("flags", 0)
         msg["attachments"] = [
             {"id": self.new_id(), "filename": f, "size": 1, "url": "http://x/f", "proxy_url": "http://x/f"}
@@ -324,7 +325,7 @@ class FakeDiscord:
 
     @staticmethod
     def _apply_edit(msg: dict, body: dict) -> dict:
-        for k in ("content", "components", "flags"):
+        for k in ("content", "components", "embeds", "flags"):
             if k in body:
                 msg[k] = body[k]
         msg["edited_timestamp"] = _now()
