@@ -640,7 +640,14 @@ class Gateway:
             await self._move_on(adapter, state, turn)  # a new request: the card closes, nothing runs
             return False
         if not may_answer:
-            return not msg.addressed
+            if not msg.addressed:
+                return True
+            if state.chat.is_group:
+                # someone else's question (only its requester or an admin answers it): a member's
+                # message neither answers nor closes it; it waits until the question is closed
+                state.backlog.append((Queued(Message.user(msg.text), receipt), msg.user))
+                return True
+            return False
         if reading.kind == "moved_on":
             await self._move_on(adapter, state, turn)
             return False
