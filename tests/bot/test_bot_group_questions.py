@@ -66,3 +66,19 @@ async def test_an_admin_may_answer_a_members_question(harness):
     api.push_text(GROUP, "2", user_id=ADMIN)
     await api.wait_for(lambda: "You picked SOS." in api.texts(GROUP))
     assert not still_open(api, q)
+
+
+async def test_a_members_waiting_message_is_taken_up_when_the_question_expires(harness):
+    from datetime import UTC, datetime, timedelta
+
+    harness.script.add(ask(), reply("Nobody answered."), reply("Noted, Bob."))
+    app = await harness.start()
+    api = harness.api
+    api.push_text(GROUP, f"{MENTION} screen for me", user_id=ALICE)
+    q = await group_question(api)
+    api.push_text(GROUP, f"{MENTION} what is the market doing", user_id=BOB)
+    await asyncio.sleep(0.3)
+    assert still_open(api, q) and len(harness.script.requests) == 1
+    assert await app.gateway.expire_due(now=datetime.now(UTC) + timedelta(days=2)) == 1
+    await api.wait_for(lambda: "Noted, Bob." in api.texts(GROUP))
+    assert "what is the market doing" in seen_by_model(harness.script.requests[2])
