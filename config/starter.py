@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -17,8 +18,11 @@ def write_starter(home: Path, *, force: bool = False) -> Path:
     path = home / "config.toml"
     if path.exists() and not force:
         raise ConfigError("already exists", file=str(path), fix="pass --force to overwrite it")
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds secrets and chats: owner only
     tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(starter_text(), encoding="utf-8")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # it may get an api_key
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(starter_text())
     tmp.replace(path)
     return path
