@@ -62,17 +62,19 @@ def configure_logging(
     _silence_voice_warning()
 
 
-def _file_handler(
-    file: Path, max_bytes: int, backups: int, formatter: logging.Formatter
-) -> logging.handlers.RotatingFileHandler:
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Every file it opens, the first and each one after a rotation, is created 0600: logs are
+    redacted but still name chats and users."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+def _file_handler(file: Path, max_bytes: int, backups: int, formatter: logging.Formatter) -> logging.Handler:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        # Logs are redacted, but still name chats and users: private to the owner.
-        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.close(fd)
-        handler = logging.handlers.RotatingFileHandler(
-            file, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
-        )
+        handler = _PrivateRotatingFileHandler(file, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
     except OSError as exc:
         raise ConfigError(
             f"cannot write the log file {file}: {exc.strerror or exc}",
