@@ -266,3 +266,14 @@ allowed_users = [2002]
     assert "tapebot is running" in logged and "stopping" in logged
     for secret in (TOKEN, DC_TOKEN):
         assert secret not in text and secret not in logged
+
+
+def test_init_makes_a_private_home_and_config(tmp_path):
+    home = tmp_path / "new-home"
+    code, _, err = _run(["--home", str(home), "init"])
+    assert code == 0, err
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
+    code, _, err = _run(["--home", str(home), "init", "--force"])
+    assert code == 0, err
+    assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
