@@ -2,6 +2,11 @@
 trading, charts, and the tools the model calls.
 
     markets.data.MarketData            resolve / search / bars / index_bars / panel / as_of / calendar
+                                       / minute_bars (from its minute providers)
+    markets.minute                     the minute-bar port: MinuteBars (VWAP), MinuteProvider;
+                                       akshare's in markets.providers.akshare_minute
+    markets.intraday                   the session read, tail-session check, rescue check
+    markets.regime.market_regime       risk-on / neutral / risk-off from the index and breadth
     markets.providers                  BundledProvider, CsvFolderProvider; network: AkshareProvider,
                                        YFinanceProvider, CcxtProvider (extras, lazily imported)
     markets.bars.Bars                  canonical daily bars (numpy columns, volume in shares)
@@ -14,6 +19,7 @@ trading, charts, and the tools the model calls.
     markets.strategies                 StrategyConfig, StrategyStore, run_trader_once
     markets.charts                     candles(), equity_curve() → PNG path
     markets.services.MarketServices    what the tools need (ctx.deps.get(MarketServices))
-    markets.tools.market_tools         the Toolset registered with the runtime
+    markets.tools.market_tools         the Toolset registered with the runtime (with the intraday,
+                                       regime and diagnosis tools of markets.tools_intraday)
     markets.snapshots                  DynamicSnapshots / CurrentReferences helpers
 """

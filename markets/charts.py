@@ -6,12 +6,18 @@ global state), so charts render safely from worker threads. Chinese names render
 Noto Sans CJK SC subset (markets/fonts, SIL OFL 1.1); if that file is missing, a system CJK font is
 used if one is installed, else titles fall back to codes (`cjk_font()` returns None).
 A-share colours: red up, green down.
+
+The range and the event markers are placed by date (`overlay`), not by bar index: the analysis
+reads its own window (the last 500 bars) and the chart may be given a longer series, so an index
+in one is not a position in the other. The chart also stops at the analysis's as-of bar.
 """
 
 from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
+from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,6 +89,42 @@ def _out(out_dir: Path, stem: str) -> Path:
     return out_dir / f"{safe}_{uuid.uuid4().hex[:8]}.png"
 
 
+@dataclass(frozen=True, slots=True)
+class Overlay:
+    """Where an analysis lands on the drawn bars: markers (x, kind, date) and the range's span."""
+
+    dates: np.ndarray
+    markers: list[tuple[int, str, date]]
+    span: tuple[int, int] | None
+
+    @property
+    def first_date(self) -> date:
+        return self.dates[0].astype(object)
+
+    def x_of(self, d: date) -> int | None:
+        x = int(np.searchsorted(self.dates, np.datetime64(d, "D")))
+        return x if x < len(self.dates) and self.dates[x] == np.datetime64(d, "D") else None
+
+
+def overlay(bars: Bars, analysis: WyckoffAnalysis, last: int = 160) -> Overlay:
+    """The analysis's events and range on the last `last` bars of `bars` (up to its as-of date)."""
+    b = bars.between(None, analysis.as_of).tail(last)
+    ov = Overlay(b.dates, [], None)
+    markers: list[tuple[int, str, date]] = []
+    for e in analysis.events:
+        x = ov.x_of(e.date)
+        if x is not None:
+            markers.append((x, e.kind, e.date))
+    span = None
+    r = analysis.range
+    if r is not None and r.end_date >= ov.first_date:
+        x1 = ov.x_of(r.end_date)
+        x0 = 0 if r.start_date < ov.first_date else ov.x_of(r.start_date)
+        if x0 is not None and x1 is not None:
+            span = (x0, x1)
+    return Overlay(b.dates, markers, span)
+
+
 def candles(
     bars: Bars,
     out_dir: Path,
@@ -93,6 +135,8 @@ def candles(
     mas: tuple[int, ...] = (20, 50, 200),
 ) -> Path:
     """Candles + volume + MAs (+ range and events from `analysis`) for the last `last` bars."""
+    if analysis is not None:
+        bars = bars.between(None, analysis.as_of)
     n_all = len(bars)
     ma_lines = {n: sma(bars.close, n) for n in mas}
     b = bars.tail(last)
@@ -113,25 +157,23 @@ def candles(
     axv.bar(x, b.volume, width=0.7, color=colors)
     axv.set_ylabel("volume")
 
-    if analysis is not None and analysis.range is not None:
+    ov = overlay(bars, analysis, last) if analysis is not None else None
+    if analysis is not None and analysis.range is not None and ov is not None:
         r = analysis.range
-        x0 = max(0, r.start - off)
-        x1 = max(x0, r.end - off)
         for level, label, c in ((r.support, "support", DOWN), (r.resistance, "resistance", UP)):
-            ax.hlines(level, x0, len(b) - 1, colors=c, linestyles="--", linewidth=1.0)
+            x_from = ov.span[0] if ov.span else 0
+            ax.hlines(level, x_from, len(b) - 1, colors=c, linestyles="--", linewidth=1.0)
             ax.text(len(b) - 1, level, f" {label} {level:,.2f}", va="center", fontsize=8, color=c)
-        ax.axvspan(x0 - 0.5, x1 + 0.5, color="#999999", alpha=0.08)
-    if analysis is not None:
-        for e in analysis.events:
-            i = e.index - off
-            if i < 0 or i >= len(b):
-                continue
-            marker, c = EVENT_STYLE.get(e.kind, ("o", "black"))
+        if ov.span:
+            ax.axvspan(ov.span[0] - 0.5, ov.span[1] + 0.5, color="#999999", alpha=0.08)
+    if ov is not None:
+        for i, kind, _ in ov.markers:
+            marker, c = EVENT_STYLE.get(kind, ("o", "black"))
             below = marker == "^"
             y = b.low[i] * 0.985 if below else b.high[i] * 1.015
             ax.scatter([i], [y], marker=marker, color=c, s=36, zorder=5)
             ax.annotate(
-                e.kind,
+                kind,
                 (i, y),
                 textcoords="offset points",
                 xytext=(0, -12 if below else 6),

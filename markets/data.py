@@ -5,6 +5,8 @@
     inst = md.resolve("贵州茅台")            # or 600519 / 600519.SH / sh600519 / GZMT / BTC
     bars = md.bars("600519", start="2025-01-01")
     md.as_of("cn")                         # date of the last bar: every answer quotes it
+    md = MarketData(minute_providers=[AkshareMinuteProvider()])   # intraday bars (markets/minute.py)
+    md.minute_bars("600519")               # the latest session's 1-minute bars, or NoMinuteData
 
 Methods are synchronous (local providers answer from memory); async code uses `abars`, which runs
 the provider in a worker thread so a network backend never blocks the event loop.
@@ -21,6 +23,7 @@ from markets.bars import Bars
 from markets.calendar import TradingCalendar
 from markets.directory import Directory, load_cn_instruments
 from markets.errors import NoData
+from markets.minute import NEEDS_LIVE, MinuteBars, MinuteProvider, NoMinuteData
 from markets.panel import Panel
 from markets.providers.base import BarProvider
 from markets.providers.bundled import BundledProvider
@@ -33,7 +36,9 @@ class MarketData:
         providers: Sequence[BarProvider] | None = None,
         directory: Directory | None = None,
         cache: Any = None,
+        minute_providers: Sequence[MinuteProvider] = (),
     ):
+        self.minute_providers: list[MinuteProvider] = list(minute_providers)
         self.providers: list[BarProvider] = list(providers) if providers is not None else [BundledProvider()]
         self._directory = directory
         self.cache = cache  # a markets.cache.BarCache: network providers' bars kept in the database
@@ -77,6 +82,7 @@ class MarketData:
         self, query: str | Instrument, start: date | str | None = None, end: date | str | None = None
     ) -> Bars:
         inst = self.resolve(query)
+        end = self._index_end(inst, end)
         errors = []
         for p in self.providers:
             if p.has(inst):
@@ -99,6 +105,7 @@ class MarketData:
         if self.cache is None:
             return await asyncio.to_thread(self.bars, query, start, end)
         inst = self.resolve(query)
+        end = self._index_end(inst, end)
         errors = []
         for p in self.providers:
             if not p.has(inst):
@@ -114,14 +121,21 @@ class MarketData:
             raise NoData(errors[0])
         return await asyncio.to_thread(self.bars, inst, start, end)
 
+    def _index_end(self, inst: Instrument, end: date | str | None) -> date | str | None:
+        """An index file may run past the stock data (the bundled CSI 300 ends 2026-08-21, the
+        stocks 2025-09-03): index bars stop at the stocks' as-of date, so an instrument has one
+        as-of date in every tool (analysis, chart, overview, backtest benchmark)."""
+        if inst.market != "index" or end is not None:
+            return end
+        return self.as_of("cn")
+
     def index_bars(
         self, code: str = "000300", start: date | str | None = None, end: date | str | None = None
     ) -> Bars:
         inst = self.directory.index(code)
         if inst is None:
             raise NoData(f"unknown index {code}; available: 000300 (CSI 300)")
-        # The index file runs past the stock data; clip it so every figure shares one "as of" date.
-        return self.bars(inst, start, end or self.as_of("cn"))
+        return self.bars(inst, start, end)
 
     def panel(self, symbols: Iterable[str] | None = None, market: str = "cn", min_bars: int = 1) -> Panel:
         """Aligned 2-D bars of many symbols (default: the whole universe of the market)."""
@@ -135,6 +149,31 @@ class MarketData:
             if len(b) >= min_bars:
                 got[s] = b
         return Panel.from_bars(got)
+
+    # -- minute bars ------------------------------------------------------------------------------
+    def minute_bars(self, query: str | Instrument, day: date | None = None) -> MinuteBars:
+        """1-minute bars of one session (default: the latest) from the first minute provider that
+        has the instrument; NoMinuteData saying a live provider is needed when none is configured."""
+        inst = self.resolve(query)
+        errors = []
+        for p in self.minute_providers:
+            if not p.has_minutes(inst):
+                continue
+            try:
+                return p.minute_bars(inst, day)
+            except NoMinuteData as exc:
+                errors.append(str(exc))
+        if errors:
+            raise NoMinuteData(errors[0])
+        if self.minute_providers:
+            names = ", ".join(p.name for p in self.minute_providers)
+            raise NoMinuteData(
+                f"no minute bars for {inst.label}: the minute providers ({names}) do not cover it"
+            )
+        raise NoMinuteData(f"{inst.label}: {NEEDS_LIVE}")
+
+    async def aminute_bars(self, query: str | Instrument, day: date | None = None) -> MinuteBars:
+        return await asyncio.to_thread(self.minute_bars, query, day)
 
     # -- time -------------------------------------------------------------------------------------
     def as_of(self, market: str = "cn") -> date | None:

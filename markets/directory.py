@@ -1,9 +1,13 @@
 """Instrument directory: resolve any code form or name to one Instrument, search, suggest.
 
 Resolution order for `resolve(query)`:
-1. A-share code forms (`600519`, `600519.SH`, `sh600519`, `sh.600519`);
-2. crypto symbols (`BTC`, `btcusdt`, `BTC-USD`, `BTC/USDT`);
-3. exact name (`贵州茅台`; ST prefixes and spaces ignored), then index names (`沪深300`, `CSI300`);
+1. A-share code forms (`600519`, `600519.SH`, `sh600519`, `sh.600519`). A bare code is the stock;
+   a code with an exchange must match the stock's exchange, else it names the index listed under
+   that exchange (`000001.SH` / `sh000001` = 上证指数, while `000001` / `000001.SZ` = 平安银行),
+   else it is rejected with `WrongExchange` naming the right suffix (`600519.SZ` → use 600519.SH);
+2. index names (`沪深300`, `CSI300`, `上证指数`) and coin names (`比特币`, `以太坊`);
+3. exact name (`贵州茅台`; ST prefixes and spaces ignored), then crypto symbols (`BTC`, `btcusdt`,
+   `BTC-USD`, `BTC/USDT`);
 4. exact pinyin initials (`GZMT`), when unique;
 5. a unique name substring (`茅台`).
 Anything else raises NotFound with up to 5 "did you mean" suggestions (close codes, names, initials).
@@ -18,11 +22,14 @@ import re
 from collections.abc import Iterable
 from importlib import resources
 
-from markets.errors import NotFound
-from markets.symbols import Instrument, board_of, exchange_of, is_st_name, normalize_cn_code, normalize_crypto
+from markets.errors import NotFound, WrongExchange
+from markets.symbols import Instrument, board_of, exchange_of, is_st_name, normalize_crypto, parse_cn_code
 
 INDEXES = [
     Instrument("000300", "沪深300", market="index", exchange="CSI", board="index"),
+    Instrument("000001", "上证指数", market="index", exchange="SH", board="index"),
+    Instrument("399001", "深证成指", market="index", exchange="SZ", board="index"),
+    Instrument("399006", "创业板指", market="index", exchange="SZ", board="index"),
 ]
 INDEX_ALIASES = {
     "沪深300": "000300",
@@ -30,6 +37,19 @@ INDEX_ALIASES = {
     "CSI 300": "000300",
     "HS300": "000300",
     "000300.SH": "000300",
+    "上证指数": "000001",
+    "上证综指": "000001",
+    "SSE COMPOSITE": "000001",
+    "深证成指": "399001",
+    "创业板指": "399006",
+}
+# Chinese (and English) names of the coins the bundled data and ccxt serve.
+COIN_NAMES = {
+    "比特币": "BTC",
+    "以太坊": "ETH",
+    "以太币": "ETH",
+    "BITCOIN": "BTC",
+    "ETHEREUM": "ETH",
 }
 
 
@@ -94,25 +114,34 @@ class Directory:
         return [i for i in self._by_symbol.values() if market is None or i.market == market]
 
     def index(self, code: str) -> Instrument | None:
-        return self._by_symbol.get(f"IDX:{INDEX_ALIASES.get(code.upper(), code)}")
+        return self._by_symbol.get(f"IDX:{INDEX_ALIASES.get(code.strip().upper(), code.strip())}")
+
+    def _resolve_code(self, q: str, code: str, exchange: str | None) -> Instrument:
+        inst = self._by_symbol.get(code)
+        idx = self._by_symbol.get(f"IDX:{code}")
+        if inst and (exchange is None or inst.exchange == exchange):
+            return inst
+        # CSI indexes (000300) are quoted on both exchanges; an exchange index only on its own.
+        if idx and (exchange is None or idx.exchange in (exchange, "CSI")):
+            return idx
+        if inst and exchange is not None:
+            raise WrongExchange(q, exchange, inst.ts_code, inst.label)
+        raise NotFound(q, self._suggest_code(code))
 
     # -- resolution -------------------------------------------------------------------------------
     def resolve(self, query: str) -> Instrument:
         q = query.strip()
         if not q:
             raise NotFound(query)
-        code = normalize_cn_code(q)
-        if code:
-            inst = self._by_symbol.get(code)
-            if inst:
-                return inst
-            idx = self.index(code)
-            if idx:
-                return idx
-            raise NotFound(q, self._suggest_code(code))
+        parsed = parse_cn_code(q)
+        if parsed:
+            return self._resolve_code(q, *parsed)
         idx = self.index(q)
         if idx and q.upper() in INDEX_ALIASES:
             return idx
+        coin = COIN_NAMES.get(q.upper())
+        if coin and f"{coin}/USDT" in self._by_symbol:
+            return self._by_symbol[f"{coin}/USDT"]
         name_hit = self._by_name.get(_norm_name(q))
         if name_hit:
             return name_hit
@@ -191,6 +220,10 @@ class Directory:
         ("贵州茅台"); used to scope memory recall to the stocks a question is about."""
         found: list[str] = []
         for m in _CODE_IN_TEXT.finditer(text or ""):
+            parsed = parse_cn_code(m.group(0).replace(" ", ""))
+            inst = self._by_symbol.get(m.group(1))
+            if parsed and parsed[1] and inst and inst.exchange != parsed[1]:
+                continue  # "000001.SH" is the Shanghai Composite, not 平安银行
             if m.group(1) not in found:
                 found.append(m.group(1))
         if any("\u4e00" <= ch <= "\u9fff" for ch in text or ""):

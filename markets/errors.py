@@ -29,6 +29,15 @@ class NotFound(MarketError):
         super().__init__(text)
 
 
+class WrongExchange(NotFound):
+    """A code with the wrong exchange (`600519.SZ`): the code exists, but on another exchange."""
+
+    def __init__(self, query: str, given: str, right: str, label: str):
+        super().__init__(query, [f"{label} = {right}"])
+        self.right = right
+        self.args = (f"{query!r}: {label} is listed on {right.split('.')[-1]}, not {given}; use {right}",)
+
+
 class NoData(MarketError):
     """The instrument exists but has no bars in the requested window / from this provider."""
 

@@ -9,10 +9,14 @@ Stages (each reports progress as (stage, detail, percent)):
 3. Industry resonance: industries ranked by the median 20-bar return of their liquid members;
    those at or above the 70th percentile with ≥ 3 members are "strong" and add to the score
    (with `require_resonance`, other industries are dropped).
-4. Triggers from the Wyckoff rules (signals.compute) in the last `trigger_window` bars: Spring,
-   SOS, LPS (and penalties for SOW / upthrust).
-5. Ranking: trigger + channel + industry + RS points; the top `confirm_top` are confirmed with the
-   full per-stock engine, whose phase and evidence become the reasons.
+4. Pre-ranking: the vectorised trigger rules (signals.compute) in the last `trigger_window` bars
+   plus channel + industry + RS points pick a pool of 2 × max(top, confirm_top) candidates.
+5. Ranking: every candidate in the pool is read by the per-stock engine (`analyze`, the same call
+   `analyze_stock` makes, on the same bars and as-of date); its events in the last
+   `trigger_window` bars ARE the pick's triggers (`triggers_of`: Spring that has not failed, SOS,
+   LPS; penalties for SOW and a UT/UTAD that has not failed), so the screen and `analyze_stock`
+   cannot disagree. Score = trigger points from those + channel + industry + RS points; the phase,
+   health and evidence come with each pick.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from markets.errors import NotFound
 from markets.indicators import rolling, sma
 from markets.panel import Panel
 from markets.symbols import Instrument
-from markets.wyckoff import analyze, signals
+from markets.wyckoff import WyckoffAnalysis, analyze, signals
 from markets.wyckoff.params import DEFAULT_PARAMS, WyckoffParams
 
 Progress = Callable[[str, str, float | None], None]
@@ -70,6 +74,29 @@ class ScreenResult:
             "strong_industries": self.industries,
             "seconds": round(self.seconds, 2),
         }
+
+
+# Engine event kinds → screen trigger names.
+_TRIGGER_OF_EVENT = {
+    "Spring": "spring",
+    "SOS": "sos",
+    "LPS": "lps",
+    "SOW": "sow",
+    "UT": "upthrust",
+    "UTAD": "upthrust",
+}
+_TRIGGER_ORDER = ("spring", "sos", "lps", "sow", "upthrust")
+
+
+def triggers_of(a: WyckoffAnalysis, window: int = 3, kinds: tuple[str, ...] = _TRIGGER_ORDER) -> list[str]:
+    """The screen's trigger names for an analysis: its events on the last `window` bars (a failed
+    spring or upthrust is no trigger), in the order of `kinds`."""
+    seen = {
+        _TRIGGER_OF_EVENT[e.kind]
+        for e in a.recent_events(window)
+        if e.kind in _TRIGGER_OF_EVENT and e.status != "failed"
+    }
+    return [k for k in kinds if k in seen]
 
 
 def _noop(stage: str, detail: str = "", percent: float | None = None) -> None:
@@ -181,43 +208,60 @@ def screen(
     keep = any_channel & (resonant if cfg.require_resonance else True)
     funnel["resonance"] = int((any_channel & resonant).sum())
 
-    # -- 4. triggers -------------------------------------------------------------------------------
+    # -- 4. pre-ranking on the vectorised triggers ---------------------------------------------------
     trig: dict[str, np.ndarray] = {}
-    for name in ("spring", "sos", "lps", "sow", "upthrust"):
+    for name in _TRIGGER_ORDER:
         full = np.zeros(n, dtype=bool)
         full[cand] = getattr(sg, name)[:, days].any(axis=1)
         trig[name] = full
     has_trigger = np.zeros(n, dtype=bool)
     for name in cfg.triggers:
         has_trigger |= trig[name]
-    if cfg.require_trigger:
-        keep &= has_trigger
-    funnel["triggers"] = int((keep & has_trigger).sum())
+    base = 1.0 * markup + 0.8 * ranged + 0.8 * accum + 0.6 * rs + 1.0 * resonant
+    base = base + np.clip(np.nan_to_num(ret20 - bench20), -0.2, 0.2) * 5
+    pre = base.copy()
+    for name, pts in (*TRIGGER_POINTS.items(), *PENALTY_POINTS.items()):
+        if name in cfg.triggers or name in PENALTY_POINTS:
+            pre += pts * trig[name]
+    pool_keep = keep & has_trigger if cfg.require_trigger else keep
+    pool = [int(k) for k in np.argsort(-pre, kind="stable") if pool_keep[k]]
+    pool = pool[: 2 * max(cfg.top, cfg.confirm_top)]
 
-    # -- 5. ranking --------------------------------------------------------------------------------
-    prog("ranking", "scoring", 75.0)
-    score = np.zeros(n)
-    for name, pts in TRIGGER_POINTS.items():
-        if name in cfg.triggers:
-            score += pts * trig[name]
-    for name, pts in PENALTY_POINTS.items():
-        score += pts * trig[name]
-    score += 1.0 * markup + 0.8 * ranged + 0.8 * accum + 0.6 * rs + 1.0 * resonant
-    score += np.clip(np.nan_to_num(ret20 - bench20), -0.2, 0.2) * 5
-    order = [int(k) for k in np.argsort(-score) if keep[k]]
-    funnel["ranked"] = len(order)
+    # -- 5. ranking on the engine's own read -------------------------------------------------------
+    prog("ranking", f"engine read of {len(pool)} candidates", 75.0)
+    scored: list[tuple[float, int, list[str], WyckoffAnalysis | None]] = []
+    for j, k in enumerate(pool):
+        sym = panel.symbols[k]
+        try:
+            a: WyckoffAnalysis | None = analyze(panel.bars_of(sym), insts[k], cfg.params)
+        except ValueError:
+            a = None
+        found = triggers_of(a, cfg.trigger_window) if a is not None else []
+        names = [t for t in found if t in cfg.triggers or t in PENALTY_POINTS]
+        if cfg.require_trigger and not set(names) & set(cfg.triggers):
+            continue
+        pts = sum(
+            TRIGGER_POINTS.get(t, 0.0) if t in cfg.triggers else PENALTY_POINTS.get(t, 0.0) for t in names
+        )
+        scored.append((float(base[k]) + pts, k, names, a))
+        if j % 10 == 0:
+            prog("confirm", f"{sym}", 75.0 + 25.0 * j / max(1, len(pool)))
+    scored.sort(key=lambda t: -t[0])
+    funnel["triggers"] = sum(1 for _, _, names, _ in scored if set(names) & set(cfg.triggers))
+    funnel["ranked"] = int(pool_keep.sum())
     picks = []
-    top = order[: max(cfg.top, cfg.confirm_top)]
-    for j, k in enumerate(top):
+    for j, (sc, k, names, a) in enumerate(scored[: cfg.top]):
         inst = insts[k]
         sym = panel.symbols[k]
         reasons = [
-            f"{name} trigger in the last {cfg.trigger_window} bars" for name in cfg.triggers if trig[name][k]
+            f"{name} in the last {cfg.trigger_window} bars (engine event)"
+            for name in names
+            if name in cfg.triggers
         ]
         reasons += [
             f"{'SOW' if name == 'sow' else 'upthrust'} in the last {cfg.trigger_window} bars (penalty)"
-            for name in PENALTY_POINTS
-            if trig[name][k]
+            for name in names
+            if name in PENALTY_POINTS
         ]
         reasons += [f"channel: {name}" for name, mask in channels.items() if mask[k]]
         if resonant[k]:
@@ -228,24 +272,19 @@ def screen(
             "symbol": sym,
             "name": inst.name if inst else "",
             "industry": str(industry[k]),
-            "score": round(float(score[k]), 2),
+            "score": round(sc, 2),
             "close": round(float(C[k, last]), 4),
             "amount_20d_yi": round(float(amt20[k]) / 1e8, 2),
-            "triggers": [name for name in (*cfg.triggers, *PENALTY_POINTS) if trig[name][k]],
+            "triggers": names,
             "channels": [name for name, mask in channels.items() if mask[k]],
             "reasons": reasons,
         }
-        if j < cfg.confirm_top:
-            try:
-                a = analyze(panel.bars_of(sym), inst, cfg.params)
-                pick["phase"] = a.phase.label
-                pick["health"] = a.health.rating
-                pick["evidence"] = a.phase.evidence[-3:]
-            except ValueError:
-                pass
+        if a is not None:
+            pick["as_of"] = str(a.as_of)
+            pick["phase"] = a.phase.label
+            pick["health"] = a.health.rating
+            pick["evidence"] = a.phase.evidence[-3:]
         picks.append(pick)
-        if j % 10 == 0:
-            prog("confirm", f"{sym}", 80.0 + 20.0 * j / max(1, len(top)))
     picks = picks[: cfg.top]
     prog("done", f"{len(picks)} picks", 100.0)
     return ScreenResult(str(panel.dates[last]), funnel, picks, ind_rows[:10], time.perf_counter() - t0)

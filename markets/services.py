@@ -77,7 +77,8 @@ def require(ctx: ToolContext) -> MarketServices:
 
 def build_market_data(settings: MarketSettings, session_factory: Any = None) -> MarketData:
     """Providers in the configured order (`bundled`, `csv`, `akshare`, `yfinance`, `ccxt`); network
-    providers' bars are cached in the database when a session factory is given."""
+    providers' bars are cached in the database when a session factory is given. `akshare` also
+    serves A-share minute bars (the intraday and tail-session tools); minute bars are not cached."""
     from markets.providers import BundledProvider, CsvFolderProvider
     from markets.providers.network import AkshareProvider, CcxtProvider, YFinanceProvider
 
@@ -104,7 +105,12 @@ def build_market_data(settings: MarketSettings, session_factory: Any = None) -> 
         from markets.cache import BarCache
 
         cache = BarCache(session_factory)
-    return MarketData(providers, cache=cache)
+    minute: list[Any] = []
+    if "akshare" in (settings.providers or []):
+        from markets.providers.akshare_minute import AkshareMinuteProvider
+
+        minute.append(AkshareMinuteProvider())
+    return MarketData(providers, cache=cache, minute_providers=minute)
 
 
 def build_live_broker(

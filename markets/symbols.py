@@ -86,15 +86,26 @@ def is_st_name(name: str) -> bool:
     return name.upper().lstrip("*").startswith("ST")
 
 
-def normalize_cn_code(text: str) -> str | None:
-    """Return the 6-digit code for any accepted A-share form, or None."""
+def parse_cn_code(text: str) -> tuple[str, str | None] | None:
+    """`(code, exchange)` for any accepted A-share form; the exchange is None for a bare code and
+    `SH` for Yahoo's `.SS`. None when the text is not a code."""
     t = text.strip().replace(" ", "")
     if re.fullmatch(r"\d{6}", t):
-        return t
-    m = _SUFFIX.match(t) or _PREFIX.match(t)
+        return t, None
+    m = _SUFFIX.match(t)
     if m:
-        return m.group(1) if m.group(1).isdigit() else m.group(2)
+        x = m.group(2).upper()
+        return m.group(1), "SH" if x == "SS" else x
+    m = _PREFIX.match(t)
+    if m:
+        return m.group(2), m.group(1).upper()
     return None
+
+
+def normalize_cn_code(text: str) -> str | None:
+    """Return the 6-digit code for any accepted A-share form, or None."""
+    parsed = parse_cn_code(text)
+    return parsed[0] if parsed else None
 
 
 def normalize_crypto(text: str) -> str | None:

@@ -789,3 +789,7 @@ async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) 
             a.as_of,
         )
     return {"decisions": decisions, "note": "observations from rules, not investment advice"}
+
+
+# The intraday/tail-session tools, market_regime and wyckoff_diagnose register on market_tools too.
+from markets import tools_intraday  # noqa: E402,F401

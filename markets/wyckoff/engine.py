@@ -4,6 +4,12 @@ Pipeline: indicators (MAs, ATR, average volume, limit-locked mask) → the tradi
 (`range.find_range`) → climaxes and AR/ST (`events.find_climax` …) → springs, upthrusts, SOS/SOW,
 LPS/LPSY, effort vs result → the phase with its evidence (`phase.classify`) → the health rating
 (`health.rate`). Board-aware thresholds come from `WyckoffParams.for_board`.
+
+One window: the analysis reads the last `lookback` (500) bars and states them (`window`: first and
+last date, bar count); event and range indices are positions in that window, so a chart of the same
+instrument places them by date (`charts.overlay`), whatever the length of the series it was given.
+No volume (an index without volume data, or all-zero volume): the volume rules are skipped and the
+output says so (`volume_rules`, and a line of evidence); see `events`.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ class WyckoffAnalysis:
     indicators: dict[str, float | None] = field(default_factory=dict)
     params_board: str = "main"
     bars_used: int = 0
+    first_date: date | None = None  # the first bar of the analysis window
+    has_volume: bool = True
 
     def recent_events(self, bars: int = 20) -> list[ev.Event]:
         """Events on the last `bars` bars."""
@@ -59,6 +67,8 @@ class WyckoffAnalysis:
             "indicators": self.indicators,
             "health": self.health.to_dict(),
             "board": self.params_board,
+            "window": {"from": str(self.first_date), "to": str(self.as_of), "bars": self.bars_used},
+            "volume_rules": "applied" if self.has_volume else "skipped: no volume data",
         }
 
 
@@ -70,6 +80,12 @@ def limit_locked(bars: Bars, limit: float | None, tol: float) -> np.ndarray:
     if limit is None:
         return np.zeros(len(bars), dtype=bool)
     return one_price & (np.abs(np.nan_to_num(pct)) >= limit - tol)
+
+
+def has_volume(bars: Bars) -> bool:
+    """Whether the bars carry volume at all (an index file may have none, read as 0 or NaN)."""
+    v = bars.volume
+    return bool(len(v)) and bool(np.nansum(np.abs(v)) > 0)
 
 
 def prepare(bars: Bars, p: WyckoffParams, limit: float | None) -> ev.Series:
@@ -85,6 +101,7 @@ def prepare(bars: Bars, p: WyckoffParams, limit: float | None) -> ev.Series:
         atr=shift(a),
         vol_avg=shift(sma(bars.volume, p.vol_avg)),
         locked=limit_locked(bars, limit, p.limit_tol),
+        has_volume=has_volume(bars),
     )
 
 
@@ -115,6 +132,11 @@ def analyze(
 
     events: list[ev.Event] = []
     evidence: list[str] = []
+    if not s.has_volume:
+        evidence.append(
+            "No volume data for this instrument: the volume rules were skipped (no climaxes SC/BC and "
+            "their ST, no UTAD, no effort vs result, springs untested); SOS/SOW/LPS are judged on price alone."
+        )
     if rng is not None:
         evidence.append(
             f"Trading range {rng.support:,.2f}–{rng.resistance:,.2f} (width {rng.width_pct * 100:.1f}%, "
@@ -145,7 +167,7 @@ def analyze(
         events = [e for e in events if not (e.kind == "ST" and e.index in edge_tests)]
         events = list({(e.kind, e.index): e for e in events}.values())  # one label per bar and kind
         events.sort(key=lambda e: e.index)
-        if not sc and not bc:
+        if not sc and not bc and s.has_volume:
             evidence.append("No selling or buying climax found at the start of the range.")
         for e in events:
             if e.kind != "EvR" or e.index >= end - 20:
@@ -165,6 +187,8 @@ def analyze(
         return None if np.isnan(v) else round(float(v), 4)
 
     vol20, vol60 = sma(bars.volume, 20)[-1], sma(bars.volume, 60)[-1]
+    if not s.has_volume:
+        vol20 = vol60 = float("nan")
     c = float(bars.close[-1])
     hi250 = float(np.max(bars.high[-250:]))
     lo250 = float(np.min(bars.low[-250:]))
@@ -195,4 +219,6 @@ def analyze(
         indicators=indicators,
         params_board="st" if is_st else board,
         bars_used=len(bars),
+        first_date=bars.dates[0].astype(object),
+        has_volume=s.has_volume,
     )

@@ -10,14 +10,19 @@ supply or demand.
 | SC (selling climax) | down bar; volume ≥ 2 × avg; range ≥ 1.5 ATR; lowest low of 40 bars; ≥ 10 % decline over the 40 bars before; the one nearest the range's low wins |
 | BC (buying climax) | mirror of SC after an advance |
 | AR (automatic rally / reaction) | the extreme within 15 bars after the climax, at least 1.5 ATR away, before the climax extreme is broken |
-| ST (secondary test) | after the AR, a bar within 1 ATR of the climax extreme on ≤ 0.8 × the climax volume |
-| Spring | low (this or previous bar) ≥ 0.5 % under support and ≤ 8 % (board-scaled) under it; close back above support and below mid + 0.25 × width. Variants: `low_volume` (≤ 0.8 × avg: no supply, strongest), `shakeout` (≥ 1.3 × avg: needs a test), `normal`. Test: 2–10 bars later, a pull-back bar (lower low than the bar before) near support (low ≤ support × (1 + touch_tol)) holding the spring low (undercut ≤ 1 %) on ≤ 0.7 × the spring's volume and ≤ avg → `confirmed`; a later close under the spring low → `failed`; otherwise `awaiting_test` (still inside the window) or `untested` |
-| UT / UTAD | mirror of the spring at resistance with an upper shadow ≥ 35 % of the bar; UTAD when in the second half of the range's life on ≥ 1.3 × avg volume |
+| ST (secondary test) | after the AR, a bar within 1 ATR of the climax extreme on ≤ 0.8 × the climax volume, and not beyond the climax by more than 1 % (`st_max_beyond`: an ST's high ≤ 1.01 × the BC high; its low ≥ 0.99 × the SC low) |
+| Spring | low (this or previous bar) ≥ 0.5 % under support and ≤ 8 % (board-scaled) under it; close back above support and below mid + 0.25 × width. Variants: `low_volume` (≤ 0.8 × avg: no supply, strongest), `shakeout` (≥ 1.3 × avg: needs a test), `normal`. Test: 2–10 bars later, a pull-back bar (lower low than the bar before) near support (low ≤ support × (1 + touch_tol)) holding the spring low (undercut ≤ 1 %) on ≤ 0.7 × the spring's volume and ≤ avg → `confirmed`; a close under the spring low at any time after the spring, also after a confirming test → `failed`; otherwise `awaiting_test` (still inside the window) or `untested` |
+| UT / UTAD | mirror of the spring at resistance with an upper shadow ≥ 35 % of the bar, and a high above the previous close (a bar that gapped down and never got back to the previous close is a break, not a thrust); UTAD when in the second half of the range's life on ≥ 1.3 × avg volume |
 | SOS (sign of strength, JAC) | close above resistance; previous close ≤ 2 % above it; move ≥ 4 %; volume ≥ 1.5 × avg; not a one-price limit-up bar |
 | SOW (sign of weakness) | mirror of SOS under support |
 | LPS | after an SOS: a swing-low pullback (≥ 2 % off the post-SOS high) holding within 3 % of the broken resistance on ≤ 0.7 × the SOS volume and ≤ avg. After a spring (no SOS yet): a higher swing low ≤ support + 0.35 × width, close above support, volume ≤ 0.7 × avg |
 | LPSY | mirror of LPS after an SOW (a weak rally failing under the broken support) |
 | EvR (effort vs result) | volume ≥ 1.8 × avg with a close-to-close move within ±2 % (board-scaled) inside the range; near support it reads as absorption (bullish), near resistance as supply (bearish) |
+
+Without volume (an index whose data has none, or all-zero volume) the volume rules are skipped,
+not guessed: no SC/BC (and so no AR/ST), no UTAD, no EvR; springs get the variant `price_only` and
+are never `confirmed` (the test is a volume test) but still `failed` by a close under their low;
+SOS/SOW/LPS/LPSY are judged on price alone and say so in their detail.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ class Event:
             "kind": self.kind,
             "date": str(self.date),
             "price": round(self.price, 4),
-            "volume_ratio": round(self.volume_ratio, 2),
+            "volume_ratio": None if np.isnan(self.volume_ratio) else round(self.volume_ratio, 2),
             "detail": self.detail,
             "variant": self.variant,
             "status": self.status,
@@ -73,10 +78,15 @@ class Series:
     atr: np.ndarray  # ATR before the bar (shifted by one)
     vol_avg: np.ndarray  # average volume before the bar
     locked: np.ndarray  # one-price limit bars
+    has_volume: bool = True  # False: the volume rules are skipped (see the module doc)
 
     def vr(self, i: int) -> float:
         a = self.vol_avg[i]
-        return float(self.volume[i] / a) if a and not np.isnan(a) else float("nan")
+        return float(self.volume[i] / a) if self.has_volume and a and not np.isnan(a) else float("nan")
+
+    def vol_txt(self, i: int) -> str:
+        """ ", volume 1.4× average" — or nothing when there is no volume to quote."""
+        return f", volume {self.vr(i):.1f}× average" if self.has_volume else ""
 
     def d(self, i: int) -> date:
         return self.dates[i].astype(object)
@@ -90,6 +100,8 @@ def _fmt(x: float) -> str:
 def find_climax(
     s: Series, rng: TradingRange | None, p: WyckoffParams, side: Literal["SC", "BC"]
 ) -> Event | None:
+    if not s.has_volume:
+        return None  # a climax is defined by its volume
     n = len(s.close)
     lo_i = max(p.climax_new_extreme, (rng.start if rng else n - 120) - 20)
     hi_i = min(n - 1, (rng.start + rng.age // 2) if rng else n - 1)
@@ -176,7 +188,12 @@ def find_st(s: Series, climax: Event, ar: Event, p: WyckoffParams, limit: int = 
             continue
         tol = p.st_tol_atr * s.atr[k]
         near = abs(s.low[k] - climax.price) <= tol if down else abs(s.high[k] - climax.price) <= tol
-        if near and s.volume[k] <= p.st_vol_ratio * cv and k - last > 3:
+        inside = (
+            s.low[k] >= climax.price * (1 - p.st_max_beyond)
+            if down
+            else s.high[k] <= climax.price * (1 + p.st_max_beyond)
+        )
+        if near and inside and s.volume[k] <= p.st_vol_ratio * cv and k - last > 3:
             out.append(
                 Event(
                     "ST",
@@ -211,12 +228,18 @@ def find_springs(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first
         if s.close[t - 1] > sup and s.low[t] > sup * (1 - p.pierce) and s.low[t - 1] <= sup * (1 - p.pierce):
             continue  # the previous bar already closed back inside: it was the spring bar
         vr = s.vr(t)
-        variant = "low_volume" if vr <= p.spring_low_vol else "shakeout" if vr >= p.shakeout_vol else "normal"
+        if not s.has_volume:
+            variant = "price_only"
+        else:
+            variant = (
+                "low_volume" if vr <= p.spring_low_vol else "shakeout" if vr >= p.shakeout_vol else "normal"
+            )
         status, test_txt = _spring_test(s, t, low_pt, sup, p, end)
         label = {
             "low_volume": "low-volume spring (no supply)",
             "shakeout": "shakeout (high-volume spring)",
             "normal": "spring",
+            "price_only": "spring (price only: no volume data)",
         }[variant]
         out.append(
             Event(
@@ -226,7 +249,7 @@ def find_springs(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first
                 float(low_pt),
                 vr,
                 f"{label}: low {_fmt(low_pt)} under support {_fmt(sup)} ({(low_pt / sup - 1) * 100:.1f}%), "
-                f"closed back at {_fmt(s.close[t])}, volume {vr:.1f}× average; {test_txt}",
+                f"closed back at {_fmt(s.close[t])}{s.vol_txt(t)}; {test_txt}",
                 variant=variant,
                 status=status,
                 bias="bearish" if status == "failed" else "bullish",
@@ -237,10 +260,24 @@ def find_springs(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first
 
 
 def _spring_test(s: Series, t: int, low_pt: float, sup: float, p: WyckoffParams, end: int) -> tuple[str, str]:
+    """The spring's status. A close under the spring low fails it whenever it comes, also after a
+    confirming test (the test only held until then)."""
+    broken = next((k for k in range(t + 1, end + 1) if s.close[k] < low_pt), None)
+    status, text = _spring_test_window(s, t, low_pt, sup, p, end, broken)
+    if broken is not None and status != "failed":
+        return "failed", f"{text}; then failed: closed under the spring low on {s.d(broken)}"
+    return status, text
+
+
+def _spring_test_window(
+    s: Series, t: int, low_pt: float, sup: float, p: WyckoffParams, end: int, broken: int | None
+) -> tuple[str, str]:
     sv = s.volume[t]
     for k in range(t + 1, min(end, t + p.test_window) + 1):
-        if s.close[k] < low_pt:
+        if k == broken:
             return "failed", f"failed: closed under the spring low on {s.d(k)}"
+        if not s.has_volume:
+            continue  # the test is a volume test
         if s.locked[k] or k < t + 2:
             continue
         if (
@@ -254,8 +291,8 @@ def _spring_test(s: Series, t: int, low_pt: float, sup: float, p: WyckoffParams,
                 "confirmed",
                 f"test on {s.d(k)} held at {_fmt(s.low[k])} on {s.volume[k] / sv:.0%} of the spring's volume",
             )
-    if any(s.close[k] < low_pt for k in range(t + 1, end + 1)):
-        return "failed", "failed: later closed under the spring low"
+    if not s.has_volume:
+        return "untested", "no volume data: the low-volume test cannot be judged"
     if end - t < p.test_window:
         return "awaiting_test", "no test yet (still inside the test window)"
     return "untested", "no low-volume test followed"
@@ -272,12 +309,14 @@ def find_upthrusts(s: Series, rng: TradingRange, p: WyckoffParams, end: int, fir
         bar = hi - s.low[t]
         if bar <= 0 or not (hi >= res * (1 + p.pierce) and s.close[t] < res):
             continue
+        if hi <= s.close[t - 1]:
+            continue  # gapped down and never got back to the previous close: a break, not a thrust
         shadow = (hi - max(s.open[t], s.close[t])) / bar
         if shadow < p.upthrust_shadow:
             continue
         vr = s.vr(t)
         late = t >= rng.start + rng.age // 2
-        kind: EventKind = "UTAD" if late and vr >= p.shakeout_vol else "UT"
+        kind: EventKind = "UTAD" if late and s.has_volume and vr >= p.shakeout_vol else "UT"
         failed_after = any(s.close[k] > hi for k in range(t + 1, end + 1))
         out.append(
             Event(
@@ -287,7 +326,7 @@ def find_upthrusts(s: Series, rng: TradingRange, p: WyckoffParams, end: int, fir
                 float(hi),
                 vr,
                 f"{'upthrust after distribution' if kind == 'UTAD' else 'upthrust'}: high {_fmt(hi)} over resistance "
-                f"{_fmt(res)}, closed back at {_fmt(s.close[t])} (upper shadow {shadow:.0%}), volume {vr:.1f}× average"
+                f"{_fmt(res)}, closed back at {_fmt(s.close[t])} (upper shadow {shadow:.0%}){s.vol_txt(t)}"
                 + ("; later exceeded (failed)" if failed_after else ""),
                 status="failed" if failed_after else "",
                 bias="neutral" if failed_after else "bearish",
@@ -302,11 +341,12 @@ def find_breaks(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first:
     out: list[Event] = []
     sup, res = rng.support, rng.resistance
     for t in range(max(first, 1), end + 1):
-        if s.locked[t] or np.isnan(s.vol_avg[t]):
+        if s.locked[t] or (s.has_volume and np.isnan(s.vol_avg[t])):
             continue
         vr = s.vr(t)
-        if vr < p.sos_vol:
+        if s.has_volume and vr < p.sos_vol:
             continue
+        vol = f"volume {vr:.1f}× average" if s.has_volume else "no volume data (price only)"
         if (
             s.close[t] > res
             and s.close[t - 1] <= res * (1 + p.sos_max_prev_above)
@@ -320,7 +360,7 @@ def find_breaks(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first:
                     float(s.close[t]),
                     vr,
                     f"sign of strength: closed {_fmt(s.close[t])} over resistance {_fmt(res)} on a {s.pct[t] * 100:+.1f}% "
-                    f"move with volume {vr:.1f}× average (jump across the range top)",
+                    f"move, {vol} (jump across the range top)",
                     bias="bullish",
                 )
             )
@@ -337,7 +377,7 @@ def find_breaks(s: Series, rng: TradingRange, p: WyckoffParams, end: int, first:
                     float(s.close[t]),
                     vr,
                     f"sign of weakness: closed {_fmt(s.close[t])} under support {_fmt(sup)} on a {s.pct[t] * 100:+.1f}% "
-                    f"move with volume {vr:.1f}× average",
+                    f"move, {vol}",
                     bias="bearish",
                 )
             )
@@ -350,6 +390,21 @@ def _swing_low(s: Series, k: int, end: int) -> bool:
 
 def _swing_high(s: Series, k: int, end: int) -> bool:
     return s.high[k] >= s.high[k - 1] and (k == end or s.high[k] >= s.high[k + 1])
+
+
+def _light(s: Series, k: int, ref: int, p: WyckoffParams, need_avg: bool) -> bool:
+    """Bar k's volume is light against the reference bar's (and the average); always true without
+    volume data (the rule is then judged on price alone)."""
+    if not s.has_volume:
+        return True
+    ok = bool(s.volume[k] <= p.lps_vol * s.volume[ref])
+    return ok and (not need_avg or np.isnan(s.vol_avg[k]) or bool(s.volume[k] <= s.vol_avg[k]))
+
+
+def _share(s: Series, k: int, ref: int, what: str) -> str:
+    if not s.has_volume:
+        return "(price only: no volume data)"
+    return f"on {s.volume[k] / s.volume[ref]:.0%} of the {what} volume"
 
 
 def find_lps(
@@ -367,8 +422,7 @@ def find_lps(
                 if (
                     s.low[k] >= res * (1 - p.lps_tol)
                     and s.low[k] <= peak * 0.98
-                    and s.volume[k] <= p.lps_vol * s.volume[b.index]
-                    and (np.isnan(s.vol_avg[k]) or s.volume[k] <= s.vol_avg[k])
+                    and _light(s, k, b.index, p, need_avg=True)
                 ):
                     out.append(
                         Event(
@@ -378,7 +432,7 @@ def find_lps(
                             float(s.low[k]),
                             s.vr(k),
                             f"last point of support: pullback to {_fmt(s.low[k])} held the broken resistance "
-                            f"{_fmt(res)} on {s.volume[k] / s.volume[b.index]:.0%} of the SOS volume",
+                            f"{_fmt(res)} {_share(s, k, b.index, 'SOS')}",
                             variant="after_sos",
                             bias="bullish",
                         )
@@ -393,7 +447,7 @@ def find_lps(
                 if (
                     s.high[k] <= sup * (1 + p.lps_tol)
                     and s.high[k] >= trough * 1.02
-                    and s.volume[k] <= p.lps_vol * s.volume[b.index]
+                    and _light(s, k, b.index, p, need_avg=False)
                 ):
                     out.append(
                         Event(
@@ -403,7 +457,7 @@ def find_lps(
                             float(s.high[k]),
                             s.vr(k),
                             f"last point of supply: weak rally to {_fmt(s.high[k])} failed under the broken support "
-                            f"{_fmt(sup)} on {s.volume[k] / s.volume[b.index]:.0%} of the SOW volume",
+                            f"{_fmt(sup)} {_share(s, k, b.index, 'SOW')}",
                             bias="bearish",
                         )
                     )
@@ -412,13 +466,13 @@ def find_lps(
         if sp.status == "failed":
             continue
         for k in range(sp.index + 2, min(end, sp.index + 30) + 1):
-            if s.locked[k] or not _swing_low(s, k, end) or np.isnan(s.vol_avg[k]):
+            if s.locked[k] or not _swing_low(s, k, end) or (s.has_volume and np.isnan(s.vol_avg[k])):
                 continue
             if (
                 s.low[k] > sp.price
                 and s.low[k] <= sup + p.lps_in_range_pos * rng.width
                 and s.close[k] > sup
-                and s.volume[k] <= p.lps_vol * s.vol_avg[k]
+                and (not s.has_volume or s.volume[k] <= p.lps_vol * s.vol_avg[k])
             ):
                 out.append(
                     Event(
@@ -428,7 +482,11 @@ def find_lps(
                         float(s.low[k]),
                         s.vr(k),
                         f"last point of support: higher low {_fmt(s.low[k])} after the spring ({_fmt(sp.price)}) "
-                        f"on light volume ({s.vr(k):.1f}× average)",
+                        + (
+                            f"on light volume ({s.vr(k):.1f}× average)"
+                            if s.has_volume
+                            else "(price only: no volume data)"
+                        ),
                         variant="after_spring",
                         bias="bullish",
                     )
@@ -439,6 +497,8 @@ def find_lps(
 
 def find_evr(s: Series, rng: TradingRange, p: WyckoffParams, end: int) -> list[Event]:
     out: list[Event] = []
+    if not s.has_volume:
+        return out  # effort is volume
     lo, hi = rng.support * 0.98, rng.resistance * 1.02
     for t in range(max(rng.start, end - p.evr_recent + 1, 1), end + 1):
         if s.locked[t] or np.isnan(s.vol_avg[t]):

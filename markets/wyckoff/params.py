@@ -48,6 +48,9 @@ class WyckoffParams:
     ar_min_atr: float = 1.5  # and travels at least 1.5 ATR
     st_tol_atr: float = 1.0  # an ST comes within 1 ATR of the climax extreme
     st_vol_ratio: float = 0.8  # on at most 0.8 × the climax volume
+    st_max_beyond: float = (
+        0.01  # and not more than 1 % beyond the climax extreme (over a BC high / under an SC low)
+    )
     # -- Spring / upthrust -----------------------------------------------------------------------
     pierce: float = 0.005  # the low must go 0.5 % under support (the high 0.5 % over resistance)
     spring_max_depth: float = (

@@ -8,13 +8,14 @@ per-stock engine), and the bar t is tested against it:
   is back above support and below mid + `spring_max_close_pos` × width;
 - sos: close over resistance, the previous close ≤ `sos_max_prev_above` over it, move ≥
   `sos_min_pct`, volume ≥ `sos_vol` × average; sow mirrors it under support;
-- upthrust: high over resistance by ≥ `pierce`, close back under it, upper shadow ≥
-  `upthrust_shadow`, volume ≥ `shakeout_vol` × average;
+- upthrust: high over resistance by ≥ `pierce` and over the previous close (no gap-down bar),
+  close back under it, upper shadow ≥ `upthrust_shadow`, volume ≥ `shakeout_vol` × average;
 - lps: within `lps_window` bars after an SOS, a bar whose low holds within `lps_tol` of that SOS's
   resistance, ≥ 2 % under the highest close since, on ≤ `lps_vol` × the SOS volume and ≤ average.
 
-Limit-locked bars never trigger. This is what the screen and the backtester use; the per-stock
-engine (`engine.analyze`) adds climaxes, tests, phases and evidence for the stocks that pass.
+Limit-locked bars never trigger. This is what the backtester uses, and what the screen uses to
+pre-rank; the screen's reported triggers come from the per-stock engine (`engine.analyze`), which
+adds climaxes, tests, phases and evidence.
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ def compute(
             ok
             & (res * (1 + p.pierce) <= H)
             & (res > C)
+            & (prev_c < H)  # not a gap-down bar (see events.find_upthrusts)
             & (shadow >= p.upthrust_shadow)
             & (vr >= p.shakeout_vol)
         )
