@@ -400,7 +400,7 @@ def check_data(settings: Settings, today: date) -> list[Check]:
         assert settings.markets.csv_dir is not None  # the settings validator requires it
         source, label = CsvFolderProvider(settings.markets.csv_dir), f"CSV bars in {settings.markets.csv_dir}"
     parts, oldest = [], None
-    for market, title in (("cn", "A-shares"), ("index", "CSI 300"), ("crypto", "BTC/ETH")):
+    for market, title in (("cn", "A-shares"), ("crypto", "BTC/ETH")):
         try:
             as_of = source.as_of(market)
         except Exception:

@@ -26,12 +26,14 @@ def test_exactly_two_setup_commands():
 
 
 def test_as_of_dates_match_the_bundled_data():
-    from markets.providers import BundledProvider
+    from markets.data import MarketData
 
-    data = BundledProvider()
+    data = MarketData()
     intro = " ".join(README[: README.index("## Set up")].split())
-    for market in ("cn", "index", "crypto"):
-        assert f"up to {data.as_of(market)}" in intro, market
+    index_as_of = data.bars(data.resolve("000300")).dates[-1]  # the index is read up to the stocks' date
+    assert f"300 liquid A-shares and the CSI 300 index up to {data.as_of('cn')}" in intro
+    assert str(index_as_of) == str(data.as_of("cn"))
+    assert f"BTC/ETH up to {data.as_of('crypto')}" in intro
 
 
 def test_mcp_snippets_do_not_rely_on_path():
@@ -57,7 +59,10 @@ def test_onboarding_steps():
 def test_cost_paragraph_has_measured_figures():
     cost = _section("What a turn costs")
     assert "bench.call_cost" in cost
-    assert re.search(r"≈6\.\dK input tokens, ≈6\.\dK of them the \d+ tool schemas", " ".join(cost.split()))
+    m = re.search(r"≈\d+\.\dK input tokens, ≈\d+\.\dK of them the (\d+) tool schemas", " ".join(cost.split()))
+    assert m, "the cost paragraph lost its figures"
+    tools = re.findall(r"^\| `[a-z_]+` \|", README, re.M)
+    assert int(m.group(1)) == len(tools), "tool count changed: rerun `python -m bench.call_cost`"
 
 
 def test_service_and_upgrade():
