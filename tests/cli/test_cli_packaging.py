@@ -152,8 +152,14 @@ def test_db_backup_refusals(tmp_path, monkeypatch):
 # ---- logging -----------------------------------------------------------------------------------
 @pytest.fixture
 def clean_root_logger():
+    """configure_logging changes process-wide loggers: put everything back for the other tests."""
+    from bot.logs import QUIET_LOGGERS
+
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
+    levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    voice = logging.getLogger("discord.client")
+    filters = list(voice.filters)
     yield root
     for h in root.handlers:
         if h not in saved[0]:
@@ -161,6 +167,9 @@ def clean_root_logger():
             h.close()
     root.handlers[:] = saved[0]
     root.setLevel(saved[1])
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    voice.filters[:] = filters
 
 
 def test_log_file_rotates_and_is_private(tmp_path, clean_root_logger):
