@@ -59,6 +59,7 @@ from agent.providers.base import (
     UsageChunk,
 )
 from agent.references import current_references, render_references
+from agent.text import scrub
 from agent.tokens import estimate_messages
 from agent.tools.registry import Deps, ToolContext, Toolset
 from agent.usage import Usage
@@ -109,6 +110,9 @@ class TurnRequest:
     force_compaction: bool = False  # /compact
     # the caller read the session just now and it had no open turn: no need to read it again
     no_open_turn: bool = False
+
+    def __post_init__(self) -> None:
+        self.text = scrub(self.text)  # a lone surrogate would break every later turn
 
 
 # How an approval ends when no approver decided it: (its status, what the model is told).
@@ -411,8 +415,9 @@ class AgentRuntime:
                 t_model = time.perf_counter()
                 async for chunk in self._stream(client, req, cancel):
                     if isinstance(chunk, TextChunk):
-                        text_parts.append(chunk.text)
-                        yield ev.TextDelta(chunk.text)
+                        delta = scrub(chunk.text)  # shown at once, so cleaned here, not on storing
+                        text_parts.append(delta)
+                        yield ev.TextDelta(delta)
                     elif isinstance(chunk, ThinkingChunk):
                         if thinking and thinking[-1].signature is None:
                             last = thinking[-1]
@@ -421,7 +426,7 @@ class AgentRuntime:
                             )
                         else:
                             thinking.append(ThinkingPart(text=chunk.text, signature=chunk.signature))
-                        yield ev.ThinkingDelta(chunk.text)
+                        yield ev.ThinkingDelta(scrub(chunk.text))
                     elif isinstance(chunk, ToolCallChunk):
                         calls.append(chunk.call)
                     elif isinstance(chunk, UsageChunk):

@@ -11,6 +11,8 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from agent.tools.workspace import LocalToolPolicy
+from bot.cards import exec_note
 from bot.gateway import Gateway, PlatformAccess
 from bot.i18n import COMMAND_DESCRIPTIONS
 
@@ -51,8 +53,13 @@ def build_gateway(app: App) -> Gateway:
         models=app.model_ids(),
         default_model=app.default_model_id,
         context_window=app.context_window,
+        approval_ttl_minutes=app.settings.agent.approval_ttl_minutes,
     )
+    gateway.trade_facts = app.trade_facts
     gateway.memory = app.memory
+    policy = app.deps.maybe(LocalToolPolicy)
+    if policy is not None:
+        gateway.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
     gateway.system_dynamic = app.system_dynamic()
     from bot import commands_more
     from bot.toolcatalog import help_tools
@@ -89,7 +96,7 @@ def build_adapters(app: App) -> list[Any]:
         if s.telegram.mode == "webhook":
             webhook = WebhookConfig(
                 url=s.telegram.webhook_url or "",
-                secret_token=s.telegram.resolved_webhook_secret(env) or "",
+                secret_token=s.telegram.resolved_webhook_secret(env) or None,
                 listen=s.telegram.webhook_listen,
                 port=s.telegram.webhook_port,
             )

@@ -3,7 +3,7 @@ never falls behind the commands. Install with
     tapebot completion bash > ~/.local/share/bash-completion/completions/tapebot
     tapebot completion zsh > "${fpath[1]}/_tapebot"
 
-Extensions (`memory`, `skills`, `mcp`) parse their own arguments; their words are listed here.
+Extensions (`memory`, `skills`, `mcp`, `rules`, `data`) parse their own arguments; their words are listed here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ EXTENSION_WORDS: dict[str, list[str]] = {
     "memory": ["list", "search", "forget", "trace", "--scope", "--type", "--limit"],
     "skills": ["list", "check"],
     "mcp": ["serve", "tools", "servers", "--allow-writes", "--max-tier"],
+    "rules": ["list", "revoke", "all", "--chat"],
+    "data": ["update-calendar"],
 }
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from adapters.base import InboundCommand
 from bot.chats import ChatState
 from bot.i18n import t
+from bot.rules import active_count, cmd_rules
 
 if TYPE_CHECKING:
     from bot.gateway import Gateway
@@ -50,6 +51,9 @@ async def cmd_cancel(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         return
     waiting = await gw._waiting_turn(state)
     if waiting is not None:
+        if not gw.may_close(waiting, cmd.user.user_id):  # a member never closes an admin's card
+            await gw.say(state, t(state.lang, "approval_not_allowed"))
+            return
         await gw._move_on(gw.adapters[state.chat.platform], state, waiting)
         await gw.say(state, t(state.lang, "cancelled"))
         return
@@ -110,6 +114,7 @@ async def cmd_status(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         text += (
             "\n" + t(state.lang, "plan") + ": " + "; ".join(f"[{p.status}] {p.text}" for p in open_turn.plan)
         )
+    text += "\n" + t(state.lang, "rules_status", n=await active_count(gw.store, state.key))
     if gw.status_extra is not None:
         extra = await gw.status_extra(state)
         if extra:
@@ -117,19 +122,19 @@ async def cmd_status(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
     await gw.say(state, text)
 
 
-async def _decide_cmd(gw: Gateway, state: ChatState, cmd: InboundCommand, decision: str) -> None:
+async def _decide_cmd(gw: Gateway, state: ChatState, cmd: InboundCommand, command: str) -> None:
     approval_id = cmd.args.strip().split(" ")[0] if cmd.args.strip() else ""
     if not approval_id:
         await gw.say(state, t(state.lang, "approval_usage"))
         return
-    reason = await gw.decide_by_text(state, cmd.user, approval_id, decision)
+    reason = await gw.decide_by_command(state, cmd.user, approval_id, command)
     if reason:
         key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
         await gw.say(state, t(state.lang, key))
 
 
 async def cmd_approve(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-    await _decide_cmd(gw, state, cmd, "once")
+    await _decide_cmd(gw, state, cmd, "approve")
 
 
 async def cmd_deny(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
@@ -179,4 +184,5 @@ BUILTIN_COMMANDS = {
     "status": cmd_status,
     "approve": cmd_approve,
     "deny": cmd_deny,
+    "rules": cmd_rules,
 }

@@ -9,7 +9,6 @@ the application's intent flags) and never print a secret, not even in an error m
 from __future__ import annotations
 
 import asyncio
-import shutil
 import stat
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -68,10 +67,10 @@ async def run_checks(settings: Settings, *, today: date | None = None) -> list[C
     results = await asyncio.gather(*(_guard(n, secrets) for n in network))
     checks = [c for group in results for c in group]
     checks.append(await check_database(settings))
-    checks.append(check_calendar(today))
+    checks.append(check_calendar(today, settings.home / "data"))
     checks.extend(check_data(settings, today))
     checks.append(check_file_modes(settings))
-    checks.append(check_sandbox())
+    checks.append(check_sandbox(settings))
     return [_scrub(c, secrets) for c in checks]
 
 
@@ -364,28 +363,35 @@ async def check_database(settings: Settings) -> Check:
 
 
 # ---- market data -----------------------------------------------------------------------------
-def check_calendar(today: date) -> Check:
+def check_calendar(today: date, data_dir: Path | None = None) -> Check:
     from markets.calendar import TradingCalendar
 
-    cal = TradingCalendar.sse()
+    cal = TradingCalendar.sse(data_dir)
     ahead = today + timedelta(days=CALENDAR_DAYS_AHEAD)
-    fix = "upgrade tapebot for a newer markets/dataset/cn_trade_calendar.json"
+    fix = (
+        "`tapebot data update-calendar` (the akshare extra), or put a newer cn_trade_calendar.json "
+        "into $TAPEBOT_HOME/data/"
+    )
+    source = "bundled" if cal.source == "bundled" else cal.source
     if not cal.covers(today):
         return Check(
             "trading calendar",
             "fail",
-            f"the SSE calendar ends {cal.last}; today ({today}) is outside it, so holidays are not known "
-            "(weekdays are assumed trading days): trading-day briefs and traders may run on a holiday",
+            f"the SSE calendar ({source}) ends {cal.last}; today ({today}) is outside it, so holidays are "
+            "not known (weekdays are assumed trading days): trading-day briefs and traders may run on a holiday",
             fix,
         )
     if not cal.covers(ahead):
         return Check(
             "trading calendar",
             "warn",
-            f"covers today but ends {cal.last}, before {ahead}: after that weekdays are assumed trading days",
+            f"the SSE calendar ({source}) covers today but ends {cal.last}, before {ahead}: after that "
+            "weekdays are assumed trading days",
             fix,
         )
-    return Check("trading calendar", "ok", f"SSE calendar covers {today} … {ahead} (ends {cal.last})")
+    return Check(
+        "trading calendar", "ok", f"SSE calendar ({source}) covers {today} … {ahead} (ends {cal.last})"
+    )
 
 
 def check_data(settings: Settings, today: date) -> list[Check]:
@@ -426,53 +432,46 @@ def check_data(settings: Settings, today: date) -> list[Check]:
 
 
 # ---- local -----------------------------------------------------------------------------------
-def _mode(path: Path) -> int | None:
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except OSError:
-        return None
-
-
 def check_file_modes(settings: Settings) -> Check:
+    from config.filemodes import loose_modes
+
     home = settings.home
-    home_mode = _mode(home)
-    if home_mode is None:
+    if not home.exists():
         return Check("file modes", "ok", f"{home} does not exist yet: created private (0700) at first start")
-    if home_mode & 0o077 == 0:
-        return Check("file modes", "ok", f"{home} is private ({home_mode:04o})")
-    sensitive = [
-        home / "config.toml",
-        home / ".env",
-        home / "tapebot.db",
-        home / "tapebot.db-wal",
-        home / "tapebot.db-shm",
-    ]
-    if settings.log_file is not None:
-        sensitive.append(settings.log_file)
-    exposed = [p for p in sensitive if (m := _mode(p)) is not None and m & 0o077]
-    if exposed:
-        names = ", ".join(f"{p.name} ({_mode(p):04o})" for p in exposed)
+    loose = [str(m.path.relative_to(home)) if m.path != home else str(home) for m in loose_modes(home)]
+    log_file = settings.log_file
+    outside = log_file is not None and home not in log_file.parents and log_file.exists()
+    if outside and log_file is not None and stat.S_IMODE(log_file.stat().st_mode) & 0o077:
+        loose.append(str(log_file))
+    if loose:
         return Check(
             "file modes",
             "fail",
-            f"readable by other users: {names} in {home} ({home_mode:04o})",
-            f"chmod 700 {home}",
+            f"open to other users: {', '.join(loose)}",
+            f"chmod 700 {home} (folders) and chmod 600 the files in it; `tapebot config check` lists each",
         )
-    return Check(
-        "file modes",
-        "warn",
-        f"{home} is {home_mode:04o} (others may list it); the files in it are private",
-        f"chmod 700 {home}",
-    )
+    return Check("file modes", "ok", f"{home} and its files are private")
 
 
-def check_sandbox(which: Callable[[str], str | None] = shutil.which) -> Check:
-    found = which("bwrap")
-    if found:
-        return Check("sandbox", "ok", f"bwrap at {found}")
+def check_sandbox(settings: Settings, status: Callable[[Any], Any] | None = None) -> Check:
+    """What exec_command will do here: run in bubblewrap, run unconfined (opted in), or be refused."""
+    from agent.tools import sandbox
+    from bot.app import local_policy
+
+    policy = local_policy(settings)
+    st = (status or sandbox.status)(policy)
+    if st.sandboxed:
+        return Check("sandbox", "ok", f"bubblewrap works here: {sandbox.describe(policy)}")
+    if st.allowed:
+        return Check(
+            "sandbox",
+            "warn",
+            f"{st.reason}; unsandboxed_exec = true, so shell commands run WITHOUT a sandbox",
+            "install bubblewrap (apt-get install bubblewrap) and remove unsandboxed_exec",
+        )
     return Check(
         "sandbox",
         "warn",
-        "bwrap (bubblewrap) is not on PATH: shell commands from exec_command cannot be confined",
-        "install it: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)",
+        f"{st.reason}: exec_command is refused (everything else works)",
+        "install bubblewrap: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)",
     )

@@ -8,6 +8,10 @@ nothing is dropped. A message is recorded with its update id (one INSERT) until 
 session's history, so one that was still queued at a crash or a stop is taken up after the restart
 (bot/received.py). A suspended turn (approval or question) releases the chat; the next message is
 read as its answer (bot/replies.py) or, when the user clearly moved on, closes it.
+
+Every answer to an approval card — button, typed reply, /approve, /deny — is read by the one
+decision function agent/consent.read_consent. In a group, typed consent counts only from an
+approver (an admin) who replies to the card or mentions the bot; nobody else's message closes it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from adapters.base import (
 from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
+from agent.consent import ConsentDecision, StandingApproval, normalize, read_consent
 from agent.errors import ApprovalError
 from agent.messages import Message
 from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
@@ -45,6 +50,7 @@ from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
+from bot.progress import ProgressBoard
 from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
 from bot.replies import read_reply
 
@@ -77,6 +83,12 @@ class GatewayStore(KeyValue, Protocol):
 
     async def open_turns(self) -> list[TurnRecord]: ...
 
+    async def list_standing(
+        self, chat_key: str | None, now: datetime, tool: str | None = None
+    ) -> list[StandingApproval]: ...
+
+    async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int: ...
+
 
 @dataclass
 class PlatformAccess:
@@ -87,6 +99,10 @@ class PlatformAccess:
 
 
 CommandHandler = Callable[["Gateway", ChatState, InboundCommand], Coroutine[Any, Any, None]]
+# Commands that change a shared chat's settings or policy: admins only, in groups.
+ADMIN_ONLY_IN_GROUPS = frozenset({"model", "lang", "brief", "clear", "rules"})
+# Commands that leave a pending card or question as it is (the rest close it: "moved on").
+KEEPS_WAITING = frozenset({"approve", "deny", "status", "help", "lang", "cancel", "rules"})
 
 
 def _preview(text: str, limit: int = 60) -> str:
@@ -99,6 +115,13 @@ def _may_queue(msg: InboundMessage) -> bool:
     turn? Then it is recorded until it is in the history. Empty, oversized and unaddressed
     messages never are (an unaddressed one only ever answers a question, at once)."""
     return msg.addressed and bool(msg.text.strip()) and len(msg.text) <= MAX_INBOUND_CHARS
+
+
+def _short(text: str) -> bool:
+    """A short reply to a card that is no decision ("3", "第三个", "👍", "what?"): it gets a hint and
+    the card stays; a longer message is a new request and closes the card (nothing runs)."""
+    word = normalize(text)
+    return len(word) <= 12 and " " not in word
 
 
 def _is_waiting(turn: TurnRecord | None) -> bool:
@@ -127,11 +150,15 @@ class Gateway:
         self.models = models or []
         self.default_model = default_model
         self.approval_ttl_minutes = approval_ttl_minutes
+        # the facts of a trade for its card (markets/preview.py), wired by bot/app.py
+        self.trade_facts: Callable[[ApprovalRecord], Coroutine[Any, Any, Any]] | None = None
         self.context_window = context_window or (lambda _m: 65_536)
         self.status_extra = status_extra
         self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
         self.system_dynamic = ""  # the stable part after the static prompt (skills list)
         self.help_extra: Callable[[str], str] | None = None  # the tool list for /help
+        # tool name -> (lang -> one line on the approval card, e.g. exec_command's sandbox)
+        self.card_notes: dict[str, Callable[[str], str]] = {}
         self._task_messages: dict[str, SentMessage] = {}
         self.commands: dict[str, CommandHandler] = {}
         self.command_help: dict[str, str] = {}
@@ -139,6 +166,9 @@ class Gateway:
         self._denied_notice: set[str] = set()
         self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
         self.stopping = False  # drain() began: queued messages wait for the restart
+        # a suspended turn's progress message, continued when it resumes (bot/progress.py)
+        self.progress_board = ProgressBoard()
+        self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
         from bot.commands import BUILTIN_COMMANDS
 
         self.commands.update(BUILTIN_COMMANDS)
@@ -234,6 +264,13 @@ class Gateway:
         acc = self.access.get(user.platform)
         return acc is not None and user.user_id in acc.allowed_users
 
+    def is_admin(self, chat: ChatRef, user: UserRef) -> bool:
+        """In a DM the user decides for themself; in a group only the platform's admins do."""
+        if not chat.is_group:
+            return True
+        acc = self.access.get(chat.platform) or PlatformAccess()
+        return user.user_id in acc.admins
+
     def approvers_for(self, chat: ChatRef, user: UserRef) -> tuple[str, ...]:
         acc = self.access.get(chat.platform) or PlatformAccess()
         if chat.is_group:
@@ -275,14 +312,14 @@ class Gateway:
             await self._on_button(adapter, state, inbound)
         elif isinstance(inbound, InboundCommand):
             handler = self.commands.get(inbound.name)
+            if inbound.name in ADMIN_ONLY_IN_GROUPS and not self.is_admin(inbound.chat, user):
+                await self.say(state, t(state.lang, "admin_only", name=inbound.name))
+                return
             waiting = await self._waiting_turn(state)
-            if waiting is not None and inbound.name not in (
-                "approve",
-                "deny",
-                "status",
-                "help",
-                "lang",
-                "cancel",
+            if (
+                waiting is not None
+                and inbound.name not in KEEPS_WAITING
+                and self.may_close(waiting, user.user_id)
             ):
                 await self._move_on(adapter, state, waiting)
             if handler is None:
@@ -336,6 +373,11 @@ class Gateway:
         if isinstance(inbound, ButtonPress):
             with contextlib.suppress(Exception):
                 await inbound.ack(t(lang, "approval_not_allowed"), True)
+            return
+        if isinstance(inbound, InboundCommand) and inbound.private_reply is not None:
+            # a slash command waits for an answer; only the stranger sees it (also in a server)
+            with contextlib.suppress(Exception):
+                await inbound.private_reply(t(lang, "not_allowed", user_id=inbound.user.user_id), False)
             return
         if inbound.chat.is_group or inbound.user.key in self._denied_notice:
             return  # don't talk to strangers in groups; tell a DM stranger once
@@ -411,24 +453,32 @@ class Gateway:
             if uid not in turn.approvers:
                 if not msg.addressed:
                     return True
-                # only an approver can unblock this chat
+                # only an approver can unblock this chat; a member's message never closes the card
                 state.backlog.append((Queued(Message.user(msg.text), receipt), msg.user))
                 return True
             card = await self._card_ref(approval_id)
             replying_to_card = card is not None and msg.reply_to_message_id == card.message_id
-            if reading.kind in ("yes", "option") and reading.value.lower() not in ("always",):
-                await self._release(receipt)
-                await self._decide(state, approval_id, msg.user, "once")
+            # in a group, typed consent must be addressed: a reply to the card or a mention
+            if state.chat.is_group and not (replying_to_card or (msg.addressed and not msg.reply_to_bot)):
+                if msg.addressed:  # a reply to another of the bot's messages: waits for the decision
+                    state.backlog.append((Queued(Message.user(msg.text), receipt), msg.user))
                 return True
-            if reading.kind == "no":
+            record = await self.store.get_approval(approval_id)
+            scope = self.runtime.gate.scope_for(record) if record is not None else None
+            decision = read_consent("text", msg.text, scope=scope, replying_to_card=replying_to_card)
+            word = decision.gate_decision
+            if word is not None:
                 await self._release(receipt)
-                await self._decide(state, approval_id, msg.user, "deny")
+                reason = await self._decide(state, approval_id, msg.user, word, note=decision.note)
+                if reason:
+                    key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
+                    await self.say(state, t(state.lang, key))
                 return True
-            if replying_to_card:
+            if _short(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
-                await self._decide(state, approval_id, msg.user, "edit", note=msg.text)
+                await self.say(state, t(state.lang, "approval_unclear"))
                 return True
-            await self._move_on(adapter, state, turn)
+            await self._move_on(adapter, state, turn)  # a new request: the card closes, nothing runs
             return False
         if not may_answer:
             return not msg.addressed
@@ -441,6 +491,12 @@ class Gateway:
         await self._finalize_question(turn.id, "question_answered", answer=cards.visible(answer))
         self._resume_soon(state, turn.id)
         return True
+
+    @staticmethod
+    def may_close(turn: TurnRecord, user_id: str) -> bool:
+        """Whose message or command may close a waiting card or question ("moved on"): an
+        approver, or the requester; never another member's."""
+        return user_id == turn.requester or user_id in turn.approvers
 
     async def _move_on(self, adapter: ChatAdapter, state: ChatState, turn: TurnRecord) -> None:
         """Close a waiting turn because the user moved on; the card shows it."""
@@ -526,6 +582,9 @@ class Gateway:
                         state.lang,
                         on_approval=lambda e: self._send_card(state, e),
                         on_question=lambda e: self._send_question(state, e),
+                        board=self.progress_board,
+                        key=state.key,
+                        sleep=self.typing_sleep,
                     )
                     try:
                         done = await render_all(view, job)
@@ -609,7 +668,9 @@ class Gateway:
         record = await self.store.get_approval(event.approval_id)
         if record is None:
             return
-        text, buttons = cards.approval_card(record, state.lang, self.approval_ttl_minutes)
+        text, buttons = cards.approval_card(
+            record, state.lang, await self.card_info(record, state.chat, state.lang)
+        )
         sent = await self._send_waiting(state, event.turn_id, text, buttons)
         if sent is None:
             return
@@ -617,6 +678,23 @@ class Gateway:
         record = await self.store.get_approval(record.id)
         if record is not None and record.status != "pending":  # decided while the card was in flight
             await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
+
+    async def card_info(self, record: ApprovalRecord, chat: ChatRef, lang: str = "en") -> cards.CardInfo:
+        note = self.card_notes.get(record.tool)
+        trade = None
+        if self.trade_facts is not None:
+            try:
+                trade = await self.trade_facts(record)
+            except Exception:  # the card still shows the raw arguments
+                log.warning("no trade facts for the card of %s", record.id, exc_info=True)
+        return cards.CardInfo(
+            expires_at=record.expires_at,
+            group=chat.is_group,
+            scope=self.runtime.gate.scope_for(record),
+            standing_hours=self.runtime.gate.standing_ttl.total_seconds() / 3600,
+            trade=trade,
+            note=note(lang) if note else "",
+        )
 
     async def _send_question(self, state: ChatState, event: ev.Question) -> None:
         turn = await self.store.load_turn(event.turn_id)
@@ -667,9 +745,13 @@ class Gateway:
         if found is None or record is None:
             return
         msg, adapter, ref = found
+        rule = ""
+        if outcome == "always":
+            rules = await self.store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
+            rule = next((r.id for r in rules if r.approval_id == approval_id), "")
         with contextlib.suppress(DeliveryError):
             await adapter.edit_text(
-                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who), buttons=None
+                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who, rule), buttons=None
             )
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
@@ -767,7 +849,12 @@ class Gateway:
             await self._finalize_question(turn.id, "question_answered", answer=cards.visible(choice))
             self._resume_soon(state, turn.id)
             return
-        reason = await self._decide(state, ident, press.user, kind)
+        record = await self.store.get_approval(ident)
+        scope = self.runtime.gate.scope_for(record) if record is not None else None
+        word = read_consent("button", kind, scope=scope).gate_decision
+        reason = (
+            await self._decide(state, ident, press.user, word) if word else "this button is no longer valid"
+        )
         if reason:
             key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
             await press.ack(t(state.lang, key), key == "approval_not_allowed")
@@ -787,8 +874,13 @@ class Gateway:
                 user = state.last_user or UserRef(state.chat.platform, "")
                 self._start(state, self._queued_turn(state, queued, user))
 
-    async def decide_by_text(self, state: ChatState, user: UserRef, approval_id: str, decision: str) -> str:
-        return await self._decide(state, approval_id, user, decision)
+    async def decide_by_command(self, state: ChatState, user: UserRef, approval_id: str, command: str) -> str:
+        """/approve <id> or /deny <id>, read by the one decision function."""
+        decision: ConsentDecision = read_consent("command", command)
+        word = decision.gate_decision
+        if word is None:
+            return "unknown decision"
+        return await self._decide(state, approval_id, user, word)
 
     # ---- background tasks and scheduled briefs ----------------------------------------------
     async def notify_task(self, record: Any) -> None:

@@ -38,6 +38,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "approval_stale": "This button is no longer valid.",
         "approval_usage": "Usage: /approve <id> or /deny <id>",
         "question_expired": "⌛ No answer was given in time.",
+        "exec_sandboxed": "🛡 Runs in a sandbox: only the workspace is writable, no network, "
+        "no access to tapebot's files.",
+        "exec_sandboxed_net": "🛡 Runs in a sandbox: only the workspace is writable, network allowed, "
+        "no access to tapebot's files.",
+        "exec_unsandboxed": "⚠️ Runs WITHOUT a sandbox (unsandboxed_exec = true): it can read and "
+        "change everything the bot's user can.",
+        "exec_refused": "⚠️ No sandbox is available on this machine, so this command will be refused.",
         "question_answered": "✅ Answered: {answer}",
         "error": "Something went wrong: {error}",
         "model_error": "⚠️ {error}",
@@ -58,6 +65,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "paired": "Paired: you can talk to me now, and you approve actions. Send /help to start.",
         "busy_try_later": "A turn is running; try again when it finishes (or /cancel it).",
         "compact_nothing": "Nothing to compact.",
+        "not_run": "not run",
+        "tool_cancelled": "cancelled",
+        "tool_failed": "failed",
+        "delivery_failed": "I could not deliver my answer: the chat service kept failing. Ask again "
+        "in a moment if you still need it.",
+        "delivery_uncertain": "The chat service did not confirm my last message, so it may be "
+        "missing or incomplete. Ask again if you do not see the full answer.",
         "memory_off": "Long-term memory is turned off ([memory] enabled = false).",
         "yes": "yes",
         "no": "no",
@@ -92,6 +106,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "approval_stale": "此按钮已失效。",
         "approval_usage": "用法：/approve <id> 或 /deny <id>",
         "question_expired": "⌛ 未在规定时间内回答。",
+        "exec_sandboxed": "🛡 在沙箱中运行：只有工作区可写，无网络，无法访问 tapebot 自身的文件。",
+        "exec_sandboxed_net": "🛡 在沙箱中运行：只有工作区可写，允许联网，无法访问 tapebot 自身的文件。",
+        "exec_unsandboxed": "⚠️ 不在沙箱中运行（unsandboxed_exec = true）：可以读写机器人所用账户能访问的一切。",
+        "exec_refused": "⚠️ 本机没有可用的沙箱，此命令将被拒绝执行。",
         "question_answered": "✅ 已回答：{answer}",
         "error": "出错了：{error}",
         "model_error": "⚠️ {error}",
@@ -109,6 +127,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "paired": "配对成功：现在可以和我对话，并由你确认操作。发送 /help 开始。",
         "busy_try_later": "当前有任务在运行；请等它完成后再试（或 /cancel）。",
         "compact_nothing": "没有需要压缩的内容。",
+        "not_run": "未执行",
+        "tool_cancelled": "已取消",
+        "tool_failed": "失败",
+        "delivery_failed": "我的回答没能发出去：聊天服务一直出错。如仍需要，请稍后再问一次。",
+        "delivery_uncertain": "聊天服务没有确认我刚才的消息，它可能缺失或不完整。如果没看到完整回答，请再问一次。",
         "memory_off": "长期记忆已关闭（[memory] enabled = false）。",
         "yes": "是",
         "no": "否",
@@ -155,3 +178,15 @@ def t(lang: str, key: str, **kw: Any) -> str:
     table = STRINGS.get(lang) or STRINGS["en"]
     text = table.get(key) or STRINGS["en"].get(key, key)
     return text.format(**kw) if kw else text
+
+
+def _merge_consent() -> None:
+    from bot.i18n_consent import CONSENT_COMMANDS, CONSENT_STRINGS
+
+    for lang, table in CONSENT_STRINGS.items():
+        STRINGS[lang].update(table)
+    for lang, table in CONSENT_COMMANDS.items():
+        COMMAND_DESCRIPTIONS[lang].update(table)
+
+
+_merge_consent()

@@ -73,6 +73,10 @@ class AgentConfig(_Section):
     tool_result_spill_chars: int = Field(default=8000, ge=500)
     system_prompt: str | None = None
     language: str = "auto"
+    # how long an approval card waits for a decision; unanswered means denied (questions keep their own)
+    approval_ttl_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
+    # how long an "Always allow" (a standing approval) lasts: at most 24 hours, shorter allowed
+    standing_approval_hours: float = Field(default=24.0, gt=0, le=24)
 
 
 class TelegramConfig(_Section):
@@ -136,6 +140,12 @@ class ToolsConfig(_Section):
     web_fetch_max_bytes: int = Field(default=2_000_000, gt=0)
     web_fetch_timeout: float = Field(default=20.0, gt=0)
     allow_private_urls: bool = False
+    # exec_command's sandbox (bubblewrap). Without one, commands are refused unless this is set.
+    unsandboxed_exec: bool = False
+    exec_network: bool = False
+    exec_memory_mb: int = Field(default=4096, gt=0)
+    exec_file_size_mb: int = Field(default=1024, gt=0)
+    exec_read_only_paths: list[Path] = Field(default_factory=list)
 
 
 class MarketsConfig(_Section):
@@ -298,9 +308,11 @@ class Settings(BaseSettings):
         return self.home / "skills"
 
     def ensure_dirs(self) -> None:
-        # A new home is private (it holds the database, traces and maybe keys); an existing one
-        # keeps its mode, and `tapebot doctor` says when that is readable by others.
-        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """Create the home and its folders, 0700 (C9; existing modes are left alone and reported
+        by `loose_modes`)."""
+        from config.filemodes import make_private_dir
+
+        make_private_dir(self.home)
         for path in (
             self.traces_dir,
             self.results_dir,
@@ -308,7 +320,7 @@ class Settings(BaseSettings):
             self.archive_dir,
             self.skills_dir,
         ):
-            path.mkdir(parents=True, exist_ok=True)
+            make_private_dir(path)
 
     # ---- models ------------------------------------------------------------------------------
     def model(self, model_id: str) -> ModelConfig:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from importlib import resources
 from pathlib import Path
 
 from config.errors import ConfigError
+from config.filemodes import make_private_dir, write_private_text
 
 
 def starter_text() -> str:
@@ -18,11 +18,7 @@ def write_starter(home: Path, *, force: bool = False) -> Path:
     path = home / "config.toml"
     if path.exists() and not force:
         raise ConfigError("already exists", file=str(path), fix="pass --force to overwrite it")
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds secrets and chats: owner only
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # it may get an api_key
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(starter_text())
-    tmp.replace(path)
+    # 0700 home, 0600 config whatever the umask (C9): it will hold API keys.
+    make_private_dir(home)
+    write_private_text(path, starter_text())
     return path

@@ -132,7 +132,7 @@ async def test_each_failure_is_a_cross_with_its_fix(fakes, tmp_path):
     assert "OPENAI_API_KEY" in fix_after("model main")
     assert "@BotFather" in fix_after("telegram login")
     assert "Reset Token" in fix_after("discord login")
-    assert "cn_trade_calendar" in fix_after("trading calendar")
+    assert "update-calendar" in fix_after("trading calendar")
     assert "chmod 700" in fix_after("file modes")
     for secret in ("WRONG-token", "wrong-discord-token"):
         assert secret not in out
@@ -219,23 +219,43 @@ def test_calendar_window():
 
 def test_file_modes(tmp_path):
     home = tmp_path / "home"
-    home.mkdir(mode=0o700)
     settings = load_settings(home, {}, require_model=False)
-    assert check_file_modes(settings).status == "ok"
-    home.chmod(0o755)
+    assert "does not exist yet" in check_file_modes(settings).detail
+    home.mkdir(mode=0o700)
     (home / "config.toml").write_text("")
     (home / "config.toml").chmod(0o600)
-    assert check_file_modes(settings).status == "warn"
+    assert check_file_modes(settings).status == "ok"
     (home / "tapebot.db").write_text("")
     (home / "tapebot.db").chmod(0o644)
     bad = check_file_modes(settings)
-    assert bad.status == "fail" and "tapebot.db (0644)" in bad.detail
+    assert bad.status == "fail" and "tapebot.db" in bad.detail and "chmod 600" in bad.fix
+    home.chmod(0o755)
+    assert str(home) in check_file_modes(settings).detail
 
 
-def test_sandbox():
-    assert check_sandbox(lambda name: "/usr/bin/bwrap").status == "ok"
-    missing = check_sandbox(lambda name: None)
-    assert missing.status == "warn" and "apt-get install bubblewrap" in missing.fix
+def test_sandbox(tmp_path):
+    from agent.tools.sandbox import SandboxStatus
+
+    settings = load_settings(tmp_path / "home", {}, require_model=False)
+    assert check_sandbox(settings, lambda policy: SandboxStatus(True, True)).status == "ok"
+    missing = check_sandbox(
+        settings, lambda policy: SandboxStatus(False, False, "bubblewrap (`bwrap`) is not installed")
+    )
+    assert missing.status == "warn" and "exec_command is refused" in missing.detail
+    assert "apt-get install bubblewrap" in missing.fix
+    opted_out = check_sandbox(settings, lambda policy: SandboxStatus(False, True, "no bwrap"))
+    assert opted_out.status == "warn" and "WITHOUT a sandbox" in opted_out.detail
+
+
+def test_calendar_from_the_data_folder(tmp_path):
+    import json
+
+    days = [f"2027-01-{d:02d}" for d in (4, 5, 6, 7, 8, 11, 12)] + [
+        f"2027-02-{d:02d}" for d in (1, 2, 3, 4, 5, 8, 9, 10)
+    ]
+    (tmp_path / "cn_trade_calendar.json").write_text(json.dumps(days))
+    check = check_calendar(date(2027, 1, 5), tmp_path)
+    assert check.status == "ok" and "cn_trade_calendar.json" in check.detail
 
 
 def test_render_and_exit_code():

@@ -91,6 +91,7 @@ def test_bash_completion():
     assert _bash_complete("tapebot --home /x c") == ["chat", "completion", "config"]
     assert _bash_complete("tapebot completion ") == ["--help", "bash", "zsh"]
     assert _bash_complete("tapebot memory s") == ["search"]
+    assert _bash_complete("tapebot data u") == ["update-calendar"]
     assert "--version" in _bash_complete("tapebot --")
 
 
@@ -101,6 +102,13 @@ def test_zsh_completion():
     if shutil.which("zsh"):
         done = subprocess.run(["zsh", "-n", "-c", text], capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
+
+
+def test_every_extension_has_completion_words():
+    from bot.cli import EXTENSIONS
+    from bot.cli_completion import EXTENSION_WORDS
+
+    assert set(EXTENSIONS) <= set(EXTENSION_WORDS)
 
 
 def test_completion_command_prints_the_script():
