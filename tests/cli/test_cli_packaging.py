@@ -86,7 +86,7 @@ def _bash_complete(line: str) -> list[str]:
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")
 def test_bash_completion():
-    assert _bash_complete("tapebot d") == ["db", "doctor"]
+    assert _bash_complete("tapebot d") == ["data", "db", "doctor"]
     assert _bash_complete("tapebot db b") == ["backup"]
     assert _bash_complete("tapebot --home /x c") == ["chat", "completion", "config"]
     assert _bash_complete("tapebot completion ") == ["--help", "bash", "zsh"]
