@@ -74,6 +74,39 @@ def test_every_imported_package_is_declared():
     assert not missing, f"imported but not in [project] dependencies: {missing}"
 
 
+# imported by tests, installed by a declared package (mcp brings uvicorn and anyio; aiohttp multidict)
+TEST_TRANSITIVE = {"anyio", "uvicorn", "multidict"}
+TEST_LOCAL = {"markets_helpers", "memory_helpers", "providers_helpers"}
+
+
+def test_every_package_the_tests_import_is_declared():
+    """A fresh clone installs `.[dev]` and nothing else: a test importing an undeclared package
+    fails to collect in CI (tests/markets/data/ holds recording scripts, not tests)."""
+    project = _project()
+    declared = {_name(r) for r in project["dependencies"]}
+    declared |= {_name(r) for r in project["optional-dependencies"]["dev"]}
+    missing = set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        if "data" in path.relative_to(ROOT / "tests").parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in PACKAGES or top in ("tests", "bench"):
+                    continue
+                if top in TEST_TRANSITIVE | TEST_LOCAL:
+                    continue
+                dist = DIST_OF.get(top, top).lower().replace("_", "-")
+                if dist not in declared:
+                    missing.add(f"{top} ({path.relative_to(ROOT)})")
+    assert not missing, f"imported by tests but not in [project] dependencies or [dev]: {sorted(missing)}"
+
+
 def test_no_tornado():
     """python-telegram-bot's `webhooks` extra installs tornado; our webhook server is aiohttp."""
     deps = " ".join(_project()["dependencies"])
