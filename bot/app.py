@@ -132,6 +132,7 @@ class App:
         )
         ms = MarketSettings(
             initial_cash_cn=s.markets.initial_cash,
+            retry_blocked=s.markets.retry_blocked,
             live=s.markets.live,
             live_exchange=s.markets.live_exchange,
             live_api_key=env.get(s.markets.live_api_key_env, "") if s.markets.live else "",
@@ -169,7 +170,15 @@ class App:
         assert self.db is not None
         s = self.settings
         self.tracker = TaskTracker()
-        self.on_stop(self.tracker.aclose)
+        tracker = self.tracker
+
+        async def drain_upkeep() -> None:
+            # extraction and TaskState updates finish (up to the deadline) instead of being lost
+            if not await tracker.drain(s.memory.upkeep_drain_s):
+                log.warning("memory upkeep still running after %.0f s; cancelled", s.memory.upkeep_drain_s)
+            await tracker.aclose()
+
+        self.on_stop(drain_upkeep)
         model = self.model_for(s.memory.model) if s.models else None
         if not s.memory.enabled:
             from agent.compaction import Compactor

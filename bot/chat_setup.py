@@ -188,15 +188,17 @@ async def start_chat(app: App) -> None:
         log.info("%s adapter started", adapter.platform)
 
     async def stop_chat() -> None:
-        # Stop receiving first (unhandled updates stay unacknowledged), then finish/cancel turns.
+        # Turns first, while the adapters can still send: new work is refused meanwhile (messages
+        # are recorded for the restart); then stop receiving (unhandled updates stay unacknowledged).
+        await gateway.drain(app.settings.agent.shutdown_grace_s)
         for adapter in reversed(app.adapters):
             with contextlib.suppress(Exception):
                 await adapter.stop()
-        await gateway.drain()
 
     app.on_stop(stop_chat)
     await gateway.expire_due()
     assert app.store is not None
     await app.store.prune_processed_updates(UPDATE_IDS_KEPT)
-    await gateway.take_up_received()  # what a crash or a stop left queued
+    await gateway.resume_interrupted()  # turns a crash or a stop left running
+    await gateway.take_up_received()  # what a crash or a stop left queued (behind those turns)
     app.spawn(_sweep_expired(gateway, app.store), name="expiry-sweeper")

@@ -3,6 +3,7 @@ the chat state and the command; later issues register more (`/memory`, `/brief`,
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from adapters.base import InboundCommand
@@ -12,6 +13,8 @@ from bot.rules import active_count, cmd_rules
 
 if TYPE_CHECKING:
     from bot.gateway import Gateway
+
+log = logging.getLogger(__name__)
 
 
 async def cmd_start(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
@@ -145,7 +148,14 @@ async def cmd_compact(gw: Gateway, state: ChatState, cmd: InboundCommand) -> Non
     if state.running:
         await gw.say(state, t(state.lang, "busy_try_later"))
         return
-    event = await gw.runtime.compact_now(state.session_id, state.model)
+    from agent.errors import CompactionFailed
+
+    try:
+        event = await gw.runtime.compact_now(state.session_id, state.model)
+    except CompactionFailed as exc:
+        log.warning("/compact failed in %s: %s", state.key, exc)
+        await gw.say(state, t(state.lang, "compact_failed"))
+        return
     if event is None:
         await gw.say(state, t(state.lang, "compact_nothing"))
     else:
@@ -166,7 +176,12 @@ async def cmd_memory(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         await services.scope_of(state.session_id) if services.scope_of else "default"
     )
     text = await memory_command(
-        services.store, services.recall, scope, cmd.args, session_messages=gw.store.load_messages
+        services.store,
+        services.recall,
+        scope,
+        cmd.args,
+        session_messages=gw.store.load_messages,
+        lang=state.lang,
     )
     await gw.say(state, text)
 

@@ -45,7 +45,7 @@ def install(gateway: Gateway, app: Any) -> None:
         await gw.say(state, reply)
 
     async def cmd_skills(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-        lines = [f"/{s.name} — {s.description}" for s in app.skills.skills]
+        lines = [f"/{s.name} — {s.description}" for s in app.skills.skills.values()]
         await gw.say(state, "\n".join(lines) or "no skills")
 
     gateway.commands.update({"tasks": cmd_tasks, "brief": cmd_brief, "skills": cmd_skills})

@@ -42,7 +42,7 @@ from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
 from agent.consent import ConsentDecision, StandingApproval, normalize, read_consent
-from agent.errors import ApprovalError
+from agent.errors import ApprovalError, StorageError
 from agent.messages import Message
 from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
@@ -88,6 +88,17 @@ class GatewayStore(KeyValue, Protocol):
     ) -> list[StandingApproval]: ...
 
     async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int: ...
+
+
+@dataclass(frozen=True)
+class StorageRetry:
+    """How long an inbound event waits for storage that fails (a write lock held beyond the busy
+    timeout, a full disk): retried after `first_s`, doubling up to `max_s`, for `budget_s` in all;
+    then the user is asked to send it again."""
+
+    first_s: float = 0.5
+    max_s: float = 30.0
+    budget_s: float = 600.0
 
 
 @dataclass
@@ -166,6 +177,13 @@ class Gateway:
         self._denied_notice: set[str] = set()
         self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
         self.stopping = False  # drain() began: queued messages wait for the restart
+        # set by drain(): every turn ends at its next durable step and is resumed after the restart
+        self.stop_signal = CancelSignal()
+        self.storage_retry = StorageRetry()
+        # while storage fails, inbound events wait here in arrival order (FIFO) and are stored
+        # in that order once it works again; `_storage_told`: chats told about it already
+        self._storage_queue = asyncio.Lock()
+        self._storage_told: set[str] = set()
         # a suspended turn's progress message, continued when it resumes (bot/progress.py)
         self.progress_board = ProgressBoard()
         self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
@@ -188,17 +206,20 @@ class Gateway:
         if not task.cancelled() and task.exception() is not None:
             log.error("background task %s failed", task.get_name(), exc_info=task.exception())
 
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Stop: cancel running turns (they answer their open calls) and wait for tasks. Messages
-        still queued start no new turn: they stay recorded and are taken up after the restart."""
+    async def drain(self, grace: float = 20.0) -> None:
+        """Stop taking new work; running turns get `grace` seconds to reach their next durable
+        step (a stored model answer or tool result), then what still runs is cut off. Either way
+        the turn stays open and `resume_interrupted` takes it up after the restart, as after a
+        crash. Messages still queued start nothing: they stay recorded for the restart."""
         self.stopping = True
-        for state in self.chats.loaded():
-            if state.cancel is not None:
-                state.cancel.set()
+        self.stop_signal.set()
         if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
-        for task in list(self._tasks):
+            await asyncio.wait(set(self._tasks), timeout=grace)
+        busy = list(self._tasks)
+        for task in busy:
             task.cancel()
+        if busy:  # their last writes (the open turn, a cut-off call) land before the database closes
+            await asyncio.wait(busy, timeout=5.0)
 
     async def take_up_received(self, now: datetime | None = None) -> int:
         """After a restart: messages received but never written into a history (queued behind a
@@ -242,6 +263,56 @@ class Gateway:
             log.info("after the restart: %d received message(s) taken up, %d too old", taken,
                      sum(n for _, n, _ in stale.values()))  # fmt: skip
         return taken
+
+    async def resume_interrupted(self, now: datetime | None = None) -> int:
+        """After a restart: each turn a stop or a crash left running is resumed now, without
+        waiting for the user, and its chat is told (which tool was cut off: it may or may not have
+        completed and is not run again). A suspended turn whose approval was given just before is
+        resumed too: the approval still holds. A turn older than its platform's
+        `max_backlog_age_s` is closed instead (its calls not run) and the chat told. Returns how
+        many were resumed."""
+        now = now or datetime.now(UTC)
+        resumed = 0
+        for turn in await self.store.open_turns():
+            approved = await self._approved_tool(turn)
+            if turn.status == "suspended" and approved is None:
+                continue  # waiting on the user: the card or question is still there
+            state = await self.chats.by_key(turn.chat_key) if turn.chat_key else None
+            if state is None or state.chat.platform not in self.adapters:
+                continue  # its platform is not running now: left for when it is
+            if (
+                turn.unattended  # a brief: the scheduler retries it
+                or turn.session_id != state.session_id  # the chat moved on to a new session
+                or not self.allowed(UserRef(state.chat.platform, turn.requester))  # access withdrawn
+            ):
+                await self.runtime.close_turn(turn.id)
+                continue
+            acc = self.access.get(state.chat.platform) or PlatformAccess()
+            if (now - turn.updated_at).total_seconds() > acc.max_backlog_age_s:
+                await self.runtime.close_turn(turn.id)
+                await self.say(state, t(state.lang, "restart_not_resumed"))
+                continue
+            cut_off = await self.runtime.settle_interrupted(turn.id)
+            lines = [t(state.lang, "restart_resumed")]
+            lines += [t(state.lang, "restart_cut_off", tool=name) for name in cut_off]
+            if approved is not None:
+                lines.append(t(state.lang, "restart_approved", tool=approved))
+            await self.say(state, "\n".join(lines))
+            self._resume_soon(state, turn.id)
+            resumed += 1
+        if resumed:
+            log.info("after the restart: %d interrupted turn(s) resumed", resumed)
+        return resumed
+
+    async def _approved_tool(self, turn: TurnRecord) -> str | None:
+        """The tool of a call approved but not started yet (its approval given before the stop)."""
+        for call_id, approval_id in turn.calls_approval.items():
+            if turn.calls.get(call_id) not in ("pending", "awaiting_approval"):
+                continue
+            record = await self.store.get_approval(approval_id)
+            if record is not None and record.status == "approved":
+                return record.tool
+        return None
 
     async def _take_up_notice(self, receipt: Receipt, record: dict[str, Any]) -> None:
         """A task notice that waited for a turn when the bot went down: its own turn now (a
@@ -287,13 +358,23 @@ class Gateway:
             if not await self._try_pairing(adapter, inbound):
                 await self._deny(adapter, inbound)
             return
+        if self.stopping and not isinstance(inbound, InboundMessage):
+            await self._restarting(inbound)
+            return
         # A message that may queue is recorded with its id until it is in the history (one INSERT).
         receipt: Receipt | None = None
         if isinstance(inbound, InboundMessage) and _may_queue(inbound):
             receipt = (inbound.chat.platform, inbound.update_id)
-            fresh = await self.store.receive_message(*receipt, pending_record(inbound))
+            pending = pending_record(inbound)
+            stored = await self._stored(inbound, lambda: self.store.receive_message(*receipt, pending))
         else:
-            fresh = await self.store.mark_update_processed(inbound.chat.platform, inbound.update_id)
+            platform, update_id = inbound.chat.platform, inbound.update_id
+            stored = await self._stored(
+                inbound, lambda: self.store.mark_update_processed(platform, update_id)
+            )
+        if stored is None:
+            return  # storage failed for the whole retry budget: the user was asked to send it again
+        fresh = stored
         if not fresh:
             if isinstance(inbound, ButtonPress):
                 with contextlib.suppress(Exception):
@@ -308,6 +389,10 @@ class Gateway:
         if state.owner != user.user_id and not isinstance(inbound, ButtonPress):
             state.owner = user.user_id
             await self.chats.save(state)
+        if self.stopping:  # recorded (a message that may queue): taken up after the restart
+            if receipt is not None:
+                await self.say(state, t(state.lang, "restarting_kept"))
+            return
         if isinstance(inbound, ButtonPress):
             await self._on_button(adapter, state, inbound)
         elif isinstance(inbound, InboundCommand):
@@ -325,9 +410,82 @@ class Gateway:
             if handler is None:
                 await self.say(state, t(state.lang, "unknown_command", name=inbound.name[:32]))
             else:
-                await handler(self, state, inbound)
+                await self._run_command(handler, state, inbound)
         else:
             await self._on_message(adapter, state, inbound, receipt)
+
+    async def _stored(self, inbound: Inbound, write: Callable[[], Coroutine[Any, Any, bool]]) -> bool | None:
+        """The event's first write (its record or its id), retried while storage fails: the event is
+        held in memory meanwhile and the adapter does not acknowledge it while this runs. The chat
+        is told once that the bot cannot keep up. None when the budget ran out (the user is asked
+        to send it again)."""
+        if not self._storage_queue.locked():  # the usual case: no trouble, no waiting
+            try:
+                return await write()
+            except StorageError as exc:
+                log.warning(
+                    "storing %s %s failed; retrying: %s", inbound.chat.platform, inbound.update_id, exc
+                )
+        async with self._storage_queue:  # FIFO: events are stored in the order they came
+            policy = self.storage_retry
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + policy.budget_s
+            delay = policy.first_s
+            attempts = 0
+            while True:
+                if attempts:  # the first attempt of an event queued behind another is immediate
+                    await self._tell_storage(inbound, "storage_trouble")
+                    if loop.time() + delay > deadline:
+                        log.error("gave up storing %s %s after %d attempts",
+                                  inbound.chat.platform, inbound.update_id, attempts)  # fmt: skip
+                        text = inbound.text if isinstance(inbound, InboundMessage) else ""
+                        await self._tell_storage(inbound, "storage_gave_up", preview=_preview(text or "…"))
+                        self._storage_told.discard(inbound.chat.key)
+                        return None
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, policy.max_s)
+                attempts += 1
+                try:
+                    result = await write()
+                except StorageError as exc:
+                    log.warning("storage still failing (attempt %d): %s", attempts, exc)
+                    attempts = max(attempts, 1)
+                    continue
+                self._storage_told.discard(inbound.chat.key)
+                return result
+
+    async def _tell_storage(self, inbound: Inbound, key: str, **fields: Any) -> None:
+        if key == "storage_trouble":
+            if inbound.chat.key in self._storage_told:
+                return
+            self._storage_told.add(inbound.chat.key)
+        adapter = self.adapters.get(inbound.chat.platform)
+        if adapter is not None:
+            lang = pick_language(inbound.user.language_code)
+            with contextlib.suppress(DeliveryError):
+                await adapter.send_text(inbound.chat, t(lang, key, **fields), format="plain")
+
+    async def _restarting(self, inbound: Inbound) -> None:
+        """A command or a tap while the bot stops: not acted on (it would start new work); the
+        user is asked to repeat it in a moment."""
+        lang = pick_language(inbound.user.language_code)
+        if isinstance(inbound, ButtonPress):
+            with contextlib.suppress(Exception):
+                await inbound.ack(t(lang, "restarting_again"), True)
+            return
+        adapter = self.adapters.get(inbound.chat.platform)
+        if adapter is not None:
+            with contextlib.suppress(DeliveryError):
+                await adapter.send_text(inbound.chat, t(lang, "restarting_again"), format="plain")
+
+    async def _run_command(self, handler: CommandHandler, state: ChatState, cmd: InboundCommand) -> None:
+        """Every command answers: a handler that fails is logged and the chat gets a short error in
+        its language (never the exception's text, which may carry internals)."""
+        try:
+            await handler(self, state, cmd)
+        except Exception:
+            log.exception("command /%s failed in %s", cmd.name, state.key)
+            await self.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))
 
     # ---- pairing: a one-time code from the operator's terminal admits its first user ---------
     def enable_pairing(self, platform: str) -> str:
@@ -537,6 +695,7 @@ class Gateway:
             system_dynamic=self._dynamic_context(state),
             inbox=state.inbox,
             cancel=state.cancel,
+            stop=self.stop_signal,
             meta=meta,
             no_open_turn=no_open_turn,
             receipts=receipts,
@@ -563,6 +722,7 @@ class Gateway:
             session_id=state.session_id,
             inbox=state.inbox,
             cancel=CancelSignal(),
+            stop=self.stop_signal,
             model=state.model,
             system_dynamic=self._dynamic_context(state),
         )
@@ -904,7 +1064,23 @@ class Gateway:
         receipt = (NOTICES, str(record.id))
         if not await self.store.receive_message(*receipt, notice_record(state.key, text)):
             return  # recorded before: already delivered (or waiting to be taken up)
+        await self._send_attachments(state, record)
         self.submit_system_turn(state, text, receipt)
+
+    async def _send_attachments(self, state: ChatState, record: Any) -> None:
+        """What the task produced for the user (a backtest's chart) goes to the chat as it is:
+        images as photos, other files as documents where the platform has them."""
+        adapter = self.adapters[state.chat.platform]
+        for att in getattr(record, "attachments", None) or []:
+            try:
+                if str(att.mime).startswith("image/"):
+                    await adapter.send_image(state.chat, att.path, att.caption)
+                elif (send_file := getattr(adapter, "send_file", None)) is not None:
+                    await send_file(state.chat, att.path, att.caption)
+                else:
+                    await adapter.send_text(state.chat, f"📎 {att.path}", format="plain")
+            except (DeliveryError, OSError) as exc:
+                log.warning("attachment %s of task %s not delivered: %s", att.path, record.id, exc)
 
     async def task_progress(self, record: Any) -> None:
         """One status message per task, edited as progress arrives (the manager throttles it)."""
@@ -945,10 +1121,13 @@ class Gateway:
                 model=state.model,
                 system_dynamic=self._dynamic_context(state),
                 meta={"brief": True},
+                stop=self.stop_signal,
             )
             final = ""
             async for event in self.runtime.run(request):
                 if isinstance(event, ev.Done):
+                    if event.status == "interrupted":
+                        raise DeliveryError("the bot is stopping; the brief was not finished")
                     final = event.text
                 elif isinstance(event, ev.ErrorEvent):
                     raise DeliveryError(event.message)

@@ -75,6 +75,23 @@ STRINGS: dict[str, dict[str, str]] = {
         "memory_off": "Long-term memory is turned off ([memory] enabled = false).",
         "yes": "yes",
         "no": "no",
+        # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
+        "command_failed": "Sorry, /{name} failed. The details are in the log; try again later.",
+        "compact_failed": "🗜 Compaction failed: the summary could not be written. Your history is "
+        "unchanged; try again later.",
+        "storage_trouble": "⚠️ I'm having trouble saving messages right now (the database is busy or "
+        "the disk is full). I'm keeping yours and will answer as soon as I can — no need to resend.",
+        "storage_gave_up": "Sorry — I could not save your message “{preview}” (storage trouble). "
+        "Please send it again in a few minutes.",
+        "restarting_kept": "I'm restarting right now; I have your message and will answer it as soon "
+        "as I'm back.",
+        "restarting_again": "I'm restarting right now; please try that again in a minute.",
+        "restart_resumed": "🔄 I was restarted while working on your request; continuing where I left off.",
+        "restart_cut_off": "⚠️ {tool} was running when I restarted: it may or may not have completed, "
+        "and it was not run again.",
+        "restart_approved": "✅ Your approval of {tool} still stands: running it now.",
+        "restart_not_resumed": "🔄 I was restarted while working on your request, too long ago to "
+        "continue it now; nothing still pending was run. Send it again if you still need it.",
     },
     "zh": {
         "start": "你好，我是 tapebot，你的投资助手。可以问我“分析 600519”、“我的持仓怎么样”、“全市场筛选 spring 形态”。/help 查看命令。",
@@ -135,6 +152,19 @@ STRINGS: dict[str, dict[str, str]] = {
         "memory_off": "长期记忆已关闭（[memory] enabled = false）。",
         "yes": "是",
         "no": "否",
+        # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
+        "command_failed": "抱歉，/{name} 执行失败。详情已记录在日志中，请稍后再试。",
+        "compact_failed": "🗜 压缩失败：未能生成摘要。对话历史未改变，请稍后再试。",
+        "storage_trouble": "⚠️ 目前保存消息遇到问题（数据库繁忙或磁盘已满）。你的消息我先保留着，"
+        "一恢复就回复你——无需重发。",
+        "storage_gave_up": "抱歉——无法保存你的消息“{preview}”（存储故障）。请过几分钟再发送一次。",
+        "restarting_kept": "我正在重启；你的消息已保存，回来后马上回复。",
+        "restarting_again": "我正在重启，请一分钟后再试。",
+        "restart_resumed": "🔄 处理你的请求时我被重启了；现在从中断处继续。",
+        "restart_cut_off": "⚠️ 重启时 {tool} 正在运行：它可能已完成，也可能没有，且不会重新执行。",
+        "restart_approved": "✅ 你对 {tool} 的批准仍然有效：现在执行。",
+        "restart_not_resumed": "🔄 处理你的请求时我被重启了，且已过去太久，不再继续；未执行任何待办操作。"
+        "如仍需要请重新发送。",
     },
 }
 

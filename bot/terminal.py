@@ -244,6 +244,8 @@ async def one_shot(app: Any, session: str, text: str, model: str | None, notices
         report = await _report_tasks(app, session, finished, who, model, renderer, None)
         if report is not None and report.text:
             print(report.text)
+    # the session ends with the process: memory extraction runs now (the stop drains it)
+    await runtime.end_session(session)
     return 0
 
 

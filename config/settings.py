@@ -70,6 +70,9 @@ class AgentConfig(_Section):
     fallbacks: list[str] = Field(default_factory=list)
     max_tool_rounds: int = Field(default=15, ge=1)
     stream_idle_timeout: float = Field(default=60.0, gt=0)
+    # On SIGTERM, running turns get this long to reach their next durable step (a stored model
+    # answer or tool result); what is still running then is resumed after the restart.
+    shutdown_grace_s: float = Field(default=20.0, ge=0)
     tool_result_spill_chars: int = Field(default=8000, ge=500)
     system_prompt: str | None = None
     language: str = "auto"
@@ -156,6 +159,7 @@ class MarketsConfig(_Section):
     live_api_key_env: str = "EXCHANGE_API_KEY"
     live_secret_env: str = "EXCHANGE_API_SECRET"
     initial_cash: float = Field(default=1_000_000, gt=0)
+    retry_blocked: bool = True  # a paper order blocked by a price limit waits for the next bar's open
 
     @model_validator(mode="after")
     def _csv_needs_dir(self) -> MarketsConfig:
@@ -190,6 +194,8 @@ class MemoryConfig(_Section):
     # A model id for memory upkeep (extraction, de-duplication, TaskState, compaction summaries);
     # a cheaper model is fine. Default: the agent's model.
     model: str | None = None
+    # At a stop, upkeep still running (extraction, TaskState) is waited for this long, then cancelled.
+    upkeep_drain_s: float = Field(default=10.0, ge=0)
 
 
 class McpServerConfig(_Section):

@@ -440,7 +440,8 @@ class SqlStore:
             "id": turn.id,
             "session_id": turn.session_id,
             "status": turn.status,
-            "payload": turn.model_dump(mode="json"),
+            # the payload carries its own write time: start-up recovery reads how old a turn is
+            "payload": turn.model_copy(update={"updated_at": now}).model_dump(mode="json"),
             "created_at": turn.created_at,
             "updated_at": now,
         }

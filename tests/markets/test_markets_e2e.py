@@ -113,7 +113,9 @@ async def test_trader_runs_once_per_day(world):
     assert not [o for o in again["orders"] if o["status"] == "filled" and not o["replayed"]]
     trades = await broker.portfolio.trades("u1")
     assert len([t for t in trades if t["status"] == "filled"]) == len(fills)
-    assert (await store.traders("u1"))[0]["last_run_on"] == "2025-09-03"
+    # the wall-clock session the keys use, not the frozen bar date (first["as_of"])
+    assert (await store.traders("u1"))[0]["last_run_on"] == first["session"] == str(broker.session_day("cn"))
+    assert first["as_of"] == "2025-09-03"
 
 
 async def test_dynamic_snapshot_and_references(world):
