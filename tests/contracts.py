@@ -47,7 +47,7 @@ def violations() -> list[str]:
     return found
 
 
-PACKAGES = ("agent", "bot", "adapters", "memory", "scheduler", "config", "markets")
+PACKAGES = ("agent", "bot", "adapters", "memory", "scheduler", "config", "markets", "tapebot")
 
 
 def _modules() -> dict[str, Path]:
