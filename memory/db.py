@@ -204,7 +204,9 @@ def packaged_heads(versions: Path | None = None) -> set[str] | None:
     revisions: set[str] = set()
     parents: set[str] = set()
     for path in folder.glob("*.py"):
-        found = dict(m.groups() for m in _REVISION_LINE.finditer(path.read_text(encoding="utf-8")))
+        found: dict[str, str] = {
+            m.group(1): m.group(2) for m in _REVISION_LINE.finditer(path.read_text(encoding="utf-8"))
+        }
         try:
             rev = ast.literal_eval(found["revision"])
             down = ast.literal_eval(found.get("down_revision", "None"))
