@@ -254,6 +254,8 @@ class App:
         `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`."""
         s = self.settings
         s.ensure_dirs()
+        if adapters:
+            self.warm_sdks()
         self._uninstall_redaction = install_log_redaction(self.redactor)
         self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
@@ -290,6 +292,18 @@ class App:
             await self._start_scheduler()
         # tasks that finished (or were lost) while we were down are reported now, into the chat
         await self.task_manager.start()
+
+    def warm_sdks(self) -> asyncio.Task[Any] | None:
+        """Import the configured models' SDKs in a worker thread while the rest starts, so the
+        first reply does not pay the import (issue 21). Tracked: `stop` cancels the wait."""
+        from agent.providers import import_sdks, sdk_modules
+
+        s = self.settings
+        wanted = {s.agent.model, *s.agent.fallbacks, s.memory.model or s.agent.model}
+        names = sdk_modules([m for m in s.models if m.id in wanted])
+        if not names or self._model_factory is not None:
+            return None
+        return self.spawn(asyncio.to_thread(import_sdks, names), name="warm-sdks")
 
     def _trace(self, turn_id: str, session_id: str) -> Scratchpad:
         return Scratchpad(

@@ -144,3 +144,31 @@ def test_one_shot_turn_imports_only_what_it_needs(tmp_path, vendor):
         vendor: seen[vendor],  # loaded by the client when it is built or first used
         other: False,
     }
+
+
+def test_sdk_modules_are_the_configured_vendors_only():
+    from types import SimpleNamespace as M
+
+    from agent.providers import sdk_modules
+
+    assert sdk_modules([M(provider="openai"), M(provider="openai")]) == ["openai"]
+    assert sdk_modules([M(provider="anthropic"), M(provider="openai")]) == ["anthropic", "openai"]
+    assert sdk_modules([]) == []
+
+
+async def test_run_warms_the_configured_sdk_in_a_tracked_task_that_stop_ends(tmp_path, monkeypatch):
+    """`tapebot run` imports the provider SDK in the background at start (the first reply then
+    does not pay it); the task is the app's own and is over once the app has stopped."""
+    import agent.providers as providers
+    from bot.app import App
+    from config.loader import load_settings
+
+    imported: list[list[str]] = []
+    monkeypatch.setattr(providers, "import_sdks", lambda names: imported.append(list(names)))
+    settings = load_settings(tmp_path, {"ANTHROPIC_API_KEY": "sk-ant-test-0123"})
+    app = App(settings)
+    task = app.warm_sdks()
+    assert task is not None and task in app._tasks
+    await app.stop()
+    assert task.done()
+    assert imported in ([], [["anthropic"]])  # cancelled before, or ran: never the other vendor
