@@ -59,7 +59,7 @@ from scheduler.jobs import (
     HousekeepingJob,
     JobContext,
 )
-from scheduler.specs import DailyTrigger, normalize_timezone
+from scheduler.specs import DailyTrigger, normalize_timezone, spread_second
 from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
 
 log = logging.getLogger(__name__)
@@ -341,8 +341,12 @@ class AppScheduler:
         jobstore_url: str | URL | None = None,
         stop_timeout: float = 10.0,
         run_retention: timedelta = timedelta(days=30),
+        spread_briefs: bool = True,
     ):
         self.store = store
+        # each brief at its schedule's own second of the minute (specs.spread_second): 10K chats
+        # that picked 08:30 fire over 08:30:00-08:30:59 instead of all in one second
+        self.spread_briefs = spread_briefs
         self.clock = clock or SystemClock()
         self.default_timezone = normalize_timezone(default_timezone)
         self.owner_id = owner_id or default_owner_id()
@@ -463,7 +467,7 @@ class AppScheduler:
         overrides the first firing (tests, benches)."""
         if self._aps is None:
             return None
-        trigger = DailyTrigger.from_spec(schedule.brief_spec, schedule.tz)
+        trigger = self._brief_trigger(schedule)
         extra = {"next_run_time": next_run_time} if next_run_time is not None else {}
         job = await self._call(
             self._aps.add_job,
@@ -477,6 +481,10 @@ class AppScheduler:
             **extra,
         )
         return job.next_run_time
+
+    def _brief_trigger(self, schedule: Schedule) -> DailyTrigger:
+        second = spread_second(schedule.id) if self.spread_briefs else 0
+        return DailyTrigger.from_spec(schedule.brief_spec, schedule.tz, second)
 
     async def remove_job(self, job_id: str) -> bool:
         if self._aps is None:
@@ -648,7 +656,7 @@ class AppScheduler:
         assert self._aps is not None
         for s in schedules:
             try:
-                trigger = DailyTrigger.from_spec(s.brief_spec, s.tz)
+                trigger = self._brief_trigger(s)
             except Exception:
                 log.exception("schedule %s has an invalid spec %r; not scheduled", s.id, s.spec)
                 continue

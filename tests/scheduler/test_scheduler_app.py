@@ -65,6 +65,7 @@ def later_hhmm(tz: ZoneInfo, hours: float = 3) -> str:
 def app(store, **kw) -> AppScheduler:
     kw.setdefault("retry_delays", ())
     kw.setdefault("stop_timeout", 2.0)
+    kw.setdefault("spread_briefs", False)  # on the minute: these tests compare exact instants
     return AppScheduler(store, **kw)
 
 
@@ -455,3 +456,20 @@ async def test_cold_registration_writes_every_job_in_one_transaction(store):
             assert job.next_run_time == job.trigger.get_next_fire_time(None, datetime.now(UTC))
     finally:
         await b.stop()
+
+
+async def test_briefs_fire_at_their_own_second_of_the_minute(store):
+    """By default each brief job fires at its schedule's `spread_second`, so thousands of 08:30
+    briefs spread over the minute (issue 21)."""
+    from scheduler.specs import spread_second
+
+    schedules = [await make_schedule(store, chat=f"tg:{i}", spec=later_hhmm(UTC)) for i in range(5)]
+    a = app(store, spread_briefs=True)
+    await a.start()
+    try:
+        for s in schedules:
+            nxt = await a.next_run_time(s.job_id)
+            assert nxt is not None and nxt.second == spread_second(s.id)
+            assert f"{nxt:%H:%M}" == s.spec
+    finally:
+        await a.stop()
