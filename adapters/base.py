@@ -72,6 +72,9 @@ class UserRef:
         return f"{self.platform}:{self.user_id}"
 
 
+AckCallable = Callable[[str, bool], Awaitable[None]]
+
+
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
     update_id: str  # unique per platform: Telegram update_id, Discord message id
@@ -96,13 +99,12 @@ class InboundCommand:
     args: str  # raw text after the command name, stripped ("" if none)
     sent_at: datetime
     message_id: str | None = None
+    # an answer only the sender sees (a Discord slash command: ephemeral), if the platform has one
+    private_reply: AckCallable | None = field(default=None, compare=False, repr=False)
 
     @property
     def argv(self) -> list[str]:
         return self.args.split()
-
-
-AckCallable = Callable[[str, bool], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -155,6 +157,11 @@ class DeliveryError(Exception):
         self.retry_after = retry_after
 
 
+class DeliveryUncertain(DeliveryError):
+    """The request went out but its answer never came: it may or may not have been delivered, and
+    the platform offers no way to ask (so it is not sent again)."""
+
+
 class MessageGone(DeliveryError):
     """The message to edit no longer exists or can no longer be edited."""
 
@@ -167,6 +174,8 @@ class ChatAdapter(ABC):
     #: minimum seconds between edits of one message while streaming (private / group chats)
     edit_interval: float = 1.0
     group_edit_interval: float = 3.0
+    #: seconds between typing indicators while working (each lasts ~5 s on Telegram)
+    typing_interval: float = 4.0
     #: the bot's own identity on this platform, known after `start()`
     me: UserRef | None = None
 

@@ -18,10 +18,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import discord
 
 from adapters.base import (
@@ -45,12 +48,14 @@ from adapters.base import (
     TextFormat,
     UserRef,
 )
-from adapters.breaker import DISCORD_LIMIT, InvalidRequestBudget
+from adapters.breaker import DISCORD_LIMIT, BudgetExhausted, InvalidRequestBudget
 from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.render import render_parts, to_discord
+from adapters.retry import RetryPolicy, with_retries
 from agent.errors import ConfigError
+from agent.text import scrub
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +72,30 @@ _STYLES = {
 # our translation keys → Discord locales
 _LOCALES = {"zh": ("zh-CN", "zh-TW"), "en": ("en-US", "en-GB")}
 
+#: one attempt of a REST call may take this long (discord.py itself waits out 500/502/504 for up to
+#: ~25 s inside an attempt); aiohttp's own default is five minutes
+ATTEMPT_TIMEOUT = 40.0
+
+# an interaction must be acknowledged within 3 s: one quick retry, then answer another way
+_ACK_POLICY = RetryPolicy(attempts=2, base_delay=0.3, budget_s=1.0)
+
 KvGet = Callable[[str], Any]  # sync or async, returns str | None
+
+
+def _transient(exc: BaseException) -> bool:
+    """A 5xx discord.py gave up on, a network error or a timeout: worth another attempt."""
+    if isinstance(exc, discord.DiscordServerError):
+        return True
+    if isinstance(exc, discord.HTTPException):
+        return False
+    return isinstance(exc, OSError | TimeoutError | aiohttp.ClientError)
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """Failed before the request reached Discord (safe to repeat a call Discord cannot dedupe)."""
+    return isinstance(exc, aiohttp.ClientConnectorError | BudgetExhausted)
+
+
 KvSet = Callable[[str, str], Any]
 
 
@@ -122,6 +150,7 @@ class DiscordAdapter(ChatAdapter):
     max_message_len = 2000
     edit_interval = 1.0
     group_edit_interval = 1.0
+    typing_interval = 8.0  # Discord's indicator lasts ~10 s
 
     def __init__(
         self,
@@ -140,6 +169,8 @@ class DiscordAdapter(ChatAdapter):
         clock: Callable[[], float] = time.monotonic,
         notices: Mapping[str, Mapping[str, str]] | None = None,
         invalid_request_limit: int = DISCORD_LIMIT // 10,
+        send_budget_s: float = 45.0,
+        attempt_timeout: float = ATTEMPT_TIMEOUT,
     ):
         if not token:
             raise ValueError("Discord token is empty")
@@ -153,6 +184,9 @@ class DiscordAdapter(ChatAdapter):
         self._sleep = sleep
         self._clock = clock
         self._notices = notices or DEFAULT_NOTICES
+        self.send_budget_s = send_budget_s
+        self._retry = RetryPolicy(budget_s=send_budget_s)
+        self._attempt_timeout = attempt_timeout
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -283,7 +317,7 @@ class DiscordAdapter(ChatAdapter):
             addressed = dm or mentioned or reply_to_bot
             if not addressed and not self._content_intent:
                 return  # without the content intent Discord sends us no text for these anyway
-            text = message.content
+            text = scrub(message.content)  # no lone surrogates past this point
             for token in (f"<@{me.id}>", f"<@!{me.id}>"):
                 text = text.replace(token, "")
             text = text.strip()
@@ -348,9 +382,26 @@ class DiscordAdapter(ChatAdapter):
         # acknowledge first: Discord allows 3 s; the real answer arrives as a followup
         await interaction.response.defer(thinking=True)
         data: Any = interaction.data or {}
-        args = " ".join(str(o.get("value", "")) for o in data.get("options", []) if "value" in o)
+        args = scrub(" ".join(str(o.get("value", "")) for o in data.get("options", []) if "value" in o))
         chat = self._interaction_chat(interaction)
         self._pending[chat.key] = _Pending(interaction, self._clock())
+
+        async def private_reply(text: str, _alert: bool = False) -> None:
+            # the "thinking…" placeholder is public: remove it and answer only this user
+            p = self._pending.get(chat.key)
+            if p is not None and p.interaction is interaction:
+                del self._pending[chat.key]
+            try:
+                await interaction.delete_original_response()
+            except discord.HTTPException as e:
+                log.debug("discord: could not delete deferred response: %s", e)
+            try:
+                await interaction.followup.send(
+                    text[:2000], ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+                )
+            except discord.HTTPException as e:
+                log.info("discord: private answer failed: %s", e)
+
         event = InboundCommand(
             update_id=str(interaction.id),
             chat=chat,
@@ -358,6 +409,7 @@ class DiscordAdapter(ChatAdapter):
             name=str(data.get("name", "")).lower(),
             args=args.strip(),
             sent_at=interaction.created_at.astimezone(UTC),
+            private_reply=private_reply,
         )
         await self._deliver(chat.key, event)
         self._spawn(self._expire_pending(chat.key, interaction))
@@ -374,7 +426,16 @@ class DiscordAdapter(ChatAdapter):
                 log.debug("discord: could not delete deferred response: %s", e)
 
     async def _on_button(self, interaction: discord.Interaction, data: str) -> None:
-        await interaction.response.defer()  # "deferred update": no visible change, stops the spinner
+        chat = self._interaction_chat(interaction)
+        try:  # "deferred update": no visible change, stops the spinner
+            # discord.py would wait out a 5xx here for up to 25 s; the token allows 3
+            await self._reliably("defer", interaction.response.defer, policy=_ACK_POLICY, attempt_timeout=2.5)
+            deferred = True
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            # The press is still decided (the gateway gets it); only the quiet acknowledgement
+            # is lost, and an answer goes by another way (below).
+            log.warning("discord: could not acknowledge button press %s: %r", interaction.id, e)
+            deferred = False
         replied = False
 
         async def ack(text: str = "", alert: bool = False) -> None:
@@ -383,14 +444,22 @@ class DiscordAdapter(ChatAdapter):
                 replied = replied or bool(text)
                 return
             replied = True
+            none = discord.AllowedMentions.none()
             try:
-                await interaction.followup.send(
-                    text[:2000], ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
-                )
-            except discord.HTTPException as e:
+                if deferred:
+                    await interaction.followup.send(text[:2000], ephemeral=True, allowed_mentions=none)
+                elif not interaction.response.is_done():
+                    await interaction.response.send_message(
+                        text[:2000], ephemeral=True, allowed_mentions=none
+                    )
+                else:
+                    raise discord.ClientException("interaction already answered")
+                return
+            except (discord.HTTPException, discord.ClientException) as e:
                 log.info("discord: ephemeral answer failed: %s", e)
+            if not deferred:  # the interaction cannot answer any more: say it in the chat
+                await self._safe_send(chat, text)
 
-        chat = self._interaction_chat(interaction)
         press = ButtonPress(
             update_id=str(interaction.id),
             chat=chat,
@@ -413,6 +482,31 @@ class DiscordAdapter(ChatAdapter):
             return render_parts(text, limit=self.max_message_len, fmt="markdown", render=to_discord,
                                 visible=lambda s: s)  # fmt: skip
         return render_parts(text, limit=self.max_message_len, fmt="markdown", render=to_discord)
+
+    async def _reliably(
+        self,
+        what: str,
+        call: Callable[[], Awaitable[Any]],
+        *,
+        idempotent: bool = True,
+        policy: RetryPolicy | None = None,
+        attempt_timeout: float | None = None,
+    ) -> Any:
+        """`call()` with retries on transient failures; `idempotent=False`: only when it surely
+        never reached Discord (a followup has no nonce Discord could deduplicate)."""
+
+        async def attempt() -> Any:
+            async with asyncio.timeout(attempt_timeout or self._attempt_timeout):
+                return await call()
+
+        return await with_retries(
+            attempt,
+            retryable=_transient if idempotent else _not_sent,
+            what=f"discord {what}",
+            policy=policy or self._retry,
+            sleep=self._sleep,
+            clock=self._clock,
+        )
 
     def _take_pending(self, chat: ChatRef) -> discord.Interaction | None:
         p = self._pending.pop(chat.key, None)
@@ -443,7 +537,8 @@ class DiscordAdapter(ChatAdapter):
                 if view is not None:
                     kw["view"] = view
                 if interaction is not None:
-                    wm = await interaction.followup.send(content, wait=True, **kw)
+                    send = functools.partial(interaction.followup.send, content, wait=True, **kw)
+                    wm = await self._reliably("followup", send, idempotent=False)
                     self._webhook_msgs[str(wm.id)] = (wm, self._clock())
                     ids.append(str(wm.id))
                     continue
@@ -453,10 +548,15 @@ class DiscordAdapter(ChatAdapter):
                         channel_id=int(chat.thread_id or chat.chat_id),
                         fail_if_not_exists=False,
                     )
-                m = await self._target(chat).send(content, **kw)
+                # one nonce for every attempt: Discord returns the message it already created
+                # with it (enforce_nonce), so a retry after a lost answer never posts twice
+                kw["nonce"] = secrets.randbits(63)
+                m = await self._reliably("send", functools.partial(self._target(chat).send, content, **kw))
                 ids.append(str(m.id))
-        except discord.HTTPException as e:
-            raise DeliveryError(f"discord send failed: {e}") from e
+        except DeliveryError:
+            raise
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            raise DeliveryError(f"discord send failed: {e!r}") from e
         return SentMessage(chat, ids[-1], tuple(ids[:-1]))
 
     async def edit_text(
@@ -482,17 +582,19 @@ class DiscordAdapter(ChatAdapter):
         try:
             hooked = self._webhook_msgs.get(msg.message_id)
             if hooked is not None and self._clock() - hooked[1] < INTERACTION_TOKEN_TTL:
-                await hooked[0].edit(**kw)
+                await self._reliably("edit", lambda: hooked[0].edit(**kw))
                 return
             self._webhook_msgs.pop(msg.message_id, None)
             partial = self._target(msg.chat).get_partial_message(int(msg.message_id))
-            await partial.edit(**kw)
+            await self._reliably("edit", lambda: partial.edit(**kw))
+        except DeliveryError:
+            raise
         except discord.NotFound as e:
             raise MessageGone(f"discord: {e}") from e
         except discord.Forbidden as e:
             raise MessageGone(f"discord: {e}") from e
-        except discord.HTTPException as e:
-            raise DeliveryError(f"discord edit failed: {e}") from e
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            raise DeliveryError(f"discord edit failed: {e!r}") from e
 
     async def send_typing(self, chat: ChatRef) -> None:
         try:
@@ -505,12 +607,17 @@ class DiscordAdapter(ChatAdapter):
         if caption.strip():
             parts = self._render(caption, "markdown")
             content = parts[0].formatted if parts else None
+        target, nonce = self._target(chat), secrets.randbits(63)
+
+        async def send() -> discord.Message:
+            # a fresh File each attempt (a sent one is consumed); one nonce: never posted twice
+            return await target.send(content, file=discord.File(str(path)), nonce=nonce,
+                                     allowed_mentions=discord.AllowedMentions.none())  # fmt: skip
+
         try:
-            m = await self._target(chat).send(
-                content, file=discord.File(str(path)), allowed_mentions=discord.AllowedMentions.none()
-            )
-        except discord.HTTPException as e:
-            raise DeliveryError(f"discord send image failed: {e}") from e
+            m = await self._reliably("send image", send)
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            raise DeliveryError(f"discord send image failed: {e!r}") from e
         return SentMessage(chat, str(m.id))
 
     # ---------------------------------------------------------------- slash commands

@@ -59,6 +59,7 @@ class StreamingMessage:
         self._last_push: float | None = None
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task | None = None
+        self._pushing = False  # the pending flush is past its wait: its request may be in flight
         self._finished = False
         self.pushes: list[float] = []  # clock time of every flush that hit the network (for tests)
 
@@ -101,7 +102,11 @@ class StreamingMessage:
             async with self._lock:
                 await self._wait_turn(first=True)
                 if not self._finished:
-                    await self._push(final=False)
+                    self._pushing = True
+                    try:
+                        await self._push(final=False)
+                    finally:
+                        self._pushing = False
         except asyncio.CancelledError:
             raise
         except Exception:  # intermediate edits are best effort
@@ -123,8 +128,10 @@ class StreamingMessage:
         if text is not None:
             self._text = text
         if self._pending is not None and not self._pending.done():
-            if not self._messages:
-                # nothing shown yet: skip the delayed first send and deliver the final text once
+            if not self._messages and not self._pushing:
+                # nothing shown yet: skip the delayed first send and deliver the final text once.
+                # Never cancel a send in flight: it may land although we would not know its id,
+                # and the final pass would post it again.
                 self._pending.cancel()
                 try:
                     await self._pending

@@ -9,8 +9,10 @@ unconfirmed updates come back and are skipped; other chats' new ones are dispatc
 we never fetch again; we confirm exactly the contiguous prefix that was handled, so the rest is
 redelivered on the next start. Raw JSON is parsed one update at a time (`telegram_wire`, which
 reads only the fields we use), so a malformed update is logged and skipped instead of blocking the
-queue. Webhook mode (aiohttp) checks the secret token in constant time and
-answers 200 only after the handler accepted the update.
+queue. Webhook mode (aiohttp) is authenticated (catalogue C7): without a configured secret the
+adapter generates a strong one and registers it with setWebhook; a request without the secret
+header is answered 401, a wrong one 403 (constant-time compare, the value never logged), and
+neither reaches the handler. 200 only after the handler accepted the update.
 
 Sending. Markdown → allow-listed HTML, split at 4096 (UTF-16, after entity parsing), link previews
 off, plain resend on "can't parse entities", flood control by `FloodLimiter` (429 → wait
@@ -23,6 +25,8 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import re
+import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,7 +37,15 @@ from typing import Any
 
 from telegram import BotCommand
 from telegram.constants import ChatAction, MessageEntityType
-from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
+from telegram.error import (
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter
 from telegram.request import BaseRequest
 
@@ -43,6 +55,7 @@ from adapters.base import (
     ChatAdapter,
     ChatRef,
     DeliveryError,
+    DeliveryUncertain,
     Inbound,
     InboundCommand,
     InboundHandler,
@@ -57,6 +70,7 @@ from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.ratelimit import FloodLimiter, Sleep, retry_after_seconds
 from adapters.render import html_visible_text, render_parts, split_chunks, to_telegram_html, utf16_len
+from adapters.retry import RetryPolicy, with_retries
 from adapters.telegram_wire import (
     PRIVATE,
     MalformedUpdate,
@@ -74,16 +88,52 @@ PLATFORM = "telegram"
 ALLOWED_UPDATES = ["message", "callback_query"]
 _NO_PREVIEW = {"is_disabled": True}  # LinkPreviewOptions, as the Bot API takes it
 CAPTION_LIMIT = 1024
+#: a send or an edit may take this long before we give up on its answer: the transport's default
+#: (5 s in httpx) would call a slow send failed although it landed, and a retry would repeat it
+SEND_READ_TIMEOUT = 60.0
+_NOT_SENT = ("httpx.ConnectError", "httpx.ConnectTimeout", "Pool timeout", "httpx.PoolTimeout")
+
+
+# What setWebhook accepts as secret_token (Bot API): 1-256 characters, A-Z a-z 0-9 _ -.
+_SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{1,256}")
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
 @dataclass(frozen=True)
 class WebhookConfig:
     url: str  # public HTTPS URL Telegram posts to (ends with `path`)
-    secret_token: str  # 1-256 chars [A-Za-z0-9_-]; checked on every request
+    # 1-256 chars [A-Za-z0-9_-]; checked on every request. None/empty: a strong one is generated
+    # at start and registered with setWebhook (it changes on every start, which is harmless:
+    # Telegram uses the secret of the latest setWebhook).
+    secret_token: str | None = None
     listen: str = "127.0.0.1"
     port: int = 8443
     path: str = "/telegram"
     max_connections: int = 40
+
+
+def _surely_not_sent(exc: NetworkError) -> bool:
+    """A connection that was never made (or no free connection): nothing reached Telegram."""
+    return str(exc.message).startswith(_NOT_SENT) or type(exc.__cause__).__name__ in (
+        "ConnectError", "ConnectTimeout", "PoolTimeout",
+    )  # fmt: skip
+
+
+def _status_error(exc: NetworkError) -> bool:
+    """An error *answer* from the Bot API (5xx): PTB raises these without a transport cause."""
+    if isinstance(exc, TimedOut) or exc.__cause__ is not None:
+        return False
+    return not str(exc.message).startswith(("httpx.", "Unknown error"))
+
+
+def _retryable(exc: BaseException, *, idempotent: bool) -> bool:
+    """Worth another attempt? Edits always are (a repeat is "not modified"); a send only when the
+    first attempt surely did not land, or Telegram answered with a server error (5xx: a Bot API
+    server that could not reach Telegram — the one ambiguous case we do repeat, as a lost answer
+    or approval card is worse than a rare duplicate)."""
+    if not isinstance(exc, NetworkError) or isinstance(exc, BadRequest):
+        return False
+    return idempotent or _surely_not_sent(exc) or _status_error(exc)
 
 
 def _is_parse_error(exc: BadRequest) -> bool:
@@ -121,6 +171,8 @@ class TelegramAdapter(ChatAdapter):
         repoll_s: float = 1.0,
         rate_limiter: BaseRateLimiter | None = None,
         max_retries: int = 3,
+        send_budget_s: float = 45.0,
+        send_read_timeout: float = SEND_READ_TIMEOUT,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.time,
         notices: Mapping[str, Mapping[str, str]] | None = None,
@@ -139,6 +191,9 @@ class TelegramAdapter(ChatAdapter):
         self._clock = clock
         self._notices = notices or DEFAULT_NOTICES
         self._notify_stale = notify_stale
+        self.send_budget_s = send_budget_s
+        self._retry = RetryPolicy(budget_s=send_budget_s)
+        self._send_read_timeout = send_read_timeout
         self.limiter = rate_limiter or FloodLimiter(max_retries=max_retries, sleep=sleep)
         builder = (
             ApplicationBuilder()
@@ -182,6 +237,10 @@ class TelegramAdapter(ChatAdapter):
 
     async def start(self, handler: InboundHandler) -> None:
         install_redaction(self._token)
+        secret = ""
+        if self._webhook:
+            secret = _webhook_secret(self._webhook)
+            install_redaction(secret)
         self._handler = handler
         self._stopping.clear()
         try:
@@ -198,7 +257,7 @@ class TelegramAdapter(ChatAdapter):
         self.me = UserRef(PLATFORM, str(u.id), u.full_name, None, u.username, True)
         self._started = True
         if self._webhook:
-            await self._start_webhook(self._webhook)
+            await self._start_webhook(self._webhook, secret)
         else:
             # polling and a webhook are mutually exclusive; keep pending updates (no drop)
             await self.bot.delete_webhook(drop_pending_updates=False)
@@ -402,14 +461,16 @@ class TelegramAdapter(ChatAdapter):
 
     # ---------------------------------------------------------------- webhook
 
-    async def _start_webhook(self, cfg: WebhookConfig) -> None:
+    async def _start_webhook(self, cfg: WebhookConfig, secret: str) -> None:
         from aiohttp import web
 
         async def receive(request: web.Request) -> web.Response:
-            got = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-            if not hmac.compare_digest(got.encode(), cfg.secret_token.encode()):
-                log.warning("telegram webhook: rejected a request with a wrong secret token")
-                return web.Response(status=403)
+            status = webhook_auth(request.headers.get(SECRET_HEADER), secret)
+            if status != 200:
+                # the header's value is never logged (python-telegram-bot PR #5120)
+                what = "without the secret header" if status == 401 else "with a wrong secret header"
+                log.warning("telegram webhook: refused a request %s (%d)", what, status)
+                return web.Response(status=status)
             if self._stopping.is_set():
                 return web.Response(status=503)  # not acknowledged: Telegram redelivers later
             try:
@@ -430,11 +491,21 @@ class TelegramAdapter(ChatAdapter):
         self._runner = runner
         await self.bot.set_webhook(
             url=cfg.url,
-            secret_token=cfg.secret_token,
+            secret_token=secret,
             allowed_updates=ALLOWED_UPDATES,
             drop_pending_updates=False,
             max_connections=cfg.max_connections,
         )
+        if cfg.secret_token:
+            log.info("telegram webhook: listening on %s:%d with the configured secret", cfg.listen, cfg.port)
+        else:
+            log.info(
+                "telegram webhook: no secret configured; generated a random one for this run and "
+                "registered it with setWebhook (set TELEGRAM_WEBHOOK_SECRET to choose your own); "
+                "listening on %s:%d",
+                cfg.listen,
+                cfg.port,
+            )
 
     # ---------------------------------------------------------------- inbound conversion
 
@@ -586,8 +657,30 @@ class TelegramAdapter(ChatAdapter):
         """One Bot API call through python-telegram-bot's request path (defaults, rate limiter,
         `BadRequest`/`RetryAfter`/`Forbidden`), returning the raw result. `Bot._post` is PTB's
         internal seam (stable since v20; getUpdates uses it too): `send_message` would rebuild the
-        whole returned Message as objects — ~120 µs a reply — and we only read its id."""
-        return await self.bot._post(method, params)
+        whole returned Message as objects — ~120 µs a reply — and we only read its id.
+        Transient failures are retried (`_reliably`)."""
+        return await self._reliably(
+            method,
+            lambda: self.bot._post(method, params, read_timeout=self._send_read_timeout),
+            idempotent=method != "sendMessage",
+        )
+
+    async def _reliably(self, method: str, call: Callable[[], Awaitable[Any]], *, idempotent: bool) -> Any:
+        try:
+            return await with_retries(
+                call,
+                retryable=lambda e: _retryable(e, idempotent=idempotent),
+                what=f"telegram {method}",
+                policy=self._retry,
+                sleep=self._sleep,
+                clock=self._clock,
+            )
+        except NetworkError as e:
+            if isinstance(e, BadRequest) or idempotent or _surely_not_sent(e) or _status_error(e):
+                raise
+            raise DeliveryUncertain(
+                f"telegram {method}: no answer from Telegram ({e}); it may have been delivered"
+            ) from e
 
     @staticmethod
     def _where(chat: ChatRef) -> dict[str, Any]:
@@ -699,9 +792,12 @@ class TelegramAdapter(ChatAdapter):
         data = await asyncio.to_thread(Path(path).read_bytes)
 
         async def send(text: str | None = None, parse_mode: str | None = None) -> Any:
-            return await self.bot.send_photo(
-                photo=data, caption=text or None, parse_mode=parse_mode, **self._where(chat)
-            )
+            return await self._reliably(
+                "sendPhoto",
+                lambda: self.bot.send_photo(photo=data, caption=text or None, parse_mode=parse_mode,
+                                            read_timeout=self._send_read_timeout, **self._where(chat)),
+                idempotent=False,
+            )  # fmt: skip
 
         try:
             if part is None:
@@ -723,6 +819,32 @@ class TelegramAdapter(ChatAdapter):
         for lang, table in (translations or {}).items():
             localized = [BotCommand(c.command, (table.get(c.command) or c.description)[:256]) for c in cmds]
             await self.bot.set_my_commands(localized, language_code=lang.split("-")[0].lower()[:2])
+
+
+def webhook_auth(header: str | None, secret: str) -> int:
+    """200 if `header` is the webhook secret, 401 if it is missing or blank, 403 if it is wrong.
+    Constant time; an empty `secret` admits nobody."""
+    if header is None or not header.strip():
+        return 401
+    # "replace": a lone surrogate becomes "?", which no valid secret contains
+    ok = hmac.compare_digest(header.encode("utf-8", "replace"), secret.encode())
+    return 200 if ok and secret else 403
+
+
+def _webhook_secret(cfg: WebhookConfig) -> str:
+    """The secret every webhook request must carry: the configured one (checked against what
+    setWebhook accepts), or a fresh 256-bit random one."""
+    if not cfg.secret_token:
+        return secrets.token_urlsafe(32)  # 43 chars of [A-Za-z0-9_-]
+    if not _SECRET_SHAPE.fullmatch(cfg.secret_token):
+        raise ConfigError(
+            "the Telegram webhook secret must be 1-256 characters of A-Z, a-z, 0-9, _ and -",
+            key="telegram.webhook_secret",
+            fix="set TELEGRAM_WEBHOOK_SECRET (or [telegram] webhook_secret) to e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`, or leave it unset to "
+            "have one generated at every start",
+        )
+    return cfg.secret_token
 
 
 def _lane_key(item: Any) -> str:

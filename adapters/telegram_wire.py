@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from agent.text import scrub
+
 PRIVATE = "private"
 
 
@@ -135,7 +137,9 @@ def _message(d: Any, *, depth: int = 0) -> WireMessage:
         date=_int(d, "date"),
         chat=_chat(d.get("chat")),
         from_user=None if frm is None else _user(frm),
-        text=text,
+        # a lone surrogate (an emoji cut in half) is replaced here, before anyone stores it;
+        # entity offsets stay right: U+FFFD is one UTF-16 unit, as the half it replaces
+        text=scrub(text) if text is not None else None,
         entities=_entities(d.get("entities")) if text else (),
         message_thread_id=thread if isinstance(thread, int) else None,
         is_topic_message=d.get("is_topic_message") is True,
@@ -194,4 +198,4 @@ def _int(d: dict[str, Any], key: str) -> int:
 
 def _str(d: dict[str, Any], key: str) -> str | None:
     value = d.get(key)
-    return value if isinstance(value, str) else None
+    return scrub(value) if isinstance(value, str) else None

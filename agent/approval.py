@@ -4,15 +4,21 @@ An approval is a record bound to one exact action (session, turn, call id, tool,
 arguments and their hash, requester, approvers, expiry). A call that needs one suspends the turn;
 only an allowed human resolves it, by an atomic compare-and-set from `pending`. Without a human
 present (scheduled jobs, `tapebot chat -m`) approval-requiring tools are denied: fail closed.
+
+A standing approval ("Always allow", agent/consent.py) lets a later call run without a card only
+when its scope covers the exact call, it has not expired, the requester is an approver (in a group:
+an admin), and — for trades — live trading is off.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
+from agent.consent import StandingApproval, StandingScope, standing_scope
 from agent.errors import ApprovalError, ToolDenied
 from agent.messages import ToolCallPart
 from agent.ports import (
@@ -28,6 +34,7 @@ from agent.tools.registry import ToolSpec
 
 Decision = Literal["once", "always", "deny", "edit"]
 DEFAULT_APPROVAL_TTL = timedelta(minutes=30)
+DEFAULT_STANDING_TTL = timedelta(hours=24)
 
 
 class Suspend(Exception):
@@ -54,13 +61,39 @@ def new_approval_id() -> str:
     return secrets.token_urlsafe(9)
 
 
+def new_rule_id() -> str:
+    # short enough to type in `/rules revoke <id>`
+    return "r" + secrets.token_hex(3)
+
+
 class ApprovalGate:
     def __init__(
-        self, store: ApprovalStore, clock: Clock | None = None, ttl: timedelta = DEFAULT_APPROVAL_TTL
+        self,
+        store: ApprovalStore,
+        clock: Clock | None = None,
+        ttl: timedelta = DEFAULT_APPROVAL_TTL,
+        *,
+        standing_ttl: timedelta = DEFAULT_STANDING_TTL,
+        live_trading: Callable[[], bool] = lambda: False,
     ):
         self.store = store
         self.clock = clock or SystemClock()
         self.ttl = ttl
+        self.standing_ttl = min(standing_ttl, DEFAULT_STANDING_TTL)  # never longer than a day
+        self.live_trading = live_trading
+
+    def scope_for(self, record: ApprovalRecord) -> StandingScope | None:
+        """What "Always allow" would cover for this approval; None when it is not offered."""
+        return standing_scope(record.tool, record.arguments, live_trading=self.live_trading())
+
+    async def _standing_covers(self, call: ToolCallPart, who: Requester) -> bool:
+        # In a group only an admin's request is covered; a member's still needs an admin.
+        if not who.chat_key or not who.user_id or who.user_id not in who.approvers:
+            return False
+        if standing_scope(call.name, call.arguments, live_trading=self.live_trading()) is None:
+            return False  # not offered for this tool now (exec_command; trades while live)
+        rules = await self.store.list_standing(who.chat_key, self.clock.now(), call.name)
+        return any(r.scope.covers(call.name, call.arguments) for r in rules)
 
     async def check(self, spec: ToolSpec, call: ToolCallPart, turn: TurnRecord, who: Requester) -> None:
         """Return if the call may run now; raise ToolDenied or Suspend otherwise."""
@@ -71,7 +104,7 @@ class ApprovalGate:
                 f"{spec.name} needs a human's approval and nobody is present to give it; it was not run. "
                 "Tell the user what you would do so they can ask for it in chat."
             )
-        if who.chat_key and await self.store.has_rule(who.chat_key, spec.name):
+        if await self._standing_covers(call, who):
             return
         digest = args_hash(call.name, call.arguments)
         existing_id = turn.calls_approval.get(call.id)
@@ -99,7 +132,9 @@ class ApprovalGate:
             kind="approval",
             question=f"Allow {call.name}?",
             intent=call.name,
-            options=["once", "always", "deny"],
+            # no options: an approval is answered through agent/consent.py, never by an option
+            # number or label ("3" once ran the action, reading the third option as a choice)
+            options=[],
             confirmation_target={"call_id": call.id, "tool": call.name, "approval_id": record.id},
             created_at=now,
             expires_at=record.expires_at,
@@ -122,11 +157,24 @@ class ApprovalGate:
                 approval_id, status="expired", decided_by="", decision="expired"
             )
             raise ApprovalError("this approval expired; nothing was executed")
+        scope = self.scope_for(record) if decision == "always" else None
+        if decision == "always" and (scope is None or not record.chat_key):
+            raise ApprovalError("always allow is not offered for this action")
         status: Any = "approved" if decision in ("once", "always") else "denied"
         if not await self.store.resolve_approval(
             approval_id, status=status, decided_by=user_id, decision=decision
         ):
             raise ApprovalError("this approval was already decided")
-        if decision == "always" and record.chat_key:
-            await self.store.add_rule(record.chat_key, record.tool)
+        if scope is not None:
+            await self.store.add_standing(
+                StandingApproval(
+                    id=new_rule_id(),
+                    chat_key=record.chat_key,
+                    scope=scope,
+                    granted_by=user_id,
+                    created_at=now,
+                    expires_at=now + self.standing_ttl,
+                    approval_id=record.id,
+                )
+            )
         return record.model_copy(update={"status": status, "decided_by": user_id, "decision": decision})

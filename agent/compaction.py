@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import orjson
 
 from agent import events as ev
+from agent.errors import CompactionFailed
 from agent.messages import Message, ToolResultPart
 from agent.providers.base import ModelClient, ModelInfo, ModelRequest, TextChunk
 from agent.tokens import estimate_message, estimate_messages
@@ -566,6 +567,8 @@ class Compactor:
         if not summarized and not dropped:
             if notes:
                 log.info("compaction for session %s changed nothing: %s", session_id, "; ".join(notes))
+                if force:  # asked for (/compact): a failure is reported as one, not as "nothing to do"
+                    raise CompactionFailed("; ".join(notes))
             return None
         after = estimate_messages(out) + overhead_tokens
         head_note = (

@@ -87,5 +87,9 @@ class StorageError(TapebotError):
     pass
 
 
+class CompactionFailed(TapebotError):
+    """A compaction that was asked for (`/compact`) could not be done: the summary failed."""
+
+
 class TurnCancelled(TapebotError):
     pass

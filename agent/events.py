@@ -136,7 +136,8 @@ class Done:
     usage: Usage = field(default_factory=lambda: Usage())
     cost: float = 0.0
     elapsed: float = 0.0
-    status: Literal["completed", "suspended", "cancelled", "failed"] = "completed"
+    # interrupted: the process is stopping; the turn stays open and is resumed after the restart
+    status: Literal["completed", "suspended", "cancelled", "failed", "interrupted"] = "completed"
     warning: str = ""
     kind: Literal["done"] = "done"
 

@@ -3,6 +3,9 @@ the loop and the in-process benchmark. Production and integration tests use `mem
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from agent.consent import StandingApproval
 from agent.messages import Message
 from agent.ports import ApprovalRecord, ApprovalStatus, TurnRecord, UsageRecord
 
@@ -13,7 +16,7 @@ class InMemoryStore:
         self.messages: dict[str, list[Message]] = {}
         self.turns: dict[str, TurnRecord] = {}
         self.approvals: dict[str, ApprovalRecord] = {}
-        self.rules: set[tuple[str, str]] = set()
+        self.standing: dict[str, StandingApproval] = {}
         self.usage: list[UsageRecord] = []
 
     async def get_or_create_session(self, session_id: str, *, chat_key: str = "", user_id: str = "") -> None:
@@ -75,11 +78,29 @@ class InMemoryStore:
         )
         return True
 
-    async def add_rule(self, chat_key: str, tool: str) -> None:
-        self.rules.add((chat_key, tool))
+    async def add_standing(self, rule: StandingApproval) -> None:
+        self.standing[rule.id] = rule
 
-    async def has_rule(self, chat_key: str, tool: str) -> bool:
-        return (chat_key, tool) in self.rules
+    async def list_standing(
+        self, chat_key: str | None, now: datetime, tool: str | None = None
+    ) -> list[StandingApproval]:
+        return [
+            r
+            for r in self.standing.values()
+            if r.expires_at > now
+            and (chat_key is None or r.chat_key == chat_key)
+            and (tool is None or r.tool == tool)
+        ]
+
+    async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int:
+        gone = [
+            k
+            for k, r in self.standing.items()
+            if (chat_key is None or r.chat_key == chat_key) and (rule_id is None or k == rule_id)
+        ]
+        for k in gone:
+            del self.standing[k]
+        return len(gone)
 
     async def record_usage(self, record: UsageRecord) -> None:
         self.usage.append(record)

@@ -10,7 +10,12 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+
+from agent.text import scrub, scrub_json
+
+# Stored text is always encodable: a lone surrogate that got past the edges is replaced here.
+CleanStr = Annotated[str, AfterValidator(scrub)]
 
 
 class _Frozen(BaseModel):
@@ -19,12 +24,12 @@ class _Frozen(BaseModel):
 
 class TextPart(_Frozen):
     kind: Literal["text"] = "text"
-    text: str
+    text: CleanStr
 
 
 class ThinkingPart(_Frozen):
     kind: Literal["thinking"] = "thinking"
-    text: str
+    text: CleanStr
     # Anthropic signs thinking blocks; DeepSeek-style endpoints want `reasoning_content` echoed.
     signature: str | None = None
 
@@ -35,8 +40,8 @@ class ToolCallPart(_Frozen):
     name: str
     # `None` when the model sent arguments that are not a JSON object: the call is answered with an
     # error and never executed (the seeds silently turned these into `{}`).
-    arguments: dict[str, Any] | None = None
-    raw_arguments: str = ""
+    arguments: Annotated[dict[str, Any] | None, AfterValidator(scrub_json)] = None
+    raw_arguments: CleanStr = ""
 
     @property
     def arguments_text(self) -> str:
@@ -49,7 +54,7 @@ class ToolResultPart(_Frozen):
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
     name: str
-    content: str
+    content: CleanStr
     is_error: bool = False
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from agent.consent import StandingApproval
 from agent.messages import Message
 from agent.usage import Usage
 
@@ -168,9 +169,15 @@ class ApprovalStore(Protocol):
         """Atomically move a pending approval to `status`. False if it was not pending."""
         ...
 
-    async def add_rule(self, chat_key: str, tool: str) -> None: ...
+    # Standing approvals (agent/consent.py): policy records, written only by the gate when a
+    # human taps "Always allow" and by `/rules` / `tapebot rules`, never by a tool.
+    async def add_standing(self, rule: StandingApproval) -> None: ...
 
-    async def has_rule(self, chat_key: str, tool: str) -> bool: ...
+    async def list_standing(
+        self, chat_key: str | None, now: datetime, tool: str | None = None
+    ) -> list[StandingApproval]: ...
+
+    async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int: ...
 
 
 class UsageStore(Protocol):

@@ -22,7 +22,7 @@ from agent import events as ev
 from agent.approval import ApprovalGate, Decision, Requester, Suspend
 from agent.cancel import CancelSignal, when_set
 from agent.context import RECALL_CLOSE, RECALL_OPEN, ContextHooks, NoContextHooks, context_text
-from agent.errors import FatalModelError, ModelError, StreamInterrupted
+from agent.errors import CompactionFailed, FatalModelError, ModelError, StreamInterrupted
 from agent.executor import CallOutcome, ToolExecutor, error_outcome
 from agent.guards import (
     MAX_REQUIRED_TOOL_RETRIES,
@@ -59,6 +59,7 @@ from agent.providers.base import (
     UsageChunk,
 )
 from agent.references import current_references, render_references
+from agent.text import scrub
 from agent.tokens import estimate_messages
 from agent.tools.registry import Deps, ToolContext, Toolset
 from agent.usage import Usage
@@ -66,7 +67,46 @@ from agent.usage import Usage
 log = logging.getLogger(__name__)
 
 _CANCELLED = object()  # queued by a set cancel signal while tools run
+INTERRUPTED_CALL = (
+    "Interrupted by a restart while running: it may or may not have completed. "
+    "It was not repeated; check the current state before trying again."
+)
 ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
+
+
+TRACE_PREVIEW_CHARS = 500
+
+
+class _ToolTrace:
+    """Trace lines for one batch of tool calls: a `tool_result` per call (name, arguments, result
+    preview, elapsed, status) and an `approval` line when one is requested. The trace redacts."""
+
+    def __init__(self, trace: Trace, calls: list[ToolCallPart]):
+        self.trace = trace
+        self.arguments = {c.id: c.arguments for c in calls}
+        self.started: dict[str, float] = {}
+
+    def see(self, event: ev.RuntimeEvent) -> None:
+        if isinstance(event, ev.ToolStart):
+            self.started[event.call_id] = time.perf_counter()
+        elif isinstance(event, ev.ToolResult):
+            self._result(event.call_id, event.name, event.content, "ok", event.elapsed)
+        elif isinstance(event, ev.ToolErrorEvent):
+            began = self.started.get(event.call_id)
+            elapsed = time.perf_counter() - began if began is not None else 0.0
+            self._result(event.call_id, event.name, f"{event.code}: {event.message}", "error", elapsed)
+        elif isinstance(event, ev.ApprovalRequired):
+            self.trace.record(
+                "approval", status="requested", approval_id=event.approval_id,
+                call_id=event.call_id, tool=event.tool, arguments=event.arguments,
+            )  # fmt: skip
+
+    def _result(self, call_id: str, name: str, content: str, status: str, elapsed: float) -> None:
+        preview = content if len(content) <= TRACE_PREVIEW_CHARS else content[:TRACE_PREVIEW_CHARS] + "…"
+        self.trace.record(
+            "tool_result", call_id=call_id, name=name, arguments=self.arguments.get(call_id),
+            preview=preview, elapsed=round(elapsed, 4), status=status,
+        )  # fmt: skip
 
 
 class RuntimeStore(SessionStore, TurnStore, ApprovalStore, UsageStore, Protocol):
@@ -105,10 +145,16 @@ class TurnRequest:
     inbox: asyncio.Queue[Queued] | None = None  # messages arriving during the turn
     receipts: tuple[Receipt, ...] = ()  # of the received messages `text` is made of
     cancel: asyncio.Event | None = None
+    # set when the process is stopping: the turn ends at its next durable step and stays open, to
+    # be resumed after the restart (a task cancelled meanwhile leaves it open too, as a crash does)
+    stop: asyncio.Event | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # stored on the user message (e.g. notification)
     force_compaction: bool = False  # /compact
     # the caller read the session just now and it had no open turn: no need to read it again
     no_open_turn: bool = False
+
+    def __post_init__(self) -> None:
+        self.text = scrub(self.text)  # a lone surrogate would break every later turn
 
 
 # How an approval ends when no approver decided it: (its status, what the model is told).
@@ -216,6 +262,7 @@ class AgentRuntime:
         """Record an approver's decision (raises ApprovalError when not allowed). The caller
         then `resume()`s the turn. A denial or an edit request answers the call right away."""
         record = await self.gate.decide(approval_id, user_id, decision)
+        self._trace_approval(record, record.status, by=user_id, decision=decision)
         if decision in ("deny", "edit"):
             text = (
                 f"The user asked for changes before running this: {note}. Propose the action again."
@@ -245,6 +292,10 @@ class AgentRuntime:
                 record = await self.store.get_approval(approval_id)
                 if record is not None and record.status == "approved":
                     return  # an approver allowed it first: that decision stands (resume runs it)
+            else:
+                closed = await self.store.get_approval(approval_id)
+                if closed is not None:
+                    self._trace_approval(closed, new_status, by="", decision=status)
             await self._answer(turn_id, call_id, tool, msg, status)
             return
         payload = {"status": status, "answer": text}
@@ -276,6 +327,37 @@ class AgentRuntime:
         if turn is not None and turn.status in ("suspended", "running"):
             await self._close_open_turn(turn)
 
+    def _trace_approval(self, record: ApprovalRecord, status: str, *, by: str, decision: str) -> None:
+        """An approval decided (or closed undecided) goes into its turn's trace."""
+        try:
+            trace = self.trace_factory(record.turn_id, record.session_id)
+            trace.record(
+                "approval", status=status, approval_id=record.id, call_id=record.call_id,
+                tool=record.tool, by=by, decision=decision,
+            )  # fmt: skip
+            trace.close()
+        except Exception:  # tracing never costs a decision
+            log.warning("approval %s not traced", record.id, exc_info=True)
+
+    async def settle_interrupted(self, turn_id: str) -> list[str]:
+        """Before resuming a turn that a stop or a crash interrupted: each call that had started
+        gets a result saying it may or may not have completed, so it is never run again (calls
+        that never started run on resume). Returns the names of the tools that were cut off."""
+        turn = await self.store.load_turn(turn_id)
+        if turn is None or turn.status != "running":
+            return []
+        messages = await self.store.load_messages(turn.session_id)
+        fixes, names = [], []
+        for call in unanswered_calls(messages):
+            if turn.calls.get(call.id) in ("executing", "done"):  # done: its result was not stored
+                error = json.dumps({"error": INTERRUPTED_CALL, "code": "interrupted"})
+                fixes.append(Message.tool_result(call.id, call.name, error, is_error=True))
+                turn.calls[call.id] = "failed"
+                names.append(call.name)
+        if fixes:
+            await self.store.commit(turn.session_id, messages=fixes, turn=turn)
+        return names
+
     # ---- internals ---------------------------------------------------------------------------
     async def _answer(
         self, turn_id: str, call_id: str, tool: str, content: str, error_code: str | None
@@ -301,11 +383,8 @@ class AgentRuntime:
         messages = await self.store.load_messages(turn.session_id)
         fixes = []
         for call in unanswered_calls(messages):
-            if turn.calls.get(call.id) == "executing":
-                text = (
-                    "Interrupted by a restart while running: it may or may not have completed. "
-                    "It was not repeated; check the current state before trying again."
-                )
+            if turn.calls.get(call.id) in ("executing", "done"):
+                text = INTERRUPTED_CALL
             else:
                 text = "Not run: the turn was interrupted before this call."
             fixes.append(Message.tool_result(call.id, call.name, json.dumps({"error": text}), is_error=True))
@@ -352,6 +431,7 @@ class AgentRuntime:
                 if snap:
                     context_blocks.append(f"<dynamic-snapshot>\n{snap}\n</dynamic-snapshot>")
         cancel = request.cancel or CancelSignal()
+        stop = request.stop
 
         def done(text: str, status: str = "completed", warning: str = "") -> ev.Done:
             elapsed = time.perf_counter() - started
@@ -362,20 +442,30 @@ class AgentRuntime:
             while True:
                 if cancel.is_set():
                     raise asyncio.CancelledError
+                if stop is not None and stop.is_set():
+                    # a durable step: everything so far is stored; the restart goes on from here
+                    trace.record("interrupted", rounds=turn.rounds)
+                    trace.close()
+                    yield done("", status="interrupted")
+                    return
                 pending = unanswered_calls(messages)
                 if pending:
                     suspended: list[ev.RuntimeEvent] = []
+                    tool_trace = _ToolTrace(trace, pending)
                     async for event in self._run_calls(
                         turn, messages, pending, request, doom, cancel, suspended
                     ):
+                        tool_trace.see(event)
                         yield event
                     if suspended:
                         for event in suspended:
+                            tool_trace.see(event)
                             yield event
                         trace.record(
                             "suspended",
                             waiting=turn.waiting.model_dump(mode="json") if turn.waiting else None,
                         )
+                        trace.close()  # written now: the resumed turn appends to the same file
                         yield done("", status="suspended")
                         return
                 if turn.rounds >= self.config.max_tool_rounds:
@@ -383,9 +473,13 @@ class AgentRuntime:
                     yield ev.TextDelta(final_text)
                     break
                 await self._drain_inbox(turn, request, messages)
-                compacted = await self.hooks.compact(
-                    turn.session_id, messages, client, self._overhead_tokens, request.force_compaction
-                )
+                try:
+                    compacted = await self.hooks.compact(
+                        turn.session_id, messages, client, self._overhead_tokens, request.force_compaction
+                    )
+                except CompactionFailed as exc:  # the turn goes on with its history as it was
+                    log.warning("compaction failed in session %s: %s", turn.session_id, exc)
+                    compacted = None
                 request.force_compaction = False
                 if compacted is not None:
                     new_messages, event_c = compacted
@@ -411,8 +505,9 @@ class AgentRuntime:
                 t_model = time.perf_counter()
                 async for chunk in self._stream(client, req, cancel):
                     if isinstance(chunk, TextChunk):
-                        text_parts.append(chunk.text)
-                        yield ev.TextDelta(chunk.text)
+                        delta = scrub(chunk.text)  # shown at once, so cleaned here, not on storing
+                        text_parts.append(delta)
+                        yield ev.TextDelta(delta)
                     elif isinstance(chunk, ThinkingChunk):
                         if thinking and thinking[-1].signature is None:
                             last = thinking[-1]
@@ -421,7 +516,7 @@ class AgentRuntime:
                             )
                         else:
                             thinking.append(ThinkingPart(text=chunk.text, signature=chunk.signature))
-                        yield ev.ThinkingDelta(chunk.text)
+                        yield ev.ThinkingDelta(scrub(chunk.text))
                     elif isinstance(chunk, ToolCallChunk):
                         calls.append(chunk.call)
                     elif isinstance(chunk, UsageChunk):
@@ -477,6 +572,13 @@ class AgentRuntime:
                 await self.store.commit(turn.session_id, messages=[assistant], turn=turn, usage=usage_record)
                 break
         except asyncio.CancelledError:
+            if stop is not None and stop.is_set():
+                # cut off by a stop after its grace period: left open, exactly as a crash leaves
+                # it (a call that had started is marked `executing`, so it is reported, not re-run)
+                await self.store.save_turn(turn)
+                trace.record("interrupted", rounds=turn.rounds)
+                trace.close()
+                raise
             await self._cancel_open_calls(turn, messages)
             turn.status = "cancelled"
             await self.store.save_turn(turn)
@@ -622,6 +724,9 @@ class AgentRuntime:
             async with sem:
                 return await self.executor.run(c, ctx_for(c), turn, request.who)
 
+        stop = request.stop
+        started: set[str] = set()  # calls begun whose results are not stored yet
+
         async def work() -> None:
             try:
                 for i, call in enumerate(pending):
@@ -640,7 +745,10 @@ class AgentRuntime:
                         await self._commit(turn, messages, outcomes, queue)
                         return
                 for parallel, batch in self.executor.partition(pending):
+                    if stop is not None and stop.is_set():
+                        return  # stopping: what has not started runs after the restart
                     for call in batch:
+                        started.add(call.id)
                         queue.put_nowait(ev.ToolStart(call.id, call.name, call.arguments))
                     if parallel and len(batch) > 1:
                         outcomes = list(await asyncio.gather(*(one(c) for c in batch)))
@@ -675,8 +783,17 @@ class AgentRuntime:
                     raise asyncio.CancelledError
                 yield event
             await task  # surface unexpected errors from the batch
+        except asyncio.CancelledError:
+            if stop is not None and stop.is_set():
+                for call_id in started:  # cut off by the stop: reported after the restart
+                    if turn.calls.get(call_id) not in ("done", "failed", "denied", "cancelled"):
+                        turn.calls[call_id] = "executing"
+            raise
         finally:
             stop_watching()
+            if not task.done():  # the turn's task was cancelled: its tools go with it
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     async def _commit(
         self,

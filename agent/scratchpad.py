@@ -179,17 +179,17 @@ class DirectWriter:
         if target in self._failed:
             return
         try:
-            data = memoryview("".join(lines).encode("utf-8"))
+            data = memoryview("".join(lines).encode("utf-8", "replace"))  # lone surrogates: "?"
             folder = os.path.dirname(target)
             if folder not in self._folders:
-                os.makedirs(folder, exist_ok=True)
+                os.makedirs(folder, mode=0o700, exist_ok=True)
                 self._folders.add(folder)
-            try:
-                fd = os.open(target, _APPEND, 0o666)
+            try:  # traces hold conversations: private whatever the umask (C9)
+                fd = os.open(target, _APPEND, 0o600)
             except FileNotFoundError:  # the folder was removed meanwhile (pruned)
                 self._folders.discard(folder)
-                os.makedirs(folder, exist_ok=True)
-                fd = os.open(target, _APPEND, 0o666)
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+                fd = os.open(target, _APPEND, 0o600)
             try:
                 while data:
                     data = data[os.write(fd, data) :]

@@ -36,7 +36,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 MAX_DESCRIPTION = 100  # Discord's limit for a slash-command description
 MAX_BODY_CHARS = 20_000
 KNOWN_KEYS = frozenset({"name", "description", "arguments"})
-BUILTIN_NAMES = ("screen", "checkup", "report", "strategy", "backtest")
+BUILTIN_NAMES = ("screen", "checkup", "report", "strategy", "backtest", "daily_brief")
 # Chat commands a skill may not shadow (bot/commands.py and the planned ones).
 RESERVED_COMMANDS = frozenset(
     {
@@ -144,7 +144,8 @@ def parse_skill(text: str, *, fallback_name: str = "", source: Path | None = Non
 
 
 def builtin_skills() -> dict[str, Skill]:
-    """The five built-ins shipped in `agent/skills_builtin/*.md`."""
+    """The built-ins shipped in `agent/skills_builtin/*.md` (`daily_brief` is also what `/brief now`
+    and scheduled briefs run)."""
     out: dict[str, Skill] = {}
     folder = resources.files("agent.skills_builtin")
     for name in BUILTIN_NAMES:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from agent.approval import ApprovalGate
@@ -26,6 +28,7 @@ from agent.tools.core import core_tools
 from agent.tools.registry import Deps, Toolset
 from agent.tools.workspace import LocalToolPolicy
 from bot.signals import on_signals
+from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
 from memory.stores import SqlStore
@@ -57,6 +60,7 @@ class App:
         self.adapters: list[Any] = []
         self.scheduler: Any = None
         self.deps = Deps()
+        self._umask: int | None = None  # the process umask before start (C9), given back on stop
         self.market: Any = None
         self.memory: Any = None
         self.memory_hooks: Any = None
@@ -108,19 +112,13 @@ class App:
 
     # ---- tools -------------------------------------------------------------------------------
     def build_tools(self) -> Toolset:
-        s = self.settings
-        self.deps.add(
-            LocalToolPolicy.for_home(
-                s.home,
-                exec_timeout=s.tools.exec_timeout,
-                exec_output_cap=s.tools.exec_output_cap,
-                env_allowlist=list(s.tools.env_allowlist),
-                web_max_bytes=s.tools.web_fetch_max_bytes,
-                web_timeout=s.tools.web_fetch_timeout,
-                allow_private_urls=s.tools.allow_private_urls,
-                secret_values=s.secret_values(),
-                redactor=self.redactor,
-            )
+        from agent.tools import sandbox
+
+        policy = local_policy(self.settings, redactor=self.redactor)
+        self.deps.add(policy)
+        mode = sandbox.mode(policy)
+        (log.info if mode.startswith("sandboxed") else log.warning)(
+            "exec_command: %s", sandbox.describe(policy)
         )
         return Toolset.combine("tapebot", core_tools, local_tools, self._market_tools())
 
@@ -148,6 +146,7 @@ class App:
             live_secret=env.get(s.markets.live_secret_env, "") if s.markets.live else "",
             csv_folder=str(s.markets.csv_dir or ""),
             providers=providers,
+            data_dir=str(s.home / "data"),
         )
         assert self.db is not None
         sessions = self.db.sessionmaker
@@ -180,7 +179,15 @@ class App:
         assert self.db is not None
         s = self.settings
         self.tracker = TaskTracker()
-        self.on_stop(self.tracker.aclose)
+        tracker = self.tracker
+
+        async def drain_upkeep() -> None:
+            # extraction and TaskState updates finish (up to the deadline) instead of being lost
+            if not await tracker.drain(s.memory.upkeep_drain_s):
+                log.warning("memory upkeep still running after %.0f s; cancelled", s.memory.upkeep_drain_s)
+            await tracker.aclose()
+
+        self.on_stop(drain_upkeep)
         model = self.model_for(s.memory.model) if s.models else None
         if not s.memory.enabled:
             from agent.compaction import Compactor
@@ -253,10 +260,16 @@ class App:
         """Build and start everything. `adapters` starts Telegram/Discord (tapebot run);
         `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`."""
         s = self.settings
+        # Everything the bot writes under TAPEBOT_HOME is private whatever the umask (C9); given
+        # back on stop.
+        if self._umask is None:
+            self._umask = private_umask()
         s.ensure_dirs()
         if adapters:
             self.warm_sdks()
         self._uninstall_redaction = install_log_redaction(self.redactor)
+        for loose in loose_modes(s.home):
+            log.warning("%s", loose)
         self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
         self.store = SqlStore(self.db)
@@ -272,7 +285,12 @@ class App:
             model_for=self.model_for,
             tools=tools,
             store=self.store,
-            gate=ApprovalGate(self.store),
+            gate=ApprovalGate(
+                self.store,
+                ttl=timedelta(minutes=s.agent.approval_ttl_minutes),
+                standing_ttl=timedelta(hours=s.agent.standing_approval_hours),
+                live_trading=lambda: s.markets.live,
+            ),
             config=RuntimeConfig(
                 max_tool_rounds=s.agent.max_tool_rounds,
                 system_prompt=s.agent.system_prompt or RuntimeConfig().system_prompt,
@@ -304,6 +322,14 @@ class App:
         if not names or self._model_factory is not None:
             return None
         return self.spawn(asyncio.to_thread(import_sdks, names), name="warm-sdks")
+
+    async def trade_facts(self, record: Any) -> Any:
+        """The facts a trade's approval card shows (markets/preview.py); None for other tools."""
+        if record.tool != "execute_trade" or self.market is None:
+            return None
+        from markets.preview import trade_preview
+
+        return await trade_preview(self.market, record.requester or "default", record.arguments)
 
     def _trace(self, turn_id: str, session_id: str) -> Scratchpad:
         return Scratchpad(
@@ -399,7 +425,7 @@ class App:
         self.scheduler = AppScheduler(
             self.schedules.store,
             on_brief=runner.run,
-            is_trading_day=TradingCalendar.sse().is_trading_day,
+            is_trading_day=_warned_trading_days(TradingCalendar.sse(s.home / "data")),
             housekeeping=housekeeping,
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,
@@ -449,6 +475,29 @@ class App:
         if self._uninstall_redaction is not None:
             self._uninstall_redaction()
             self._uninstall_redaction = None
+        if self._umask is not None:
+            os.umask(self._umask)
+            self._umask = None
+
+
+def local_policy(s: Settings, redactor: Redactor | None = None) -> LocalToolPolicy:
+    """The built-in local tools' policy from `[tools]` (workspace, limits, the shell's sandbox)."""
+    return LocalToolPolicy.for_home(
+        s.home,
+        exec_timeout=s.tools.exec_timeout,
+        exec_output_cap=s.tools.exec_output_cap,
+        env_allowlist=list(s.tools.env_allowlist),
+        web_max_bytes=s.tools.web_fetch_max_bytes,
+        web_timeout=s.tools.web_fetch_timeout,
+        allow_private_urls=s.tools.allow_private_urls,
+        unsandboxed_exec=s.tools.unsandboxed_exec,
+        exec_network=s.tools.exec_network,
+        exec_memory_mb=s.tools.exec_memory_mb,
+        exec_file_size_mb=s.tools.exec_file_size_mb,
+        exec_read_only_paths=list(s.tools.exec_read_only_paths),
+        secret_values=s.secret_values(),
+        redactor=redactor,
+    )
 
 
 def configure_logging(level: str) -> None:
@@ -494,3 +543,15 @@ async def run_bot(settings: Settings) -> int:
         log.info("stopping…")
         await app.stop()
     return 0
+
+
+def _warned_trading_days(cal: Any) -> Any:
+    """The calendar's is_trading_day for the scheduler, logging when a day lies outside the known
+    range (the day is then a weekday guess; briefs and /status say so too)."""
+
+    def is_trading_day(day: Any) -> bool:
+        if warn := cal.warning(day, horizon=0):
+            log.warning("trading_days schedule: %s", warn)
+        return bool(cal.is_trading_day(day))
+
+    return is_trading_day

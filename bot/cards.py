@@ -3,17 +3,31 @@
 Arguments are shown canonically (sorted JSON), with control and bidi characters made visible so
 a model cannot hide part of an action (e.g. U+202E reversing text), and truncated with a marker
 and a hash of the full arguments when long — the hash is what the approval is bound to.
+
+A card is informed consent (issue 15): for a trade it shows the instrument's name and code, side,
+quantity, last price and its date, estimated amount and fees, cash after, and PAPER or LIVE; every
+card says who may approve, when it expires and what "Always allow" would cover (the button is only
+there when it is offered). The same text is shown on Telegram, Discord and in the terminal.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from adapters.base import Button
+from agent.consent import StandingScope
 from agent.ports import ApprovalRecord, WaitingState
+from agent.tools import sandbox
+from agent.tools.workspace import LocalToolPolicy
 from bot.i18n import t
+
+if TYPE_CHECKING:
+    from markets.preview import TradePreview
 
 MAX_ARGS_CHARS = 900
 # Callback data: "<kind>:<id>" — kind a/o/d for always/once/deny, q<N> for question option N.
@@ -59,24 +73,81 @@ def _code_block(text: str) -> str:
     return "```\n" + text.replace("```", "`\u200b``") + "\n```"
 
 
-def approval_card(record: ApprovalRecord, lang: str, ttl_minutes: int) -> tuple[str, list[list[Button]]]:
-    body = (
-        f"🔐 **{t(lang, 'approval_title')}** · `{record.id}`\n"
-        f"{t(lang, 'approval_body', tool=record.tool)}\n"
-        f"{_code_block(render_arguments(record.arguments, record.args_hash))}\n"
-        f"_{t(lang, 'approval_hint', minutes=ttl_minutes)}_"
-    )
-    buttons = [
-        [
-            Button(t(lang, "btn_once"), f"o:{record.id}", "success"),
-            Button(t(lang, "btn_always"), f"a:{record.id}", "primary"),
-            Button(t(lang, "btn_deny"), f"d:{record.id}", "danger"),
-        ]
-    ]
-    return body, buttons
+@dataclass(frozen=True, slots=True)
+class CardInfo:
+    """What a card says besides the action: who may approve, until when, what "Always allow"
+    would cover (None: not offered), and the trade's facts when it is a trade."""
+
+    expires_at: datetime | None
+    group: bool = False
+    scope: StandingScope | None = None
+    standing_hours: float = 24.0
+    trade: TradePreview | None = None
+    note: str = ""  # what the tool may do (exec_command: its sandbox)
 
 
-def approval_final(record: ApprovalRecord, lang: str, outcome: str, who: str) -> str:
+def _money(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def _trade_lines(p: TradePreview, lang: str) -> list[str]:
+    name = f"{visible(p.name)} ({p.code})" if p.name else p.code
+    label = "LIVE ⚠️" if p.live else "PAPER"
+    side = t(lang, p.side) if p.side in ("buy", "sell") else visible(p.side)
+    lines = [f"📈 **{t(lang, 'card_trade', side=side, quantity=f'{p.quantity:g}', name=name, label=label)}**"]
+    if p.price is None:
+        lines.append(t(lang, "card_no_price"))
+        return lines
+    lines.append(t(lang, "card_price", price=f"{p.price:,.2f}", as_of=p.as_of))
+    if p.amount is not None and p.fees is not None:
+        lines.append(t(lang, "card_amount", amount=_money(p.amount), fees=_money(p.fees)))
+    if p.cash is not None and p.cash_after is not None:
+        lines.append(t(lang, "card_cash", cash=_money(p.cash), after=_money(p.cash_after)))
+    return lines
+
+
+def approval_card(
+    record: ApprovalRecord, lang: str, info: CardInfo, now: datetime | None = None
+) -> tuple[str, list[list[Button]]]:
+    lines = [f"🔐 **{t(lang, 'approval_title')}** · `{record.id}`"]
+    if info.trade is not None:
+        lines += _trade_lines(info.trade, lang)
+    else:
+        lines.append(t(lang, "approval_body", tool=record.tool))
+    if info.note:
+        lines.append(info.note)
+    lines.append(t(lang, "card_who_group" if info.group else "card_who_dm"))
+    if info.expires_at is not None:
+        minutes = max(0, round((info.expires_at - (now or record.created_at)).total_seconds() / 60))
+        lines.append(t(lang, "card_expires", at=info.expires_at.strftime("%Y-%m-%d %H:%M"), minutes=minutes))
+    if info.scope is not None:
+        lines.append(
+            t(lang, "card_always", scope=visible(info.scope.describe()), hours=f"{info.standing_hours:g}")
+        )
+    else:
+        lines.append(t(lang, "card_no_always"))
+    lines.append(t(lang, "card_raw"))
+    lines.append(_code_block(render_arguments(record.arguments, record.args_hash)))
+    lines.append(f"_{t(lang, 'approval_hint')}_")
+    row = [Button(t(lang, "btn_once"), f"o:{record.id}", "success")]
+    if info.scope is not None:
+        row.append(Button(t(lang, "btn_always"), f"a:{record.id}", "primary"))
+    row.append(Button(t(lang, "btn_deny"), f"d:{record.id}", "danger"))
+    return "\n".join(lines), [row]
+
+
+def exec_note(policy: LocalToolPolicy, lang: str) -> str:
+    """The exec_command card's line saying what its sandbox allows."""
+    return t(lang, f"exec_{sandbox.mode(policy)}")
+
+
+def plain(text: str) -> str:
+    """A card for the terminal: the same words without the chat markup."""
+    text = re.sub(r"```\n?", "", text)
+    return text.replace("**", "").replace("`", "").replace("\n_", "\n").rstrip("_")
+
+
+def approval_final(record: ApprovalRecord, lang: str, outcome: str, who: str, rule: str = "") -> str:
     key = {
         "once": "approved_by",
         "always": "approved_always_by",
@@ -88,7 +159,7 @@ def approval_final(record: ApprovalRecord, lang: str, outcome: str, who: str) ->
     }.get(outcome, "expired")
     return (
         f"🔐 {record.tool} · `{record.id}`\n"
-        f"{_code_block(render_arguments(record.arguments, record.args_hash))}\n{t(lang, key, who=who)}"
+        f"{_code_block(render_arguments(record.arguments, record.args_hash))}\n{t(lang, key, who=who, rule=rule)}"
     )
 
 

@@ -11,6 +11,8 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from agent.tools.workspace import LocalToolPolicy
+from bot.cards import exec_note
 from bot.gateway import Gateway, PlatformAccess
 from bot.i18n import COMMAND_DESCRIPTIONS
 
@@ -51,8 +53,13 @@ def build_gateway(app: App) -> Gateway:
         models=app.model_ids(),
         default_model=app.default_model_id,
         context_window=app.context_window,
+        approval_ttl_minutes=app.settings.agent.approval_ttl_minutes,
     )
+    gateway.trade_facts = app.trade_facts
     gateway.memory = app.memory
+    policy = app.deps.maybe(LocalToolPolicy)
+    if policy is not None:
+        gateway.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
     gateway.system_dynamic = app.system_dynamic()
     from bot import commands_more
     from bot.toolcatalog import help_tools
@@ -89,7 +96,7 @@ def build_adapters(app: App) -> list[Any]:
         if s.telegram.mode == "webhook":
             webhook = WebhookConfig(
                 url=s.telegram.webhook_url or "",
-                secret_token=s.telegram.resolved_webhook_secret(env) or "",
+                secret_token=s.telegram.resolved_webhook_secret(env) or None,
                 listen=s.telegram.webhook_listen,
                 port=s.telegram.webhook_port,
             )
@@ -181,15 +188,17 @@ async def start_chat(app: App) -> None:
         log.info("%s adapter started", adapter.platform)
 
     async def stop_chat() -> None:
-        # Stop receiving first (unhandled updates stay unacknowledged), then finish/cancel turns.
+        # Turns first, while the adapters can still send: new work is refused meanwhile (messages
+        # are recorded for the restart); then stop receiving (unhandled updates stay unacknowledged).
+        await gateway.drain(app.settings.agent.shutdown_grace_s)
         for adapter in reversed(app.adapters):
             with contextlib.suppress(Exception):
                 await adapter.stop()
-        await gateway.drain()
 
     app.on_stop(stop_chat)
     await gateway.expire_due()
     assert app.store is not None
     await app.store.prune_processed_updates(UPDATE_IDS_KEPT)
-    await gateway.take_up_received()  # what a crash or a stop left queued
+    await gateway.resume_interrupted()  # turns a crash or a stop left running
+    await gateway.take_up_received()  # what a crash or a stop left queued (behind those turns)
     app.spawn(_sweep_expired(gateway, app.store), name="expiry-sweeper")

@@ -16,12 +16,14 @@ import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from config.errors import ConfigError, TapebotError
+from config.filemodes import private_umask
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -32,10 +34,12 @@ PROG = "tapebot"
 EXTENSIONS: dict[str, tuple[str, str]] = {
     "memory": ("inspect, search and edit long-term memories", "bot.cli_memory:main"),
     "skills": ("list and check skills (`tapebot skills check`)", "bot.cli_skills:main"),
+    "rules": ("list and revoke standing approvals (`tapebot rules list|revoke <id>|all`)", "bot.rules:main"),
     "mcp": (
         "serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them",
         "bot.mcp_server:cli_main",
     ),
+    "data": ("market data maintenance: `tapebot data update-calendar`", "bot.cli_data:main"),
 }
 
 
@@ -48,6 +52,7 @@ class CliContext:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # injected in tests
 
     def settings(
         self, *, require_model: bool = True, require_platform: bool = False, model: str | None = None
@@ -138,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help(ctx.stdout)
         return 0
+    # Whatever a command writes under TAPEBOT_HOME is private, whatever the caller's umask (C9).
+    old_umask = private_umask()
     try:
         return _dispatch(args, ctx, parser)
     except ConfigError as exc:
@@ -161,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=ctx.stderr,
         )
         return 1
+    finally:
+        os.umask(old_umask)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -231,6 +240,9 @@ def cmd_init(ctx: CliContext, *, force: bool = False) -> int:
 def cmd_config_check(ctx: CliContext) -> int:
     import tomli_w
 
+    from agent.tools import sandbox
+    from bot.app import local_policy
+    from config.filemodes import loose_modes
     from config.loader import mask
 
     settings = ctx.settings()
@@ -242,6 +254,17 @@ def cmd_config_check(ctx: CliContext) -> int:
     print(tomli_w.dumps(shown).rstrip(), file=ctx.stdout)
     chain = " -> ".join(m.id for m in settings.model_chain())
     print(f"# OK: models {chain}; database {shown['database_url']}", file=ctx.stdout)
+    print(f"# exec_command: {sandbox.describe(local_policy(settings))}", file=ctx.stdout)
+    for loose in loose_modes(settings.home):  # C9: warn, the exit code stays 0
+        print(f"{PROG}: warning: {loose}", file=ctx.stderr)
+    from markets.calendar import TradingCalendar, exchange_today
+
+    try:
+        warn = TradingCalendar.sse(settings.home / "data").warning(exchange_today(ctx.now()))
+    except ValueError as exc:  # a broken calendar file dropped into the data folder
+        warn = str(exc)
+    if warn:
+        print(f"# WARNING: {warn}", file=ctx.stdout)
     return 0
 
 

@@ -3,14 +3,18 @@ the chat state and the command; later issues register more (`/memory`, `/brief`,
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from adapters.base import InboundCommand
 from bot.chats import ChatState
 from bot.i18n import t
+from bot.rules import active_count, cmd_rules
 
 if TYPE_CHECKING:
     from bot.gateway import Gateway
+
+log = logging.getLogger(__name__)
 
 
 async def cmd_start(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
@@ -50,6 +54,9 @@ async def cmd_cancel(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         return
     waiting = await gw._waiting_turn(state)
     if waiting is not None:
+        if not gw.may_close(waiting, cmd.user.user_id):  # a member never closes an admin's card
+            await gw.say(state, t(state.lang, "approval_not_allowed"))
+            return
         await gw._move_on(gw.adapters[state.chat.platform], state, waiting)
         await gw.say(state, t(state.lang, "cancelled"))
         return
@@ -110,6 +117,7 @@ async def cmd_status(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         text += (
             "\n" + t(state.lang, "plan") + ": " + "; ".join(f"[{p.status}] {p.text}" for p in open_turn.plan)
         )
+    text += "\n" + t(state.lang, "rules_status", n=await active_count(gw.store, state.key))
     if gw.status_extra is not None:
         extra = await gw.status_extra(state)
         if extra:
@@ -117,19 +125,19 @@ async def cmd_status(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
     await gw.say(state, text)
 
 
-async def _decide_cmd(gw: Gateway, state: ChatState, cmd: InboundCommand, decision: str) -> None:
+async def _decide_cmd(gw: Gateway, state: ChatState, cmd: InboundCommand, command: str) -> None:
     approval_id = cmd.args.strip().split(" ")[0] if cmd.args.strip() else ""
     if not approval_id:
         await gw.say(state, t(state.lang, "approval_usage"))
         return
-    reason = await gw.decide_by_text(state, cmd.user, approval_id, decision)
+    reason = await gw.decide_by_command(state, cmd.user, approval_id, command)
     if reason:
         key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
         await gw.say(state, t(state.lang, key))
 
 
 async def cmd_approve(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-    await _decide_cmd(gw, state, cmd, "once")
+    await _decide_cmd(gw, state, cmd, "approve")
 
 
 async def cmd_deny(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
@@ -140,7 +148,14 @@ async def cmd_compact(gw: Gateway, state: ChatState, cmd: InboundCommand) -> Non
     if state.running:
         await gw.say(state, t(state.lang, "busy_try_later"))
         return
-    event = await gw.runtime.compact_now(state.session_id, state.model)
+    from agent.errors import CompactionFailed
+
+    try:
+        event = await gw.runtime.compact_now(state.session_id, state.model)
+    except CompactionFailed as exc:
+        log.warning("/compact failed in %s: %s", state.key, exc)
+        await gw.say(state, t(state.lang, "compact_failed"))
+        return
     if event is None:
         await gw.say(state, t(state.lang, "compact_nothing"))
     else:
@@ -161,7 +176,12 @@ async def cmd_memory(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         await services.scope_of(state.session_id) if services.scope_of else "default"
     )
     text = await memory_command(
-        services.store, services.recall, scope, cmd.args, session_messages=gw.store.load_messages
+        services.store,
+        services.recall,
+        scope,
+        cmd.args,
+        session_messages=gw.store.load_messages,
+        lang=state.lang,
     )
     await gw.say(state, text)
 
@@ -179,4 +199,5 @@ BUILTIN_COMMANDS = {
     "status": cmd_status,
     "approve": cmd_approve,
     "deny": cmd_deny,
+    "rules": cmd_rules,
 }

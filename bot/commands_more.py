@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import InboundCommand
@@ -44,7 +45,7 @@ def install(gateway: Gateway, app: Any) -> None:
         await gw.say(state, reply)
 
     async def cmd_skills(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-        lines = [f"/{s.name} — {s.description}" for s in app.skills.skills]
+        lines = [f"/{s.name} — {s.description}" for s in app.skills.skills.values()]
         await gw.say(state, "\n".join(lines) or "no skills")
 
     gateway.commands.update({"tasks": cmd_tasks, "brief": cmd_brief, "skills": cmd_skills})
@@ -72,8 +73,10 @@ def install(gateway: Gateway, app: Any) -> None:
             gateway.command_help[name] = description
 
 
-async def status_extra(app: Any, state: ChatState) -> str:
+async def status_extra(app: Any, state: ChatState, now: datetime | None = None) -> str:
     lines = []
+    if getattr(app, "market", None) is not None and (warn := app.market.calendar_warning(now)):
+        lines.append(f"Market calendar: {warn}")
     if app.task_manager is not None:
         running = [r for r in await app.task_manager.list(state.session_id) if not r.terminal]
         if running:

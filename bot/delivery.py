@@ -1,6 +1,7 @@
 """Renders one turn's RuntimeEvents into a chat: streamed answer text (one message edited at a safe
-rate), a compact progress line while tools run with the typing indicator, images from tools,
-approval cards and question prompts, plan updates, compaction notes and clear error words."""
+rate), one progress message for the turn's tools (bot/progress.py), the typing indicator from the
+moment the turn starts until it ends or waits on the user, images from tools, approval cards and
+question prompts, plan updates, compaction notes and clear error words."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from adapters.base import ChatAdapter, ChatRef, DeliveryError, SentMessage
+from adapters.base import ChatAdapter, ChatRef, DeliveryError, DeliveryUncertain, SentMessage
 from adapters.stream import StreamingMessage
 from agent import events as ev
 from bot.i18n import t
+from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of
 
 log = logging.getLogger(__name__)
 
-TYPING_EVERY = 4.0
 # Answers that finish within this many seconds are sent once, without streaming edits.
 FIRST_SEND_DELAY = 0.8
 
@@ -33,19 +34,28 @@ class TurnView:
         on_approval: Callable[[ev.ApprovalRequired], Awaitable[None]],
         on_question: Callable[[ev.Question], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
+        board: ProgressBoard | None = None,
+        key: str | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ):
         self.adapter, self.chat, self.lang = adapter, chat, lang
         self.on_approval, self.on_question = on_approval, on_question
         self.clock = clock
+        self.board = board or ProgressBoard()
+        self.key = key or chat.key
+        self._sleep = sleep
         self.stream: StreamingMessage | None = None
-        self.progress: SentMessage | None = None
-        self.progress_lines: list[str] = []
-        self.progress_edit_at = 0.0
+        self.progress: ProgressLine | None = None
         self.plan_msg: SentMessage | None = None
         self._typing: asyncio.Task[None] | None = None
+        self._ended = False
         self.final_text = ""
 
-    # -- typing indicator while tools run ----------------------------------------------------
+    def start(self) -> None:
+        """The turn started: show typing at once (a model can think for many seconds)."""
+        self._start_typing()
+
+    # -- typing indicator ----------------------------------------------------------------------
     def _start_typing(self) -> None:
         if self._typing is None or self._typing.done():
             self._typing = asyncio.create_task(self._typing_loop())
@@ -56,27 +66,53 @@ class TurnView:
             self._typing = None
 
     async def _typing_loop(self) -> None:
+        # refreshed before the platform's indicator fades (Telegram ~5 s, Discord ~10 s)
+        every = self.adapter.typing_interval
         while True:
             with contextlib.suppress(Exception):
                 await self.adapter.send_typing(self.chat)
-            await asyncio.sleep(TYPING_EVERY)
+            await self._sleep(every)
 
-    # -- progress line -------------------------------------------------------------------------
-    async def _progress(self, line: str, replace_last: bool = False, force: bool = False) -> None:
-        if replace_last and self.progress_lines:
-            self.progress_lines[-1] = line
+    # -- progress ------------------------------------------------------------------------------
+    def _progress_for(self, call_id: str) -> ProgressLine:
+        """This turn's progress message; a resumed turn's first event about the call it waited
+        on continues the message it showed before it waited."""
+        if self.progress is None or not self.progress.lines:
+            adopted = self.board.adopt(self.key, call_id)
+            if adopted is not None:
+                self.progress = adopted
+            elif self.progress is None:
+                self.progress = ProgressLine(self.adapter, self.chat, self.clock)
+        return self.progress
+
+    async def _tool_line(
+        self, call_id: str, name: str, symbol: str, suffix: str = "", now: bool = False
+    ) -> None:
+        await self._progress_for(call_id).set(call_id, name, f"{symbol} {name}{suffix}", now=now)
+
+    async def _waiting(self, call_id: str, name: str) -> None:
+        progress = self._progress_for(call_id)
+        progress.waiting_call = call_id
+        await progress.set(call_id, name, f"{WAITING} {name}", now=True)
+
+    async def _end_progress(self, done: ev.Done) -> None:
+        """Final state of this turn's progress; an older parked one nobody adopted is settled."""
+        self._ended = True
+        if done.status != "suspended":
+            old = self.board.retire(self.key)
+            if old is not None and old is not self.progress:
+                old.settle(f": {t(self.lang, 'not_run')}")
+                await old.close()
+        p = self.progress
+        if p is None:
+            return
+        if done.status == "suspended":
+            self.board.park(self.key, p)
+        elif done.status in ("cancelled", "failed"):
+            p.settle(f": {t(self.lang, 'tool_' + done.status)}")
         else:
-            self.progress_lines.append(line)
-        text = "\n".join(self.progress_lines[-6:])
-        try:
-            if self.progress is None:
-                self.progress = await self.adapter.send_text(self.chat, text, format="plain")
-                self.progress_edit_at = self.clock()
-            elif force or self.clock() - self.progress_edit_at >= self.adapter.interval_for(self.chat):
-                await self.adapter.edit_text(self.progress, text, format="plain")
-                self.progress_edit_at = self.clock()
-        except DeliveryError as exc:
-            log.warning("progress update failed: %s", exc)
+            p.settle(f": {t(self.lang, 'not_run')}")
+        await p.close()
 
     # -- events --------------------------------------------------------------------------------
     async def render(self, event: ev.RuntimeEvent) -> None:
@@ -87,23 +123,27 @@ class TurnView:
                 await self.stream.append(text)
             case ev.ToolCalls():
                 self._start_typing()
-                if self.stream is not None:  # text before tool calls stays as its own message
-                    await self.stream.finish()
-                    self.stream = None
-            case ev.ToolStart(name=name):
-                await self._progress(f"⏳ {name}")
-            case ev.ToolProgress(name=name, stage=stage, detail=detail, percent=pct):
+                await self._flush_text()  # text before tool calls stays as its own message
+            case ev.ToolStart(call_id=call_id, name=name):
+                await self._tool_line(call_id, name, RUNNING)
+            case ev.ToolProgress(call_id=call_id, name=name, stage=stage, detail=detail, percent=pct):
                 pct_text = f" {pct:.0f}%" if pct is not None else ""
-                await self._progress(f"⏳ {name}: {stage}{pct_text} {detail}".rstrip(), replace_last=True)
-            case ev.ToolResult(name=name, elapsed=elapsed, attachments=atts):
-                await self._progress(f"✓ {name} ({elapsed:.1f}s)", replace_last=self._last_is(name))
+                await self._tool_line(call_id, name, RUNNING, f": {stage}{pct_text} {detail}".rstrip())
+            case ev.ToolResult(
+                call_id=call_id, name=name, content=content, elapsed=elapsed, attachments=atts
+            ):
+                failed = failure_of(content)
+                if failed:
+                    await self._tool_line(call_id, name, FAILED, f": {failed}", now=True)
+                else:
+                    await self._tool_line(call_id, name, OK, f" ({elapsed:.1f}s)")
                 for att in atts:
                     path = getattr(att, "path", None)
                     if path:
                         with contextlib.suppress(DeliveryError, OSError):
                             await self.adapter.send_image(self.chat, path, getattr(att, "caption", ""))
-            case ev.ToolErrorEvent(name=name, code=code):
-                await self._progress(f"✗ {name}: {code}", replace_last=self._last_is(name))
+            case ev.ToolErrorEvent(call_id=call_id, name=name, code=code):
+                await self._tool_line(call_id, name, FAILED, f": {code}", now=True)
             case ev.PlanUpdate(steps=steps):
                 marks = {"done": "✅", "in_progress": "▶️", "skipped": "⏭"}
                 text = f"📋 {t(self.lang, 'plan')}\n" + "\n".join(
@@ -119,14 +159,18 @@ class TurnView:
                     await self.adapter.send_text(
                         self.chat, t(self.lang, "compacted", before=b, after=a), format="plain"
                     )
-            case ev.ApprovalRequired():
+            case ev.ApprovalRequired(call_id=call_id, tool=tool):
                 self._stop_typing()
                 await self._flush_text()
-                await self.on_approval(event)
-            case ev.Question():
+                await self.on_approval(event)  # the card first: the user can act at once
+                await self._waiting(call_id, tool)
+            case ev.Question(call_id=call_id):
                 self._stop_typing()
                 await self._flush_text()
                 await self.on_question(event)
+                name = self.progress.names.get(call_id, "") if self.progress else ""
+                if name:
+                    await self._waiting(call_id, name)
             case ev.ErrorEvent(message=message):
                 with contextlib.suppress(DeliveryError):
                     await self.adapter.send_text(
@@ -135,33 +179,38 @@ class TurnView:
             case ev.Done(text=text, warning=warning):
                 self._stop_typing()
                 self.final_text = text
-                if self.progress is not None and self.progress_lines:
-                    with contextlib.suppress(DeliveryError):
-                        await self.adapter.edit_text(
-                            self.progress, "\n".join(self.progress_lines[-6:]), format="plain"
-                        )
-                if warning and self.stream is not None:
-                    await self.stream.finish(text)
-                    self.stream = None
-                await self._flush_text()
+                await self._end_progress(event)
+                await self._flush_text(text if warning else None)
             case _:
                 pass
 
-    def _last_is(self, name: str) -> bool:
-        return bool(self.progress_lines) and self.progress_lines[-1].startswith("⏳ " + name)
-
-    async def _flush_text(self) -> None:
+    async def _flush_text(self, text: str | None = None) -> None:
         if self.stream is not None:
-            await self.stream.finish()
-            self.stream = None
+            stream, self.stream = self.stream, None
+            try:
+                await stream.finish(text)
+            except DeliveryError as exc:  # retried already: tell the user in plain words
+                log.warning("answer not delivered to %s: %s", self.chat.key, exc)
+                await self._say_undelivered(exc)
+
+    async def _say_undelivered(self, exc: DeliveryError) -> None:
+        key = "delivery_uncertain" if isinstance(exc, DeliveryUncertain) else "delivery_failed"
+        try:
+            await self.adapter.send_text(self.chat, t(self.lang, key), format="plain")
+        except DeliveryError as again:
+            log.warning("could not tell %s either: %s", self.chat.key, again)
 
     async def close(self) -> None:
         self._stop_typing()
+        if self.progress is not None and not self._ended:  # the turn broke off without a Done
+            self.progress.settle(f": {t(self.lang, 'tool_failed')}")
+            await self.progress.close()
         await self._flush_text()
 
 
 async def render_all(view: TurnView, events: Any) -> ev.Done | None:
     done = None
+    view.start()
     try:
         async for event in events:
             await view.render(event)

@@ -8,6 +8,10 @@ nothing is dropped. A message is recorded with its update id (one INSERT) until 
 session's history, so one that was still queued at a crash or a stop is taken up after the restart
 (bot/received.py). A suspended turn (approval or question) releases the chat; the next message is
 read as its answer (bot/replies.py) or, when the user clearly moved on, closes it.
+
+Every answer to an approval card — button, typed reply, /approve, /deny — is read by the one
+decision function agent/consent.read_consent. In a group, typed consent counts only from an
+approver (an admin) who replies to the card or mentions the bot; nobody else's message closes it.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from adapters.base import (
 from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
-from agent.errors import ApprovalError
+from agent.consent import ConsentDecision, StandingApproval, normalize, read_consent
+from agent.errors import ApprovalError, StorageError
 from agent.messages import Message
 from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
@@ -45,6 +50,7 @@ from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
+from bot.progress import ProgressBoard
 from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
 from bot.replies import read_reply
 
@@ -77,6 +83,23 @@ class GatewayStore(KeyValue, Protocol):
 
     async def open_turns(self) -> list[TurnRecord]: ...
 
+    async def list_standing(
+        self, chat_key: str | None, now: datetime, tool: str | None = None
+    ) -> list[StandingApproval]: ...
+
+    async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int: ...
+
+
+@dataclass(frozen=True)
+class StorageRetry:
+    """How long an inbound event waits for storage that fails (a write lock held beyond the busy
+    timeout, a full disk): retried after `first_s`, doubling up to `max_s`, for `budget_s` in all;
+    then the user is asked to send it again."""
+
+    first_s: float = 0.5
+    max_s: float = 30.0
+    budget_s: float = 600.0
+
 
 @dataclass
 class PlatformAccess:
@@ -87,6 +110,10 @@ class PlatformAccess:
 
 
 CommandHandler = Callable[["Gateway", ChatState, InboundCommand], Coroutine[Any, Any, None]]
+# Commands that change a shared chat's settings or policy: admins only, in groups.
+ADMIN_ONLY_IN_GROUPS = frozenset({"model", "lang", "brief", "clear", "rules"})
+# Commands that leave a pending card or question as it is (the rest close it: "moved on").
+KEEPS_WAITING = frozenset({"approve", "deny", "status", "help", "lang", "cancel", "rules"})
 
 
 def _preview(text: str, limit: int = 60) -> str:
@@ -99,6 +126,13 @@ def _may_queue(msg: InboundMessage) -> bool:
     turn? Then it is recorded until it is in the history. Empty, oversized and unaddressed
     messages never are (an unaddressed one only ever answers a question, at once)."""
     return msg.addressed and bool(msg.text.strip()) and len(msg.text) <= MAX_INBOUND_CHARS
+
+
+def _short(text: str) -> bool:
+    """A short reply to a card that is no decision ("3", "第三个", "👍", "what?"): it gets a hint and
+    the card stays; a longer message is a new request and closes the card (nothing runs)."""
+    word = normalize(text)
+    return len(word) <= 12 and " " not in word
 
 
 def _is_waiting(turn: TurnRecord | None) -> bool:
@@ -127,11 +161,15 @@ class Gateway:
         self.models = models or []
         self.default_model = default_model
         self.approval_ttl_minutes = approval_ttl_minutes
+        # the facts of a trade for its card (markets/preview.py), wired by bot/app.py
+        self.trade_facts: Callable[[ApprovalRecord], Coroutine[Any, Any, Any]] | None = None
         self.context_window = context_window or (lambda _m: 65_536)
         self.status_extra = status_extra
         self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
         self.system_dynamic = ""  # the stable part after the static prompt (skills list)
         self.help_extra: Callable[[str], str] | None = None  # the tool list for /help
+        # tool name -> (lang -> one line on the approval card, e.g. exec_command's sandbox)
+        self.card_notes: dict[str, Callable[[str], str]] = {}
         self._task_messages: dict[str, SentMessage] = {}
         self.commands: dict[str, CommandHandler] = {}
         self.command_help: dict[str, str] = {}
@@ -139,6 +177,16 @@ class Gateway:
         self._denied_notice: set[str] = set()
         self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
         self.stopping = False  # drain() began: queued messages wait for the restart
+        # set by drain(): every turn ends at its next durable step and is resumed after the restart
+        self.stop_signal = CancelSignal()
+        self.storage_retry = StorageRetry()
+        # while storage fails, inbound events wait here in arrival order (FIFO) and are stored
+        # in that order once it works again; `_storage_told`: chats told about it already
+        self._storage_queue = asyncio.Lock()
+        self._storage_told: set[str] = set()
+        # a suspended turn's progress message, continued when it resumes (bot/progress.py)
+        self.progress_board = ProgressBoard()
+        self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
         from bot.commands import BUILTIN_COMMANDS
 
         self.commands.update(BUILTIN_COMMANDS)
@@ -158,17 +206,20 @@ class Gateway:
         if not task.cancelled() and task.exception() is not None:
             log.error("background task %s failed", task.get_name(), exc_info=task.exception())
 
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Stop: cancel running turns (they answer their open calls) and wait for tasks. Messages
-        still queued start no new turn: they stay recorded and are taken up after the restart."""
+    async def drain(self, grace: float = 20.0) -> None:
+        """Stop taking new work; running turns get `grace` seconds to reach their next durable
+        step (a stored model answer or tool result), then what still runs is cut off. Either way
+        the turn stays open and `resume_interrupted` takes it up after the restart, as after a
+        crash. Messages still queued start nothing: they stay recorded for the restart."""
         self.stopping = True
-        for state in self.chats.loaded():
-            if state.cancel is not None:
-                state.cancel.set()
+        self.stop_signal.set()
         if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
-        for task in list(self._tasks):
+            await asyncio.wait(set(self._tasks), timeout=grace)
+        busy = list(self._tasks)
+        for task in busy:
             task.cancel()
+        if busy:  # their last writes (the open turn, a cut-off call) land before the database closes
+            await asyncio.wait(busy, timeout=5.0)
 
     async def take_up_received(self, now: datetime | None = None) -> int:
         """After a restart: messages received but never written into a history (queued behind a
@@ -213,6 +264,56 @@ class Gateway:
                      sum(n for _, n, _ in stale.values()))  # fmt: skip
         return taken
 
+    async def resume_interrupted(self, now: datetime | None = None) -> int:
+        """After a restart: each turn a stop or a crash left running is resumed now, without
+        waiting for the user, and its chat is told (which tool was cut off: it may or may not have
+        completed and is not run again). A suspended turn whose approval was given just before is
+        resumed too: the approval still holds. A turn older than its platform's
+        `max_backlog_age_s` is closed instead (its calls not run) and the chat told. Returns how
+        many were resumed."""
+        now = now or datetime.now(UTC)
+        resumed = 0
+        for turn in await self.store.open_turns():
+            approved = await self._approved_tool(turn)
+            if turn.status == "suspended" and approved is None:
+                continue  # waiting on the user: the card or question is still there
+            state = await self.chats.by_key(turn.chat_key) if turn.chat_key else None
+            if state is None or state.chat.platform not in self.adapters:
+                continue  # its platform is not running now: left for when it is
+            if (
+                turn.unattended  # a brief: the scheduler retries it
+                or turn.session_id != state.session_id  # the chat moved on to a new session
+                or not self.allowed(UserRef(state.chat.platform, turn.requester))  # access withdrawn
+            ):
+                await self.runtime.close_turn(turn.id)
+                continue
+            acc = self.access.get(state.chat.platform) or PlatformAccess()
+            if (now - turn.updated_at).total_seconds() > acc.max_backlog_age_s:
+                await self.runtime.close_turn(turn.id)
+                await self.say(state, t(state.lang, "restart_not_resumed"))
+                continue
+            cut_off = await self.runtime.settle_interrupted(turn.id)
+            lines = [t(state.lang, "restart_resumed")]
+            lines += [t(state.lang, "restart_cut_off", tool=name) for name in cut_off]
+            if approved is not None:
+                lines.append(t(state.lang, "restart_approved", tool=approved))
+            await self.say(state, "\n".join(lines))
+            self._resume_soon(state, turn.id)
+            resumed += 1
+        if resumed:
+            log.info("after the restart: %d interrupted turn(s) resumed", resumed)
+        return resumed
+
+    async def _approved_tool(self, turn: TurnRecord) -> str | None:
+        """The tool of a call approved but not started yet (its approval given before the stop)."""
+        for call_id, approval_id in turn.calls_approval.items():
+            if turn.calls.get(call_id) not in ("pending", "awaiting_approval"):
+                continue
+            record = await self.store.get_approval(approval_id)
+            if record is not None and record.status == "approved":
+                return record.tool
+        return None
+
     async def _take_up_notice(self, receipt: Receipt, record: dict[str, Any]) -> None:
         """A task notice that waited for a turn when the bot went down: its own turn now (a
         notice is never stale: the task did finish). Kept while its platform is not running."""
@@ -234,6 +335,13 @@ class Gateway:
         acc = self.access.get(user.platform)
         return acc is not None and user.user_id in acc.allowed_users
 
+    def is_admin(self, chat: ChatRef, user: UserRef) -> bool:
+        """In a DM the user decides for themself; in a group only the platform's admins do."""
+        if not chat.is_group:
+            return True
+        acc = self.access.get(chat.platform) or PlatformAccess()
+        return user.user_id in acc.admins
+
     def approvers_for(self, chat: ChatRef, user: UserRef) -> tuple[str, ...]:
         acc = self.access.get(chat.platform) or PlatformAccess()
         if chat.is_group:
@@ -250,13 +358,23 @@ class Gateway:
             if not await self._try_pairing(adapter, inbound):
                 await self._deny(adapter, inbound)
             return
+        if self.stopping and not isinstance(inbound, InboundMessage):
+            await self._restarting(inbound)
+            return
         # A message that may queue is recorded with its id until it is in the history (one INSERT).
         receipt: Receipt | None = None
         if isinstance(inbound, InboundMessage) and _may_queue(inbound):
             receipt = (inbound.chat.platform, inbound.update_id)
-            fresh = await self.store.receive_message(*receipt, pending_record(inbound))
+            pending = pending_record(inbound)
+            stored = await self._stored(inbound, lambda: self.store.receive_message(*receipt, pending))
         else:
-            fresh = await self.store.mark_update_processed(inbound.chat.platform, inbound.update_id)
+            platform, update_id = inbound.chat.platform, inbound.update_id
+            stored = await self._stored(
+                inbound, lambda: self.store.mark_update_processed(platform, update_id)
+            )
+        if stored is None:
+            return  # storage failed for the whole retry budget: the user was asked to send it again
+        fresh = stored
         if not fresh:
             if isinstance(inbound, ButtonPress):
                 with contextlib.suppress(Exception):
@@ -271,26 +389,103 @@ class Gateway:
         if state.owner != user.user_id and not isinstance(inbound, ButtonPress):
             state.owner = user.user_id
             await self.chats.save(state)
+        if self.stopping:  # recorded (a message that may queue): taken up after the restart
+            if receipt is not None:
+                await self.say(state, t(state.lang, "restarting_kept"))
+            return
         if isinstance(inbound, ButtonPress):
             await self._on_button(adapter, state, inbound)
         elif isinstance(inbound, InboundCommand):
             handler = self.commands.get(inbound.name)
+            if inbound.name in ADMIN_ONLY_IN_GROUPS and not self.is_admin(inbound.chat, user):
+                await self.say(state, t(state.lang, "admin_only", name=inbound.name))
+                return
             waiting = await self._waiting_turn(state)
-            if waiting is not None and inbound.name not in (
-                "approve",
-                "deny",
-                "status",
-                "help",
-                "lang",
-                "cancel",
+            if (
+                waiting is not None
+                and inbound.name not in KEEPS_WAITING
+                and self.may_close(waiting, user.user_id)
             ):
                 await self._move_on(adapter, state, waiting)
             if handler is None:
                 await self.say(state, t(state.lang, "unknown_command", name=inbound.name[:32]))
             else:
-                await handler(self, state, inbound)
+                await self._run_command(handler, state, inbound)
         else:
             await self._on_message(adapter, state, inbound, receipt)
+
+    async def _stored(self, inbound: Inbound, write: Callable[[], Coroutine[Any, Any, bool]]) -> bool | None:
+        """The event's first write (its record or its id), retried while storage fails: the event is
+        held in memory meanwhile and the adapter does not acknowledge it while this runs. The chat
+        is told once that the bot cannot keep up. None when the budget ran out (the user is asked
+        to send it again)."""
+        if not self._storage_queue.locked():  # the usual case: no trouble, no waiting
+            try:
+                return await write()
+            except StorageError as exc:
+                log.warning(
+                    "storing %s %s failed; retrying: %s", inbound.chat.platform, inbound.update_id, exc
+                )
+        async with self._storage_queue:  # FIFO: events are stored in the order they came
+            policy = self.storage_retry
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + policy.budget_s
+            delay = policy.first_s
+            attempts = 0
+            while True:
+                if attempts:  # the first attempt of an event queued behind another is immediate
+                    await self._tell_storage(inbound, "storage_trouble")
+                    if loop.time() + delay > deadline:
+                        log.error("gave up storing %s %s after %d attempts",
+                                  inbound.chat.platform, inbound.update_id, attempts)  # fmt: skip
+                        text = inbound.text if isinstance(inbound, InboundMessage) else ""
+                        await self._tell_storage(inbound, "storage_gave_up", preview=_preview(text or "…"))
+                        self._storage_told.discard(inbound.chat.key)
+                        return None
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, policy.max_s)
+                attempts += 1
+                try:
+                    result = await write()
+                except StorageError as exc:
+                    log.warning("storage still failing (attempt %d): %s", attempts, exc)
+                    attempts = max(attempts, 1)
+                    continue
+                self._storage_told.discard(inbound.chat.key)
+                return result
+
+    async def _tell_storage(self, inbound: Inbound, key: str, **fields: Any) -> None:
+        if key == "storage_trouble":
+            if inbound.chat.key in self._storage_told:
+                return
+            self._storage_told.add(inbound.chat.key)
+        adapter = self.adapters.get(inbound.chat.platform)
+        if adapter is not None:
+            lang = pick_language(inbound.user.language_code)
+            with contextlib.suppress(DeliveryError):
+                await adapter.send_text(inbound.chat, t(lang, key, **fields), format="plain")
+
+    async def _restarting(self, inbound: Inbound) -> None:
+        """A command or a tap while the bot stops: not acted on (it would start new work); the
+        user is asked to repeat it in a moment."""
+        lang = pick_language(inbound.user.language_code)
+        if isinstance(inbound, ButtonPress):
+            with contextlib.suppress(Exception):
+                await inbound.ack(t(lang, "restarting_again"), True)
+            return
+        adapter = self.adapters.get(inbound.chat.platform)
+        if adapter is not None:
+            with contextlib.suppress(DeliveryError):
+                await adapter.send_text(inbound.chat, t(lang, "restarting_again"), format="plain")
+
+    async def _run_command(self, handler: CommandHandler, state: ChatState, cmd: InboundCommand) -> None:
+        """Every command answers: a handler that fails is logged and the chat gets a short error in
+        its language (never the exception's text, which may carry internals)."""
+        try:
+            await handler(self, state, cmd)
+        except Exception:
+            log.exception("command /%s failed in %s", cmd.name, state.key)
+            await self.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))
 
     # ---- pairing: a one-time code from the operator's terminal admits its first user ---------
     def enable_pairing(self, platform: str) -> str:
@@ -336,6 +531,11 @@ class Gateway:
         if isinstance(inbound, ButtonPress):
             with contextlib.suppress(Exception):
                 await inbound.ack(t(lang, "approval_not_allowed"), True)
+            return
+        if isinstance(inbound, InboundCommand) and inbound.private_reply is not None:
+            # a slash command waits for an answer; only the stranger sees it (also in a server)
+            with contextlib.suppress(Exception):
+                await inbound.private_reply(t(lang, "not_allowed", user_id=inbound.user.user_id), False)
             return
         if inbound.chat.is_group or inbound.user.key in self._denied_notice:
             return  # don't talk to strangers in groups; tell a DM stranger once
@@ -411,24 +611,32 @@ class Gateway:
             if uid not in turn.approvers:
                 if not msg.addressed:
                     return True
-                # only an approver can unblock this chat
+                # only an approver can unblock this chat; a member's message never closes the card
                 state.backlog.append((Queued(Message.user(msg.text), receipt), msg.user))
                 return True
             card = await self._card_ref(approval_id)
             replying_to_card = card is not None and msg.reply_to_message_id == card.message_id
-            if reading.kind in ("yes", "option") and reading.value.lower() not in ("always",):
-                await self._release(receipt)
-                await self._decide(state, approval_id, msg.user, "once")
+            # in a group, typed consent must be addressed: a reply to the card or a mention
+            if state.chat.is_group and not (replying_to_card or (msg.addressed and not msg.reply_to_bot)):
+                if msg.addressed:  # a reply to another of the bot's messages: waits for the decision
+                    state.backlog.append((Queued(Message.user(msg.text), receipt), msg.user))
                 return True
-            if reading.kind == "no":
+            record = await self.store.get_approval(approval_id)
+            scope = self.runtime.gate.scope_for(record) if record is not None else None
+            decision = read_consent("text", msg.text, scope=scope, replying_to_card=replying_to_card)
+            word = decision.gate_decision
+            if word is not None:
                 await self._release(receipt)
-                await self._decide(state, approval_id, msg.user, "deny")
+                reason = await self._decide(state, approval_id, msg.user, word, note=decision.note)
+                if reason:
+                    key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
+                    await self.say(state, t(state.lang, key))
                 return True
-            if replying_to_card:
+            if _short(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
-                await self._decide(state, approval_id, msg.user, "edit", note=msg.text)
+                await self.say(state, t(state.lang, "approval_unclear"))
                 return True
-            await self._move_on(adapter, state, turn)
+            await self._move_on(adapter, state, turn)  # a new request: the card closes, nothing runs
             return False
         if not may_answer:
             return not msg.addressed
@@ -441,6 +649,12 @@ class Gateway:
         await self._finalize_question(turn.id, "question_answered", answer=cards.visible(answer))
         self._resume_soon(state, turn.id)
         return True
+
+    @staticmethod
+    def may_close(turn: TurnRecord, user_id: str) -> bool:
+        """Whose message or command may close a waiting card or question ("moved on"): an
+        approver, or the requester; never another member's."""
+        return user_id == turn.requester or user_id in turn.approvers
 
     async def _move_on(self, adapter: ChatAdapter, state: ChatState, turn: TurnRecord) -> None:
         """Close a waiting turn because the user moved on; the card shows it."""
@@ -481,6 +695,7 @@ class Gateway:
             system_dynamic=self._dynamic_context(state),
             inbox=state.inbox,
             cancel=state.cancel,
+            stop=self.stop_signal,
             meta=meta,
             no_open_turn=no_open_turn,
             receipts=receipts,
@@ -507,6 +722,7 @@ class Gateway:
             session_id=state.session_id,
             inbox=state.inbox,
             cancel=CancelSignal(),
+            stop=self.stop_signal,
             model=state.model,
             system_dynamic=self._dynamic_context(state),
         )
@@ -526,6 +742,9 @@ class Gateway:
                         state.lang,
                         on_approval=lambda e: self._send_card(state, e),
                         on_question=lambda e: self._send_question(state, e),
+                        board=self.progress_board,
+                        key=state.key,
+                        sleep=self.typing_sleep,
                     )
                     try:
                         done = await render_all(view, job)
@@ -609,7 +828,9 @@ class Gateway:
         record = await self.store.get_approval(event.approval_id)
         if record is None:
             return
-        text, buttons = cards.approval_card(record, state.lang, self.approval_ttl_minutes)
+        text, buttons = cards.approval_card(
+            record, state.lang, await self.card_info(record, state.chat, state.lang)
+        )
         sent = await self._send_waiting(state, event.turn_id, text, buttons)
         if sent is None:
             return
@@ -617,6 +838,23 @@ class Gateway:
         record = await self.store.get_approval(record.id)
         if record is not None and record.status != "pending":  # decided while the card was in flight
             await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
+
+    async def card_info(self, record: ApprovalRecord, chat: ChatRef, lang: str = "en") -> cards.CardInfo:
+        note = self.card_notes.get(record.tool)
+        trade = None
+        if self.trade_facts is not None:
+            try:
+                trade = await self.trade_facts(record)
+            except Exception:  # the card still shows the raw arguments
+                log.warning("no trade facts for the card of %s", record.id, exc_info=True)
+        return cards.CardInfo(
+            expires_at=record.expires_at,
+            group=chat.is_group,
+            scope=self.runtime.gate.scope_for(record),
+            standing_hours=self.runtime.gate.standing_ttl.total_seconds() / 3600,
+            trade=trade,
+            note=note(lang) if note else "",
+        )
 
     async def _send_question(self, state: ChatState, event: ev.Question) -> None:
         turn = await self.store.load_turn(event.turn_id)
@@ -667,9 +905,13 @@ class Gateway:
         if found is None or record is None:
             return
         msg, adapter, ref = found
+        rule = ""
+        if outcome == "always":
+            rules = await self.store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
+            rule = next((r.id for r in rules if r.approval_id == approval_id), "")
         with contextlib.suppress(DeliveryError):
             await adapter.edit_text(
-                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who), buttons=None
+                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who, rule), buttons=None
             )
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
@@ -767,7 +1009,12 @@ class Gateway:
             await self._finalize_question(turn.id, "question_answered", answer=cards.visible(choice))
             self._resume_soon(state, turn.id)
             return
-        reason = await self._decide(state, ident, press.user, kind)
+        record = await self.store.get_approval(ident)
+        scope = self.runtime.gate.scope_for(record) if record is not None else None
+        word = read_consent("button", kind, scope=scope).gate_decision
+        reason = (
+            await self._decide(state, ident, press.user, word) if word else "this button is no longer valid"
+        )
         if reason:
             key = "approval_not_allowed" if "not allowed" in reason else "approval_stale"
             await press.ack(t(state.lang, key), key == "approval_not_allowed")
@@ -787,8 +1034,13 @@ class Gateway:
                 user = state.last_user or UserRef(state.chat.platform, "")
                 self._start(state, self._queued_turn(state, queued, user))
 
-    async def decide_by_text(self, state: ChatState, user: UserRef, approval_id: str, decision: str) -> str:
-        return await self._decide(state, approval_id, user, decision)
+    async def decide_by_command(self, state: ChatState, user: UserRef, approval_id: str, command: str) -> str:
+        """/approve <id> or /deny <id>, read by the one decision function."""
+        decision: ConsentDecision = read_consent("command", command)
+        word = decision.gate_decision
+        if word is None:
+            return "unknown decision"
+        return await self._decide(state, approval_id, user, word)
 
     # ---- background tasks and scheduled briefs ----------------------------------------------
     async def notify_task(self, record: Any) -> None:
@@ -812,7 +1064,23 @@ class Gateway:
         receipt = (NOTICES, str(record.id))
         if not await self.store.receive_message(*receipt, notice_record(state.key, text)):
             return  # recorded before: already delivered (or waiting to be taken up)
+        await self._send_attachments(state, record)
         self.submit_system_turn(state, text, receipt)
+
+    async def _send_attachments(self, state: ChatState, record: Any) -> None:
+        """What the task produced for the user (a backtest's chart) goes to the chat as it is:
+        images as photos, other files as documents where the platform has them."""
+        adapter = self.adapters[state.chat.platform]
+        for att in getattr(record, "attachments", None) or []:
+            try:
+                if str(att.mime).startswith("image/"):
+                    await adapter.send_image(state.chat, att.path, att.caption)
+                elif (send_file := getattr(adapter, "send_file", None)) is not None:
+                    await send_file(state.chat, att.path, att.caption)
+                else:
+                    await adapter.send_text(state.chat, f"📎 {att.path}", format="plain")
+            except (DeliveryError, OSError) as exc:
+                log.warning("attachment %s of task %s not delivered: %s", att.path, record.id, exc)
 
     async def task_progress(self, record: Any) -> None:
         """One status message per task, edited as progress arrives (the manager throttles it)."""
@@ -853,10 +1121,13 @@ class Gateway:
                 model=state.model,
                 system_dynamic=self._dynamic_context(state),
                 meta={"brief": True},
+                stop=self.stop_signal,
             )
             final = ""
             async for event in self.runtime.run(request):
                 if isinstance(event, ev.Done):
+                    if event.status == "interrupted":
+                        raise DeliveryError("the bot is stopping; the brief was not finished")
                     final = event.text
                 elif isinstance(event, ev.ErrorEvent):
                     raise DeliveryError(event.message)

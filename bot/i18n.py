@@ -38,6 +38,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "approval_stale": "This button is no longer valid.",
         "approval_usage": "Usage: /approve <id> or /deny <id>",
         "question_expired": "⌛ No answer was given in time.",
+        "exec_sandboxed": "🛡 Runs in a sandbox: only the workspace is writable, no network, "
+        "no access to tapebot's files.",
+        "exec_sandboxed_net": "🛡 Runs in a sandbox: only the workspace is writable, network allowed, "
+        "no access to tapebot's files.",
+        "exec_unsandboxed": "⚠️ Runs WITHOUT a sandbox (unsandboxed_exec = true): it can read and "
+        "change everything the bot's user can.",
+        "exec_refused": "⚠️ No sandbox is available on this machine, so this command will be refused.",
         "question_answered": "✅ Answered: {answer}",
         "error": "Something went wrong: {error}",
         "model_error": "⚠️ {error}",
@@ -58,9 +65,33 @@ STRINGS: dict[str, dict[str, str]] = {
         "paired": "Paired: you can talk to me now, and you approve actions. Send /help to start.",
         "busy_try_later": "A turn is running; try again when it finishes (or /cancel it).",
         "compact_nothing": "Nothing to compact.",
+        "not_run": "not run",
+        "tool_cancelled": "cancelled",
+        "tool_failed": "failed",
+        "delivery_failed": "I could not deliver my answer: the chat service kept failing. Ask again "
+        "in a moment if you still need it.",
+        "delivery_uncertain": "The chat service did not confirm my last message, so it may be "
+        "missing or incomplete. Ask again if you do not see the full answer.",
         "memory_off": "Long-term memory is turned off ([memory] enabled = false).",
         "yes": "yes",
         "no": "no",
+        # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
+        "command_failed": "Sorry, /{name} failed. The details are in the log; try again later.",
+        "compact_failed": "🗜 Compaction failed: the summary could not be written. Your history is "
+        "unchanged; try again later.",
+        "storage_trouble": "⚠️ I'm having trouble saving messages right now (the database is busy or "
+        "the disk is full). I'm keeping yours and will answer as soon as I can — no need to resend.",
+        "storage_gave_up": "Sorry — I could not save your message “{preview}” (storage trouble). "
+        "Please send it again in a few minutes.",
+        "restarting_kept": "I'm restarting right now; I have your message and will answer it as soon "
+        "as I'm back.",
+        "restarting_again": "I'm restarting right now; please try that again in a minute.",
+        "restart_resumed": "🔄 I was restarted while working on your request; continuing where I left off.",
+        "restart_cut_off": "⚠️ {tool} was running when I restarted: it may or may not have completed, "
+        "and it was not run again.",
+        "restart_approved": "✅ Your approval of {tool} still stands: running it now.",
+        "restart_not_resumed": "🔄 I was restarted while working on your request, too long ago to "
+        "continue it now; nothing still pending was run. Send it again if you still need it.",
     },
     "zh": {
         "start": "你好，我是 tapebot，你的投资助手。可以问我“分析 600519”、“我的持仓怎么样”、“全市场筛选 spring 形态”。/help 查看命令。",
@@ -92,6 +123,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "approval_stale": "此按钮已失效。",
         "approval_usage": "用法：/approve <id> 或 /deny <id>",
         "question_expired": "⌛ 未在规定时间内回答。",
+        "exec_sandboxed": "🛡 在沙箱中运行：只有工作区可写，无网络，无法访问 tapebot 自身的文件。",
+        "exec_sandboxed_net": "🛡 在沙箱中运行：只有工作区可写，允许联网，无法访问 tapebot 自身的文件。",
+        "exec_unsandboxed": "⚠️ 不在沙箱中运行（unsandboxed_exec = true）：可以读写机器人所用账户能访问的一切。",
+        "exec_refused": "⚠️ 本机没有可用的沙箱，此命令将被拒绝执行。",
         "question_answered": "✅ 已回答：{answer}",
         "error": "出错了：{error}",
         "model_error": "⚠️ {error}",
@@ -109,9 +144,27 @@ STRINGS: dict[str, dict[str, str]] = {
         "paired": "配对成功：现在可以和我对话，并由你确认操作。发送 /help 开始。",
         "busy_try_later": "当前有任务在运行；请等它完成后再试（或 /cancel）。",
         "compact_nothing": "没有需要压缩的内容。",
+        "not_run": "未执行",
+        "tool_cancelled": "已取消",
+        "tool_failed": "失败",
+        "delivery_failed": "我的回答没能发出去：聊天服务一直出错。如仍需要，请稍后再问一次。",
+        "delivery_uncertain": "聊天服务没有确认我刚才的消息，它可能缺失或不完整。如果没看到完整回答，请再问一次。",
         "memory_off": "长期记忆已关闭（[memory] enabled = false）。",
         "yes": "是",
         "no": "否",
+        # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
+        "command_failed": "抱歉，/{name} 执行失败。详情已记录在日志中，请稍后再试。",
+        "compact_failed": "🗜 压缩失败：未能生成摘要。对话历史未改变，请稍后再试。",
+        "storage_trouble": "⚠️ 目前保存消息遇到问题（数据库繁忙或磁盘已满）。你的消息我先保留着，"
+        "一恢复就回复你——无需重发。",
+        "storage_gave_up": "抱歉——无法保存你的消息“{preview}”（存储故障）。请过几分钟再发送一次。",
+        "restarting_kept": "我正在重启；你的消息已保存，回来后马上回复。",
+        "restarting_again": "我正在重启，请一分钟后再试。",
+        "restart_resumed": "🔄 处理你的请求时我被重启了；现在从中断处继续。",
+        "restart_cut_off": "⚠️ 重启时 {tool} 正在运行：它可能已完成，也可能没有，且不会重新执行。",
+        "restart_approved": "✅ 你对 {tool} 的批准仍然有效：现在执行。",
+        "restart_not_resumed": "🔄 处理你的请求时我被重启了，且已过去太久，不再继续；未执行任何待办操作。"
+        "如仍需要请重新发送。",
     },
 }
 
@@ -155,3 +208,15 @@ def t(lang: str, key: str, **kw: Any) -> str:
     table = STRINGS.get(lang) or STRINGS["en"]
     text = table.get(key) or STRINGS["en"].get(key, key)
     return text.format(**kw) if kw else text
+
+
+def _merge_consent() -> None:
+    from bot.i18n_consent import CONSENT_COMMANDS, CONSENT_STRINGS
+
+    for lang, table in CONSENT_STRINGS.items():
+        STRINGS[lang].update(table)
+    for lang, table in CONSENT_COMMANDS.items():
+        COMMAND_DESCRIPTIONS[lang].update(table)
+
+
+_merge_consent()

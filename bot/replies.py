@@ -2,8 +2,8 @@
 
 Button presses are exact. Text is interpreted conservatively: clear yes/no words in English and
 Chinese, an option number or ordinal ("2", "the second one", "第二个"), or a value for the pending
-field. A command or a clear change of mind means the user moved on. Anything ambiguous on an
-approval is *not* consent.
+field. A command or a clear change of mind means the user moved on. Answers to approval cards
+are not read here but by agent/consent.read_consent, the one decision function of every surface.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """`tapebot chat`: the terminal front end over the same runtime and event stream.
 
-Interactive mode streams text to stdout, prints tool progress to stderr, and asks y/N for
-approvals. `-m TEXT` runs one unattended turn (nobody can approve, so approval-requiring tools are
+Interactive mode streams text to stdout, prints tool progress to stderr, and shows approval
+cards with the same content as in the chats. An answer is read by the same decision function as
+everywhere else (agent/consent.py): "好" or "yes" allows once, "always" grants a standing approval
+where it is offered, anything else is no. Input typed while the turn was still working is
+discarded before the prompt appears (the tty is flushed); only what is typed after it counts. `-m TEXT` runs one unattended turn (nobody can approve, so approval-requiring tools are
 denied and the answer says so), prints the final answer on stdout and exits 0.
 """
 
@@ -11,17 +14,23 @@ import asyncio
 import json
 import signal
 import sys
+import termios
 from datetime import datetime
 from typing import Any, TextIO
 
 from agent import events as ev
-from agent.approval import Requester
+from agent.approval import Decision, Requester
 from agent.cancel import CancelSignal
+from agent.consent import read_consent
 from agent.errors import ApprovalError
 from agent.runtime import AgentRuntime, TurnRequest
+from agent.tools import sandbox
+from agent.tools.workspace import LocalToolPolicy
+from bot import cards
 from bot.signals import off_signals, on_signals
 
 TERMINAL_USER = "terminal"
+UNCLEAR_RETRIES = 2  # then it is a no: silence and gibberish are never consent
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -84,6 +93,7 @@ async def _drive(
     renderer: TerminalRenderer,
     ask: Any,
     who: Requester,
+    facts: Any = None,
 ) -> ev.Done | None:
     """Consume a turn, answering approvals and questions interactively, until it ends."""
     done: ev.Done | None = None
@@ -98,25 +108,70 @@ async def _drive(
         if pending is None or ask is None:
             return done
         if isinstance(pending, ev.ApprovalRequired):
-            args = json.dumps(pending.arguments, ensure_ascii=False, indent=1)
-            reply = (
-                (await ask(f"\nAllow {pending.tool}({args})? [y]es once / [a]lways / [N]o: ")).strip().lower()
-            )
-            decision = {"y": "once", "yes": "once", "a": "always", "always": "always"}.get(reply, "deny")
-            try:
-                await runtime.decide(pending.approval_id, who.user_id, decision)  # type: ignore[arg-type]
-            except ApprovalError as exc:
-                renderer.note(str(exc))
+            await _decide_in_terminal(runtime, pending, renderer, ask, who, facts)
         else:
             options = "".join(f"\n  {i}. {o}" for i, o in enumerate(pending.options, 1))
-            reply = (await ask(f"\n{pending.question}{options}\n> ")).strip()
+            reply = (await ask(f"\n{pending.question}{options}\n> ", fresh=True)).strip()
             if pending.options and reply.isdigit() and 1 <= int(reply) <= len(pending.options):
                 reply = pending.options[int(reply) - 1]
             await runtime.answer(pending.turn_id, reply)
         events_iter = runtime.resume(pending.turn_id)
 
 
-async def _ask(prompt: str) -> str:
+def _sandbox_note(runtime: AgentRuntime, tool: str) -> str:
+    """exec_command's card says what its sandbox allows, as in the chats."""
+    policy = runtime.deps.maybe(LocalToolPolicy)
+    return sandbox.describe(policy) if tool == "exec_command" and policy is not None else ""
+
+
+async def _decide_in_terminal(
+    runtime: AgentRuntime, pending: ev.ApprovalRequired, renderer: TerminalRenderer, ask: Any,
+    who: Requester, facts: Any = None,
+) -> None:  # fmt: skip
+    """Show the card and read the answer through agent/consent.read_consent."""
+    record = await runtime.store.get_approval(pending.approval_id)
+    if record is None:
+        renderer.note("this approval is gone; nothing was executed")
+        return
+    scope = runtime.gate.scope_for(record)
+    trade = await facts(record) if facts is not None else None
+    info = cards.CardInfo(
+        expires_at=record.expires_at,
+        scope=scope,
+        standing_hours=runtime.gate.standing_ttl.total_seconds() / 3600,
+        trade=trade,
+        note=_sandbox_note(runtime, record.tool),
+    )
+    text, _ = cards.approval_card(record, "en", info)
+    choices = "[yes] once / [always] / [no]" if scope is not None else "[yes] once / [no]"
+    prompt = f"\n{cards.plain(text)}\nAllow {record.tool}? {choices}: "
+    word: Decision | None = None
+    for _ in range(UNCLEAR_RETRIES + 1):
+        reply = await ask(prompt, fresh=True)
+        word = read_consent("text", reply, scope=scope).gate_decision
+        if word is not None or not reply.strip():
+            break
+        renderer.note("not an answer: type yes or no")
+        prompt = f"Allow {record.tool}? {choices}: "
+    try:
+        await runtime.decide(pending.approval_id, who.user_id, word or "deny")
+    except ApprovalError as exc:
+        renderer.note(str(exc))
+
+
+def flush_typed_ahead(stream: Any) -> None:
+    """Discard what was typed before a prompt appeared (a tty only: piped input is a script)."""
+    try:
+        if stream.isatty():
+            termios.tcflush(stream.fileno(), termios.TCIFLUSH)
+    except (OSError, ValueError, termios.error):
+        pass
+
+
+async def _ask(prompt: str, fresh: bool = False) -> str:
+    """One line from the user; `fresh`: only what is typed after the prompt (approvals)."""
+    if fresh:
+        flush_typed_ahead(sys.stdin)
     try:
         return await asyncio.to_thread(input, prompt)
     except EOFError:
@@ -168,7 +223,7 @@ async def _report_tasks(
     for r in records:
         renderer.note(f"background task {r.id} ({r.tool_name}) {r.status}")
     req = _request(app, session, text, who, model, meta={"notification": True})
-    return await _drive(app.runtime, app.runtime.run(req), renderer, ask, who)
+    return await _drive(app.runtime, app.runtime.run(req), renderer, ask, who, app.trade_facts)
 
 
 async def one_shot(app: Any, session: str, text: str, model: str | None, notices: asyncio.Queue[Any]) -> int:
@@ -189,6 +244,8 @@ async def one_shot(app: Any, session: str, text: str, model: str | None, notices
         report = await _report_tasks(app, session, finished, who, model, renderer, None)
         if report is not None and report.text:
             print(report.text)
+    # the session ends with the process: memory extraction runs now (the stop drains it)
+    await runtime.end_session(session)
     return 0
 
 
@@ -198,7 +255,8 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
     who = Requester(TERMINAL_USER, session, (TERMINAL_USER,))
     sys.stderr.write(
         f"tapebot — model {app.default_model_id}, session {session}. "
-        "Ctrl-C stops a running turn, Ctrl-D or /exit quits, /new starts a new session.\n"
+        "Ctrl-C stops a running turn, Ctrl-D or /exit quits, /new starts a new session, "
+        "/rules lists standing approvals.\n"
     )
     pending_input: asyncio.Future[str] | None = None
     while True:
@@ -223,6 +281,11 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
             continue
         if text in ("/exit", "/quit"):
             return 0
+        if text == "/rules" or text.startswith("/rules "):
+            from bot.rules import rules_command
+
+            renderer.note(await rules_command(app.store, session, text[len("/rules") :], "en"))
+            continue
         if text == "/new":
             await runtime.end_session(session)
             session = session_id_for(None)
@@ -238,6 +301,7 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
                 renderer,
                 _ask,
                 who,
+                app.trade_facts,
             )
         finally:
             off_signals((signal.SIGINT,))

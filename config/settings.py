@@ -70,9 +70,16 @@ class AgentConfig(_Section):
     fallbacks: list[str] = Field(default_factory=list)
     max_tool_rounds: int = Field(default=15, ge=1)
     stream_idle_timeout: float = Field(default=60.0, gt=0)
+    # On SIGTERM, running turns get this long to reach their next durable step (a stored model
+    # answer or tool result); what is still running then is resumed after the restart.
+    shutdown_grace_s: float = Field(default=20.0, ge=0)
     tool_result_spill_chars: int = Field(default=8000, ge=500)
     system_prompt: str | None = None
     language: str = "auto"
+    # how long an approval card waits for a decision; unanswered means denied (questions keep their own)
+    approval_ttl_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
+    # how long an "Always allow" (a standing approval) lasts: at most 24 hours, shorter allowed
+    standing_approval_hours: float = Field(default=24.0, gt=0, le=24)
 
 
 class TelegramConfig(_Section):
@@ -136,6 +143,12 @@ class ToolsConfig(_Section):
     web_fetch_max_bytes: int = Field(default=2_000_000, gt=0)
     web_fetch_timeout: float = Field(default=20.0, gt=0)
     allow_private_urls: bool = False
+    # exec_command's sandbox (bubblewrap). Without one, commands are refused unless this is set.
+    unsandboxed_exec: bool = False
+    exec_network: bool = False
+    exec_memory_mb: int = Field(default=4096, gt=0)
+    exec_file_size_mb: int = Field(default=1024, gt=0)
+    exec_read_only_paths: list[Path] = Field(default_factory=list)
 
 
 class MarketsConfig(_Section):
@@ -180,6 +193,8 @@ class MemoryConfig(_Section):
     # A model id for memory upkeep (extraction, de-duplication, TaskState, compaction summaries);
     # a cheaper model is fine. Default: the agent's model.
     model: str | None = None
+    # At a stop, upkeep still running (extraction, TaskState) is waited for this long, then cancelled.
+    upkeep_drain_s: float = Field(default=10.0, ge=0)
 
 
 class McpServerConfig(_Section):
@@ -282,7 +297,11 @@ class Settings(BaseSettings):
         return self.home / "skills"
 
     def ensure_dirs(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        """Create the home and its folders, 0700 (C9; existing modes are left alone and reported
+        by `loose_modes`)."""
+        from config.filemodes import make_private_dir
+
+        make_private_dir(self.home)
         for path in (
             self.traces_dir,
             self.results_dir,
@@ -290,7 +309,7 @@ class Settings(BaseSettings):
             self.archive_dir,
             self.skills_dir,
         ):
-            path.mkdir(parents=True, exist_ok=True)
+            make_private_dir(path)
 
     # ---- models ------------------------------------------------------------------------------
     def model(self, model_id: str) -> ModelConfig:

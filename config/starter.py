@@ -6,6 +6,7 @@ from importlib import resources
 from pathlib import Path
 
 from config.errors import ConfigError
+from config.filemodes import make_private_dir, write_private_text
 
 
 def starter_text() -> str:
@@ -17,8 +18,7 @@ def write_starter(home: Path, *, force: bool = False) -> Path:
     path = home / "config.toml"
     if path.exists() and not force:
         raise ConfigError("already exists", file=str(path), fix="pass --force to overwrite it")
-    home.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(starter_text(), encoding="utf-8")
-    tmp.replace(path)
+    # 0700 home, 0600 config whatever the umask (C9): it will hold API keys.
+    make_private_dir(home)
+    write_private_text(path, starter_text())
     return path

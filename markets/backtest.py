@@ -5,9 +5,12 @@ Stops are intraday: when a bar's low reaches the stop, the position is sold at m
 Explicit orders (`Order`) may also fill at a day's open or close; the tests use them.
 
 Rules (markets.rules.MarketRules): A-share buys in lots of 100; T+1 (a position bought on day d
-cannot be sold on day d — a stop hit that day waits for the next bar); no fill on a bar locked at the
-limit (high == low at the limit), and by default no buy when the open is already at limit-up and no
-sell when it is at limit-down; commission 0.025 % (min 5 CNY) + 0.001 % transfer fee per order and 0.05 %
+cannot be sold on day d — a stop hit that day waits for the next bar); the price limit at the exact
+0.01 tick (`rules.limit_block`, shared with the paper broker): no fill on a bar locked at the limit
+(high == low at the limit), and by default no buy when the open is at limit-up and no sell when it is
+at limit-down. A blocked order is not dropped: it stays pending and is tried again at the next bar's
+open until it fills or the opposite signal cancels it (`BacktestConfig.retry_blocked`, default on);
+commission 0.025 % (min 5 CNY) + 0.001 % transfer fee per order and 0.05 %
 stamp duty on sells. Crypto: fractional sizes, same-day round trips, a flat fee, no limits.
 
 Results: equity curve, total return, CAGR (calendar days), max drawdown, Sharpe (daily returns,
@@ -19,16 +22,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 
 from markets.bars import Bars
 from markets.panel import Panel
-from markets.rules import MarketRules, at_limit
+from markets.rules import MarketRules, Side, limit_block
 
 ProgressCb = Callable[[str, str, float | None], None]
+Outcome = Literal["filled", "blocked", "t+1", "rejected"]  # blocked: price limit or no bar → retried
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,7 @@ class BacktestConfig:
     trail_pct: float = 0.10
     max_hold: int | None = 60  # bars
     block_limit_open: bool = True  # no buy when the open is at limit-up (sell: at limit-down)
+    retry_blocked: bool = True  # an order blocked by a price limit (or a missing bar) waits for the next bar
     start: int = 0  # first day index that may trade (warm-up before it)
 
 
@@ -87,11 +92,28 @@ class BacktestResult:
     metrics: dict[str, Any]
     benchmark: np.ndarray | None = None
     bars_processed: int = 0
+    start: int = 0  # first day the metrics cover (earlier bars only warm up the signals)
+    initial_cash: float | None = None
+
+    def curves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(dates, equity, benchmark) exactly as the metrics measure them: from the initial cash held
+        the day before `start` (the day before the first bar when start is 0) to the end."""
+        s, init = self.start, self.initial_cash
+        bench = self.benchmark
+        if init is None:
+            return self.dates[s:], self.equity[s:], None if bench is None else bench[s:]
+        eq = np.concatenate([[init], self.equity[s:]])
+        if s > 0:
+            return self.dates[s - 1 :], eq, None if bench is None else bench[s - 1 :]
+        dates = np.concatenate([[self.dates[0] - 1], self.dates])
+        return dates, eq, None if bench is None else np.concatenate([[np.nan], bench])
 
     def summary(self, max_trades: int = 20) -> dict[str, Any]:
+        n = len(self.dates)
         return {
-            "start": str(self.dates[0]) if len(self.dates) else None,
-            "end": str(self.dates[-1]) if len(self.dates) else None,
+            "start": str(self.dates[self.start]) if n > self.start else None,
+            "end": str(self.dates[-1]) if n else None,
+            "warmup_from": str(self.dates[0]) if n and self.start > 0 else None,
             "metrics": self.metrics,
             "trades": [t.to_dict() for t in self.trades[-max_trades:]],
             "trades_total": len(self.trades),
@@ -131,20 +153,19 @@ class _Book:
         ok = c[~np.isnan(c)]
         return float(ok[-1]) if len(ok) else float("nan")
 
-    def _block(self, i: int, t: int, side: str, price: float) -> str | None:
+    def _block(self, i: int, t: int, side: Side, price: float) -> str | None:
         P = self.panel
         if np.isnan(P.close[i, t]):
             return "no bar (suspended or not listed)"
-        lim = self._limit(i)
-        if lim is None:
-            return None
-        prev = self._prev_close(i, t)
-        locked = P.high[i, t] == P.low[i, t] and at_limit(P.close[i, t], prev, lim, side)  # type: ignore[arg-type]
-        if locked:
-            return f"limit-locked bar ({'limit-up' if side == 'buy' else 'limit-down'})"
-        if self.cfg.block_limit_open and at_limit(price, prev, lim, side):  # type: ignore[arg-type]
-            return f"price at {'limit-up' if side == 'buy' else 'limit-down'}"
-        return None
+        return limit_block(
+            side,
+            price,
+            self._prev_close(i, t),
+            float(P.high[i, t]),
+            float(P.low[i, t]),
+            self._limit(i),
+            block_at_limit=self.cfg.block_limit_open,
+        )
 
     def equity(self, t: int) -> float:
         P = self.panel
@@ -154,20 +175,22 @@ class _Book:
             v += p.qty * (c if not np.isnan(c) else self._prev_close(i, t))
         return v
 
-    def buy(self, i: int, t: int, price: float, qty: float | None, value: float | None, reason: str) -> bool:
+    def buy(
+        self, i: int, t: int, price: float, qty: float | None, value: float | None, reason: str
+    ) -> Outcome:
         sym = self.panel.symbols[i]
         why = self._block(i, t, "buy", price)
         if why:
             self.blocked.append(
                 {"date": str(self.panel.dates[t]), "symbol": sym, "side": "buy", "reason": why}
             )
-            return False
+            return "blocked"
         if qty is None:
             qty = self.rules.max_affordable(min(value or self.cash, self.cash), price)
         else:
             qty = self.rules.round_qty(qty)
         if qty <= 0:
-            return False
+            return "rejected"
         notional = qty * price
         fee, tax = self.rules.order_cost("buy", notional)
         if notional + fee + tax > self.cash + 1e-9:
@@ -179,7 +202,7 @@ class _Book:
                     "reason": "insufficient cash",
                 }
             )
-            return False
+            return "rejected"
         self.cash -= notional + fee + tax
         if i in self.pos:
             p = self.pos[i]
@@ -200,12 +223,12 @@ class _Book:
                 "tax": tax,
             }
         )
-        return True
+        return "filled"
 
-    def sell(self, i: int, t: int, price: float, qty: float | None, reason: str) -> bool:
+    def sell(self, i: int, t: int, price: float, qty: float | None, reason: str) -> Outcome:
         p = self.pos.get(i)
         if p is None:
-            return False
+            return "rejected"
         sym = self.panel.symbols[i]
         if self.rules.t_plus_1 and p.entry_day == t:
             self.blocked.append(
@@ -216,16 +239,16 @@ class _Book:
                     "reason": "T+1: bought today",
                 }
             )
-            return False
+            return "t+1"
         why = self._block(i, t, "sell", price)
         if why:
             self.blocked.append(
                 {"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "reason": why}
             )
-            return False
+            return "blocked"
         qty = p.qty if qty is None or qty >= p.qty else self.rules.round_qty(qty, "sell", p.qty)
         if qty <= 0:
-            return False
+            return "rejected"
         notional = qty * price
         fee, tax = self.rules.order_cost("sell", notional)
         self.cash += notional - fee - tax
@@ -252,7 +275,7 @@ class _Book:
         else:
             p.qty -= qty
             p.cost -= cost_part
-        return True
+        return "filled"
 
 
 def run(
@@ -279,30 +302,55 @@ def run(
     equity = np.full(T, np.nan)
     P = panel
     processed = 0
+    # Orders blocked by a price limit or a missing bar stay pending (cfg.retry_blocked) and are
+    # tried again at the next bar's open, until they fill or the opposite signal cancels them.
+    pend_sell: dict[int, str] = {}
+    pend_buy: dict[int, str] = {}
     for t in range(T):
         if t >= cfg.start:
-            # 1) yesterday's signals at today's open: exits first, then entries by signal strength order
-            if t > 0 and exits is not None:
-                for i in [i for i in book.pos if exits[i, t - 1]]:
-                    if not np.isnan(P.open[i, t]):
-                        book.sell(i, t, float(P.open[i, t]), None, "exit signal")
-            if t > 0 and cfg.max_hold:
-                for i in [i for i, p in book.pos.items() if t - p.entry_day >= cfg.max_hold]:
-                    if not np.isnan(P.open[i, t]):
-                        book.sell(i, t, float(P.open[i, t]), None, f"held {cfg.max_hold} bars")
-            if t > 0 and entries is not None:
-                cands = np.flatnonzero(entries[:, t - 1])
-                eq = book.equity(t - 1)
-                for ci in cands:
-                    i = int(ci)
-                    if len(book.pos) >= cfg.max_positions:
-                        break
-                    if i in book.pos or np.isnan(P.open[i, t]):
+            # 1) yesterday's signals at today's open: exits first, then entries in signal order
+            if t > 0:
+                if entries is not None:
+                    pend_sell = {i: r for i, r in pend_sell.items() if not entries[i, t - 1]}
+                if exits is not None:
+                    pend_buy = {i: r for i, r in pend_buy.items() if not exits[i, t - 1]}
+                    for i in book.pos:
+                        if exits[i, t - 1]:
+                            pend_sell.setdefault(i, "exit signal")
+                if cfg.max_hold:
+                    for i, p in book.pos.items():
+                        if t - p.entry_day >= cfg.max_hold:
+                            pend_sell.setdefault(i, f"held {cfg.max_hold} bars")
+                for i, why in list(pend_sell.items()):
+                    if i not in book.pos:
+                        del pend_sell[i]
                         continue
-                    book.buy(i, t, float(P.open[i, t]), None, eq * cfg.position_pct, "entry signal")
+                    got: Outcome = "blocked"
+                    if not np.isnan(P.open[i, t]):
+                        got = book.sell(i, t, float(P.open[i, t]), None, why)
+                    if got == "filled" or (got == "blocked" and not cfg.retry_blocked) or got == "rejected":
+                        del pend_sell[i]
+                if entries is not None:
+                    for ci in np.flatnonzero(entries[:, t - 1]):
+                        i = int(ci)
+                        if i not in book.pos and i not in pend_sell:
+                            pend_buy.setdefault(i, "entry signal")
+                eq = book.equity(t - 1)
+                for i, why in list(pend_buy.items()):
+                    if i in book.pos:
+                        del pend_buy[i]
+                        continue
+                    if len(book.pos) >= cfg.max_positions:
+                        del pend_buy[i]
+                        continue
+                    got = "blocked"
+                    if not np.isnan(P.open[i, t]):
+                        got = book.buy(i, t, float(P.open[i, t]), None, eq * cfg.position_pct, why)
+                    if got != "blocked" or not cfg.retry_blocked:
+                        del pend_buy[i]
             for o in by_day.get(t, []):
                 if o.at == "open":
-                    _explicit(book, sym_index[o.symbol], t, o, float(P.open[sym_index[o.symbol], t]))
+                    _explicit(book, sym_index[o.symbol], t, o, float(P.open[sym_index[o.symbol], t]), by_day)
             # 2) intraday stops
             for i in list(book.pos):
                 p = book.pos[i]
@@ -316,12 +364,14 @@ def run(
                     stop = max(stop, p.high * (1 - cfg.trail_pct))
                 if lo <= stop:
                     fill = min(op, stop)
-                    book.sell(i, t, round(fill, 2) if rules.lot else float(fill), None, "stop")
+                    got = book.sell(i, t, round(fill, 2) if rules.lot else float(fill), None, "stop")
+                    if got == "blocked" and cfg.retry_blocked:
+                        pend_sell.setdefault(i, "stop")
                 if i in book.pos:
                     book.pos[i].high = max(book.pos[i].high, float(P.close[i, t]))
             for o in by_day.get(t, []):
                 if o.at == "close":
-                    _explicit(book, sym_index[o.symbol], t, o, float(P.close[sym_index[o.symbol], t]))
+                    _explicit(book, sym_index[o.symbol], t, o, float(P.close[sym_index[o.symbol], t]), by_day)
         equity[t] = book.equity(t)
         processed += int(np.count_nonzero(~np.isnan(P.close[:, t])))
         if progress and t % 50 == 0:
@@ -344,14 +394,18 @@ def run(
         ),
         bench,
         processed,
+        cfg.start,
+        cfg.initial_cash,
     )
 
 
-def _explicit(book: _Book, i: int, t: int, o: Order, price: float) -> None:
+def _explicit(book: _Book, i: int, t: int, o: Order, price: float, by_day: dict[int, list[Order]]) -> None:
     if o.side == "buy":
-        book.buy(i, t, price, o.quantity, o.value, o.reason or "order")
+        got = book.buy(i, t, price, o.quantity, o.value, o.reason or "order")
     else:
-        book.sell(i, t, price, o.quantity, o.reason or "order")
+        got = book.sell(i, t, price, o.quantity, o.reason or "order")
+    if got == "blocked" and book.cfg.retry_blocked:  # pending: the next bar's open
+        by_day.setdefault(t + 1, []).append(replace(o, day=t + 1, at="open"))
 
 
 def _align(b: Bars, dates: np.ndarray) -> np.ndarray:

@@ -11,29 +11,33 @@ under a UNIQUE constraint — and only then is the order executed:
   `unknown`; `reconcile` asks the exchange by client order id and records what really happened. It
   is never blindly retried.
 
-The paper broker fills at the last bar's close ("as of" the dataset) with the market's rules: lots of
-100 for A-share buys, T+1 (shares bought on the fill's bar date cannot be sold that day), no fill on
-a limit-locked bar, commission/stamp duty, cash and holdings checks.
+The paper broker fills at the last bar's close ("as of" the dataset, stated on every fill) with the
+market's rules: lots of 100 for A-share buys, T+1 on the wall-clock trading calendar (shares bought in
+today's session — the injected clock's date at the exchange, or the next trading day when today is
+none — can be sold from the next session, even while the bars stay frozen), the
+backtester's price-limit rule (`rules.limit_block`: no fill on a limit-locked bar, no buy at a
+limit-up close, no sell at a limit-down close; the order is rejected and can be placed again on the
+next bar), commission/stamp duty, cash and holdings checks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from markets.calendar import exchange_today
 from markets.data import MarketData
 from markets.models import MarketTrade
 from markets.portfolio import Portfolio, trade_dict
-from markets.rules import MarketRules, Side
+from markets.rules import MarketRules, Side, limit_block
 from markets.services import MarketSettings
-from markets.wyckoff.engine import limit_locked
-from markets.wyckoff.params import DEFAULT_PARAMS
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +66,28 @@ def rules_for(market: str, settings: MarketSettings) -> MarketRules:
 class PaperBroker:
     venue = "paper"
 
-    def __init__(self, sessions: Any, data: MarketData, settings: MarketSettings | None = None):
+    def __init__(
+        self,
+        sessions: Any,
+        data: MarketData,
+        settings: MarketSettings | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ):
         self.sessions = sessions
         self.data = data
         self.settings = settings or MarketSettings()
         self.portfolio = Portfolio(sessions, data, self.settings)
+        self.clock = clock or (lambda: datetime.now(UTC))
+
+    def session_day(self, market: str) -> date:
+        """The trading session an order placed now belongs to: today at the exchange when it is a
+        trading day, else the next one (an order on Saturday is Monday's). Crypto: the UTC date."""
+        now = self.clock()
+        if market == "crypto":
+            return now.astimezone(UTC).date()
+        cal = self.data.calendar("cn")
+        today = exchange_today(now)
+        return today if cal.is_trading_day(today) else cal.next_trading_day(today)
 
     async def _existing(self, key: str) -> MarketTrade | None:
         async with self.sessions() as s:
@@ -137,10 +158,16 @@ class PaperBroker:
         rules = rules_for(market, self.settings)
         bars = self.data.bars(inst)
         price = float(bars.close[-1])
-        day: date = bars.dates[-1].astype(object)
-        tail = bars.tail(2)
-        locked = bool(
-            limit_locked(tail, inst.limit_pct if market == "cn" else None, DEFAULT_PARAMS.limit_tol)[-1]
+        bar_day: date = bars.dates[-1].astype(object)  # prices: the last bar's close
+        day = self.session_day(market)  # T+1 and "today": the wall-clock trading calendar
+        # The backtester's rule (markets.rules.limit_block) at the fill price, the last close.
+        blocked = limit_block(
+            side,
+            price,
+            float(bars.close[-2]) if len(bars) > 1 else float("nan"),
+            float(bars.high[-1]),
+            float(bars.low[-1]),
+            inst.limit_pct if market == "cn" and rules.limits else None,
         )
 
         async with self.sessions() as s, s.begin():
@@ -149,14 +176,15 @@ class PaperBroker:
                 return trade_dict(t)
 
             def reject(reason: str) -> dict[str, Any]:
-                t.status, t.reason, t.trade_date = "rejected", reason, day
+                t.status, t.reason, t.trade_date, t.price_date = "rejected", reason, day, bar_day
                 return trade_dict(t)
 
             if qty <= 0:
                 return reject("quantity must be positive")
-            if locked:
+            if blocked:
                 return reject(
-                    f"{inst.label} is limit-locked on {day} (one-price bar at the daily limit): no fill"
+                    f"{inst.label} {blocked} on {bar_day}: no {side} fill at the limit; "
+                    "place the order again on the next bar"
                 )
             if rules.lot and side == "buy" and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
                 return reject(f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not")
@@ -192,7 +220,8 @@ class PaperBroker:
                     sellable = max(0.0, pos.quantity - float(bought_today))
                     if qty > sellable + 1e-9 and qty <= pos.quantity + 1e-9:
                         return reject(
-                            f"T+1: {bought_today:g} shares were bought on {day} and can be sold from the next trading day; sellable now {sellable:g}"
+                            f"T+1: {bought_today:g} shares were bought in the {day} session and can be "
+                            f"sold from the next trading day; sellable now {sellable:g}"
                         )
                 if qty > sellable + 1e-9:
                     return reject(f"insufficient holding: have {pos.quantity:g}, sellable {sellable:g}")
@@ -200,12 +229,14 @@ class PaperBroker:
                     return reject(
                         f"A-share sells are whole lots of {rules.lot:g} unless the whole position is sold"
                     )
+                t.realized_pnl = notional - fee - tax - pos.avg_cost * qty
                 pos.quantity -= qty
                 acc.cash += notional - fee - tax
                 if pos.quantity <= 1e-12:
                     pos.quantity, pos.avg_cost, pos.high_since_entry, pos.opened_on = 0.0, 0.0, 0.0, None
             t.status, t.price, t.fee, t.tax, t.trade_date = "filled", price, fee, tax, day
-            t.reason = f"paper fill at the {day} close"
+            t.price_date = bar_day
+            t.reason = f"paper fill at the {bar_day} close (the last bar), {day} session"
             await s.flush()
             return trade_dict(t)
 

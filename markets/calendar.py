@@ -1,15 +1,35 @@
 """Trading calendars: the SSE calendar for A-shares (bundled, 1990-12-19 → 2026-12-31) and an
-every-day calendar for crypto. Outside the bundled range, weekdays are assumed to be trading days
-(`TradingCalendar.covers(d)` tells whether a date is inside the known range).
+every-day calendar for crypto.
+
+Outside the known range weekdays are assumed to be trading days, and that guess is never silent:
+`warning(day)` says so (shown by /status, `tapebot config check`, briefs and the market tools), and
+also when the range ends within 30 days. A newer calendar: `tapebot data update-calendar` (akshare's
+`tool_trade_date_hist_sina`, the `akshare` extra) writes `$TAPEBOT_HOME/data/cn_trade_calendar.json`,
+or drop such a file there by hand (a JSON list of "YYYY-MM-DD" trading days); it overrides the
+bundled one.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
-from datetime import date, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from importlib import resources
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
+
+CALENDAR_FILE = "cn_trade_calendar.json"
+WARN_DAYS = 30  # warn this long before the known range ends
+EXCHANGE_TZ = ZoneInfo("Asia/Shanghai")
+
+
+def exchange_today(now: datetime | None = None) -> date:
+    """Today's date at the exchange (Asia/Shanghai) for a wall-clock instant (default: now)."""
+    return (now or datetime.now(UTC)).astimezone(EXCHANGE_TZ).date()
 
 
 def _to_date(d: date | str) -> date:
@@ -23,15 +43,20 @@ def _to_date(d: date | str) -> date:
 class TradingCalendar:
     """Sorted set of trading days with fast neighbour lookups."""
 
-    def __init__(self, days: list[date] | np.ndarray | None, name: str = "SSE"):
+    def __init__(self, days: list[date] | np.ndarray | None, name: str = "SSE", source: str = "bundled"):
         self.name = name
+        self.source = source
         self.every_day = days is None
-        self._days = np.array(sorted(set(days or [])), dtype="datetime64[D]")
+        self._days = np.array(sorted(set(days if days is not None else [])), dtype="datetime64[D]")
 
     @classmethod
-    def sse(cls) -> TradingCalendar:
-        text = resources.files("markets.dataset").joinpath("cn_trade_calendar.json").read_text("utf-8")
-        return cls([date.fromisoformat(s) for s in json.loads(text)], name="SSE")
+    def sse(cls, data_dir: Path | str | None = None) -> TradingCalendar:
+        """The SSE calendar: `<data_dir>/cn_trade_calendar.json` when that file exists (a newer
+        calendar dropped in by hand or by `tapebot data update-calendar`), else the bundled one."""
+        if data_dir is not None and (path := Path(data_dir) / CALENDAR_FILE).is_file():
+            return cls(_parse_days(path.read_text("utf-8"), str(path)), name="SSE", source=str(path))
+        text = resources.files("markets.dataset").joinpath(CALENDAR_FILE).read_text("utf-8")
+        return cls(_parse_days(text, CALENDAR_FILE), name="SSE", source="bundled")
 
     @classmethod
     def crypto(cls) -> TradingCalendar:
@@ -48,6 +73,25 @@ class TradingCalendar:
     def covers(self, d: date | str) -> bool:
         d = _to_date(d)
         return self.every_day or (self.first is not None and self.first <= d <= self.last)  # type: ignore[operator]
+
+    def warning(self, today: date | str, horizon: int = WARN_DAYS) -> str | None:
+        """What to tell the user about the calendar's range on `today`, or None when all is well."""
+        d = _to_date(today)
+        if self.every_day or self.last is None:
+            return None
+        fix = (
+            "run `tapebot data update-calendar` (akshare extra) or put a newer "
+            f"{CALENDAR_FILE} into $TAPEBOT_HOME/data/"
+        )
+        if not self.covers(d):
+            return (
+                f"the {self.name} trading calendar ends {self.last} ({self.source}); {d} is outside it, "
+                f"so weekdays are assumed to be trading days (holidays are not known): {fix}"
+            )
+        left = (self.last - d).days
+        if left < horizon:
+            return f"the {self.name} trading calendar ends {self.last} ({self.source}), in {left} days: {fix}"
+        return None
 
     def is_trading_day(self, d: date | str) -> bool:
         d = _to_date(d)
@@ -85,3 +129,50 @@ class TradingCalendar:
                 out.append(d)
             d += timedelta(days=1)
         return out
+
+
+def _parse_days(text: str, where: str) -> list[date]:
+    try:
+        days = [date.fromisoformat(str(x)[:10]) for x in json.loads(text)]
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{where}: not a JSON list of YYYY-MM-DD trading days ({exc})") from None
+    if not days:
+        raise ValueError(f"{where}: no trading days")
+    return days
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarUpdate:
+    path: Path
+    first: date
+    last: date
+    added: int  # trading days beyond the previous calendar's end
+
+
+def fetch_akshare_days(akshare: Any = None) -> list[date]:
+    """Trading days from akshare (`tool_trade_date_hist_sina`: a frame with a `trade_date` column)."""
+    ak = akshare if akshare is not None else importlib.import_module("akshare")
+    return sorted({_to_date(str(d)[:10]) for d in ak.tool_trade_date_hist_sina()["trade_date"]})
+
+
+def update_calendar(data_dir: Path | str, akshare: Any = None) -> CalendarUpdate:
+    """Fetch the SSE calendar from akshare and write `<data_dir>/cn_trade_calendar.json`. The fetched
+    days replace the known ones from their first day on; a response that does not reach the current
+    calendar's end is refused (nothing is written)."""
+    current = TradingCalendar.sse(data_dir)
+    fetched = fetch_akshare_days(akshare)
+    if not fetched:
+        raise ValueError("akshare returned no trading days; nothing written")
+    assert current.last is not None
+    if fetched[-1] < current.last:
+        raise ValueError(
+            f"akshare's calendar ends {fetched[-1]}, before the current one ({current.last}); nothing written"
+        )
+    keep = [d for d in current._days.astype(object) if d < fetched[0]]
+    days = keep + fetched
+    path = Path(data_dir) / CALENDAR_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([str(d) for d in days]), encoding="utf-8")
+    tmp.replace(path)  # atomic: a reader never sees half a file
+    return CalendarUpdate(path, days[0], days[-1], sum(d > current.last for d in fetched))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from markets.bars import Bars
@@ -36,6 +37,7 @@ class MarketData:
         providers: Sequence[BarProvider] | None = None,
         directory: Directory | None = None,
         cache: Any = None,
+        calendar_dir: Path | str | None = None,
         minute_providers: Sequence[MinuteProvider] = (),
     ):
         self.minute_providers: list[MinuteProvider] = list(minute_providers)
@@ -43,6 +45,7 @@ class MarketData:
         self._directory = directory
         self.cache = cache  # a markets.cache.BarCache: network providers' bars kept in the database
         self._calendars: dict[str, TradingCalendar] = {}
+        self.calendar_dir = calendar_dir  # where a newer cn_trade_calendar.json may be dropped
 
     # -- instruments ------------------------------------------------------------------------------
     @property
@@ -184,6 +187,6 @@ class MarketData:
     def calendar(self, market: str = "cn") -> TradingCalendar:
         if market not in self._calendars:
             self._calendars[market] = (
-                TradingCalendar.crypto() if market == "crypto" else TradingCalendar.sse()
+                TradingCalendar.crypto() if market == "crypto" else TradingCalendar.sse(self.calendar_dir)
             )
         return self._calendars[market]

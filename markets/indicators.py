@@ -4,6 +4,7 @@ no value ever uses a later bar (no look-ahead)."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -40,51 +41,76 @@ def sma(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def wilder(x: np.ndarray, n: int) -> np.ndarray:
-    """Wilder's smoothing (RMA), seeded with the first n-value mean; NaN-aware per row."""
+    """Wilder's smoothing (RMA): seeded with the mean of the first n values of a row, then
+    y[t] = (y[t-1]·(n-1) + x[t]) / n; a NaN input (a suspension) carries the previous value. NaN
+    before the seed, and for rows whose first n values are not all present.
+
+    Vectorised over rows and time: inside chunks of bars the recursion has the closed form
+    y[t] = P[t]·(y[c-1] + Σ c[k]/P[k]) with P the running product of (1 - 1/n); a chunk is short
+    enough that P stays above 1e-2, so the division loses no precision (≤ 1e-13 relative)."""
     x = np.asarray(x, dtype=np.float64)
-    flat = x.reshape(-1, x.shape[-1])
+    T = x.shape[-1]
+    flat = x.reshape(-1, T)
+    R = flat.shape[0]
     out = np.full_like(flat, np.nan)
-    for r in range(flat.shape[0]):
-        row = flat[r]
-        ok = np.flatnonzero(~np.isnan(row))
-        if len(ok) < n:
-            continue
-        start = ok[0]
-        seed = start + n - 1
-        if np.isnan(row[start : seed + 1]).any():
-            continue
-        val = row[start : seed + 1].mean()
-        out[r, seed] = val
-        for t in range(seed + 1, len(row)):
-            v = row[t]
-            if not np.isnan(v):
-                val = (val * (n - 1) + v) / n
-            out[r, t] = val
+    if n > T or R == 0:
+        return out.reshape(x.shape)
+    valid = ~np.isnan(flat)
+    first = np.argmax(valid, axis=1)
+    seed = first + n - 1
+    window = np.clip(first[:, None] + np.arange(n), 0, T - 1)
+    win = np.take_along_axis(flat, window, axis=1)
+    ok = valid.any(axis=1) & (seed < T) & ~np.isnan(win).any(axis=1)
+    if not ok.any():
+        return out.reshape(x.shape)
+    rows = np.flatnonzero(ok)
+    f, sd, seeds = flat[rows], seed[rows], win[rows].mean(axis=1)
+    t = np.arange(T)
+    after = (t[None, :] > sd[:, None]) & ~np.isnan(f)
+    if n == 1:  # y = x, carried over gaps
+        idx = np.where(after | (t[None, :] == sd[:, None]), t[None, :], 0)
+        np.maximum.accumulate(idx, axis=1, out=idx)
+        y = np.take_along_axis(f, idx, axis=1)
+    else:
+        b = np.where(after, 1.0 - 1.0 / n, 1.0)
+        c = np.where(after, np.nan_to_num(f) / n, 0.0)
+        c[np.arange(len(rows)), sd] = seeds  # y[seed] = seed mean (y before it is 0, b = 1)
+        y = np.empty_like(f)
+        step = max(1, int(math.log(1e-2) / math.log(1.0 - 1.0 / n)))
+        prev = np.zeros(len(rows))
+        for c0 in range(0, T, step):
+            c1 = min(T, c0 + step)
+            P = np.cumprod(b[:, c0:c1], axis=1)
+            y[:, c0:c1] = P * (prev[:, None] + np.cumsum(c[:, c0:c1] / P, axis=1))
+            prev = y[:, c1 - 1]
+    y[t[None, :] < sd[:, None]] = np.nan
+    out[rows] = y
     return out.reshape(x.shape)
 
 
 def true_range(high: np.ndarray, low: np.ndarray, close: np.ndarray) -> np.ndarray:
+    """max(high, previous close) - min(low, previous close); NaN on a row's first bar (TA-Lib's TRANGE)."""
     prev = shift(close)
-    tr = np.fmax(high - low, np.fmax(np.abs(high - prev), np.abs(low - prev)))
-    first = np.isnan(prev)
-    tr[first] = (high - low)[first]
-    return tr
+    return np.fmax(high - low, np.fmax(np.abs(high - prev), np.abs(low - prev))) + np.where(
+        np.isnan(prev), np.nan, 0.0
+    )
 
 
 def atr(high: np.ndarray, low: np.ndarray, close: np.ndarray, n: int = 14) -> np.ndarray:
-    """Average true range, SMA of the true range (vectorised; close to Wilder's after warm-up)."""
-    return sma(true_range(high, low, close), n)
+    """Wilder's average true range (TA-Lib's ATR): seeded with the mean true range of bars 1..n,
+    first value at bar n."""
+    return wilder(true_range(high, low, close), n)
 
 
 def rsi(close: np.ndarray, n: int = 14) -> np.ndarray:
+    """Wilder's RSI (TA-Lib's RSI): average gain / (average gain + average loss) × 100, first value at
+    bar n; 0 when nothing moved."""
     d = np.diff(close, axis=-1, prepend=np.nan)
-    up, down = (
-        wilder(np.where(np.isnan(d), np.nan, np.clip(d, 0, None)), n),
-        wilder(np.where(np.isnan(d), np.nan, np.clip(-d, 0, None)), n),
-    )
+    up = wilder(np.where(np.isnan(d), np.nan, np.clip(d, 0, None)), n)
+    down = wilder(np.where(np.isnan(d), np.nan, np.clip(-d, 0, None)), n)
+    total = up + down
     with np.errstate(divide="ignore", invalid="ignore"):
-        rs = up / down
-        return np.where(down == 0, 100.0, 100 - 100 / (1 + rs))
+        return np.where(total == 0, 0.0, 100.0 * up / total)
 
 
 def rolling(x: np.ndarray, n: int, fn: str) -> np.ndarray:

@@ -1,9 +1,15 @@
-"""Database tables of the investing toolkit (migration 0003_markets). Everything is per user.
+"""Database tables of the investing toolkit (migrations 0003_markets, 0009_paper_book). Everything is
+per user. Two separate books: the paper account (simulated trades) and the recorded holdings (the
+user's real positions, bookkeeping only); nothing moves between them.
 
-- market_accounts: cash per user and market (cn: CNY, crypto: USDT).
-- market_positions: holdings (quantity, average cost, highest close since entry).
+- market_accounts: the paper account's cash per user and market (cn: CNY, crypto: USDT).
+- market_positions: the paper account's positions (quantity, average cost incl. buy fees, highest
+  close since entry).
+- market_holdings / market_holding_cash: recorded real holdings and cash (`update_portfolio`).
 - market_trades: every order with its idempotency key (unique), status
-  pending → filled | rejected | unknown (→ reconciled to filled | rejected), fees and tax.
+  pending → filled | rejected | unknown (→ reconciled to filled | rejected), fees and tax; the trading
+  session it belongs to (`trade_date`), the bar whose close priced it (`price_date`) and, for sells,
+  the realized P&L.
 - market_strategies / market_traders: NOFXi's strategy templates and the traders running them.
 - market_records: analyses, recommendations, screens, backtests and reports (queryable history).
 - market_bar_cache: bars fetched from network providers.
@@ -55,6 +61,39 @@ class MarketPosition(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
+class MarketHolding(Base):
+    """A recorded real holding (bookkeeping; never traded by the paper broker)."""
+
+    __tablename__ = "market_holdings"
+    __table_args__ = (UniqueConstraint("user_id", "market", "symbol"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    market: Mapped[str] = mapped_column(String(16))
+    symbol: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(64), default="")
+    quantity: Mapped[float] = mapped_column(Float, default=0.0)
+    avg_cost: Mapped[float] = mapped_column(Float, default=0.0)
+    high_since_entry: Mapped[float] = mapped_column(Float, default=0.0)
+    opened_on: Mapped[date | None] = mapped_column(Date, nullable=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
+
+
+class MarketHoldingCash(Base):
+    """Recorded real cash per market (bookkeeping)."""
+
+    __tablename__ = "market_holding_cash"
+    __table_args__ = (UniqueConstraint("user_id", "market"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    market: Mapped[str] = mapped_column(String(16))
+    cash: Mapped[float] = mapped_column(Float, default=0.0)
+    currency: Mapped[str] = mapped_column(String(8), default="CNY")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
+
+
 class MarketTrade(Base):
     __tablename__ = "market_trades"
     __table_args__ = (Index("ix_market_trades_user_created", "user_id", "created_at"),)
@@ -71,7 +110,9 @@ class MarketTrade(Base):
     tax: Mapped[float] = mapped_column(Float, default=0.0)
     status: Mapped[str] = mapped_column(String(16), default="pending")  # pending|filled|rejected|unknown
     venue: Mapped[str] = mapped_column(String(16), default="paper")  # paper | live:<exchange> | manual
-    trade_date: Mapped[date | None] = mapped_column(Date, nullable=True)  # the bar date the fill used
+    trade_date: Mapped[date | None] = mapped_column(Date, nullable=True)  # the trading session (T+1)
+    price_date: Mapped[date | None] = mapped_column(Date, nullable=True)  # the bar whose close priced it
+    realized_pnl: Mapped[float | None] = mapped_column(Float, nullable=True)  # sells: proceeds - cost
     source: Mapped[str] = mapped_column(String(64), default="chat")  # chat | trader:<id> | manual
     reason: Mapped[str] = mapped_column(Text, default="")
     external_id: Mapped[str] = mapped_column(String(128), default="")

@@ -1,5 +1,7 @@
-"""Portfolio bookkeeping per user: cash accounts, holdings with current prices and P&L, trade and
-record history. Prices come from MarketData "as of" its last bar, and every view says so."""
+"""Portfolio bookkeeping per user, in two separate books: the paper account (cash and positions the
+paper broker trades, with realized P&L) and the recorded real holdings (`update_portfolio`,
+bookkeeping only). Nothing moves between them: a paper sell can only sell what the paper account
+bought. Prices come from MarketData "as of" its last bar, and every view says so."""
 
 from __future__ import annotations
 
@@ -7,11 +9,18 @@ from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from markets.data import MarketData
 from markets.errors import NoData, TradeRejected
-from markets.models import MarketAccount, MarketPosition, MarketRecord, MarketTrade
+from markets.models import (
+    MarketAccount,
+    MarketHolding,
+    MarketHoldingCash,
+    MarketPosition,
+    MarketRecord,
+    MarketTrade,
+)
 from markets.services import MarketSettings
 
 CURRENCY = {"cn": "CNY", "crypto": "USDT"}
@@ -92,12 +101,7 @@ class Portfolio:
             return None, None
         return float(b.close[-1]), str(b.dates[-1])
 
-    async def positions(self, user_id: str, market: str | None = None) -> list[PositionView]:
-        async with self.sessions() as s:
-            q = select(MarketPosition).where(MarketPosition.user_id == user_id, MarketPosition.quantity > 0)
-            if market:
-                q = q.where(MarketPosition.market == market)
-            rows = (await s.execute(q.order_by(MarketPosition.symbol))).scalars().all()
+    def _views(self, rows: Any) -> list[PositionView]:
         out = []
         for r in rows:
             price, as_of = self._price(r.symbol)
@@ -121,35 +125,99 @@ class Portfolio:
             )
         return out
 
-    async def view(self, user_id: str) -> dict[str, Any]:
-        """Holdings with current prices and P&L, cash, totals — as of the last bar."""
-        positions = await self.positions(user_id)
-        cash = {b["market"]: b for b in await self.balance(user_id)}
+    async def _rows(self, model: Any, user_id: str, market: str | None) -> Any:
+        async with self.sessions() as s:
+            q = select(model).where(model.user_id == user_id, model.quantity > 0)
+            if market:
+                q = q.where(model.market == market)
+            return (await s.execute(q.order_by(model.symbol))).scalars().all()
+
+    async def positions(self, user_id: str, market: str | None = None) -> list[PositionView]:
+        """The paper account's positions (what the paper broker can sell)."""
+        return self._views(await self._rows(MarketPosition, user_id, market))
+
+    async def holdings(self, user_id: str, market: str | None = None) -> list[PositionView]:
+        """The recorded real holdings (`update_portfolio`; bookkeeping only)."""
+        return self._views(await self._rows(MarketHolding, user_id, market))
+
+    async def realized(self, user_id: str) -> dict[str, float]:
+        """Realized P&L of the paper account per market (sum over filled sells)."""
+        async with self.sessions() as s:
+            rows = (
+                await s.execute(
+                    select(MarketTrade.market, func.coalesce(func.sum(MarketTrade.realized_pnl), 0.0))
+                    .where(MarketTrade.user_id == user_id, MarketTrade.status == "filled")
+                    .group_by(MarketTrade.market)
+                )
+            ).all()
+        return {m: float(v) for m, v in rows}
+
+    async def recorded_cash(self, user_id: str) -> dict[str, float | None]:
+        async with self.sessions() as s:
+            rows = (
+                (await s.execute(select(MarketHoldingCash).where(MarketHoldingCash.user_id == user_id)))
+                .scalars()
+                .all()
+            )
+        got = {r.market: r.cash for r in rows}
+        return {m: got.get(m) for m in ("cn", "crypto")}
+
+    @staticmethod
+    def _totals(positions: list[PositionView], cash: dict[str, float | None]) -> dict[str, dict[str, Any]]:
         totals: dict[str, dict[str, Any]] = {}
         for m in ("cn", "crypto"):
             ps = [p for p in positions if p.market == m]
             mv = sum(p.value or 0.0 for p in ps)
             cost = sum(p.avg_cost * p.quantity for p in ps)
+            c = cash.get(m)
             totals[m] = {
-                "cash": cash[m]["cash"],
+                "cash": None if c is None else round(c, 2),
                 "market_value": round(mv, 2),
-                "equity": round(cash[m]["cash"] + mv, 2),
+                "equity": round((c or 0.0) + mv, 2),
                 "unrealized_pnl": round(mv - cost, 2),
                 "currency": CURRENCY[m],
             }
+        return totals
+
+    async def view(self, user_id: str) -> dict[str, Any]:
+        """Both books, each labelled: the paper account (simulated trades, with realized P&L) and the
+        recorded real holdings. Prices are the last bar's close, as of the date stated."""
+        paper = await self.positions(user_id)
+        recorded = await self.holdings(user_id)
+        cash: dict[str, float | None] = {b["market"]: b["cash"] for b in await self.balance(user_id)}
+        realized = await self.realized(user_id)
+        paper_totals = self._totals(paper, cash)
+        for m, t in paper_totals.items():
+            t["realized_pnl"] = round(realized.get(m, 0.0), 2)
         as_of = {m: str(d) if (d := self.data.as_of(m)) else None for m in ("cn", "crypto")}
-        return {"as_of": as_of, "positions": [p.to_dict() for p in positions], "totals": totals}
+        return {
+            "as_of": as_of,
+            "prices": "last close of the latest bar: "
+            + ", ".join(f"{m} as of {d}" for m, d in as_of.items() if d),
+            "paper": {
+                "label": "Paper account — simulated trades (execute_trade, traders); not real money",
+                "positions": [p.to_dict() for p in paper],
+                "totals": paper_totals,
+            },
+            "recorded": {
+                "label": "Recorded holdings — your real positions as you entered them (update_portfolio); "
+                "bookkeeping only, never traded here",
+                "positions": [p.to_dict() for p in recorded],
+                "totals": self._totals(recorded, await self.recorded_cash(user_id)),
+            },
+        }
 
     async def set_holding(
         self, user_id: str, symbol: str, quantity: float, avg_cost: float, note: str = ""
     ) -> dict[str, Any]:
-        """Record a holding the user has (bookkeeping, no trade): quantity 0 removes it."""
+        """Record a real holding (bookkeeping, no trade; the paper account is not touched):
+        quantity 0 removes it."""
         inst = self.data.resolve(symbol)
         if quantity < 0 or avg_cost < 0:
             raise TradeRejected("quantity and cost must not be negative")
         market = "crypto" if inst.market == "crypto" else "cn"
         async with self.sessions() as s, s.begin():
-            pos = await self._position(s, user_id, market, inst.symbol, inst.name)
+            pos = await self._position(s, user_id, market, inst.symbol, inst.name, model=MarketHolding)
             pos.quantity, pos.avg_cost, pos.note = float(quantity), float(avg_cost), note or pos.note
             pos.high_since_entry = max(pos.high_since_entry or 0.0, avg_cost)
             if pos.opened_on is None:
@@ -159,42 +227,54 @@ class Portfolio:
                     user_id=user_id,
                     kind="portfolio_update",
                     symbol=inst.symbol,
-                    summary=f"set {inst.label} to {quantity:g} @ {avg_cost:g}",
+                    summary=f"recorded {inst.label}: {quantity:g} @ {avg_cost:g}",
                     payload={"quantity": quantity, "avg_cost": avg_cost},
                 )
             )
-        return {"symbol": inst.symbol, "name": inst.name, "quantity": quantity, "avg_cost": avg_cost}
+        return {
+            "book": "recorded",
+            "symbol": inst.symbol,
+            "name": inst.name,
+            "quantity": quantity,
+            "avg_cost": avg_cost,
+        }
 
     async def set_cash(self, user_id: str, market: str, cash: float) -> dict[str, Any]:
+        """Record the user's real cash (bookkeeping; the paper account's cash is not touched)."""
         if cash < 0:
             raise TradeRejected("cash must not be negative")
         async with self.sessions() as s, s.begin():
-            acc = await self._account(s, user_id, market)
-            acc.cash = float(cash)
+            row = (
+                await s.execute(
+                    select(MarketHoldingCash).where(
+                        MarketHoldingCash.user_id == user_id, MarketHoldingCash.market == market
+                    )
+                )
+            ).scalar_one_or_none()
+            if row is None:
+                row = MarketHoldingCash(user_id=user_id, market=market, currency=CURRENCY.get(market, ""))
+                s.add(row)
+            row.cash = float(cash)
             s.add(
                 MarketRecord(
                     user_id=user_id,
                     kind="portfolio_update",
-                    summary=f"set {market} cash to {cash:g}",
+                    summary=f"recorded {market} cash: {cash:g}",
                     payload={"cash": cash},
                 )
             )
-        return {"market": market, "cash": cash}
+        return {"book": "recorded", "market": market, "cash": cash}
 
     async def _position(
-        self, s: Any, user_id: str, market: str, symbol: str, name: str = ""
-    ) -> MarketPosition:
+        self, s: Any, user_id: str, market: str, symbol: str, name: str = "", model: Any = MarketPosition
+    ) -> Any:
         pos = (
             await s.execute(
-                select(MarketPosition).where(
-                    MarketPosition.user_id == user_id,
-                    MarketPosition.market == market,
-                    MarketPosition.symbol == symbol,
-                )
+                select(model).where(model.user_id == user_id, model.market == market, model.symbol == symbol)
             )
         ).scalar_one_or_none()
         if pos is None:
-            pos = MarketPosition(
+            pos = model(
                 user_id=user_id,
                 market=market,
                 symbol=symbol,
@@ -274,7 +354,9 @@ def trade_dict(t: MarketTrade) -> dict[str, Any]:
         "tax": t.tax,
         "status": t.status,
         "venue": t.venue,
-        "trade_date": str(t.trade_date) if t.trade_date else None,
+        "trade_date": str(t.trade_date) if t.trade_date else None,  # the trading session
+        "price_as_of": str(t.price_date) if t.price_date else None,  # the bar whose close priced it
+        "realized_pnl": None if t.realized_pnl is None else round(t.realized_pnl, 2),
         "source": t.source,
         "reason": t.reason,
         "created_at": t.created_at.isoformat() if t.created_at else None,

@@ -2,7 +2,8 @@
 
 A-shares: T+1 (shares bought today can be sold from the next trading day), buys in lots of 100
 (a sell may include an odd lot only when it closes the whole position), daily price limits by board
-(±10 % main, ±20 % ChiNext/STAR, ±5 % ST, ±30 % BJ) with no fill on a limit-locked bar, commission
+(±10 % main, ±20 % ChiNext/STAR, ±5 % ST, ±30 % BJ) at the exact 0.01 tick (`limit_prices`) with
+no fill on a limit-locked bar and no buy at limit-up / sell at limit-down (`limit_block`), commission
 0.025 % with a 5 CNY minimum per order, stamp duty 0.05 % on sells (since 2023-08-28), transfer fee
 0.001 % (SH and SZ since 2022). Crypto: fractional sizes, no limits, same-day round trips, a flat
 taker fee (default 0.1 %).
@@ -83,10 +84,35 @@ def limit_prices(prev_close: float, limit: float | None) -> tuple[float, float]:
     return round(prev_close * (1 - limit) + 1e-9, 2), round(prev_close * (1 + limit) + 1e-9, 2)
 
 
-def at_limit(price: float, prev_close: float, limit: float | None, side: Side, tol: float = 0.003) -> bool:
-    """Whether `price` sits at the up (buy side) or down (sell side) limit. `tol` absorbs qfq
-    rounding: adjusted prices are not exact multiples of the tick."""
+def at_limit(price: float, prev_close: float, limit: float | None, side: Side) -> bool:
+    """Whether `price` sits at (or beyond) the exact limit tick: limit-up for a buy, limit-down for a
+    sell. No tolerance: an open one tick inside the limit traded away from it and can be filled."""
     if limit is None or not prev_close or prev_close != prev_close:
         return False
-    move = price / prev_close - 1
-    return move >= limit - tol if side == "buy" else move <= -(limit - tol)
+    down, up = limit_prices(prev_close, limit)
+    return price >= up - 1e-9 if side == "buy" else price <= down + 1e-9
+
+
+def limit_block(
+    side: Side,
+    price: float,
+    prev_close: float,
+    high: float,
+    low: float,
+    limit: float | None,
+    *,
+    block_at_limit: bool = True,
+) -> str | None:
+    """Why an order at `price` on a bar (high, low) cannot fill under the daily price limit, or None.
+
+    One rule for the backtester and the paper broker: no fill on a one-price bar locked at the limit
+    on the order's side, and (with `block_at_limit`) no buy at limit-up / sell at limit-down — at
+    the limit the queue on the other side is rarely reached."""
+    if limit is None:
+        return None
+    word = "limit-up" if side == "buy" else "limit-down"
+    if high == low and at_limit(high, prev_close, limit, side):
+        return f"limit-locked bar ({word})"
+    if block_at_limit and at_limit(price, prev_close, limit, side):
+        return f"price at {word}"
+    return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ class MarketSettings(BaseModel):
     live_secret: str = ""
     csv_folder: str = ""
     providers: list[str] = ["bundled"]  # order of providers: bundled, csv, akshare, yfinance, ccxt
+    data_dir: str = ""  # $TAPEBOT_HOME/data: a cn_trade_calendar.json there overrides the bundled one
 
 
 @dataclass
@@ -50,6 +52,9 @@ class MarketServices:
     settings: MarketSettings = field(default_factory=MarketSettings)
     model: Any = None  # agent ModelClient for AI write-ups (optional)
     live_broker: Any = None  # a LiveBroker, only when settings.live is true
+    clock: Callable[[], datetime] | None = (
+        None  # wall clock (paper "today", calendar warnings); tests inject it
+    )
 
     def __post_init__(self) -> None:
         if self.charts_dir is None:
@@ -58,6 +63,15 @@ class MarketServices:
     @property
     def chart_dir(self) -> Path:
         return self.charts_dir or self.results_dir / "charts"
+
+    def calendar_warning(self, now: datetime | None = None) -> str | None:
+        """The A-share calendar's range warning for today at the exchange, or None."""
+        from markets.calendar import exchange_today  # numpy: loaded with the first market call
+
+        return self.data.calendar("cn").warning(exchange_today(now or self.now()))
+
+    def now(self) -> datetime:
+        return self.clock() if self.clock is not None else datetime.now(UTC)
 
     def sessions(self) -> Any:
         if self.session_factory is None:
@@ -134,7 +148,7 @@ def build_market_data(settings: MarketSettings, session_factory: Any = None) -> 
         from markets.providers.akshare_minute import AkshareMinuteProvider
 
         minute.append(AkshareMinuteProvider())
-    return MarketData(providers, cache=cache, minute_providers=minute)
+    return MarketData(providers, cache=cache, minute_providers=minute, calendar_dir=settings.data_dir or None)
 
 
 def build_live_broker(

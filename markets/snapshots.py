@@ -44,14 +44,21 @@ async def dynamic_snapshot(
     lines = [
         f"[Account snapshot, as of {view['as_of']['cn']} (cn) / {view['as_of']['crypto']} (crypto); fresh, not memory]"
     ]
-    for m, t in view["totals"].items():
-        lines.append(
-            f"{m}: cash {t['cash']:,} {t['currency']}, market value {t['market_value']:,}, unrealized P&L {t['unrealized_pnl']:,}"
-        )
-    for p in view["positions"][:20]:
-        lines.append(
-            f"holding {p['name']}({p['symbol']}): {p['quantity']:g} @ {p['avg_cost']} → {p['price']} ({p['pnl_pct']}%)"
-        )
+    for book, word in (("recorded", "recorded holding"), ("paper", "paper position")):
+        part = view[book]
+        lines.append(f"{part['label']}:")
+        for m, t in part["totals"].items():
+            if not t["market_value"] and t["cash"] is None:
+                continue
+            cash = "cash not recorded" if t["cash"] is None else f"cash {t['cash']:,} {t['currency']}"
+            extra = f", realized P&L {t['realized_pnl']:,}" if "realized_pnl" in t else ""
+            lines.append(
+                f"  {m}: {cash}, market value {t['market_value']:,}, unrealized P&L {t['unrealized_pnl']:,}{extra}"
+            )
+        for p in part["positions"][:20]:
+            lines.append(
+                f"  {word} {p['name']}({p['symbol']}): {p['quantity']:g} @ {p['avg_cost']} → {p['price']} ({p['pnl_pct']}%)"
+            )
     if strategies:
         lines.append(
             "strategies: "

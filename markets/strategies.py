@@ -4,6 +4,7 @@ a strategy is an independent resource; a trader binds one to an account and runs
 A strategy config drives both the backtester and traders:
 entries = the chosen Wyckoff triggers (signals.compute) on liquid names, optionally only above a
 rising MA50 over MA200; exits = SOW/upthrust triggers, stops, trailing stop and a holding limit.
+Two benchmark strategies sit beside them: `entry = "buy_and_hold"` and `entry = "ma_cross"`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import date
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 from sqlalchemy import select
 
 from markets.data import MarketData
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 Trigger = Literal["spring", "sos", "lps"]
 ExitTrigger = Literal["sow", "upthrust"]
+Benchmark = Literal["buy_and_hold", "ma_cross"]
+BENCHMARKS = ("buy_and_hold", "ma_cross")
 
 
 class StrategyConfig(BaseModel):
@@ -36,7 +39,12 @@ class StrategyConfig(BaseModel):
 
     market: Literal["cn", "crypto"] = "cn"
     universe: list[str] = Field(default_factory=list, description="codes; empty = every instrument with data")
-    entry: list[Trigger] = ["spring", "sos", "lps"]
+    # Wyckoff triggers, or a benchmark strategy: "buy_and_hold" (buy on the first tradable bar, hold
+    # to the end) or "ma_cross" (buy when the ma_fast SMA crosses above the ma_slow SMA, sell when it
+    # crosses below). Benchmarks ignore `exit`, `trend_filter` and `min_amount`.
+    entry: list[Trigger] | Benchmark = ["spring", "sos", "lps"]
+    ma_fast: int = Field(default=5, ge=1, le=250)
+    ma_slow: int = Field(default=20, ge=2, le=500)
     exit: list[ExitTrigger] = ["sow", "upthrust"]
     trend_filter: bool = True  # enter only when MA50 > MA200 or price > MA200
     min_amount: float = 2e8  # average daily turnover (CNY/USDT) over 20 bars
@@ -49,6 +57,25 @@ class StrategyConfig(BaseModel):
     description: str = ""
     prompt: str = ""  # free-text guidance for AI decisions (NOFXi "strategy prompt")
 
+    @field_validator("entry", mode="before")
+    @classmethod
+    def _one_entry(cls, v: Any) -> Any:
+        if isinstance(v, (list, tuple)) and len(v) == 1 and v[0] in BENCHMARKS:
+            return v[0]
+        if isinstance(v, str) and v not in BENCHMARKS:
+            return [v]
+        return v
+
+    @model_validator(mode="after")
+    def _fast_below_slow(self) -> StrategyConfig:
+        if self.entry == "ma_cross" and self.ma_fast >= self.ma_slow:
+            raise ValueError(f"ma_fast ({self.ma_fast}) must be shorter than ma_slow ({self.ma_slow})")
+        return self
+
+    @property
+    def benchmark(self) -> bool:
+        return isinstance(self.entry, str)
+
 
 DEFAULT_STRATEGY = StrategyConfig()
 
@@ -57,7 +84,28 @@ DEFAULT_STRATEGY = StrategyConfig()
 class StrategySignals:
     entries: np.ndarray
     exits: np.ndarray
-    raw: signals.Signals
+    raw: signals.Signals | None  # None for the benchmark strategies
+
+
+def ma_cross(close: np.ndarray, fast: int, slow: int) -> tuple[np.ndarray, np.ndarray]:
+    """(up, down) crossings of the fast over the slow SMA at each close. As backtrader's CrossOver: a
+    cross compares today's difference with the last non-zero one before it, so a day of equal averages
+    neither makes nor hides a cross. The averages are rounded to 1e-8 (prices have 2 decimals, so
+    real differences are far larger) so that float noise cannot fake a non-zero difference."""
+    f, s = np.round(sma(close, fast), 8), np.round(sma(close, slow), 8)
+    d = f - s
+    sign = np.sign(d)
+    valid = ~np.isnan(d)
+    # last non-zero sign up to each bar (NaN where none yet), carried forward along the last axis
+    nz = np.where(valid & (sign != 0), sign, np.nan)
+    idx = np.where(~np.isnan(nz), np.arange(d.shape[-1]), 0)
+    np.maximum.accumulate(idx, axis=-1, out=idx)
+    carried = np.take_along_axis(nz, idx, axis=-1)
+    prev = np.concatenate([np.full((*d.shape[:-1], 1), np.nan), carried[..., :-1]], axis=-1)
+    with np.errstate(invalid="ignore"):
+        up = valid & (d > 0) & (prev < 0)
+        down = valid & (d < 0) & (prev > 0)
+    return up, down
 
 
 def strategy_signals(
@@ -67,8 +115,15 @@ def strategy_signals(
     params: WyckoffParams | None = None,
     days: np.ndarray | None = None,
 ) -> StrategySignals:
+    if cfg.entry == "buy_and_hold":  # every bar is an entry: the first tradable one buys, nothing sells
+        entries = ~np.isnan(panel.close)
+        return StrategySignals(entries, np.zeros_like(entries), None)
+    if cfg.entry == "ma_cross":
+        up, down = ma_cross(panel.close, cfg.ma_fast, cfg.ma_slow)
+        return StrategySignals(up, down, None)
     p = params or DEFAULT_PARAMS
     s = signals.compute(panel.open, panel.high, panel.low, panel.close, panel.volume, p, limits, days=days)
+    assert not isinstance(cfg.entry, str)
     entries = s.any_entry(tuple(cfg.entry))
     amt = sma(np.nan_to_num(panel.amount, nan=0.0), 20)
     entries &= amt >= cfg.min_amount
@@ -345,7 +400,7 @@ async def run_all_traders(services: Any) -> list[dict[str, Any]]:
     broker = (
         services.live_broker
         if services.settings.live and services.live_broker
-        else PaperBroker(services.sessions(), services.data, services.settings)
+        else PaperBroker(services.sessions(), services.data, services.settings, clock=services.clock)
     )
     async with store.sessions() as s:
         rows = (await s.execute(select(MarketTrader).where(MarketTrader.status == "running"))).scalars().all()

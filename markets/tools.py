@@ -69,7 +69,15 @@ def _portfolio(svc: MarketServices) -> Portfolio:
 def _broker(svc: MarketServices) -> PaperBroker:
     if svc.settings.live and svc.live_broker is not None:
         return svc.live_broker
-    return PaperBroker(svc.sessions(), svc.data, svc.settings)
+    return PaperBroker(svc.sessions(), svc.data, svc.settings, clock=svc.clock)
+
+
+async def _held(svc: MarketServices, ctx: ToolContext) -> dict[str, Any]:
+    """Positions by symbol for cost-aware analysis: recorded real holdings, else paper positions."""
+    pf = _portfolio(svc)
+    out = {p.symbol: p for p in await pf.positions(_user(ctx))}
+    out.update({p.symbol: p for p in await pf.holdings(_user(ctx))})
+    return out
 
 
 async def _record(
@@ -141,7 +149,7 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
     position = None
     if svc.session_factory is not None:
         try:
-            held = {p.symbol: p for p in await _portfolio(svc).positions(_user(ctx))}
+            held = await _held(svc, ctx)
             if inst.symbol in held:
                 p = held[inst.symbol]
                 position = {
@@ -254,7 +262,10 @@ async def get_market_history(
 async def get_market_overview(ctx: ToolContext) -> dict:
     """Market overview: CSI 300 trend, breadth (advancers/decliners, share above MA50/MA200), and the strongest industries."""
     svc = require(ctx)
-    return await asyncio.to_thread(_overview, svc)
+    out = await asyncio.to_thread(_overview, svc)
+    if warn := svc.calendar_warning():
+        out["calendar_warning"] = warn
+    return out
 
 
 def _overview(svc: MarketServices) -> dict:
@@ -377,12 +388,12 @@ async def run_backtest(
     end: str | None = None,
     initial_cash: float = 1_000_000.0,
 ) -> ToolOutput:
-    """Backtest a Wyckoff strategy on daily bars with A-share rules (T+1, 100-share lots, price limits, fees) or crypto rules; returns CAGR, max drawdown, Sharpe, win rate, trades, CSI 300 comparison and an equity-curve chart.
+    """Backtest a Wyckoff strategy (or the benchmarks buy_and_hold / ma_cross) on daily bars with A-share rules (T+1, 100-share lots, price limits, fees) or crypto rules; returns CAGR, max drawdown, Sharpe, win rate, trades, CSI 300 comparison over the stated period and an equity-curve chart.
 
     Args:
         codes: codes or names to trade (default: the strategy's universe, else every stock in the dataset).
         strategy: a saved strategy's name or id (default: the default Wyckoff strategy).
-        config: overrides of the strategy config (entry, exit, stop_pct, max_positions, position_pct, ...).
+        config: overrides of the strategy config (entry, exit, stop_pct, max_positions, position_pct, ...). entry may be "buy_and_hold" (buy on the first tradable bar, hold to the end) or "ma_cross" (with ma_fast, ma_slow); these split cash equally unless position_pct is given.
         start: first trading date (YYYY-MM-DD); earlier bars warm up the indicators.
         end: last date (YYYY-MM-DD).
         initial_cash: starting cash.
@@ -393,9 +404,14 @@ async def run_backtest(
     if strategy:
         saved = await StrategyStore(svc.sessions()).get(_user(ctx), strategy)
         base, name = saved["config"], saved["name"]
-    cfg = StrategyConfig.model_validate({**base, **(config or {})})
+    cfg = _backtest_config(base, config or {})
+    if cfg.benchmark and not strategy:
+        name = str(cfg.entry)
     syms = [svc.data.resolve(c).symbol for c in codes] if codes else (cfg.universe or None)
-    res = await asyncio.to_thread(_backtest, svc, cfg, syms, start, end, initial_cash, _progress_bridge(ctx))
+    equal = cfg.benchmark and "position_pct" not in (config or {})
+    res = await asyncio.to_thread(
+        _backtest, svc, cfg, syms, start, end, initial_cash, _progress_bridge(ctx), equal
+    )
     result, panel = res
     out = result.summary()
     out.update(
@@ -403,7 +419,8 @@ async def run_backtest(
         config=cfg.model_dump(),
         universe=len(panel.symbols),
         source=_source(svc, cfg.market),
-        rules="A-share: T+1, lots of 100, ±10/20/5% limits, commission 0.025% (min 5) + stamp duty 0.05% on sells"
+        rules="A-share: T+1, lots of 100, ±10/20/5% limits (a blocked order waits for the next bar), "
+        "commission 0.025% (min 5) + stamp duty 0.05% on sells"
         if cfg.market == "cn"
         else f"crypto: fractional, fee {svc.settings.crypto_fee:.2%}",
     )
@@ -411,19 +428,16 @@ async def run_backtest(
     try:
         from markets import charts
 
-        s0 = int(np.searchsorted(panel.dates, np.datetime64(start))) if start else 0
+        # the chart shows exactly the curves the metrics measure (same period, same base)
+        dates, equity, bench = result.curves()
         path = await asyncio.to_thread(
-            charts.equity_curve,
-            result.dates[s0:],
-            result.equity[s0:],
-            svc.chart_dir,
-            benchmark=None if result.benchmark is None else result.benchmark[s0:],
-            title=f"Backtest: {name}",
+            charts.equity_curve, dates, equity, svc.chart_dir, benchmark=bench, title=f"Backtest: {name}"
         )
+        m = out["metrics"]
+        vs = f" vs CSI 300 {m['benchmark_return_pct']}%" if "benchmark_return_pct" in m else ""
         attachments.append(
             Attachment(
-                path,
-                caption=f"{name}: {out['metrics'].get('total_return_pct')}% vs CSI 300 {out['metrics'].get('benchmark_return_pct')}%",
+                path, caption=f"{name}: {m.get('total_return_pct')}%{vs} ({out['start']} → {out['end']})"
             )
         )
         out["chart"] = str(path)
@@ -440,6 +454,18 @@ async def run_backtest(
     return ToolOutput(out, attachments)
 
 
+def _backtest_config(base: dict[str, Any], overrides: dict[str, Any]) -> StrategyConfig:
+    """The strategy config with the call's overrides. A benchmark entry (buy_and_hold, ma_cross) runs
+    without stop, trailing stop or holding limit unless the call sets them: the default Wyckoff
+    strategy's 7 % stop would turn buy-and-hold into something else."""
+    cfg = StrategyConfig.model_validate({**base, **overrides})
+    if cfg.benchmark:
+        plain = {"stop_pct": None, "trail_after": None, "max_hold": None}
+        keep = set(overrides) if cfg.entry == "ma_cross" else set()
+        cfg = cfg.model_copy(update={k: v for k, v in plain.items() if k not in keep})
+    return cfg
+
+
 def _backtest(
     svc: MarketServices,
     cfg: StrategyConfig,
@@ -448,6 +474,7 @@ def _backtest(
     end: str | None,
     cash: float,
     prog: Any,
+    equal_weights: bool = False,
 ) -> tuple[bt.BacktestResult, Any]:
     data = svc.data
     panel = data.panel(syms, cfg.market, min_bars=60)
@@ -474,8 +501,9 @@ def _backtest(
         benchmark=bench,
         cfg=bt.BacktestConfig(
             initial_cash=cash,
-            max_positions=cfg.max_positions,
-            position_pct=cfg.position_pct,
+            # a benchmark without an explicit position size splits the cash equally over the universe
+            max_positions=len(panel.symbols) if equal_weights else cfg.max_positions,
+            position_pct=1 / len(panel.symbols) if equal_weights else cfg.position_pct,
             stop_pct=cfg.stop_pct,
             trail_after=cfg.trail_after,
             trail_pct=cfg.trail_pct,
@@ -490,7 +518,9 @@ def _backtest(
 # ---- portfolio ----------------------------------------------------------------------------------
 @market_tools.tool(concurrency_safe=True)
 async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view") -> dict:
-    """The user's portfolio: `view` lists holdings with current prices and P&L plus cash; `diagnose` adds a Wyckoff health rating (green/yellow/red with reasons and stop levels) per holding.
+    """The user's portfolio in two labelled books, the paper account (simulated trades, with realized P&L) and the recorded real holdings, at the last close; `diagnose` adds a Wyckoff health rating per position.
+
+    Each book lists positions with price, value and P&L, cash and totals; prices are the last bar's close, as of the date stated. The health rating is green/yellow/red with reasons and stop levels.
 
     Args:
         mode: view or diagnose.
@@ -498,8 +528,9 @@ async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view"
     svc = require(ctx)
     pf = _portfolio(svc)
     out = await pf.view(_user(ctx))
+    both = out["paper"]["positions"] + out["recorded"]["positions"]
     if mode == "diagnose":
-        for p in out["positions"]:
+        for p in both:
             try:
                 inst = svc.data.resolve(p["symbol"])
                 a = await asyncio.to_thread(
@@ -513,14 +544,14 @@ async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view"
                 p["phase"] = a.phase.label
             except (NoData, ValueError) as exc:
                 p["health"] = {"rating": "unknown", "reason": str(exc)}
-        red = [p["symbol"] for p in out["positions"] if p.get("health", {}).get("rating") == "red"]
-        out["summary"] = f"{len(out['positions'])} holding(s); red: {', '.join(red) or 'none'}"
+        red = sorted({p["symbol"] for p in both if p.get("health", {}).get("rating") == "red"})
+        out["summary"] = f"{len(both)} position(s) (paper and recorded); red: {', '.join(red) or 'none'}"
         await _record(
             svc,
             ctx,
             "diagnosis",
             out["summary"],
-            {"ratings": {p["symbol"]: p.get("health", {}).get("rating") for p in out["positions"]}},
+            {"ratings": {p["symbol"]: p.get("health", {}).get("rating") for p in both}},
         )
     out["source"] = _source(svc)
     return out
@@ -536,7 +567,7 @@ async def update_portfolio(
     market: Literal["cn", "crypto"] = "cn",
     cash: float | None = None,
 ) -> dict:
-    """Record the user's real holdings (bookkeeping, no trade): set a holding's quantity and average cost, remove it, or set cash.
+    """Record the user's real holdings (bookkeeping, no trade; kept apart from the paper account): set a holding's quantity and average cost, remove it, or set cash.
 
     Args:
         action: set (code, quantity, cost), remove (code), or cash (market, cash).
@@ -569,22 +600,23 @@ async def update_portfolio(
 
 @market_tools.tool(concurrency_safe=True)
 async def get_positions(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict:
-    """Current positions (paper or recorded) with prices, value and unrealized P&L, as of the last bar.
+    """Current positions of the paper account and the recorded real holdings (two lists), with prices, value and unrealized P&L, as of the last bar.
 
     Args:
         market: cn or crypto; both when omitted.
     """
     svc = require(ctx)
-    ps = await _portfolio(svc).positions(_user(ctx), market)
+    pf = _portfolio(svc)
     return {
-        "positions": [p.to_dict() for p in ps],
+        "paper": [p.to_dict() for p in await pf.positions(_user(ctx), market)],
+        "recorded": [p.to_dict() for p in await pf.holdings(_user(ctx), market)],
         "as_of": {m: str(svc.data.as_of(m)) for m in ("cn", "crypto")},
     }
 
 
 @market_tools.tool(concurrency_safe=True)
 async def get_balance(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict:
-    """Cash balance per market (paper accounts start with the configured amount).
+    """Cash balance of the paper account per market (it starts with the configured amount); recorded real cash is in `portfolio`.
 
     Args:
         market: cn or crypto; both when omitted.
@@ -614,7 +646,7 @@ async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: in
 
 @market_tools.tool(requires_approval=True, side_effect="mutating")
 async def execute_trade(ctx: ToolContext, code: str, side: Literal["buy", "sell"], quantity: float) -> dict:
-    """Buy or sell on the paper broker (live only when explicitly enabled) at the last close, with A-share rules (lots of 100, T+1, limit-locked bars, fees) or crypto rules. The same approved call never fills twice.
+    """Buy or sell on the paper account (live only when explicitly enabled) at the last close, with A-share rules (lots of 100, T+1 on the trading calendar, price limits, fees) or crypto rules. The same approved call never fills twice.
 
     Args:
         code: code, name or crypto symbol.
@@ -768,7 +800,7 @@ async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) 
     svc = require(ctx)
     held: dict[str, Any] = {}
     if svc.session_factory is not None:
-        held = {p.symbol: p for p in await _portfolio(svc).positions(_user(ctx))}
+        held = await _held(svc, ctx)
     targets = [svc.data.resolve(code)] if code else [svc.data.resolve(s) for s in held]
     if not targets:
         raise MarketError("no code given and no holdings recorded")

@@ -1,7 +1,7 @@
 """`/memory` in chat and `tapebot memory …` in the terminal: list recent, search, forget, trace.
 
     list [--type T] [--limit N] [--scope S]   newest memories
-    search QUERY                               hybrid recall ranking for QUERY
+    search QUERY                               memories ranked by QUERY (every scope unless --scope)
     forget ID                                  delete one memory
     trace ID                                   a memory's source: the chat messages it came from,
                                                or the L1 memories an L2/L3 one was distilled from
@@ -28,9 +28,7 @@ USAGE = "用法 / usage: /memory [list [type]] | search <text> | forget <id> | t
 
 def build_memory_parser(prog: str = "tapebot memory") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="inspect, search and edit long-term memories")
-    parser.add_argument(
-        "--scope", help="only this user's memories (default: all for list, 'default' for search)"
-    )
+    parser.add_argument("--scope", help="only this user's memories (default: every scope)")
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     p = sub.add_parser("list", help="newest memories")
     p.add_argument("--type", choices=sorted(TYPE_RULES), help="only this type")
@@ -76,6 +74,26 @@ async def trace_text(store: MemoryStore, record: MemoryRecord, session_messages:
     return "\n".join(lines)
 
 
+# `/memory search` speaks the chat's language (the bot's own table lives in bot/, above memory/)
+SEARCH_WORDS = {
+    "en": ("Memories matching “{q}”:", "No memories match “{q}”."),
+    "zh": ("与“{q}”相关的记忆：", "没有与“{q}”相关的记忆。"),
+}
+
+
+async def search_records(
+    recall: MemoryRecall, scopes: Sequence[str], query: str, limit: int = 10
+) -> list[tuple[str, MemoryRecord]]:
+    """Memories ranked by `query` alone (no pinned preferences: those match any query), best
+    first across `scopes`, as (scope, record)."""
+    ranked = []
+    for scope in scopes:
+        result = await recall.search(scope, query)
+        ranked += [(item.score, scope, item.record) for item in result.ranked]
+    ranked.sort(key=lambda x: x[0], reverse=True)
+    return [(scope, record) for _, scope, record in ranked[:limit]]
+
+
 async def memory_command(
     store: MemoryStore,
     recall: MemoryRecall,
@@ -83,6 +101,7 @@ async def memory_command(
     text: str,
     *,
     session_messages: Any = None,
+    lang: str = "en",
 ) -> str:
     """The chat `/memory` command for one user (`text` is what follows `/memory`)."""
     try:
@@ -96,8 +115,12 @@ async def memory_command(
         records = await store.recent(scope, types=types, limit=15)
         return "\n".join(format_record(r) for r in records) if records else "(no memories yet / 还没有记忆)"
     if action == "search" and rest:
-        result = await recall.recall(scope, " ".join(rest))
-        return result.text or "(nothing recalled / 没有召回)"
+        query = " ".join(rest)
+        found = await search_records(recall, [scope], query)
+        head, nothing = SEARCH_WORDS.get(lang, SEARCH_WORDS["en"])
+        if not found:
+            return nothing.format(q=query[:80])
+        return "\n".join([head.format(q=query[:80]), *(format_record(r) for _, r in found)])
     if action in ("forget", "trace") and rest and rest[0].lstrip("#").isdigit():
         memory_id = int(rest[0].lstrip("#"))
         if action == "forget":
@@ -124,8 +147,12 @@ async def run_memory_cli(args: argparse.Namespace, settings: Any, out: TextIO) -
                 print(f"{format_record(r)}  ({r.scope})", file=out)
             return 0
         if action == "search":
-            result = await MemoryRecall(store).recall(scope or "default", " ".join(args.query))
-            print(result.text or "(nothing recalled)", file=out)
+            scopes = [scope] if scope else await store.scopes()
+            found = await search_records(MemoryRecall(store), scopes, " ".join(args.query), limit=20)
+            for in_scope, r in found:
+                print(f"{format_record(r)}  ({in_scope})", file=out)
+            if not found:
+                print("(no memory matches)", file=out)
             return 0
         record = await store.get(args.id, scope=scope)
         if record is None:

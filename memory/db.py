@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.util import greenlet_spawn
 
 from agent.errors import StorageError
+from config.filemodes import create_private_file, make_private_dir
 
 if TYPE_CHECKING:
     from memory.sqlite_inline import InlineRunner, InlineSqlite
@@ -70,7 +71,9 @@ def create_engine(
     path = sqlite_path(url)
     if path is not None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(path.parent)
+            # 0600 whatever the umask (C9); SQLite gives -wal/-shm the database file's mode.
+            create_private_file(path)
         except OSError as exc:
             raise StorageError(
                 f"cannot create the database folder {path.parent}: {exc.strerror or exc} "

@@ -392,6 +392,12 @@ class MemoryStore:
         async with _reading(self.db, session) as s:
             return [MemoryRecord.of(r) for r in (await s.execute(q)).scalars()]
 
+    async def scopes(self) -> list[str]:
+        """Every scope that holds a memory (the terminal searches them all)."""
+        async with _reading(self.db, None) as s:
+            q = sa.select(MemoryRow.scope).distinct().order_by(MemoryRow.scope)
+            return [str(v) for v in (await s.execute(q)).scalars()]
+
     async def has_memories(self, scope: str) -> bool:
         """Whether the scope holds any memory: one indexed probe, so recall for a user with no
         memories yet (every new user) costs one cheap read instead of five searches."""

@@ -118,6 +118,22 @@ class ApprovalRuleRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
 
 
+class StandingApprovalRow(Base):
+    """A scoped "Always allow" (agent/consent.py): a policy record, changed only by `/rules` and
+    `tapebot rules`, never by a tool. Expired rows are ignored; revoked ones are deleted."""
+
+    __tablename__ = "standing_approvals"
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    chat_key: Mapped[str] = mapped_column(sa.String(255), index=True)
+    tool: Mapped[str] = mapped_column(sa.String(128))
+    scope: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    granted_by: Mapped[str] = mapped_column(sa.String(64))
+    approval_id: Mapped[str] = mapped_column(sa.String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class UsageRow(Base):
     __tablename__ = "usage"
 

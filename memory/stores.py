@@ -28,6 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agent.consent import StandingApproval, StandingScope
 from agent.messages import Message
 from agent.ports import ApprovalRecord, ApprovalStatus, Receipt, TurnRecord, UsageRecord, utcnow
 from memory.db import Database
@@ -38,6 +39,7 @@ from memory.models import (
     MessageRow,
     ProcessedUpdateRow,
     SessionRow,
+    StandingApprovalRow,
     TurnRow,
     UsageRow,
 )
@@ -438,7 +440,8 @@ class SqlStore:
             "id": turn.id,
             "session_id": turn.session_id,
             "status": turn.status,
-            "payload": turn.model_dump(mode="json"),
+            # the payload carries its own write time: start-up recovery reads how old a turn is
+            "payload": turn.model_copy(update={"updated_at": now}).model_dump(mode="json"),
             "created_at": turn.created_at,
             "updated_at": now,
         }
@@ -581,6 +584,49 @@ class SqlStore:
                 .order_by(ApprovalRuleRow.tool)
             )
             return list(tools.scalars())
+
+    # ---- standing approvals (policy: written only by /rules and `tapebot rules`) --------------
+    async def add_standing(self, rule: StandingApproval) -> None:
+        async with self.db.session() as s:
+            s.add(
+                StandingApprovalRow(
+                    id=rule.id,
+                    chat_key=rule.chat_key,
+                    tool=rule.tool,
+                    scope=rule.scope.to_dict(),
+                    granted_by=rule.granted_by,
+                    approval_id=rule.approval_id,
+                    created_at=rule.created_at,
+                    expires_at=rule.expires_at,
+                )
+            )
+
+    async def list_standing(
+        self, chat_key: str | None, now: datetime, tool: str | None = None
+    ) -> list[StandingApproval]:
+        """The unexpired standing approvals of a chat (every chat with `chat_key=None`)."""
+        stmt = (
+            sa.select(StandingApprovalRow)
+            .where(StandingApprovalRow.expires_at > now)
+            .order_by(StandingApprovalRow.created_at, StandingApprovalRow.id)
+        )
+        if chat_key is not None:
+            stmt = stmt.where(StandingApprovalRow.chat_key == chat_key)
+        if tool is not None:
+            stmt = stmt.where(StandingApprovalRow.tool == tool)
+        async with self.db.read() as s:
+            return [_standing(r) for r in (await s.execute(stmt)).scalars()]
+
+    async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int:
+        """Delete one standing approval (`rule_id`) or all of them; `chat_key=None`: any chat.
+        Returns how many were removed."""
+        stmt = sa.delete(StandingApprovalRow)
+        if chat_key is not None:
+            stmt = stmt.where(StandingApprovalRow.chat_key == chat_key)
+        if rule_id is not None:
+            stmt = stmt.where(StandingApprovalRow.id == rule_id)
+        async with self.db.session() as s:
+            return _rowcount(await s.execute(stmt))
 
     # ---- usage -------------------------------------------------------------------------------
     async def record_usage(self, record: UsageRecord) -> None:
@@ -798,4 +844,16 @@ def _approval(row: ApprovalRow) -> ApprovalRecord:
         created_at=row.created_at,
         expires_at=row.expires_at,
         message_ref=row.message_ref,
+    )
+
+
+def _standing(row: StandingApprovalRow) -> StandingApproval:
+    return StandingApproval(
+        id=row.id,
+        chat_key=row.chat_key,
+        scope=StandingScope.from_dict(row.scope),
+        granted_by=row.granted_by,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        approval_id=row.approval_id,
     )

@@ -64,6 +64,15 @@ class LocalToolPolicy:
     exec_timeout: float = 30.0
     exec_max_timeout: float = 600.0
     exec_output_cap: int = 16_000
+    # The sandbox (agent.tools.sandbox). `bwrap`: the program, by name or path (None: none).
+    bwrap: str | None = "bwrap"
+    unsandboxed_exec: bool = False  # run without a sandbox where none can be had
+    exec_network: bool = False
+    exec_memory_mb: int = 4096  # address space
+    exec_file_size_mb: int = 1024  # largest file a command may write
+    exec_read_only_paths: list[Path] = field(default_factory=list)  # extra folders it may read
+    # Folders never visible to a command even if below a mounted path (TAPEBOT_HOME).
+    hidden: list[Path] = field(default_factory=list)
     env_allowlist: list[str] = field(default_factory=lambda: list(DEFAULT_ENV_ALLOWLIST))
     web_max_bytes: int = 2_000_000
     web_timeout: float = 20.0
@@ -79,6 +88,8 @@ class LocalToolPolicy:
         if self.results_dir is not None:
             self.results_dir = Path(self.results_dir).expanduser()
         self.protected = [Path(p).expanduser() for p in self.protected]
+        self.hidden = [Path(p).expanduser() for p in self.hidden]
+        self.exec_read_only_paths = [Path(p).expanduser() for p in self.exec_read_only_paths]
         if self.redactor is None:
             self.redactor = Redactor(self.secret_values)
         elif self.secret_values:
@@ -93,6 +104,7 @@ class LocalToolPolicy:
             "workspace": home / "workspace",
             "results_dir": home / "results",
             "protected": [home / "config.toml", home / "tapebot.db*", home / ".env"],
+            "hidden": [home],
         }
         defaults.update(overrides)
         return cls(**defaults)

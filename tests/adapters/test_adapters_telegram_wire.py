@@ -103,3 +103,19 @@ def test_callback_on_an_inaccessible_message():
 def test_malformed_updates_are_rejected(item):
     with pytest.raises(MalformedUpdate):
         parse_update(item)
+
+
+def test_a_lone_surrogate_is_replaced_and_entities_still_line_up():
+    """Issue 17 item 9: half an emoji ("\\ud83d") from a client is replaced on the way in."""
+    import json
+
+    raw = json.loads(
+        '{"update_id": 1, "message": {"message_id": 5, "date": 1700000000, "chat": {"id": 7, "type": '
+        '"private", "first_name": "A\\ud83d"}, "from": {"id": 7, "is_bot": false, "first_name": "A"}, '
+        '"text": "\\ud83d @tapebot_test_bot hi", "entities": [{"type": "mention", "offset": 2, "length": 17}]}}'
+    )
+    msg = parse_update(raw).message
+    assert msg is not None and msg.text == "\ufffd @tapebot_test_bot hi"
+    assert msg.entity_text(msg.entities[0]) == "@tapebot_test_bot"
+    assert msg.chat.name == "A\ufffd"
+    msg.text.encode("utf-8")

@@ -22,6 +22,9 @@ def make_settings(home, extra_env=None):
         # memory upkeep calls the model in the background; tests that script the model turn by
         # turn switch it off (tests/bot/test_bot_memory_flow.py covers it with its own model)
         "TAPEBOT_MEMORY__ENABLED": "false",
+        # a test's stop with a turn still held (a gated model) need not wait the default 20 s grace;
+        # tests of the grace period itself set their own
+        "TAPEBOT_AGENT__SHUTDOWN_GRACE_S": "0.5",
         **(extra_env or {}),
     }
     return load_settings(home, env)

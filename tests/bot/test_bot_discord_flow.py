@@ -139,3 +139,27 @@ async def test_a_member_who_is_not_an_approver_is_refused_ephemerally_then_the_a
     assert approval_status(home, approval_id) == "approved"
     assert not components(card) and "Approved by" in card["content"]
     assert not ephemeral_answers(fake, press["token"])  # no refusal for the admin
+
+
+# ---- issue 17 item 7: nothing left unanswered ----------------------------------------------------
+async def test_a_strangers_slash_command_in_a_server_gets_the_allow_list_answer_privately(discord_app):
+    fake, script, start, _ = discord_app
+    await start()
+    press = await fake.push_slash("status", user_id=STRANGER, channel_id=CHANNEL, guild_id=GUILD)
+    answers = await fake.wait_for(lambda: ephemeral_answers(fake, press["token"]))
+    assert len(answers) == 1 and str(STRANGER) in answers[0]["content"]
+    assert answers[0]["flags"] & EPHEMERAL, "the allow-list answer is visible to everyone"
+    assert script.requests == []
+
+
+async def test_a_button_whose_defer_fails_is_still_decided(discord_app):
+    fake, script, start, home = discord_app
+    script.add(reply(tool_calls=[("write_file", {"path": "df.txt", "content": "deferred"})]), reply("Saved."))
+    await start()
+    await fake.push_dm(channel_id=300, user_id=USER, content="write df.txt")
+    card = await fake.wait_for(lambda: next((m for m in fake.bot_messages(300) if components(m)), None))
+    once = next(c for c in components(card) if c["custom_id"].startswith("tb:o:"))
+    fake.inject("POST", "/callback", status=404, after=False)  # the defer fails (token expired)
+    await fake.push_button(once["custom_id"], message_id=card["id"], user_id=USER, channel_id=300)
+    await fake.wait_for(lambda: any("Saved." in m["content"] for m in fake.bot_messages(300)))
+    assert (home / "workspace" / "df.txt").read_text() == "deferred"

@@ -64,6 +64,6 @@ async def test_analyze_buy_portfolio_over_telegram(harness):
     await api.wait_for(lambda: any("portfolio is up to date" in t for t in api.texts(ALICE)), timeout=10)
     pf = json.dumps(seen["portfolio"], ensure_ascii=False)
     assert "600519" in pf and "2025-09-03" in pf
-    positions = seen["portfolio"].get("positions") or []
+    positions = seen["portfolio"]["paper"]["positions"]  # a paper trade: the paper book
     held = [p for p in positions if "600519" in p.get("symbol", "")]
     assert len(held) == 1 and held[0]["quantity"] == 100  # exactly one fill despite the double tap

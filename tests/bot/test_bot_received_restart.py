@@ -54,11 +54,18 @@ async def pending_texts(home) -> list[str]:
 
 
 def backdate(home, age: timedelta, *, pending_only: bool) -> None:
-    """Make the recorded update ids look `age` old (the bot is stopped)."""
+    """Make the recorded update ids, and the turn the stop left open, look `age` old (the bot is
+    stopped)."""
     db = sqlite3.connect(home / "tapebot.db")
-    old = (datetime.now(UTC) - age).replace(tzinfo=None).isoformat(" ")
+    then = datetime.now(UTC) - age
+    old = then.replace(tzinfo=None).isoformat(" ")
     where = " WHERE pending IS NOT NULL" if pending_only else ""
     db.execute(f"UPDATE processed_updates SET created_at = ?{where}", (old,))
+    db.execute(
+        "UPDATE turns SET payload = json_set(payload, '$.updated_at', ?) "
+        "WHERE status IN ('running', 'suspended')",
+        (then.isoformat(),),
+    )
     db.commit()
     db.close()
 
@@ -122,6 +129,8 @@ async def test_a_message_left_from_long_ago_is_not_run_and_the_chat_is_told(tmp_
             lambda: next((t for t in h.api.texts(ALICE) if "before I restarted" in t), None)
         )
         assert "also 000001" in notice
+        # the turn the stop interrupted is as old: closed, not resumed, and the chat is told
+        await h.api.wait_for(lambda: any("too long ago" in t for t in h.api.texts(ALICE)))
         await asyncio.sleep(0.2)
         assert h.script.requests == []
         assert await pending_texts(h.home) == []
@@ -222,11 +231,16 @@ async def test_a_task_notice_waiting_for_the_running_turn_survives_a_restart(tmp
             assert last.meta.get("notification") and "bg_7" in last.text and "Sharpe 1.2" in last.text
             return reply("Your backtest bg_7 finished.")
 
-        h.script = ScriptedClient([notice_turn])
+        def resumed_turn(req):
+            assert req.messages[-1].text == "analyze 600519"
+            return reply("600519 is in phase C.")
+
+        # the turn the stop interrupted is resumed first; the notice gets its own turn after it
+        h.script = ScriptedClient([resumed_turn, notice_turn])
         await h.start()
         await h.api.wait_for(lambda: any("bg_7 finished" in t for t in h.api.texts(ALICE)))
         await asyncio.sleep(0.2)
-        assert len(h.script.requests) == 1
+        assert len(h.script.requests) == 2
         assert await pending_texts(h.home) == []
     finally:
         await h.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.consent import standing_scope
 from agent.ports import ApprovalRecord, WaitingState, args_hash
 from bot import cards
 from bot.replies import option_index, read_reply
@@ -73,10 +74,12 @@ def _record(args):
 
 
 def test_card_shows_bidi_and_control_characters_and_truncates_with_hash():
-    text, buttons = cards.approval_card(_record({"note": "buy\u202e001 006", "x": "\x07"}), "en", 30)
+    record = _record({"note": "buy\u202e001 006", "x": "\x07"})
+    info = cards.CardInfo(None, scope=standing_scope("manage_strategy", record.arguments, live_trading=False))
+    text, buttons = cards.approval_card(record, "en", info)
     assert "<U+202E>" in text and "\\u0007" in text  # JSON escapes C0 controls itself
     assert [b.data for b in buttons[0]] == ["o:abc123", "a:abc123", "d:abc123"]
-    long_text, _ = cards.approval_card(_record({"blob": "x" * 5000}), "zh", 30)
+    long_text, _ = cards.approval_card(_record({"blob": "x" * 5000}), "zh", cards.CardInfo(None))
     assert "truncated" in long_text and "sha256" in long_text and len(long_text) < 2000
 
 

@@ -29,7 +29,7 @@ def run_cli(
     home: Path, env_extra: dict[str, str], *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
-    env.update(TAPEBOT_HOME=str(home), TAPEBOT_MEMORY__ENABLED="false", **env_extra)
+    env.update({"TAPEBOT_HOME": str(home), "TAPEBOT_MEMORY__ENABLED": "false", **env_extra})
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args],
         env=env,
@@ -181,3 +181,22 @@ def test_markets_conversation_in_the_terminal(tmp_path, server):
     assert saved and Path(saved[0]).exists() and saved[0].endswith(".png")
     assert "Allow execute_trade" in r.stdout + r.stderr
     assert "You hold 100 shares of 600519." in r.stdout
+
+
+def test_one_shot_session_end_runs_memory_extraction(tmp_path, server):
+    """`chat -m` ends its session: long-term memory extraction runs over it before the process exits
+    (issue 17, item 11), instead of being cancelled with the rest of the upkeep."""
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "rules.txt").write_text("never chase a rally")
+    server.script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "rules.txt"})]),
+        Reply("Your rule: never chase a rally."),
+        Reply("none"),  # the extraction's answer
+    )
+    r = run_cli(
+        tmp_path, {**openai_env(server), "TAPEBOT_MEMORY__ENABLED": "true"}, "chat", "-m", "my rules?"
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Your rule: never chase a rally."
+    extraction = [q for q in server.requests if "长期记忆" in json.dumps(q.body, ensure_ascii=False)]
+    assert len(extraction) == 1

@@ -32,7 +32,7 @@ class Seeded:
     stop: int  # Alice's decision about 600519
     playbook: int  # Alice's L2 playbook distilled from the two above
     bob: int  # Bob's preference
-    shared: int  # a preference in the "default" scope (the one `search` uses without --scope)
+    shared: int  # a preference in the "default" scope
 
 
 async def _seed(home: Path) -> Seeded:
@@ -101,13 +101,13 @@ def test_list_filters_by_type_and_limit(seeded, capsys):
     assert out.count("\n") == 2 and f"#{seeded.shared} " in out and f"#{seeded.bob} " in out
 
 
-def test_search_without_scope_ranks_the_default_scope(seeded, capsys):
+def test_search_without_scope_searches_every_scope(seeded, capsys):
     code, out, _ = cli(seeded, capsys, "search", "second", "close", "above", "the", "pivot")
     assert code == 0
-    assert "buy only after a second close above the pivot" in out
-    assert "never buy" not in out and "dividend" not in out  # other users' memories stay out
+    assert "buy only after a second close above the pivot" in out and "(default)" in out
     _, out, _ = cli(seeded, capsys, "search", "dividend")
-    assert "dividend" not in out
+    assert "prefers dividend stocks over growth" in out and f"({BOB})" in out
+    assert "pivot" not in out  # ranked by the query: what does not match stays out
 
 
 def test_search_with_scope_ranks_that_users_memories(seeded, capsys):

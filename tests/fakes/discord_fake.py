@@ -11,6 +11,12 @@ Every REST call is recorded in `fake.calls` as `RestCall(method, path, json)`; c
 in `fake.messages[channel_id]` (edits applied), interaction callbacks in `fake.callbacks`, followups in
 `fake.followups`, command syncs in `fake.command_syncs`. JSON responses carry exactly
 `Content-Type: application/json` (discord.py compares the header string).
+
+Faults: `fail_next[(method, fragment)]` answers the next matching call with an error and does
+nothing; `inject(method, fragment, status=..., after=True)` applies the call first and then answers
+the error (a 5xx after Discord created the message); `hold(method, fragment)` applies the call and
+answers only once the returned event is set. A message create carrying `nonce` with
+`enforce_nonce` returns the message already created with that nonce, as Discord does.
 """
 
 from __future__ import annotations
@@ -57,6 +63,17 @@ def user_payload(user_id: int | str, name: str = "alice") -> dict:
 
 
 @dataclass
+class Fault:
+    method: str
+    fragment: str
+    status: int | None  # None: answer normally (after `release`)
+    body: dict = field(default_factory=dict)
+    after: bool = True
+    times: int = 1
+    release: asyncio.Event | None = None
+
+
+@dataclass
 class RestCall:
     method: str
     path: str
@@ -76,6 +93,8 @@ class FakeDiscord:
         self.reject_identify_with: int | None = None  # e.g. 4014 "disallowed intents"
         self.token_channels: dict[str, str] = {}  # interaction token -> channel id (for followups)
         self.fail_next: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+        self.faults: list[Fault] = []
+        self._nonces: dict[tuple[str, str], dict] = {}  # (channel, nonce) -> message created with it
         self._ids = itertools.count(1)
         self._seq = itertools.count(2)
         self._ws: web.WebSocketResponse | None = None
@@ -108,6 +127,29 @@ class FakeDiscord:
         monkeypatch.setattr(
             discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(f"ws://127.0.0.1:{self.port}/gw")
         )
+
+    def inject(
+        self, method: str, fragment: str, *, status: int = 502, after: bool = True, times: int = 1
+    ) -> Fault:
+        """The next `times` matching calls fail with `status`; `after`: once they took effect."""
+        fault = Fault(method, fragment, status, {"message": "injected", "code": 0}, after, times)
+        self.faults.append(fault)
+        return fault
+
+    def hold(self, method: str, fragment: str, *, times: int = 1) -> asyncio.Event:
+        """The next matching calls take effect, then wait for the returned event to answer."""
+        release = asyncio.Event()
+        self.faults.append(Fault(method, fragment, None, after=True, times=times, release=release))
+        return release
+
+    def _fault(self, method: str, path: str, after: bool) -> Fault | None:
+        for fault in self.faults:
+            if fault.method == method and fault.fragment in path and fault.after == after:
+                fault.times -= 1
+                if fault.times <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
 
     def new_id(self) -> str:
         """A snowflake carrying the current time (discord.py derives created_at from it)."""
@@ -293,6 +335,21 @@ class FakeDiscord:
         path = "/" + request.match_info["tail"]
         method = request.method
         self.calls.append(RestCall(method, path, body, dict(request.query), files))
+        before = self._fault(method, path, after=False)
+        if before is not None and before.status is not None:
+            return _jr(before.body, before.status)
+        response = await self._apply(request, method, path, body, files)
+        after = self._fault(method, path, after=True) if response.status < 300 else None
+        if after is not None:
+            if after.release is not None:
+                await after.release.wait()
+            if after.status is not None:
+                return _jr(after.body, after.status)
+        return response
+
+    async def _apply(
+        self, request: web.Request, method: str, path: str, body: Any, files: list[str]
+    ) -> web.Response:
         for (m, frag), queue in list(self.fail_next.items()):
             if m == method and frag in path and queue:
                 status, err = queue.pop(0)
@@ -324,6 +381,14 @@ class FakeDiscord:
             if parts[2] == "typing":
                 return web.Response(status=204)
             if parts[2] == "messages" and len(parts) == 3 and method == "POST":
+                nonce = (body or {}).get("nonce")
+                if nonce is not None and (body or {}).get("enforce_nonce"):
+                    known = self._nonces.get((cid, str(nonce)))
+                    if known is not None:  # Discord: the same nonce returns the same message
+                        return _jr(known)
+                    msg = self._bot_message(cid, body, files, nonce=str(nonce))
+                    self._nonces[(cid, str(nonce))] = msg
+                    return _jr(msg)
                 return _jr(self._bot_message(cid, body, files))
             if parts[2] == "messages" and len(parts) == 4:
                 msg = self._find(parts[3])

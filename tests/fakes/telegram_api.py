@@ -626,10 +626,15 @@ def _bool(v: Any) -> bool:
 
 
 class FakeRequest(BaseRequest):
-    """PTB transport that calls the fake directly (no sockets)."""
+    """PTB transport that calls the fake directly (no sockets).
 
-    def __init__(self, api: FakeBotAPI):
+    `read_timeout`: if given, a call whose answer takes longer than the call's read timeout (the
+    one the caller passed, else this default) raises `TimedOut` like httpx would, while the fake
+    still completes it: a slow send that landed although the bot was told it timed out."""
+
+    def __init__(self, api: FakeBotAPI, *, read_timeout: float | None = None):
         self.api = api
+        self._read_timeout = read_timeout
 
     async def initialize(self) -> None:
         pass
@@ -639,7 +644,7 @@ class FakeRequest(BaseRequest):
 
     @property
     def read_timeout(self) -> float:
-        return 1.0
+        return self._read_timeout or 1.0
 
     async def do_request(self, url, method, request_data: RequestData | None = None, read_timeout=None,
                          write_timeout=None, connect_timeout=None, pool_timeout=None):  # fmt: skip
@@ -652,5 +657,13 @@ class FakeRequest(BaseRequest):
                     content = content.read()
                 files[name] = bytes(content)
                 params.pop(name, None)
-        status, body = await self.api.handle(url.rsplit("/", 1)[-1], params, files)
+        call = asyncio.ensure_future(self.api.handle(url.rsplit("/", 1)[-1], params, files))
+        limit = read_timeout if isinstance(read_timeout, int | float) else self._read_timeout
+        if limit is not None:
+            done, _ = await asyncio.wait({call}, timeout=limit)
+            if not done:  # the call goes on and takes effect; the caller is told it timed out
+                from telegram.error import TimedOut
+
+                raise TimedOut("Timed out (fake read timeout)")
+        status, body = await call
         return status, json.dumps(body).encode()

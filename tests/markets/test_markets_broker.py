@@ -51,7 +51,9 @@ async def test_fill_arithmetic_fees_and_cash(sessions):
     assert r.trade["price"] == price and r.trade["fee"] == pytest.approx(fee) and r.trade["tax"] == 0
     [cn] = await broker.portfolio.balance("u1", "cn")
     assert cn["cash"] == pytest.approx(1_000_000 - notional - fee, abs=0.01)
-    assert r.trade["trade_date"] == "2025-09-03"
+    assert (
+        r.trade["price_as_of"] == "2025-09-03"
+    )  # trade_date: the wall-clock session (test_markets_paper_book)
 
 
 async def test_a_share_rules(sessions):
@@ -63,10 +65,10 @@ async def test_a_share_rules(sessions):
     assert same_day.status == "rejected" and "T+1" in same_day.trade["reason"]
     too_big = await broker.submit("u1", "600519", "buy", 100_000, key="big")
     assert too_big.status == "rejected" and "insufficient cash" in too_big.trade["reason"]
-    # holdings recorded earlier (not bought today) are sellable
+    # recorded real holdings are not the paper account's: a paper sell of them is refused
     await broker.portfolio.set_holding("u2", "000001", 500, 10.0)
     sold = await broker.submit("u2", "000001", "sell", 500, key="s2")
-    assert sold.status == "filled" and sold.trade["tax"] > 0
+    assert sold.status == "rejected" and "insufficient holding" in sold.trade["reason"]
 
 
 async def test_crypto_fractional_and_same_day_round_trip(sessions):
@@ -82,11 +84,11 @@ async def test_portfolio_view_has_prices_pnl_and_as_of(sessions):
     await pf.set_holding("u1", "贵州茅台", 200, 1400.0)
     v = await pf.view("u1")
     assert v["as_of"]["cn"] == "2025-09-03"
-    [p] = v["positions"]
+    [p] = v["recorded"]["positions"]
     assert p["symbol"] == "600519" and p["price"] == 1480.55
     assert p["pnl"] == pytest.approx(200 * (1480.55 - 1400.0), abs=0.01)
     await pf.set_holding("u1", "600519", 0, 0)
-    assert (await pf.view("u1"))["positions"] == []
+    assert (await pf.view("u1"))["recorded"]["positions"] == []
 
 
 async def test_pending_trade_is_reconciled_not_retried(sessions):

@@ -50,7 +50,7 @@ async def test_analyze_buy_approve_once_portfolio(world, tmp_path):
             reply(tool_calls=[("portfolio", {"mode": "view"})]),
             lambda req: reply(
                 "P&L "
-                + str(json.loads(req.messages[-1].tool_results[0].content)["positions"][0]["pnl"])
+                + str(json.loads(req.messages[-1].tool_results[0].content)["paper"]["positions"][0]["pnl"])
                 + " as of "
                 + json.loads(req.messages[-1].tool_results[0].content)["as_of"]["cn"]
             ),
@@ -140,16 +140,40 @@ def test_migration_matches_the_orm_tables(tmp_path):
     import markets.models
     from memory.base import Base
 
-    spec = importlib.util.spec_from_file_location(
-        "m0003", Path(markets.models.__file__).parents[1] / "memory/migrations/versions/0003_markets.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    def load(name: str):
+        path = Path(markets.models.__file__).parents[1] / f"memory/migrations/versions/{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    mod, paper = load("0003_markets"), load("0009_paper_book")
     assert mod.revision == "0003_markets" and mod.down_revision == "0002_memory"
+    assert paper.revision == "0009_paper_book"
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'm.db'}")
     with engine.begin() as conn:
         with Operations.context(MigrationContext.configure(conn)):
             mod.upgrade()
+            # a holding recorded before 0009 (no paper trade) moves to market_holdings; a paper one stays
+            conn.execute(
+                sa.text(
+                    "INSERT INTO market_positions (user_id, market, symbol, name, quantity, avg_cost, "
+                    "high_since_entry, note, updated_at) VALUES ('u', 'cn', '600519', '', 100, 1, 1, '', "
+                    "'2026-01-01'), ('u', 'cn', '000001', '', 200, 1, 1, '', '2026-01-01')"
+                )
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO market_trades (idempotency_key, user_id, market, symbol, side, quantity, fee, "
+                    "tax, status, venue, source, reason, external_id, created_at, updated_at) VALUES ('k', 'u', "
+                    "'cn', '000001', 'buy', 200, 5, 0, 'filled', 'paper', 'chat', '', '', '2026-01-01', "
+                    "'2026-01-01')"
+                )
+            )
+            paper.upgrade()
+        moved = conn.execute(sa.text("SELECT symbol FROM market_holdings")).scalars().all()
+        kept = conn.execute(sa.text("SELECT symbol FROM market_positions")).scalars().all()
+        assert moved == ["600519"] and kept == ["000001"]
         insp = sa.inspect(conn)
         for table in [t for t in Base.metadata.sorted_tables if t.name.startswith("market_")]:
             cols = {c["name"] for c in insp.get_columns(table.name)}
@@ -157,6 +181,11 @@ def test_migration_matches_the_orm_tables(tmp_path):
         uniques = {u["name"] for u in insp.get_unique_constraints("market_trades")}
         assert "uq_market_trades_idempotency_key" in uniques
         with Operations.context(MigrationContext.configure(conn)):
+            paper.downgrade()
+            assert sorted(conn.execute(sa.text("SELECT symbol FROM market_positions")).scalars()) == [
+                "000001",
+                "600519",
+            ]
             mod.downgrade()
         assert not [n for n in sa.inspect(conn).get_table_names() if n.startswith("market_")]
 

@@ -122,13 +122,13 @@ async def test_trade_replay_fills_once_and_portfolio_pnl(ctx):
     second = await tool.call(c, {"code": "600519", "side": "buy", "quantity": 100})  # replayed approval
     assert first["status"] == "filled" and not first["replayed"] and second["replayed"]
     pos = await call(ctx, "get_positions")
-    assert [(p["symbol"], p["quantity"]) for p in pos["positions"]] == [("600519", 100)]
+    assert [(p["symbol"], p["quantity"]) for p in pos["paper"]] == [("600519", 100)]
     view = await call(ctx, "portfolio", mode="view")
-    assert view["as_of"]["cn"] == "2025-09-03" and view["positions"][0]["pnl"] == pytest.approx(
+    assert view["as_of"]["cn"] == "2025-09-03" and view["paper"]["positions"][0]["pnl"] == pytest.approx(
         -first["fee"], abs=0.01
     )
     diag = await call(ctx, "portfolio", mode="diagnose")
-    assert diag["positions"][0]["health"]["rating"] in ("green", "yellow", "red")
+    assert diag["paper"]["positions"][0]["health"]["rating"] in ("green", "yellow", "red")
     hist = await call(ctx, "get_trade_history")
     assert len(hist["trades"]) == 1 and any(r["kind"] == "diagnosis" for r in hist["records"])
     bal = await call(ctx, "get_balance", market="cn")
@@ -139,7 +139,8 @@ async def test_update_portfolio_and_strategies(ctx):
     await call(ctx, "update_portfolio", action="set", code="000001", quantity=1000, cost=11.0)
     await call(ctx, "update_portfolio", action="cash", market="cn", cash=50_000)
     v = await call(ctx, "portfolio")
-    assert v["positions"][0]["symbol"] == "000001" and v["totals"]["cn"]["cash"] == 50_000
+    rec = v["recorded"]
+    assert rec["positions"][0]["symbol"] == "000001" and rec["totals"]["cn"]["cash"] == 50_000
     s = await call(
         ctx, "manage_strategy", action="create", name="激进", config={"max_positions": 5, "position_pct": 0.2}
     )

@@ -187,3 +187,20 @@ def test_terminal_memory_command(tmp_path):
     assert memory_cli(["trace", "1"], settings, out=out) == 0 and "source:" in out.getvalue()
     assert memory_cli(["forget", "1"], settings, out=io.StringIO()) == 0
     assert memory_cli(["trace", "1"], settings, out=io.StringIO()) == 1
+
+
+async def test_memory_search_ranks_by_the_query_in_a_user_facing_list(services, store: MemoryStore):
+    """`/memory search` (issue 17, item 8): ranked by the query, in the chat's own scope, as a plain
+    list in the chat's language — not the model's pinned preferences under its Chinese prompt block."""
+    pref = await store.add("u1", "preference", "never chase a rally at the open")
+    stop = await store.add("u1", "decision", "cut losses at 8 percent below entry")
+    await store.add("u2", "decision", "cut losses quickly, another user's rule")
+    found = await memory_command(store, services.recall, "u1", "search cut losses", lang="en")
+    assert found.startswith("Memories matching “cut losses”")
+    assert f"#{stop.id}" in found and "8 percent" in found
+    assert f"#{pref.id}" not in found  # a pinned preference is not a match for any query
+    assert "another user" not in found and "召回" not in found and "#" in found
+    none = await memory_command(store, services.recall, "u1", "search dividends", lang="en")
+    assert none == "No memories match “dividends”."
+    zh = await memory_command(store, services.recall, "u1", "search cut losses", lang="zh")
+    assert zh.startswith("与“cut losses”相关的记忆") and f"#{stop.id}" in zh

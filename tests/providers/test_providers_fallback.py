@@ -62,13 +62,15 @@ async def test_500_switches_to_the_backup(llm_server, chain, rec, first, second)
     assert [r.model for r in llm_server.requests] == ["primary", "backup"]
 
 
-async def test_info_is_the_primary_before_any_call_and_again_on_the_next_stream(llm_server, chain):
-    client = chain()
+async def test_info_is_the_primary_before_any_call_and_again_once_it_has_rested(llm_server, chain):
+    clock = Clock()
+    client = chain(clock=clock, cooldown_s=60.0)
     assert client.info.id == "main"
     llm_server.script(Failure(503), Reply(text="ok"), model="primary")
     llm_server.script(Reply(text="b"), model="backup")
     await collect(client, REQ)
     assert client.info.id == "backup"
+    clock.t += 61
     await collect(client, REQ)
     assert client.info.id == "main"
 
@@ -213,3 +215,80 @@ async def test_aclose_closes_every_client():
     a, b = scripted("a"), scripted("b")
     await FallbackClient([a, b]).aclose()
     assert a.closed and b.closed
+
+
+# ---- issue 17 item 10: cooldown (circuit breaker) and the one retry without a fallback ----------
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def test_a_failed_primary_cools_down_so_the_next_turns_go_straight_to_the_backup(
+    llm_server, chain, rec
+):
+    clock = Clock()
+    client = chain(clock=clock, cooldown_s=60.0)
+    llm_server.script(Failure(500), model="primary")
+    llm_server.script(Reply(text="b1"), Reply(text="b2"), Reply(text="b3"), model="backup")
+    assert text_of(await collect(client, REQ)) == "b1"
+    clock.t += 30
+    assert text_of(await collect(client, REQ)) == "b2"  # primary not even tried
+    assert [r.model for r in llm_server.requests] == ["primary", "backup", "backup"]
+    clock.t += 31  # cooldown over: the primary gets another chance
+    llm_server.script(Reply(text="p"), model="primary")
+    assert text_of(await collect(client, REQ)) == "p"
+    assert [r.model for r in llm_server.requests][-1] == "primary"
+
+
+async def test_a_hanging_primary_is_not_waited_for_again_on_the_next_turn(llm_server, chain, rec):
+    clock = Clock()
+    client = chain(idle_timeout=0.3, clock=clock)
+    llm_server.script(Reply(text="never", stall_after=0), model="primary")
+    llm_server.script(Reply(text="b1"), Reply(text="b2"), model="backup")
+    assert text_of(await collect(client, REQ)) == "b1"
+    assert text_of(await collect(client, REQ)) == "b2"
+    assert len(llm_server.requests_for("primary")) == 1
+
+
+async def test_cooldown_grows_while_the_primary_keeps_failing_and_resets_on_success(llm_server, chain):
+    clock = Clock()
+    client = chain(clock=clock, cooldown_s=10.0)
+    llm_server.script(Failure(503), Failure(503), Reply(text="p"), model="primary")
+    llm_server.script(Reply(text="b"), Reply(text="b"), Reply(text="b"), model="backup")
+    await collect(client, REQ)  # primary fails: 10 s
+    clock.t += 11
+    await collect(client, REQ)  # tried again, fails again: 20 s
+    clock.t += 11
+    await collect(client, REQ)  # still cooling down: backup
+    assert len(llm_server.requests_for("primary")) == 2
+    clock.t += 10
+    assert text_of(await collect(client, REQ)) == "p"
+
+
+async def test_with_no_fallback_a_500_is_retried_once_after_a_backoff(llm_server, make_client, rec):
+    only = make_client("openai", model="primary", id="main")
+    client = FallbackClient([only], on_switch=rec.on_switch, sleep=rec.sleep)
+    llm_server.script(Failure(500), Reply(text="second try"), model="primary")
+    assert text_of(await collect(client, REQ)) == "second try"
+    assert len(rec.sleeps) == 1 and rec.sleeps[0] > 0
+
+
+async def test_with_no_fallback_two_500s_fail(llm_server, make_client, rec):
+    only = make_client("anthropic", model="primary", id="main")
+    client = FallbackClient([only], on_switch=rec.on_switch, sleep=rec.sleep)
+    llm_server.script(Failure(500), Failure(502), Reply(text="not reached"), model="primary")
+    with pytest.raises(RetryableModelError):
+        await collect(client, REQ)
+    assert len(llm_server.requests_for("primary")) == 2
+
+
+async def test_a_single_model_is_tried_even_while_it_cools_down():
+    clock = Clock()
+    a = scripted("a", RetryableModelError("x"), RetryableModelError("x"), reply("ok"))
+    client = FallbackClient([a], clock=clock, sleep=Recorder().sleep)
+    with pytest.raises(RetryableModelError):
+        await collect(client, REQ)
+    assert text_of(await collect(client, REQ)) == "ok"

@@ -198,10 +198,19 @@ async def test_unattended_turn_denies_approval_tools(make_runtime):
     assert log == [] and [e.code for e in events if isinstance(e, ev.ToolErrorEvent)] == ["denied"]
 
 
-async def test_always_allow_rule_skips_the_next_approval(make_runtime, store):
+async def test_always_allow_covers_only_its_scope(make_runtime, store):
+    """A standing approval for a tool without a narrower scope covers the exact same call only
+    (issue 15): the same arguments run without a card, different ones ask again."""
     log.clear()
     script = Script(
-        [[call("write_note", {"text": "1"})], [text("ok")], [call("write_note", {"text": "2"})], [text("ok")]]
+        [
+            [call("write_note", {"text": "1"})],
+            [text("ok")],
+            [call("write_note", {"text": "1"})],
+            [text("ok")],
+            [call("write_note", {"text": "2"})],
+            [text("asked")],
+        ]
     )
     rt = make_runtime(script, ALL)
     events = await collect(rt.run(req()))
@@ -209,7 +218,9 @@ async def test_always_allow_rule_skips_the_next_approval(make_runtime, store):
     await rt.decide(a.approval_id, "u1", "always")
     await collect(rt.resume(a.turn_id))
     events = await collect(rt.run(req("again")))
-    assert not [e for e in events if isinstance(e, ev.ApprovalRequired)] and log == ["write 1", "write 2"]
+    assert not [e for e in events if isinstance(e, ev.ApprovalRequired)] and log == ["write 1", "write 1"]
+    events = await collect(rt.run(req("other")))
+    assert [e for e in events if isinstance(e, ev.ApprovalRequired)] and log == ["write 1", "write 1"]
 
 
 async def test_new_message_while_suspended_moves_on(make_runtime, store):

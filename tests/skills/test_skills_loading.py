@@ -44,7 +44,11 @@ def write(folder, name, text):
 
 def test_five_builtins_with_descriptions_and_placeholders():
     skills = builtin_skills()
-    assert list(skills) == ["screen", "checkup", "report", "strategy", "backtest"] == list(BUILTIN_NAMES)
+    assert (
+        list(skills)
+        == ["screen", "checkup", "report", "strategy", "backtest", "daily_brief"]
+        == list(BUILTIN_NAMES)
+    )
     for skill in skills.values():
         assert skill.builtin and skill.description and len(skill.description) <= 100
         assert "{arguments}" in skill.body  # every built-in takes what the user typed
@@ -95,7 +99,7 @@ def test_user_skills_add_and_override_builtins(tmp_path):
     write(folder, "mycheckup.md", "---\nname: checkup\ndescription: My own checkup\n---\nOnly look at cash.")
     skills, problems = load_skills(folder)
     assert problems == []
-    assert list(skills)[:5] == list(BUILTIN_NAMES) and "dcf" in skills
+    assert list(skills)[: len(BUILTIN_NAMES)] == list(BUILTIN_NAMES) and "dcf" in skills
     assert skills["checkup"].description == "My own checkup" and skills["checkup"].overrides_builtin
     assert not skills["checkup"].builtin and skills["screen"].builtin
 

@@ -1,13 +1,22 @@
-"""exec_command: allowlisted environment, timeout kills the group, output cap, redaction."""
+"""exec_command: allowlisted environment, timeout kills the group, output cap, redaction.
+
+These hold in the sandbox and in the opt-in unsandboxed fallback alike: where bubblewrap is missing
+the tests run unsandboxed (test_tools_builtin_sandbox.py covers the sandbox itself)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
 from agent.errors import InvalidToolArguments, ToolTimedOut
 from agent.tools.builtin.shell import CappedOutput, build_child_env
+
+
+@pytest.fixture(autouse=True)
+def _fallback_without_bwrap(policy):
+    policy.unsandboxed_exec = shutil.which("bwrap") is None
 
 
 @pytest.fixture

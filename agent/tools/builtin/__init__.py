@@ -50,7 +50,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
 async def exec_command(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
     """Run a shell command in the workspace and return its exit code and output.
 
-    The command gets no API keys or tokens in its environment; long output is truncated.
+    It runs in a sandbox: only the workspace is writable (HOME is the workspace, /tmp is
+    private), there is no network unless the user enabled it, tapebot's own files are not visible,
+    and the environment holds no API keys or tokens. Long output is truncated.
 
     Args:
         command: the shell command line (sh syntax).

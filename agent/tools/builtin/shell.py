@@ -1,10 +1,12 @@
 """exec_command implementation.
 
-The child runs in the workspace, in its own session (process group), with an environment built
-only from an allowlist — provider keys, bot tokens and passwords are never inherited. Output
-(stdout+stderr interleaved) is capped, keeping the head and the tail, and redacted. On timeout or
-cancellation the whole process group is killed, so `sh -c "sleep 100 & ..."` leaves nothing behind.
-This is not a sandbox: the command is approval-gated because it can do anything the user can.
+The child runs in the OS sandbox of agent.tools.sandbox (bubblewrap: only the workspace writable,
+TAPEBOT_HOME invisible, own /proc, no network unless configured, CPU/size/memory limits), in its
+own session (process group), with an environment built only from an allowlist — provider keys,
+bot tokens and passwords are never inherited. Where no sandbox can be had the command is refused
+unless `unsandboxed_exec` is set. Output (stdout+stderr interleaved) is capped, keeping the head
+and the tail, and redacted. On timeout or cancellation the whole process group is killed (the
+sandbox dies with it), so `sh -c "sleep 100 & ..."` leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import re
 import signal
 from collections.abc import Mapping
 
-from agent.errors import InvalidToolArguments, ToolFailed, ToolTimedOut
+from agent.errors import InvalidToolArguments, ToolDenied, ToolFailed, ToolTimedOut
+from agent.tools import sandbox
 from agent.tools.workspace import LocalToolPolicy
 
 # Dropped even when allowlisted (leviath-core: a denylist alone misses AWS_SECRET_ACCESS_KEY etc.,
@@ -92,13 +95,24 @@ async def exec_command_impl(policy: LocalToolPolicy, command: str, timeout: floa
     if limit <= 0:
         raise InvalidToolArguments("timeout must be greater than 0 seconds")
     limit = min(limit, policy.exec_max_timeout)
+    st = await asyncio.to_thread(sandbox.status, policy)  # probes bwrap once per process
+    if not st.allowed:
+        raise ToolDenied(sandbox.refusal(st))
     policy.workspace.mkdir(parents=True, exist_ok=True)
     redact = policy.redact
+    env = build_child_env(policy)
+    limits = sandbox.limit_argv(policy, limit)
+    if st.sandboxed:
+        bwrap = sandbox.bwrap_path(policy) or "bwrap"
+        argv = limits + sandbox.bwrap_argv(policy, command, network=policy.exec_network, bwrap=bwrap)
+        env = sandbox.sandbox_env(policy, env)
+    else:
+        argv = [*limits, "/bin/sh", "-c", command]
     try:
-        proc = await asyncio.create_subprocess_shell(
-            command,
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
             cwd=str(policy.workspace),
-            env=build_child_env(policy),
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

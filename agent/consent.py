@@ -1,0 +1,283 @@
+"""Consent: the one decision function every surface uses, and the scope of standing approvals.
+
+Every way of answering an approval card — a button, a typed reply in a chat, `/approve` and
+`/deny`, the terminal prompt — is read by `read_consent`, so the same words mean the same thing
+everywhere. Only the Allow button, `/approve <id>` or a word from the short `AFFIRMATIVE` list
+allows; `STANDING` words ask for "Always allow" where it is offered. Everything else (option
+numbers, "deny", questions, unknown words, emoji) is a denial or unclear, never an allow.
+
+Normalisation is deliberately narrow: surrounding whitespace and trailing punctuation go, ASCII
+letters are lower-cased, runs of spaces become one. No Unicode folding, so a look-alike (a Kelvin
+sign for "k", full-width letters) is an unknown word, not "ok".
+
+"Always allow" creates a standing approval bound to a scope (`StandingScope`): for trades the same
+instrument and side up to the approved quantity per order; for `write_file` the same path; for
+other tools the exact same arguments. It is never offered for `exec_command`, nor for trades while
+live trading is on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+# The documented lists (README "Approvals"). Short on purpose: anything else is not consent.
+AFFIRMATIVE = frozenset(
+    {
+        "yes",
+        "y",
+        "ok",
+        "okay",
+        "allow",
+        "approve",
+        "confirm",
+        "好",
+        "好的",
+        "是",
+        "是的",
+        "确认",
+        "可以",
+        "同意",
+        "允许",
+        "批准",
+    }
+)
+STANDING = frozenset({"always", "always allow", "总是允许", "始终允许"})
+NEGATIVE = frozenset(
+    {
+        "no",
+        "n",
+        "deny",
+        "reject",
+        "cancel",
+        "stop",
+        "don't",
+        "dont",
+        "不",
+        "不要",
+        "不用",
+        "否",
+        "拒绝",
+        "取消",
+        "别",
+    }
+)
+
+# Trades: a standing approval covers the same instrument and side, up to the approved quantity.
+TRADING_TOOLS = frozenset({"execute_trade"})
+# A standing approval would waive every later command: never offered.
+NEVER_STANDING = frozenset({"exec_command"})
+# Bound to the path only (the content may differ).
+PATH_TOOLS = frozenset({"write_file"})
+
+Source = Literal["button", "command", "text"]
+ConsentKind = Literal["allow_once", "allow_standing", "deny", "edit", "unclear"]
+
+_TRAILING = re.compile(r"[\s!！。.,，?？~～、;；:：]+$")
+_SPACES = re.compile(r"\s+")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def normalize(text: str) -> str:
+    """The form compared with the word lists (see the module docstring)."""
+    s = _TRAILING.sub("", text.strip()).strip()
+    return _SPACES.sub(" ", s).translate(_ASCII_LOWER)
+
+
+@dataclass(frozen=True, slots=True)
+class StandingScope:
+    """What a standing approval covers. `kind`: trade (instrument + side, up to `max_quantity`
+    per order), path (the same file path) or exact (the same arguments, by hash)."""
+
+    tool: str
+    kind: Literal["trade", "path", "exact"]
+    instrument: str = ""
+    side: str = ""
+    max_quantity: float = 0.0
+    path: str = ""
+    args_hash: str = ""
+
+    def covers(self, tool: str, arguments: dict[str, Any] | None) -> bool:
+        if tool != self.tool:
+            return False
+        args = arguments or {}
+        if self.kind == "trade":
+            qty = _number(args.get("quantity"))
+            return (
+                _instrument(args.get("code")) == self.instrument
+                and str(args.get("side", "")).lower() == self.side
+                and qty is not None
+                and 0 < qty <= self.max_quantity
+            )
+        if self.kind == "path":
+            return isinstance(args.get("path"), str) and _path(args["path"]) == self.path
+        return _hash(tool, args) == self.args_hash
+
+    def describe(self) -> str:
+        """One line, the same in every language (codes, paths and numbers)."""
+        if self.kind == "trade":
+            return f"{self.tool} {self.side} {self.instrument} ≤ {self.max_quantity:g} per order"
+        if self.kind == "path":
+            return f"{self.tool} {self.path}"
+        return f"{self.tool} with exactly these arguments"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "kind": self.kind,
+            "instrument": self.instrument,
+            "side": self.side,
+            "max_quantity": self.max_quantity,
+            "path": self.path,
+            "args_hash": self.args_hash,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StandingScope:
+        return cls(
+            tool=str(data.get("tool", "")),
+            kind=data.get("kind", "exact"),
+            instrument=str(data.get("instrument", "")),
+            side=str(data.get("side", "")),
+            max_quantity=float(data.get("max_quantity") or 0.0),
+            path=str(data.get("path", "")),
+            args_hash=str(data.get("args_hash", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StandingApproval:
+    """A granted "Always allow": a policy record, changed only by `/rules` and `tapebot rules`."""
+
+    id: str
+    chat_key: str
+    scope: StandingScope
+    granted_by: str
+    created_at: datetime
+    expires_at: datetime
+    approval_id: str = ""
+
+    @property
+    def tool(self) -> str:
+        return self.scope.tool
+
+
+@dataclass(frozen=True, slots=True)
+class ConsentDecision:
+    kind: ConsentKind
+    scope: StandingScope | None = None  # for allow_standing
+    note: str = ""  # for edit: what the user asked to change
+
+    @property
+    def allows(self) -> bool:
+        return self.kind in ("allow_once", "allow_standing")
+
+    @property
+    def gate_decision(self) -> Literal["once", "always", "deny", "edit"] | None:
+        """The ApprovalGate's word for it; None when unclear (nothing is decided)."""
+        return {
+            "allow_once": "once",
+            "allow_standing": "always",
+            "deny": "deny",
+            "edit": "edit",
+        }.get(self.kind)  # type: ignore[return-value]
+
+
+def standing_scope(
+    tool: str, arguments: dict[str, Any] | None, *, live_trading: bool
+) -> StandingScope | None:
+    """What "Always allow" would cover for this action; None when it is not offered."""
+    args = arguments or {}
+    if tool in NEVER_STANDING:
+        return None
+    if tool in TRADING_TOOLS:
+        qty = _number(args.get("quantity"))
+        side = str(args.get("side", "")).lower()
+        code = _instrument(args.get("code"))
+        if live_trading or qty is None or qty <= 0 or side not in ("buy", "sell") or not code:
+            return None
+        return StandingScope(tool, "trade", instrument=code, side=side, max_quantity=qty)
+    if tool in PATH_TOOLS:
+        path = args.get("path")
+        if not isinstance(path, str) or not path.strip():
+            return None
+        return StandingScope(tool, "path", path=_path(path))
+    return StandingScope(tool, "exact", args_hash=_hash(tool, args))
+
+
+def read_consent(
+    source: Source,
+    answer: str,
+    *,
+    scope: StandingScope | None = None,
+    replying_to_card: bool = False,
+) -> ConsentDecision:
+    """The decision an answer to an approval card stands for. `source`: button (its decision word
+    once/always/deny), command (approve/deny) or text (a typed reply, in a chat or the terminal).
+    `scope`: what "Always allow" would cover, None when it is not offered. `replying_to_card`: a
+    typed reply to the card that is neither yes nor no is a request to change the action (a
+    denial that carries the note back to the model)."""
+    if source == "button":
+        if answer == "once":
+            return ConsentDecision("allow_once")
+        if answer == "always":
+            return ConsentDecision("allow_standing", scope) if scope else ConsentDecision("unclear")
+        return ConsentDecision("deny") if answer == "deny" else ConsentDecision("unclear")
+    if source == "command":
+        if answer == "approve":
+            return ConsentDecision("allow_once")
+        return ConsentDecision("deny") if answer == "deny" else ConsentDecision("unclear")
+    word = normalize(answer)
+    if word in AFFIRMATIVE:
+        return ConsentDecision("allow_once")
+    if word in STANDING:
+        return ConsentDecision("allow_standing", scope) if scope else ConsentDecision("unclear")
+    if word in NEGATIVE:
+        return ConsentDecision("deny")
+    if replying_to_card and word:
+        return ConsentDecision("edit", note=answer.strip())
+    return ConsentDecision("unclear")
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _instrument(value: Any) -> str:
+    return value.strip().upper() if isinstance(value, str) else ""
+
+
+def _path(value: str) -> str:
+    return value.strip()
+
+
+def _hash(tool: str, args: dict[str, Any]) -> str:
+    canon = json.dumps({"tool": tool, "args": args}, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+__all__ = [
+    "AFFIRMATIVE",
+    "NEGATIVE",
+    "STANDING",
+    "ConsentDecision",
+    "StandingApproval",
+    "StandingScope",
+    "normalize",
+    "read_consent",
+    "standing_scope",
+]

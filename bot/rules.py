@@ -1,0 +1,108 @@
+"""Standing approvals, seen and removed by people: `/rules` in a chat (Telegram, Discord, the
+terminal) and `tapebot rules list|revoke` from the shell. These are the only ways policy records
+change besides a human tapping "Always allow"; no tool the model can call reaches them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from adapters.base import InboundCommand
+from agent.consent import StandingApproval
+from bot.chats import ChatState
+from bot.i18n import t
+
+if TYPE_CHECKING:
+    from bot.gateway import Gateway
+
+
+class RulesStore(Protocol):
+    async def list_standing(
+        self, chat_key: str | None, now: datetime, tool: str | None = None
+    ) -> list[StandingApproval]: ...
+
+    async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int: ...
+
+
+def _when(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def format_rules(rules: Sequence[StandingApproval], lang: str, *, chat: bool = True) -> str:
+    if not rules:
+        return t(lang, "rules_none")
+    lines = [t(lang, "rules_head")] if chat else []
+    for r in rules:
+        line = t(
+            lang,
+            "rules_line",
+            id=r.id,
+            tool=r.tool,
+            scope=r.scope.describe(),
+            who=r.granted_by,
+            at=_when(r.created_at),
+            expires=_when(r.expires_at),
+        )
+        lines.append(line if chat else f"{r.chat_key} · {line}")
+    return "\n".join(lines)
+
+
+async def rules_command(
+    store: RulesStore, chat_key: str, args: str, lang: str, now: datetime | None = None
+) -> str:
+    """`/rules`, `/rules revoke <id>`, `/rules revoke all` for one chat; the reply text."""
+    now = now or datetime.now(UTC)
+    argv = args.split()
+    if not argv or argv == ["list"]:
+        return format_rules(await store.list_standing(chat_key, now), lang)
+    if argv[0] == "revoke" and len(argv) == 2:
+        target = None if argv[1].lower() == "all" else argv[1]
+        n = await store.revoke_standing(chat_key, target)
+        if n == 0 and target is not None:
+            return t(lang, "rules_unknown", id=target[:32])
+        return t(lang, "rules_revoked", n=n)
+    return t(lang, "rules_usage")
+
+
+async def cmd_rules(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
+    # admins only in groups: the gateway checks before calling (ADMIN_ONLY_IN_GROUPS)
+    await gw.say(state, await rules_command(gw.store, state.key, cmd.args, state.lang))
+
+
+async def active_count(store: RulesStore, chat_key: str) -> int:
+    return len(await store.list_standing(chat_key, datetime.now(UTC)))
+
+
+# ---- tapebot rules list|revoke ---------------------------------------------------------------------
+def main(argv: Sequence[str], ctx: Any) -> int:
+    parser = argparse.ArgumentParser(prog="tapebot rules", description="standing approvals (Always allow)")
+    sub = parser.add_subparsers(dest="action", required=True)
+    p = sub.add_parser("list", help="list unexpired standing approvals")
+    p.add_argument("--chat", help="only this chat (e.g. telegram:123)")
+    p = sub.add_parser("revoke", help="revoke one standing approval by id, or all")
+    p.add_argument("id", help="the id shown by `tapebot rules list`, or `all`")
+    p.add_argument("--chat", help="only this chat (with `all`)")
+    args = parser.parse_args(list(argv))
+    settings = ctx.settings(require_model=False)
+    settings.ensure_dirs()
+
+    async def _go() -> str:
+        from memory.db import Database
+        from memory.stores import SqlStore
+
+        async with Database(settings.db_url) as db:
+            store = SqlStore(db)
+            if args.action == "list":
+                return format_rules(await store.list_standing(args.chat, datetime.now(UTC)), "en", chat=False)
+            target = None if args.id.lower() == "all" else args.id
+            n = await store.revoke_standing(args.chat, target)
+            if n == 0 and target is not None:
+                return t("en", "rules_unknown", id=target)
+            return t("en", "rules_revoked", n=n)
+
+    print(asyncio.run(_go()), file=ctx.stdout)
+    return 0

@@ -1,0 +1,87 @@
+"""Issue 17 item 3 end to end: a transient Bot API failure on the answer or on the approval card
+does not fail the turn; a send that fails for good is reported in plain words."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.providers.scripted import ScriptedClient, reply
+from tests.adapters.conftest import FakeSleep
+from tests.bot.conftest import ALICE, Harness
+from tests.fakes.telegram_api import FakeBotAPI, _err, buttons_of
+
+
+def bad_gateway() -> tuple[int, dict]:
+    return _err(502, "Bad Gateway")
+
+
+class QuickHarness(Harness):
+    """The adapter's backoff waits on an injected sleep."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.sleep = FakeSleep()
+
+    def telegram_options(self) -> dict:
+        return {**super().telegram_options(), "sleep": self.sleep}
+
+
+async def _started(tmp_path, *turns) -> QuickHarness:
+    h = QuickHarness(tmp_path / "home", FakeBotAPI(), ScriptedClient())
+    h.script.add(*turns)
+    await h.start()
+    return h
+
+
+def _has_text(m: dict, text: str) -> bool:
+    return text in m.get("text", "")
+
+
+async def test_one_502_on_the_answer_does_not_fail_the_turn(tmp_path):
+    h = await _started(tmp_path, reply("The answer is 42."))
+    try:
+        api = h.api
+        api.fail_when("sendMessage", bad_gateway(), match=lambda p: "42" in p.get("text", ""))
+        api.push_text(ALICE, "question", user_id=ALICE)
+        await api.wait_for(lambda: any("The answer is 42." in t for t in api.texts(ALICE)))
+        await asyncio.sleep(0.1)
+        texts = api.texts(ALICE)
+        assert sum("The answer is 42." in t for t in texts) == 1
+        assert not any("went wrong" in t for t in texts), texts
+    finally:
+        await h.stop()
+
+
+async def test_one_502_on_the_approval_card_still_sends_it(tmp_path):
+    h = await _started(
+        tmp_path,
+        reply(tool_calls=[("write_file", {"path": "c.txt", "content": "card"})]),
+        reply("Written."),
+    )
+    try:
+        api = h.api
+        api.fail_when("sendMessage", bad_gateway(), match=lambda p: bool(p.get("reply_markup")))
+        api.push_text(ALICE, "write c.txt", user_id=ALICE)
+        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+        await api.wait_for(lambda: any("Written." in t for t in api.texts(ALICE)))
+        assert (h.home / "workspace" / "c.txt").read_text() == "card"
+        assert not any("went wrong" in t for t in api.texts(ALICE))
+    finally:
+        await h.stop()
+
+
+async def test_an_answer_that_cannot_be_delivered_is_reported_in_plain_words(tmp_path):
+    h = await _started(tmp_path, reply("Unlucky answer."), reply("Next answer."))
+    try:
+        api = h.api
+        api.fail_when("sendMessage", bad_gateway(), match=lambda p: "Unlucky" in p.get("text", ""), times=50)
+        api.push_text(ALICE, "question", user_id=ALICE)
+        await api.wait_for(lambda: any("could not deliver" in t.lower() for t in api.texts(ALICE)))
+        assert not any("went wrong" in t for t in api.texts(ALICE))
+        # the chat goes on
+        api.push_text(ALICE, "again", user_id=ALICE)
+        await api.wait_for(lambda: any("Next answer." in t for t in api.texts(ALICE)))
+    finally:
+        await h.stop()

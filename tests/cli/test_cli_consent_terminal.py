@@ -1,0 +1,123 @@
+"""The terminal reads approvals like the chats do (issue 15, item 2): the same words, the same card,
+and only what is typed after the prompt appeared. The real CLI in a subprocess against the scripted
+LLM server; the typed-ahead case runs it on a pseudo-terminal, as a user's shell would."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bot.terminal import flush_typed_ahead
+from tests.cli.test_cli_chat_e2e import ROOT, openai_env, run_cli, server  # noqa: F401
+from tests.fakes.llm_server import Reply, ToolCall
+
+WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content": "no position above 15%"})])
+
+
+@pytest.mark.parametrize("answer", ["好", "OK", "同意"])
+def test_a_chat_affirmative_allows_in_the_terminal_too(tmp_path, server, answer):  # noqa: F811
+    server.script(WRITE, Reply("Saved your plan."))
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{answer}\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "workspace" / "plan.txt").exists()
+
+
+@pytest.mark.parametrize("answer", ["a", "3", "第三个", "deny", "👍"])
+def test_words_that_are_not_consent_in_chat_are_not_consent_in_the_terminal(tmp_path, server, answer):  # noqa: F811
+    server.script(WRITE, Reply("Not saved."))
+    r = run_cli(
+        tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{answer}\n{answer}\n{answer}\n/exit\n"
+    )
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "workspace" / "plan.txt").exists()
+    assert "Not saved." in r.stdout
+
+
+def test_the_terminal_card_has_the_chat_cards_content(tmp_path, server):  # noqa: F811
+    server.script(
+        Reply(tool_calls=[ToolCall("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]),
+        Reply("Not bought."),
+    )
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin="buy 100 moutai\nno\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    for part in ("贵州茅台 (600519)", "BUY 100", "PAPER", "Last price", "2025-09-03", "Estimated amount",
+                 "Who may approve: you", "Expires", "buy 600519 ≤ 100 per order", "[always]"):  # fmt: skip
+        assert part in out, part
+
+
+def test_flush_discards_what_was_typed_before_the_prompt():
+    master, slave = os.openpty()
+    try:
+        with os.fdopen(slave, "r", closefd=False) as tty:
+            os.write(master, b"y\n")  # typed while the turn was still working
+            flush_typed_ahead(tty)
+            os.write(master, b"no\n")  # typed after the prompt
+            assert os.read(slave, 100).strip() == b"no"
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, seen.decode(errors="replace")[-2000:]
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b""
+            assert chunk, seen.decode(errors="replace")[-2000:]
+            seen += chunk
+    del seen[: seen.index(needle) + len(needle)]  # the next wait looks after this
+
+
+def test_an_answer_typed_ahead_of_the_card_is_discarded_on_a_tty(tmp_path, server):  # noqa: F811
+    """Item 2: "y" typed while the turn is still working used to answer the approval prompt that
+    appeared later. On a terminal it is discarded; only the "no" typed after the prompt counts."""
+    server.script(WRITE, Reply("Not saved."))
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
+    env.update(TAPEBOT_HOME=str(tmp_path), TAPEBOT_MEMORY__ENABLED="false", **openai_env(server))
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "chat"], env=env, cwd=ROOT, stdin=slave, stdout=slave, stderr=slave
+    )
+    os.close(slave)
+    seen = bytearray()
+    try:
+        _read_until(master, b"you> ", seen)
+        os.write(master, b"save my plan\ny\n")  # "y" is typed ahead, before any card exists
+        _read_until(master, b"Allow write_file?", seen)
+        os.write(master, b"no\n")
+        _read_until(master, b"Not saved.", seen)
+        _read_until(master, b"you> ", seen)
+        os.write(master, b"/exit\n")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert not (tmp_path / "workspace" / "plan.txt").exists()
+
+
+def test_rules_in_the_terminal_list_and_revoke(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("Saved your plan."))
+    r = run_cli(
+        tmp_path,
+        openai_env(server),
+        "chat",
+        stdin="save my plan\nalways\n/rules\n/rules revoke all\n/rules\n/exit\n",
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "workspace" / "plan.txt").exists()
+    assert "write_file plan.txt" in r.stderr and "granted by terminal" in r.stderr
+    assert "Revoked 1 standing approval(s)." in r.stderr and "No standing approvals" in r.stderr

@@ -1,0 +1,102 @@
+"""`run_backtest` (issue 19, item 3): benchmark entries (buy-and-hold, MA cross), the period the
+metrics cover, and a caption that agrees with the chart."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from markets_helpers import make_sessions
+from pydantic import ValidationError
+
+from agent.tools.registry import Deps, ToolContext
+from markets import charts
+from markets.data import MarketData
+from markets.services import MarketServices
+from markets.strategies import StrategyConfig, ma_cross
+from markets.tools import market_tools
+
+MD = MarketData()
+
+
+@pytest.fixture
+async def ctx(tmp_path):
+    engine, sessions = await make_sessions(tmp_path)
+    svc = MarketServices(data=MD, session_factory=sessions, results_dir=tmp_path / "results")
+    yield lambda: ToolContext(call_id="c1", session_id="s1", user_id="u1", deps=Deps(svc))
+    await engine.dispose()
+
+
+async def backtest(ctx, **args):
+    return await market_tools.get("run_backtest").call(ctx(), args)
+
+
+def test_config_accepts_benchmark_entries():
+    assert StrategyConfig(entry="buy_and_hold").entry == "buy_and_hold"
+    assert StrategyConfig.model_validate({"entry": ["ma_cross"]}).entry == "ma_cross"
+    assert StrategyConfig.model_validate({"entry": "spring"}).entry == ["spring"]
+    with pytest.raises(ValidationError):
+        StrategyConfig.model_validate({"entry": "coin_flip"})
+    with pytest.raises(ValidationError):
+        StrategyConfig.model_validate({"entry": "ma_cross", "ma_fast": 30, "ma_slow": 10})
+
+
+def test_ma_cross_uses_the_last_nonzero_difference():
+    close = np.array([[5, 5, 5, 5, 4, 4, 6, 6, 6, 3.0]])
+    up, down = ma_cross(close, 1, 3)
+    # fast = close, slow = 3-bar mean. Differences from bar 2: 0, 0, -.67, -.33, 1.33, .67, 0, -2.
+    # Bar 4 is no cross (no earlier side: the differences before it are 0); bar 6 crosses up; bar 9
+    # crosses down, measured against bar 7 (bar 8's difference is 0) — backtrader's CrossOver rule.
+    assert np.flatnonzero(up[0]).tolist() == [6] and np.flatnonzero(down[0]).tolist() == [9]
+
+
+async def test_buy_and_hold_on_002229_buys_the_next_day(ctx):
+    b = await backtest(ctx, codes=["002229"], config={"entry": "buy_and_hold"}, start="2023-08-14")
+    out = b.content
+    assert out["blocked_orders"] == 0 and out["trades_total"] == 1
+    [trip] = out["trades"]
+    assert trip["entry_date"] == "2023-08-15" and trip["entry_price"] == 41.0 and trip["exit_date"] is None
+
+
+async def test_summary_reports_the_period_the_metrics_cover(ctx, monkeypatch):
+    seen = {}
+    real = charts.equity_curve
+
+    def spy(dates, equity, out_dir, **kw):
+        seen.update(dates=dates, equity=equity, benchmark=kw.get("benchmark"))
+        return real(dates, equity, out_dir, **kw)
+
+    monkeypatch.setattr(charts, "equity_curve", spy)
+    b = await backtest(ctx, codes=["600519", "000001"], config={"entry": "buy_and_hold"}, start="2024-01-01")
+    out = b.content
+    assert out["start"] == "2024-01-02" and out["warmup_from"] == "2023-08-14" and out["end"] == "2025-09-03"
+    assert {t["entry_date"] for t in out["trades"]} == {"2024-01-02"}  # bought on the first bar of the period
+    m = out["metrics"]
+    # the chart and the caption show the same figures
+    eq, bench = seen["equity"], seen["benchmark"]
+    assert round((eq[-1] / eq[0] - 1) * 100, 2) == m["total_return_pct"]
+    ok = bench[~np.isnan(bench)]
+    assert round((ok[-1] / ok[0] - 1) * 100, 2) == m["benchmark_return_pct"]
+    caption = b.attachments[0].caption
+    figures = [float(x) for x in re.findall(r"(-?\d+\.\d+)%", caption)]
+    assert figures == [m["total_return_pct"], m["benchmark_return_pct"]]
+    assert "2024-01-02" in caption and "2025-09-03" in caption
+
+
+async def test_default_period_chart_matches_metrics(ctx, monkeypatch):
+    # no start: the warm-up is chosen by the tool; the chart must still start where the metrics do
+    seen = {}
+    real = charts.equity_curve
+
+    def spy(dates, equity, out_dir, **kw):
+        seen.update(dates=dates, benchmark=kw.get("benchmark"))
+        return real(dates, equity, out_dir, **kw)
+
+    monkeypatch.setattr(charts, "equity_curve", spy)
+    b = await backtest(ctx, codes=["600519"], config={"entry": "ma_cross", "ma_fast": 5, "ma_slow": 20})
+    out = b.content
+    ok = seen["benchmark"][~np.isnan(seen["benchmark"])]
+    assert round((ok[-1] / ok[0] - 1) * 100, 2) == out["metrics"]["benchmark_return_pct"]
+    assert str(seen["dates"][1]) == out["start"]
+    assert out["config"]["stop_pct"] is None and out["trades_total"] > 1

@@ -1,0 +1,148 @@
+"""The trading calendar outside its known range (issue 19, item 6): warnings instead of silent
+guesses, a newer file dropped into $TAPEBOT_HOME/data, and `tapebot data update-calendar` from akshare
+(faked at the akshare function boundary with a response of the real shape)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import types
+from datetime import UTC, date, datetime
+from types import SimpleNamespace
+
+import pytest
+from markets_helpers import DATA
+
+from bot import cli
+from markets.calendar import CALENDAR_FILE, TradingCalendar, update_calendar
+from markets.data import MarketData
+
+AK = json.loads((DATA / "akshare_trade_date_hist_sina.json").read_text())
+
+
+class FakeFrame:
+    """Stands in for the pandas DataFrame akshare returns: `frame["trade_date"]` iterates dates."""
+
+    def __init__(self, days: list[str]):
+        self.cols = {"trade_date": [date.fromisoformat(d) for d in days]}
+
+    def __getitem__(self, key: str):
+        return self.cols[key]
+
+
+def fake_akshare(days: list[str] | None = None):
+    mod = types.ModuleType("akshare")
+    mod.tool_trade_date_hist_sina = lambda: FakeFrame(days or AK["trade_date"])  # type: ignore[attr-defined]
+    return mod
+
+
+def test_outside_the_bundled_range_warns():
+    cal = TradingCalendar.sse()
+    assert cal.last == date(2026, 12, 31)
+    assert cal.warning(date(2026, 6, 1)) is None
+    soon = cal.warning(date(2026, 12, 15))
+    assert soon and "ends 2026-12-31" in soon and "16 days" in soon
+    out = cal.warning(date(2027, 1, 1))
+    assert out and "2027-01-01" in out and "update-calendar" in out and "cn_trade_calendar.json" in out
+    assert TradingCalendar.crypto().warning(date(2030, 1, 1)) is None
+
+
+def test_a_newer_file_in_the_data_folder_overrides_the_bundled_one(tmp_path):
+    (tmp_path / CALENDAR_FILE).write_text(json.dumps(["2026-12-31", "2027-01-04", "2027-01-05"]))
+    cal = TradingCalendar.sse(tmp_path)
+    assert cal.last == date(2027, 1, 5) and str(tmp_path) in cal.source
+    assert not cal.is_trading_day(date(2027, 1, 1)) and cal.is_trading_day(date(2027, 1, 4))
+    assert MarketData(calendar_dir=tmp_path).calendar("cn").last == date(2027, 1, 5)
+    (tmp_path / CALENDAR_FILE).write_text("not json")
+    with pytest.raises(ValueError, match=r"cn_trade_calendar\.json"):
+        TradingCalendar.sse(tmp_path)
+
+
+def test_update_calendar_from_akshare_merges_and_writes(tmp_path):
+    res = update_calendar(tmp_path, akshare=fake_akshare())
+    assert res.last == date(2027, 1, 29) and res.added == 20  # the weekdays 2027-01-04 … 01-29
+    cal = TradingCalendar.sse(tmp_path)
+    assert cal.first == date(1990, 12, 19)  # the fetched tail is merged onto the known history
+    assert not cal.is_trading_day(date(2027, 1, 1)) and cal.is_trading_day(date(2027, 1, 4))
+    assert "outside" not in (cal.warning(date(2027, 1, 4)) or "")  # inside now (ends in 25 days)
+    assert cal.warning(date(2026, 11, 2)) is None
+
+
+def test_update_calendar_refuses_a_response_that_does_not_reach_the_known_end(tmp_path):
+    with pytest.raises(ValueError, match="ends 2026-12-04"):
+        update_calendar(tmp_path, akshare=fake_akshare(["2026-12-01", "2026-12-04"]))
+    assert not (tmp_path / CALENDAR_FILE).exists()
+
+
+def test_cli_update_calendar(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "akshare", fake_akshare())
+    code = cli.main(["--home", str(tmp_path), "data", "update-calendar"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "2027-01-29" in out and (tmp_path / "data" / CALENDAR_FILE).is_file()
+
+
+def test_cli_update_calendar_without_akshare(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "akshare", None)  # import fails as if not installed
+    code = cli.main(["--home", str(tmp_path), "data", "update-calendar"])
+    _out, err = capsys.readouterr()
+    assert code == 1 and "pip install 'tapebot[akshare]'" in err
+
+
+def test_config_check_warns_outside_the_calendar(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+    out = io.StringIO()
+    ctx = cli.CliContext(
+        home=tmp_path,
+        stdout=out,
+        now=lambda: datetime(2027, 1, 4, 1, tzinfo=UTC),
+        environ={"ANTHROPIC_API_KEY": "k"},
+    )
+    assert cli.cmd_config_check(ctx) == 0
+    assert "# WARNING: the SSE trading calendar" in out.getvalue()
+    update_calendar(tmp_path / "data", akshare=fake_akshare())
+    out2 = io.StringIO()
+    ctx2 = cli.CliContext(
+        home=tmp_path,
+        stdout=out2,
+        now=lambda: datetime(2027, 1, 4, 1, tzinfo=UTC),
+        environ={"ANTHROPIC_API_KEY": "k"},
+    )
+    assert cli.cmd_config_check(ctx2) == 0
+    assert "is outside it" not in out2.getvalue() and "ends 2027-01-29" in out2.getvalue()
+
+
+async def test_status_and_brief_carry_the_warning():
+    from bot.briefs import BriefRunner
+    from bot.commands_more import status_extra
+    from markets.services import MarketServices
+
+    app = SimpleNamespace(
+        task_manager=None, schedules=None, mcp=None, skills=None, market=MarketServices(data=MarketData())
+    )
+    late = datetime(2027, 1, 4, 1, tzinfo=UTC)
+    assert "trading calendar ends 2026-12-31" in await status_extra(app, SimpleNamespace(), now=late)
+    assert "calendar" not in await status_extra(app, SimpleNamespace(), now=datetime(2026, 6, 1, tzinfo=UTC))
+    text = BriefRunner(app, now=lambda: late).brief_text()  # type: ignore[arg-type]
+    assert "trading calendar ends 2026-12-31" in text
+    assert "calendar" not in BriefRunner(app, now=lambda: datetime(2026, 6, 1, tzinfo=UTC)).brief_text()  # type: ignore[arg-type]
+
+
+async def test_market_overview_tool_carries_the_warning():
+    from agent.tools.registry import Deps, ToolContext
+    from markets.services import MarketServices
+    from markets.tools import market_tools
+
+    svc = MarketServices(data=MarketData(), clock=lambda: datetime(2027, 1, 4, 1, tzinfo=UTC))
+    out = await market_tools.get("get_market_overview").call(ToolContext(deps=Deps(svc)), {})
+    assert "is outside it" in out["calendar_warning"]
+
+
+def test_scheduler_calendar_logs_days_outside_the_range(caplog):
+    from bot.app import _warned_trading_days
+
+    is_trading = _warned_trading_days(TradingCalendar.sse())
+    assert not is_trading(date(2026, 10, 1)) and "outside" not in caplog.text
+    assert is_trading(date(2027, 1, 1))  # a weekday guess (New Year's Day) …
+    assert "2027-01-01 is outside it" in caplog.text  # … that is logged, not silent
