@@ -8,11 +8,13 @@ interleaved run by run with this tree's, so a before/after pair shares the machi
 The real CLI (`python -m bot.cli chat -m hi`) runs as a subprocess with a temporary TAPEBOT_HOME
 (memory on, the default), a dummy API key and the base URL pointing at the scripted LLM server
 (tests/fakes/llm_server.py) in a thread; the server answers at once, so the wall time is tapebot's
-own: interpreter start, imports, settings, database, tool registration, one model round trip,
-exit. The first run migrates the new database and is not counted. Prints the median wall time of
-`--runs` runs (target ≤ 1.0 s on a quiet 2-core machine) and the `python -X importtime` top
-offenders (cumulative, top-level imports), plus whether numpy / matplotlib / alembic / the other
-vendor's SDK were imported (they should not be). Prints figures; asserts nothing.
+own: interpreter start, imports, settings, database, tool registration, the model round trips
+(the answer, then memory upkeep), exit. The first run migrates the new database and is not
+counted. Prints the median wall time of `--runs` runs (target ≤ 1.0 s on a quiet 2-core machine),
+their median CPU time (user + system: on a busy machine the steadier figure), the
+`python -X importtime` top offenders (cumulative, top-level imports), and whether numpy /
+matplotlib / alembic / the other vendor's SDK were imported (they should not be). Prints
+figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,7 +55,16 @@ def env_for(home: Path, server: ScriptedLLMServer, vendor: str, root: Path = ROO
     return env
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+CPU: dict[str, list[float]] = {}  # tree -> CPU seconds (user + system) of each timed run
+
+
 def one(env: dict[str, str], *extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    cpu0 = _children_cpu()
     t = time.perf_counter()
     r = subprocess.run(
         [sys.executable, *extra, "-m", "bot.cli", "chat", "-m", "hi"],
@@ -63,6 +75,7 @@ def one(env: dict[str, str], *extra: str) -> tuple[float, subprocess.CompletedPr
         timeout=120,
     )
     took = time.perf_counter() - t
+    CPU.setdefault(env["PYTHONPATH"], []).append(_children_cpu() - cpu0)
     if r.returncode != 0:
         sys.exit(f"tapebot chat -m hi failed ({r.returncode}):\n{r.stderr[-2000:]}")
     return took, r
@@ -100,9 +113,11 @@ def main() -> None:
             for name, env in envs.items():
                 first, _ = one(env)  # creates and migrates the fresh database
                 print(f"{name}: first run (creates and migrates the database) {first:.2f} s")
+            CPU.clear()  # count the timed runs only
             for _ in range(args.runs):  # interleaved: each tree sees the same load
                 for name, env in envs.items():
                     times[name].append(one(env)[0])
+            cpu = {name: list(CPU[env["PYTHONPATH"]]) for name, env in envs.items()}
             bare = [one_bare() for _ in range(args.runs)]
             for name, env in envs.items():
                 traced[name] = one(env, "-X", "importtime")[1].stderr
@@ -115,6 +130,10 @@ def main() -> None:
         print(
             f"wall time: median {med:.3f} s {spread(times[name], 1, ' s')}  target ≤ {TARGET} s "
             f"{'ok' if med <= TARGET else 'MISSED'}"
+        )
+        print(
+            f"CPU time (user + system; less sensitive to a busy machine): median "
+            f"{statistics.median(cpu[name]):.3f} s {spread(cpu[name], 1, ' s')}"
         )
         loaded = {m.group(4) for m in _LINE.finditer(traced[name])}
         print("imported: " + ", ".join(f"{m} {'yes' if m in loaded else 'no'}" for m in HEAVY))
