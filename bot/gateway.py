@@ -42,7 +42,7 @@ from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
 from agent.consent import ConsentDecision, StandingApproval, normalize, read_consent
-from agent.errors import ApprovalError, StorageError
+from agent.errors import ApprovalError, StorageError, TurnNotBegun
 from agent.messages import Message
 from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
@@ -700,7 +700,41 @@ class Gateway:
             no_open_turn=no_open_turn,
             receipts=receipts,
         )
-        return self.runtime.run(request)
+        return self._begun(state, request)
+
+    async def _begun(self, state: ChatState, request: TurnRequest) -> AsyncIterator[ev.RuntimeEvent]:
+        """The turn, its first write retried while storage fails (the same policy as an inbound
+        event's): the message is recorded already, so it waits in memory meanwhile; the chat is
+        told once. A stop ends the waiting (the restart takes the record up); after the budget the
+        user is asked to send it again."""
+        policy = self.storage_retry
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + policy.budget_s
+        delay = policy.first_s
+        told = state.chat.key  # the chats told already, shared with inbound events' retries
+        while True:
+            try:
+                async with contextlib.aclosing(self.runtime.run(request)) as events:
+                    async for event in events:
+                        self._storage_told.discard(told)  # begun: a later fault is news again
+                        yield event
+                return
+            except TurnNotBegun as exc:
+                log.warning("a turn in %s could not begin; retrying: %s", state.key, exc)
+                if loop.time() + delay > deadline:
+                    log.error("gave up beginning a turn in %s", state.key)
+                    self._storage_told.discard(told)
+                    preview = _preview(request.text or "…")
+                    await self.say(state, t(state.lang, "storage_gave_up", preview=preview))
+                    return
+                if told not in self._storage_told:
+                    self._storage_told.add(told)
+                    await self.say(state, t(state.lang, "storage_trouble"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_signal.wait(), delay)
+            if self.stop_signal.is_set():
+                return  # recorded: the restart takes the message up
+            delay = min(delay * 2, policy.max_s)
 
     def _queued_turn(
         self, state: ChatState, queued: list[Queued], user: UserRef, **meta: Any
