@@ -349,7 +349,18 @@ class Gateway:
         return (user.user_id,)
 
     async def handle(self, inbound: Inbound) -> None:
-        """The adapter's handler. Returns once the event is accepted; turns run as tasks."""
+        """The adapter's handler. Returns once the event is accepted; turns run as tasks. A tap
+        whose handling fails is answered in the chat (its quiet acknowledgement may be used up
+        or may have failed): the user is asked to tap again."""
+        try:
+            await self._handle(inbound)
+        except Exception:
+            if not isinstance(inbound, ButtonPress):
+                raise
+            log.exception("button press %s in %s failed", inbound.update_id, inbound.chat.key)
+            await self._tell_storage(inbound, "button_failed")
+
+    async def _handle(self, inbound: Inbound) -> None:
         user = inbound.user
         adapter = self.adapters.get(inbound.chat.platform)
         if adapter is None:
@@ -455,6 +466,8 @@ class Gateway:
                 return result
 
     async def _tell_storage(self, inbound: Inbound, key: str, **fields: Any) -> None:
+        """Say `key` in the event's chat, in its sender's language: no chat state needed (storage
+        may be what failed)."""
         if key == "storage_trouble":
             if inbound.chat.key in self._storage_told:
                 return
