@@ -16,7 +16,7 @@ from adapters.base import ChatAdapter, ChatRef, DeliveryError, DeliveryUncertain
 from adapters.stream import StreamingMessage
 from agent import events as ev
 from bot.i18n import t
-from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of
+from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of, paused_record
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,8 @@ class TurnView:
         board: ProgressBoard | None = None,
         key: str | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        stop: asyncio.Event | None = None,
+        on_paused: Callable[[SentMessage, dict[str, Any]], Awaitable[None]] | None = None,
     ):
         self.adapter, self.chat, self.lang = adapter, chat, lang
         self.on_approval, self.on_question = on_approval, on_question
@@ -44,6 +46,9 @@ class TurnView:
         self.board = board or ProgressBoard()
         self.key = key or chat.key
         self._sleep = sleep
+        # a stop for a restart: the progress says the turn resumes after it, and `on_paused`
+        # keeps where that message is, for the restart to show its final state
+        self.stop, self.on_paused = stop, on_paused
         self.stream: StreamingMessage | None = None
         self.progress: ProgressLine | None = None
         self.plan_msg: SentMessage | None = None
@@ -108,11 +113,23 @@ class TurnView:
             return
         if done.status == "suspended":
             self.board.park(self.key, p)
+        elif done.status == "interrupted":
+            await self._pause(p)
+            return
         elif done.status in ("cancelled", "failed"):
             p.settle(f": {t(self.lang, 'tool_' + done.status)}")
         else:
             p.settle(f": {t(self.lang, 'not_run')}")
         await p.close()
+
+    async def _pause(self, p: ProgressLine) -> None:
+        running = p.pause(t(self.lang, "progress_paused"))
+        await p.close()
+        if p.msg is not None and self.on_paused is not None:
+            try:
+                await self.on_paused(p.msg, paused_record(p, running))
+            except Exception:  # the restart then leaves this message as it is
+                log.exception("could not keep the paused progress of %s", self.chat.key)
 
     # -- events --------------------------------------------------------------------------------
     async def render(self, event: ev.RuntimeEvent) -> None:
@@ -203,8 +220,11 @@ class TurnView:
     async def close(self) -> None:
         self._stop_typing()
         if self.progress is not None and not self._ended:  # the turn broke off without a Done
-            self.progress.settle(f": {t(self.lang, 'tool_failed')}")
-            await self.progress.close()
+            if self.stop is not None and self.stop.is_set():  # cut off by a stop: resumed later
+                await self._pause(self.progress)
+            else:
+                self.progress.settle(f": {t(self.lang, 'tool_failed')}")
+                await self.progress.close()
         await self._flush_text()
 
 

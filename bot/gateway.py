@@ -50,7 +50,7 @@ from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
-from bot.progress import ProgressBoard
+from bot.progress import ProgressBoard, settled_text
 from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
 from bot.replies import read_reply
 
@@ -289,9 +289,11 @@ class Gateway:
                 continue
             acc = self.access.get(state.chat.platform) or PlatformAccess()
             if (now - turn.updated_at).total_seconds() > acc.max_backlog_age_s:
+                await self._settle_paused_progress(state)
                 await self.runtime.close_turn(turn.id)
                 await self.say(state, t(state.lang, "restart_not_resumed"))
                 continue
+            await self._settle_paused_progress(state)
             cut_off = await self.runtime.settle_interrupted(turn.id)
             lines = [t(state.lang, "restart_resumed")]
             lines += [t(state.lang, "restart_cut_off", tool=name) for name in cut_off]
@@ -303,6 +305,19 @@ class Gateway:
         if resumed:
             log.info("after the restart: %d interrupted turn(s) resumed", resumed)
         return resumed
+
+    async def _settle_paused_progress(self, state: ChatState) -> None:
+        """The progress message a stop left saying "paused" shows its final state."""
+        key = f"progress:{state.key}"
+        found = await self._sent(key)
+        if found is None:
+            return
+        sent, adapter, record = found
+        await self.store.kv_set(key, None)
+        text = settled_text(record, t(state.lang, "progress_cut_off"))
+        if text:
+            with contextlib.suppress(DeliveryError):
+                await adapter.edit_text(sent, text, format="plain")
 
     async def _approved_tool(self, turn: TurnRecord) -> str | None:
         """The tool of a call approved but not started yet (its approval given before the stop)."""
@@ -792,6 +807,10 @@ class Gateway:
                         board=self.progress_board,
                         key=state.key,
                         sleep=self.typing_sleep,
+                        stop=self.stop_signal,
+                        on_paused=lambda sent, record: self._remember(
+                            f"progress:{state.key}", state, sent, **record
+                        ),
                     )
                     try:
                         done = await render_all(view, job)
