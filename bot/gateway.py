@@ -186,6 +186,8 @@ class Gateway:
         self._storage_told: set[str] = set()
         # a suspended turn's progress message, continued when it resumes (bot/progress.py)
         self.progress_board = ProgressBoard()
+        # chat key -> the messages of an answer a stop cut off, for the resumed turn to replace
+        self._partials: dict[str, list[SentMessage]] = {}
         self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
         from bot.commands import BUILTIN_COMMANDS
 
@@ -294,6 +296,7 @@ class Gateway:
                 await self.say(state, t(state.lang, "restart_not_resumed"))
                 continue
             await self._settle_paused_progress(state)
+            await self._take_partial(state)
             cut_off = await self.runtime.settle_interrupted(turn.id)
             lines = [t(state.lang, "restart_resumed")]
             lines += [t(state.lang, "restart_cut_off", tool=name) for name in cut_off]
@@ -318,6 +321,18 @@ class Gateway:
         if text:
             with contextlib.suppress(DeliveryError):
                 await adapter.edit_text(sent, text, format="plain")
+
+    async def _take_partial(self, state: ChatState) -> None:
+        """The messages of an answer a stop cut off mid-stream: the resumed turn's answer
+        replaces them (its TurnView adopts them) instead of repeating their text."""
+        key = f"partial:{state.key}"
+        found = await self._sent(key)
+        if found is None:
+            return
+        sent, _adapter, record = found
+        await self.store.kv_set(key, None)
+        ids = record.get("ids") or [sent.message_id]
+        self._partials[state.key] = [SentMessage(sent.chat, str(i)) for i in ids]
 
     async def _approved_tool(self, turn: TurnRecord) -> str | None:
         """The tool of a call approved but not started yet (its approval given before the stop)."""
@@ -742,10 +757,15 @@ class Gateway:
         told = state.chat.key  # the chats told already, shared with inbound events' retries
         while True:
             try:
-                async with contextlib.aclosing(self.runtime.run(request)) as events:
+                events = self.runtime.run(request)
+                try:
                     async for event in events:
                         self._storage_told.discard(told)  # begun: a later fault is news again
                         yield event
+                finally:  # closed with this wrapper (an early exit, a cancellation)
+                    aclose = getattr(events, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
                 return
             except TurnNotBegun as exc:
                 log.warning("a turn in %s could not begin; retrying: %s", state.key, exc)
@@ -811,6 +831,10 @@ class Gateway:
                         on_paused=lambda sent, record: self._remember(
                             f"progress:{state.key}", state, sent, **record
                         ),
+                        on_partial=lambda sent: self._remember(
+                            f"partial:{state.key}", state, sent[0], ids=[m.message_id for m in sent]
+                        ),
+                        adopt=self._partials.pop(state.key, None),
                     )
                     try:
                         done = await render_all(view, job)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from adapters.base import Button, ChatAdapter, ChatRef, SentMessage
+from adapters.base import Button, ChatAdapter, ChatRef, DeliveryUncertain, SentMessage
 from adapters.stream import StreamingMessage
 from tests.fakes.telegram_api import cant_parse
 
@@ -154,3 +154,28 @@ async def test_stream_on_telegram_falls_back_to_plain_when_formatting_rejected(m
     msg = tg_api.messages[(77, int(final[0].message_id))]
     assert msg["text"] == "Total: 5 < 6 & done"  # the plain resend after the parse error
     assert [c.params.get("parse_mode") for c in tg_api.calls_to("editMessageText")] == ["HTML", None]
+
+
+class UncertainFirstSend(RecordingAdapter):
+    """The first send lands but its answer never comes (DeliveryUncertain): no id is known."""
+
+    async def send_text(self, chat, text, *, buttons=None, reply_to=None, format="markdown"):
+        sent = await super().send_text(chat, text, buttons=buttons, reply_to=reply_to, format=format)
+        if sent.message_id == "1":
+            raise DeliveryUncertain("timed out")
+        return sent
+
+
+async def test_a_partial_first_part_of_uncertain_fate_is_not_repeated_silently():
+    """The streamed first part timed out without an answer: no more partial sends follow it, and
+    the final answer says clearly that it is the full one (the partial may show above it)."""
+    clock = Clock(auto=False)
+    ad = UncertainFirstSend(clock)
+    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep, resend_note="(in full)")
+    await _stream_words(stream, clock, words=60, dt=0.05)  # 3 s of streaming: several pushes due
+    clock.auto = True
+    sent = await stream.finish("the whole answer")
+    sends = [text for _, op, _, text in ad.ops if op == "send"]
+    assert len(sends) == 2, ad.ops  # the uncertain partial, then the final one only
+    assert sends[1].startswith("(in full)") and sends[1].endswith("the whole answer")
+    assert [ad.texts[m.message_id] for m in sent] == [sends[1]]

@@ -94,3 +94,38 @@ async def test_a_stop_between_steps_pauses_the_progress_line_and_the_resume_cont
         assert final.startswith("✓ read_file"), final
     finally:
         await h.stop()
+
+
+async def test_a_stop_mid_stream_is_replaced_by_the_full_answer_after_the_restart(tmp_path):
+    """The model was streaming when the stop came: the partial text shown says the turn resumes;
+    after the restart the re-run answer replaces it in the same message, never posted twice."""
+    from agent.providers.base import TextChunk
+
+    api = FakeBotAPI()
+    h = Harness(tmp_path / "home", api, ScriptedClient())
+    try:
+        await h.start()
+        streaming = asyncio.Event()
+
+        async def stream(request):
+            h.script.requests.append(request)
+            yield TextChunk("The first half of the answer, ")
+            streaming.set()
+            await asyncio.Event().wait()  # the rest never comes before the stop
+
+        h.script.stream = stream  # type: ignore[method-assign]
+        api.push_text(ALICE, "explain", user_id=ALICE)
+        await asyncio.wait_for(streaming.wait(), 10)
+        partial = await api.wait_for(lambda: progress_of(api, "The first half"), timeout=10)
+        await h.stop()
+        shown = api.messages[(ALICE, partial["message_id"])]["text"]
+        assert "The first half" in shown and t("en", "progress_paused") in shown, shown
+
+        h.script = ScriptedClient([reply("The first half of the answer, and the second half.")])
+        await h.start()
+        full = "The first half of the answer, and the second half."
+        await api.wait_for(lambda: any(full in x for x in api.texts(ALICE)), timeout=10)
+        assert api.messages[(ALICE, partial["message_id"])]["text"] == full
+        assert sum("The first half" in x for x in api.texts(ALICE)) == 1, api.texts(ALICE)
+    finally:
+        await h.stop()
