@@ -178,6 +178,12 @@ class ChatAdapter(ABC):
     typing_interval: float = 4.0
     #: the bot's own identity on this platform, known after `start()`
     me: UserRef | None = None
+    #: applied to every text before it is rendered and sent (message, edit, caption): the
+    #: composition root sets the secret redactor here, the last wall before a chat (C2)
+    outbound: Callable[[str], str] | None = None
+
+    def _outgoing(self, text: str) -> str:
+        return self.outbound(text) if self.outbound is not None and text else text
 
     @abstractmethod
     async def start(self, handler: InboundHandler) -> None:

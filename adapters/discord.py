@@ -477,6 +477,7 @@ class DiscordAdapter(ChatAdapter):
         return self.client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
 
     def _render(self, text: str, fmt: TextFormat):
+        text = self._outgoing(text)
         if fmt == "plain":
             text = discord.utils.escape_markdown(text)
             return render_parts(text, limit=self.max_message_len, fmt="markdown", render=to_discord,

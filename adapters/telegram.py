@@ -637,7 +637,7 @@ class TelegramAdapter(ChatAdapter):
 
     def _render(self, text: str, fmt: TextFormat, limit: int | None = None):
         return render_parts(
-            text,
+            self._outgoing(text),
             limit=limit or self.max_message_len,
             fmt=fmt,
             render=to_telegram_html,

@@ -88,8 +88,11 @@ class TaskManager:
         lost_after: float = 90.0,
         notify_cancelled: bool = False,
         owner_id: str | None = None,
+        redact: Callable[[str], str] | None = None,
     ):
         self.store = store
+        # results and errors outlive the turn (ledger, chat notice): stored with secrets masked
+        self.redact = redact
         self.clock = clock or SystemClock()
         self.per_session_limit = per_session_limit
         self.global_limit = global_limit
@@ -354,6 +357,10 @@ class TaskManager:
             else:
                 update["attachments"] = attachments
         update["finished_at"] = self.clock.now()
+        if self.redact is not None:
+            for field_ in ("result", "error"):
+                if isinstance(update.get(field_), str):
+                    update[field_] = self.redact(update[field_])
         live.record = live.record.model_copy(update=update)
         await self._finish(live)
 

@@ -143,6 +143,16 @@ class Done:
 
 
 @dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know that is not part of the answer; `code` names it for the
+    front end, which says it in the chat's language ("secret_masked": a key in the user's message
+    was masked and not stored)."""
+
+    code: str
+    kind: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEvent:
     message: str
     code: str = "error"
@@ -165,5 +175,6 @@ RuntimeEvent = (
     | UsageEvent
     | PlanUpdate
     | Done
+    | Notice
     | ErrorEvent
 )

@@ -21,6 +21,7 @@ from agent.events import RuntimeEvent, ToolErrorEvent, ToolResult
 from agent.messages import Message, ToolCallPart
 from agent.ports import TurnRecord
 from agent.tools.registry import Attachment, Tool, ToolContext, ToolOutput, Toolset, render_result
+from agent.untrusted import defuse_control_tokens
 
 SPILL_CHARS = 8_000
 PREVIEW_CHARS = 1_500
@@ -51,6 +52,19 @@ def error_outcome(call: ToolCallPart, code: str, message: str) -> CallOutcome:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TurnScope:
+    """The per-turn state one call runs under. It travels with each call because one executor
+    (one runtime) serves every chat at once: state stored on the executor would be another
+    chat's by the time a call reads it."""
+
+    turn: TurnRecord
+    who: Requester
+    # Records a side-effecting call's status on *this* turn before/after it runs, so the durable
+    # turn shows `executing` first: a crash in between is then reported, never silently repeated.
+    mark: Callable[[str, str], Awaitable[None]] | None = None
+
+
 @dataclass
 class ToolExecutor:
     toolset: Toolset
@@ -59,9 +73,9 @@ class ToolExecutor:
     spill_chars: int = SPILL_CHARS
     default_timeout: float | None = 600.0
     background: BackgroundRunner | None = None
-    # Called before/after a side-effecting tool runs, so the durable turn records `executing`
-    # first: a crash in between is then reported, never silently repeated.
-    mark: Callable[[str, str], Awaitable[None]] | None = None
+    # Applied to every result the model and the store get: secrets masked (the model never needs
+    # a raw key), and chat-template tokens from outside content defused (B4).
+    redact: Callable[[str], str] | None = None
 
     def is_concurrency_safe(self, call: ToolCallPart) -> bool:
         return call.name in self.toolset and self.toolset.get(call.name).spec.concurrency_safe
@@ -77,10 +91,9 @@ class ToolExecutor:
                 batches.append((safe, [call]))
         return batches
 
-    async def run(
-        self, call: ToolCallPart, ctx: ToolContext, turn: TurnRecord, who: Requester
-    ) -> CallOutcome:
+    async def run(self, call: ToolCallPart, ctx: ToolContext, scope: TurnScope) -> CallOutcome:
         started = time.perf_counter()
+        turn, who, mark = scope.turn, scope.who, scope.mark
         try:
             tool = self.toolset.get(call.name)
             tool.validate(call.arguments)  # never ask a human to approve garbage
@@ -89,23 +102,23 @@ class ToolExecutor:
                 value: Any = await self.background.submit(ctx, tool, call.arguments or {})
             else:
                 effectful = tool.spec.side_effect != "read_only"
-                if effectful and self.mark:
-                    await self.mark(call.id, "executing")
+                if effectful and mark:
+                    await mark(call.id, "executing")
                 value = await self._call(tool, ctx, call.arguments or {})
-                if effectful and self.mark:
-                    await self.mark(call.id, "done")
+                if effectful and mark:
+                    await mark(call.id, "done")
         except ToolNotFound:
             known = ", ".join(sorted(t.name for t in self.toolset)[:40])
             return error_outcome(
                 call, "tool_not_found", f"unknown tool: {call.name}. Available tools: {known}"
             )
         except ToolError as exc:
-            return error_outcome(call, exc.code, str(exc))
+            return error_outcome(call, exc.code, self._clean(str(exc)))
         attachments: list[Attachment] = []
         if isinstance(value, ToolOutput):
             attachments = list(value.attachments)
             value = value.content
-        content = self._spill(call, render_result(value))
+        content = self._spill(call, self._clean(render_result(value)))
         elapsed = time.perf_counter() - started
         return CallOutcome(
             call=call,
@@ -114,6 +127,10 @@ class ToolExecutor:
             ok=True,
             attachments=attachments,
         )
+
+    def _clean(self, text: str) -> str:
+        text = defuse_control_tokens(text)
+        return self.redact(text) if self.redact is not None else text
 
     async def _call(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
         timeout = tool.spec.timeout or self.default_timeout

@@ -54,6 +54,35 @@ def args_hash(tool: str, arguments: dict[str, Any] | None) -> str:
     return hashlib.sha256(f"{tool}\n{canonical_json(arguments)}".encode()).hexdigest()
 
 
+def execution_key(session_id: str, tool: str, arguments: dict[str, Any] | None, call_id: str) -> str:
+    """The idempotency key of one side-effecting call: bound to the session, the tool, the
+    canonical arguments AND the call id. Several OpenAI-compatible servers reuse call ids, so the
+    id alone would make a new, different order replay an old one; the same call retried (a resume,
+    a double tap) has the same key and replays."""
+    digest = hashlib.sha256(
+        "\n".join((session_id, tool, canonical_json(_plain_numbers(arguments)), call_id)).encode()
+    ).hexdigest()
+    return f"exec:{digest}"
+
+
+def client_key(source: str, user_id: str, key: str) -> str:
+    """The stored form of a caller-supplied idempotency key (an MCP client's): scoped by source
+    and user, never by process, so a retry after a reconnect or a restart finds the first order."""
+    digest = hashlib.sha256("\n".join((source, user_id, key)).encode()).hexdigest()
+    return f"{source}-key:{digest}"
+
+
+def _plain_numbers(value: Any) -> Any:
+    """Integral floats as ints, so 100 and 100.0 are one canonical argument."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_numbers(v) for v in value]
+    return value
+
+
 class PlanStep(BaseModel):
     text: str
     status: Literal["pending", "in_progress", "done", "skipped"] = "pending"

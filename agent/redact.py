@@ -19,6 +19,8 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+
 MASK = "***"
 MIN_SECRET_LEN = 6
 
@@ -67,26 +69,31 @@ def is_sensitive_key(key: str) -> bool:
     return verdict
 
 
-# Token shapes. None contains whitespace and all are ≥ 15 characters, so they are only looked for
+# Token shapes. They start where no ASCII word character precedes them — not at `\b`, which
+# does not fire between a CJK character and a letter ("密钥是sk-…"). None contains whitespace,
+# all are made of [A-Za-z0-9_-.:] and all are ≥ 15 characters, so they are only looked for
 # inside long whitespace-free words: one C-speed split instead of a regex scan per shape over the
 # whole text (tool results and traces are long; this runs in the hot loop).
 _SHAPE_MIN_WORD = 15
 _SHAPES: list[re.Pattern[str]] = [
     # Anthropic / OpenAI style keys (sk-ant-…, sk-proj-…, sk-…)
-    re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"(?<![A-Za-z0-9_\-])sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"),
     # Telegram bot tokens, also inside api.telegram.org/bot<token>/ URLs (no \b before the digits)
     re.compile(r"(?<![0-9])[0-9]{6,}:[A-Za-z0-9_\-]{30,}"),
     # JWTs (before the Discord shape, which they would otherwise partly match)
-    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     # Discord bot tokens: base64(user id).timestamp.hmac
-    re.compile(r"\b[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"),
+    re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"),
     # AWS access key ids
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
     # GitHub, Slack, Google API keys
-    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),
+    re.compile(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    re.compile(r"(?<![A-Za-z0-9_])xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"(?<![A-Za-z0-9_\-])AIza[0-9A-Za-z_\-]{35}"),
 ]
+# Every shape is made of these characters, so shapes are only looked for inside long runs of them
+# (one fast character-class scan; prose, CJK text and short words are skipped at C speed).
+_TOKEN_RUN = re.compile(rf"[A-Za-z0-9_\-.:]{{{_SHAPE_MIN_WORD},}}")
 # Any shape at all, in one scan: most long words (ids, timestamps, URLs) match none.
 _ANY_SHAPE = re.compile("|".join(f"(?:{p.pattern})" for p in _SHAPES))
 
@@ -133,6 +140,7 @@ class Redactor:
 
     def __init__(self, secret_values: Iterable[str] = (), *, extra_patterns: Iterable[str] = ()):
         self._secrets: list[str] = []  # longest first, so a secret containing another goes whole
+        self._prefix_ends: dict[str, list[tuple[str, int]]] = {}
         self._extra = [re.compile(p) for p in extra_patterns]
         self.add_secrets(secret_values)
 
@@ -148,6 +156,13 @@ class Redactor:
                 continue  # too short to mask without mangling ordinary text
             known.update({v, urllib.parse.quote(v, safe="")})
         self._secrets = sorted(known, key=len, reverse=True)
+        # char → (secret, length of each proper prefix ending in it), longest first: a stream
+        # holds back a tail that starts a secret (safe_length)
+        ends: dict[str, list[tuple[str, int]]] = {}
+        for secret in self._secrets:
+            for k in range(len(secret) - 1, 0, -1):
+                ends.setdefault(secret[k - 1], []).append((secret, k))
+        self._prefix_ends = ends
 
     @property
     def secret_count(self) -> int:
@@ -161,7 +176,7 @@ class Redactor:
             if secret in s:
                 s = s.replace(secret, MASK)
         if len(s) >= _SHAPE_MIN_WORD:
-            for word in {w for w in s.split() if len(w) >= _SHAPE_MIN_WORD}:
+            for word in {m.group() for m in _TOKEN_RUN.finditer(s)}:
                 if _ANY_SHAPE.search(word) is None:
                     continue
                 masked = word
@@ -177,6 +192,20 @@ class Redactor:
         for pat in self._extra:
             s = pat.sub(_sub_pattern, s)
         return s
+
+    def safe_length(self, s: str) -> int:
+        """How much of a text that is still growing (a streamed answer) can be shown now: all but
+        a tail that may yet turn into a secret — the trailing run of printable ASCII (every token
+        shape is made of it) and any suffix that starts a configured secret value."""
+        end = len(s)
+        while end > 0 and "!" <= s[end - 1] <= "~":
+            end -= 1
+        if s:
+            # only prefixes ending in the text's last character can be its suffix
+            for secret, k in self._prefix_ends.get(s[-1], ()):
+                if k <= len(s) and len(s) - k < end and s.endswith(secret[:k]):
+                    end = len(s) - k
+        return end
 
     def value(self, obj: Any) -> Any:
         """Deep copy of `obj` with secrets masked: dict values under sensitive keys, header-style
@@ -204,6 +233,127 @@ class Redactor:
         return obj
 
     __call__ = text
+
+
+def redact_strings(obj: Any, text: Callable[[str], str]) -> Any:
+    """`obj` with `text` applied to every string in it (keys and structure unchanged): for values
+    whose meaning must survive (tool arguments), unlike `Redactor.value`, which masks whole values
+    under sensitive key names."""
+    if isinstance(obj, str):
+        return text(obj)
+    if isinstance(obj, dict):
+        return {k: redact_strings(v, text) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        items = [redact_strings(v, text) for v in obj]
+        return items if isinstance(obj, list) else tuple(items)
+    return obj
+
+
+def redact_message(message: Message, text: Callable[[str], str]) -> Message:
+    """`message` with secrets masked in its text, tool results and tool-call arguments; the same
+    object when nothing changed. Signed thinking is left alone (the provider checks it verbatim;
+    it is never shown)."""
+    parts: list[Any] = []
+    changed = False
+    for part in message.parts:
+        new: Any = part
+        if isinstance(part, TextPart):
+            masked = text(part.text)
+            if masked != part.text:
+                new = part.model_copy(update={"text": masked})
+        elif isinstance(part, ToolResultPart):
+            masked = text(part.content)
+            if masked != part.content:
+                new = part.model_copy(update={"content": masked})
+        elif isinstance(part, ToolCallPart) and part.arguments:
+            args = redact_strings(part.arguments, text)
+            if args != part.arguments:
+                new = part.model_copy(update={"arguments": args, "raw_arguments": text(part.raw_arguments)})
+        elif isinstance(part, ThinkingPart) and part.signature is None:
+            masked = text(part.text)
+            if masked != part.text:
+                new = part.model_copy(update={"text": masked})
+        changed = changed or new is not part
+        parts.append(new)
+    return message.model_copy(update={"parts": tuple(parts)}) if changed else message
+
+
+class StreamRedactor:
+    """Redacts a text that arrives in pieces, as a stream of pieces that are safe to show: a
+    secret split across chunk boundaries never shows, not even its first half in an interim
+    edit. `feed` returns what may be appended now (possibly nothing: a tail is held back until it
+    is known not to be a secret), `flush` the rest when the text is complete.
+
+    Finished lines are committed (redacted once, then left alone), so a long answer costs a
+    redaction of its open line per chunk, not of the whole text. A line is not committed while it
+    ends in a way a mask could continue past ("api_key:", "Bearer", a quote)."""
+
+    SEGMENT_MAX = 80  # an open segment longer than this may also be committed at a space
+
+    def __init__(self, redactor: Redactor):
+        self.redactor = redactor
+        self._raw = ""  # the open (uncommitted) segment
+        self._shown = ""  # what was shown of it, redacted
+
+    def feed(self, delta: str) -> str:
+        self._raw += delta
+        safe = self.redactor.safe_length(self._raw)
+        out = ""
+        cut = self._boundary(safe)
+        if cut:
+            head = self.redactor.text(self._raw[:cut])
+            carried = ""  # what was shown already of the text after the cut
+            if self._shown.startswith(head):
+                carried = self._shown[len(head) :]
+            else:
+                out = self._show(head, final=True)
+            self._raw, self._shown, safe = self._raw[cut:], carried, safe - cut
+        return out + self._show(self.redactor.text(self._raw[:safe]), final=False)
+
+    def flush(self) -> str:
+        out = self._show(self.redactor.text(self._raw), final=True)
+        self._raw, self._shown = "", ""
+        return out
+
+    def _show(self, redacted: str, *, final: bool) -> str:
+        shown = self._shown
+        if redacted.startswith(shown):
+            piece = redacted[len(shown) :]
+        elif not final:
+            return ""  # a mask reached back into what was shown: wait for the segment's end
+        else:  # (rare) show the redacted rest after what both agree on
+            keep = 0
+            while keep < min(len(shown), len(redacted)) and shown[keep] == redacted[keep]:
+                keep += 1
+            piece = redacted[keep:]
+        self._shown = shown + piece
+        return piece
+
+    def _boundary(self, safe: int) -> int:
+        """Where the open segment may be committed (0: nowhere yet)."""
+        raw = self._raw
+        cut = raw.rfind("\n", 0, safe) + 1
+        if not cut and safe > self.SEGMENT_MAX:
+            cut = max(raw.rfind(" ", 0, safe), raw.rfind("\t", 0, safe)) + 1
+            if not cut and ord(raw[safe - 1]) > 127 and not _KV_HINTS.search(raw[:safe].lower()):
+                cut = safe  # a long run of CJK text: after a non-ASCII character no shape goes on
+        if not cut:
+            return 0
+        head = raw[:cut]
+        if self.redactor.safe_length(head) != cut or _continues(head):
+            return 0
+        return cut
+
+
+def _continues(head: str) -> bool:
+    """True when a mask could reach past the end of `head` ("token:", "Bearer", a quote …)."""
+    stripped = head.rstrip()
+    if not stripped:
+        return False
+    if stripped[-1] in ":=\"'":
+        return True
+    last = stripped.rsplit(None, 1)[-1].lower()
+    return last in ("bearer", "basic", "bot", "token") or _KV_HINTS.search(last) is not None
 
 
 class RedactingFilter(logging.Filter):

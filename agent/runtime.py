@@ -30,7 +30,7 @@ from agent.errors import (
     StreamInterrupted,
     TurnNotBegun,
 )
-from agent.executor import CallOutcome, ToolExecutor, error_outcome
+from agent.executor import CallOutcome, ToolExecutor, TurnScope, error_outcome
 from agent.guards import (
     MAX_REQUIRED_TOOL_RETRIES,
     MAX_TOOL_ROUNDS,
@@ -65,10 +65,12 @@ from agent.providers.base import (
     ToolSchema,
     UsageChunk,
 )
+from agent.redact import Redactor, StreamRedactor, redact_message, redact_strings
 from agent.references import current_references, render_references
 from agent.text import scrub
 from agent.tokens import estimate_messages
 from agent.tools.registry import Deps, ToolContext, Toolset
+from agent.untrusted import read_outside_content
 from agent.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -194,6 +196,7 @@ class AgentRuntime:
         background: Any = None,
         spill_chars: int = 8_000,
         snapshot: Callable[[TurnRecord, str], Awaitable[str]] | None = None,
+        redactor: Redactor | None = None,
     ):
         self.model_for = model_for
         self.tools = tools
@@ -206,12 +209,17 @@ class AgentRuntime:
         self.deps = deps or Deps()
         self.workspace = workspace or Path.cwd()
         self.trace_factory = trace_factory or (lambda turn_id, session_id: _NullTrace())
+        # Secrets never leave the loop (C2, C5): what the user sends is stored and shown to the
+        # model masked, and the model's answer is masked before any chat or store sees it. The
+        # default knows no configured values but still masks the well-known key shapes.
+        self.redactor = redactor or Redactor()
         self.executor = ToolExecutor(
             toolset=tools,
             gate=self.gate,
             results_dir=results_dir,
             spill_chars=spill_chars,
             background=background,
+            redact=self.redactor.text,
         )
         self._schemas = [ToolSchema(s.name, s.description, s.parameters) for s in tools.specs()]
         self._tool_names = frozenset(s.name for s in self._schemas)
@@ -228,8 +236,9 @@ class AgentRuntime:
         return self._drive(request, turn_id)
 
     async def _begin(self, request: TurnRequest) -> tuple[TurnRecord, list[Message]]:
-        """A new turn: close a stale open one, store the user's message with the turn record.
-        TurnNotBegun if storage fails on the way (the request may be run again as it is)."""
+        """A new turn: close a stale open one, store the user's message (secrets masked) with
+        the turn record. TurnNotBegun if storage fails on the way (the request may be run again
+        as it is)."""
         try:
             return await self._begin_once(request)
         except StorageError as exc:
@@ -249,7 +258,7 @@ class AgentRuntime:
             created_at=self.clock.now(),
         )
         messages = await self.store.load_messages(request.session_id)
-        new = [Message.user(request.text, **request.meta)] if request.text else []
+        new = [Message.user(self.redactor.text(request.text), **request.meta)] if request.text else []
         messages.extend(new)
         await self.store.commit(request.session_id, messages=new, turn=turn, received=request.receipts)
         return turn, messages
@@ -426,6 +435,8 @@ class AgentRuntime:
             turn, messages, request = reopened
         trace = self.trace_factory(turn.id, turn.session_id)
         trace.record("input", text=request.text, resumed=not fresh)
+        if fresh and request.text and self.redactor.text(request.text) != request.text:
+            yield ev.Notice("secret_masked")  # the user is told their key was not stored
         client = self.model_for(request.model)
         usage_total, cost_total = Usage(), 0.0
         doom = DoomLoopGuard()
@@ -486,7 +497,8 @@ class AgentRuntime:
                     final_text = ROUNDS_EXHAUSTED
                     yield ev.TextDelta(final_text)
                     break
-                await self._drain_inbox(turn, request, messages)
+                if await self._drain_inbox(turn, request, messages):
+                    yield ev.Notice("secret_masked")
                 try:
                     compacted = await self.hooks.compact(
                         turn.session_id, messages, client, self._overhead_tokens, request.force_compaction
@@ -517,11 +529,15 @@ class AgentRuntime:
                     max_tokens=self.config.max_tokens,
                 )
                 t_model = time.perf_counter()
+                shown = StreamRedactor(self.redactor)  # a secret split across chunks never shows
+                thought = StreamRedactor(self.redactor)
                 async for chunk in self._stream(client, req, cancel):
                     if isinstance(chunk, TextChunk):
                         delta = scrub(chunk.text)  # shown at once, so cleaned here, not on storing
                         text_parts.append(delta)
-                        yield ev.TextDelta(delta)
+                        piece = shown.feed(delta)
+                        if piece:
+                            yield ev.TextDelta(piece)
                     elif isinstance(chunk, ThinkingChunk):
                         if thinking and thinking[-1].signature is None:
                             last = thinking[-1]
@@ -530,16 +546,25 @@ class AgentRuntime:
                             )
                         else:
                             thinking.append(ThinkingPart(text=chunk.text, signature=chunk.signature))
-                        yield ev.ThinkingDelta(scrub(chunk.text))
+                        piece = thought.feed(scrub(chunk.text))
+                        if piece:
+                            yield ev.ThinkingDelta(piece)
                     elif isinstance(chunk, ToolCallChunk):
                         calls.append(chunk.call)
                     elif isinstance(chunk, UsageChunk):
                         round_usage = round_usage + chunk.usage
                     elif isinstance(chunk, NoticeChunk):
                         client_id = chunk.model or client.info.id
-                        yield ev.Retry(chunk.message, chunk.reason or "fallback", model=client_id)
-                        trace.record("retry", message=chunk.message)
-                text = "".join(text_parts)
+                        notice = self.redactor.text(chunk.message)
+                        yield ev.Retry(notice, chunk.reason or "fallback", model=client_id)
+                        trace.record("retry", message=notice)
+                rest = thought.flush()
+                if rest:
+                    yield ev.ThinkingDelta(rest)
+                rest = shown.flush()
+                if rest:
+                    yield ev.TextDelta(rest)
+                text = self.redactor.text("".join(text_parts))
                 cost = round_usage.cost(client.info.input_per_1m, client.info.output_per_1m)
                 usage_total, cost_total = usage_total + round_usage, cost_total + cost
                 usage_record = UsageRecord(
@@ -560,6 +585,8 @@ class AgentRuntime:
                     elapsed=time.perf_counter() - t_model,
                     usage=round_usage.__dict__ if hasattr(round_usage, "__dict__") else str(round_usage),
                 )
+                thinking = [self._redact_thinking(t) for t in thinking]
+                calls = [self._redact_call(c) for c in calls]
                 if calls:
                     assistant = Message.assistant(text, calls, thinking)
                     messages.append(assistant)
@@ -601,13 +628,16 @@ class AgentRuntime:
             yield done("", status="cancelled")
             return
         except ModelError as exc:
-            message = self._model_error_text(exc)
-            turn.status, turn.error = "failed", message
+            # The provider's own words (which can quote a key or a request) go to the redacted
+            # log and trace only; the user gets a generic message by code, in their language (C6).
+            code, message = self._model_error_text(exc)
+            log.warning("model call failed in turn %s: %s: %s", turn.id, type(exc).__name__, exc)
+            turn.status, turn.error = "failed", f"{type(exc).__name__}: {message}"
             await self._cancel_open_calls(turn, messages, reason="Not run: the model provider failed.")
             await self.store.save_turn(turn)
-            trace.record("error", message=message)
+            trace.record("error", message=message, detail=str(exc), error_type=type(exc).__name__)
             trace.close()
-            yield ev.ErrorEvent(message, code=type(exc).__name__)
+            yield ev.ErrorEvent(message, code=code)
             yield done("", status="failed")
             return
         if turn.status != "completed":  # the round limit ended the turn
@@ -627,17 +657,20 @@ class AgentRuntime:
     def _turn_calls(messages: list[Message], turn: TurnRecord) -> list[ToolCallPart]:
         return [c for m in messages if m.role == "assistant" for c in m.tool_calls if c.id in turn.calls]
 
-    async def _drain_inbox(self, turn: TurnRecord, request: TurnRequest, messages: list[Message]) -> None:
-        """Messages that arrived during the turn join the next model call, never dropped."""
+    async def _drain_inbox(self, turn: TurnRecord, request: TurnRequest, messages: list[Message]) -> bool:
+        """Messages that arrived during the turn join the next model call, never dropped (secrets
+        masked: True if any was)."""
         if request.inbox is None or request.inbox.empty():
-            return
+            return False
         drained: list[Queued] = []
         while not request.inbox.empty():
             drained.append(request.inbox.get_nowait())
-        new = [q.message for q in drained]
+        new = [redact_message(q.message, self.redactor.text) for q in drained]
+        masked = any(n is not q.message for n, q in zip(new, drained, strict=True))
         messages.extend(new)
         receipts = [q.receipt for q in drained if q.receipt is not None]
         await self.store.commit(turn.session_id, messages=new, received=receipts)
+        return masked
 
     async def _stream(
         self, client: ModelClient, req: ModelRequest, cancel: asyncio.Event
@@ -707,6 +740,7 @@ class AgentRuntime:
         """Run the open calls of the last assistant message: doom-loop screening first, then
         batches (parallel for concurrency-safe ones), results persisted in call order."""
         queue: asyncio.Queue[Any] = asyncio.Queue()  # events, then None; or _CANCELLED
+        outside = read_outside_content(messages, self.tools)
 
         def ctx_for(call: ToolCallPart) -> ToolContext:
             async def progress(stage: str, detail: str = "", percent: float | None = None) -> None:
@@ -723,6 +757,7 @@ class AgentRuntime:
                 deps=self.deps,
                 unattended=request.who.unattended,
                 turn=turn,
+                untrusted_input=outside,
                 _progress=progress,
             )
 
@@ -730,13 +765,12 @@ class AgentRuntime:
             turn.calls[call_id] = status  # type: ignore[assignment]
             await self.store.save_turn(turn)
 
-        self.executor.mark = mark
-
+        scope = TurnScope(turn, request.who, mark)  # this turn's, passed with every call
         sem = asyncio.Semaphore(self.config.max_parallel_tools)
 
         async def one(c: ToolCallPart) -> CallOutcome:
             async with sem:
-                return await self.executor.run(c, ctx_for(c), turn, request.who)
+                return await self.executor.run(c, ctx_for(c), scope)
 
         stop = request.stop
         started: set[str] = set()  # calls begun whose results are not stored yet
@@ -770,7 +804,7 @@ class AgentRuntime:
                     else:
                         for call in batch:
                             try:
-                                outcome = await self.executor.run(call, ctx_for(call), turn, request.who)
+                                outcome = await self.executor.run(call, ctx_for(call), scope)
                             except Suspend as s:
                                 await self._suspend(turn, call, s, suspended)
                                 return
@@ -853,11 +887,39 @@ class AgentRuntime:
             messages.extend(fixes)
             await self.store.append_messages(turn.session_id, fixes)
 
+    def _redact_thinking(self, part: ThinkingPart) -> ThinkingPart:
+        # Signed thinking is sent back to the provider verbatim (the signature covers the text);
+        # it is never shown in a chat. Unsigned thinking is masked like any text.
+        if part.signature is not None:
+            return part
+        masked = self.redactor.text(part.text)
+        return part if masked == part.text else part.model_copy(update={"text": masked})
+
+    def _redact_call(self, call: ToolCallPart) -> ToolCallPart:
+        if not call.arguments:
+            return call
+        masked = redact_strings(call.arguments, self.redactor.text)
+        if masked == call.arguments:
+            return call
+        return call.model_copy(
+            update={"arguments": masked, "raw_arguments": self.redactor.text(call.raw_arguments)}
+        )
+
     @staticmethod
-    def _model_error_text(exc: ModelError) -> str:
+    def _model_error_text(exc: ModelError) -> tuple[str, str]:
+        """(code, generic message): never the provider's text, which may quote a key."""
         who = f" ({exc.model})" if exc.model else ""
         if isinstance(exc, FatalModelError):
-            return f"The model provider rejected the request{who}: {exc}. Check the model name and API key."
+            return (
+                "model_rejected",
+                f"The model provider rejected the request{who}. Check the model name and API key.",
+            )
         if isinstance(exc, StreamInterrupted):
-            return f"The model's answer broke off{who}: {exc}. Your message is saved; send it again to retry."
-        return f"The model provider is unavailable{who}: {exc}. Your message is saved; try again shortly."
+            return (
+                "model_interrupted",
+                f"The model's answer broke off{who}. Your message is saved; send it again to retry.",
+            )
+        return (
+            "model_unavailable",
+            f"The model provider is unavailable{who}. Your message is saved; try again shortly.",
+        )

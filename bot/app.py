@@ -131,6 +131,7 @@ class App:
         )
         ms = MarketSettings(
             initial_cash_cn=s.markets.initial_cash,
+            retry_blocked=s.markets.retry_blocked,
             live=s.markets.live,
             live_exchange=s.markets.live_exchange,
             live_api_key=env.get(s.markets.live_api_key_env, "") if s.markets.live else "",
@@ -249,7 +250,7 @@ class App:
             log.warning("%s", loose)
         self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
-        self.store = SqlStore(self.db)
+        self.store = SqlStore(self.db, redact=self.redactor.text)
         await self._start_tasks()
         await self._start_mcp()
         tools = self.build_tools()
@@ -280,6 +281,7 @@ class App:
             snapshot=self._snapshot,
             background=self._background,
             trace_factory=self._trace,
+            redactor=self.redactor,
         )
         if adapters:
             await self._start_chat()
@@ -308,7 +310,9 @@ class App:
         from memory.tasks import SqlTaskStore
 
         assert self.db is not None
-        self.task_manager = TaskManager(SqlTaskStore(self.db), on_complete=self._task_finished)
+        self.task_manager = TaskManager(
+            SqlTaskStore(self.db), on_complete=self._task_finished, redact=self.redactor.text
+        )
         self._background = BackgroundSubmitter(self.task_manager)
         self.deps.add(self.task_manager)
         self.on_stop(self.task_manager.shutdown)

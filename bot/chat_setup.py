@@ -136,6 +136,8 @@ def build_adapters(app: App) -> list[Any]:
                 "discord: no allowed_users configured — the bot will answer nobody "
                 "([discord] allowed_users, or pairing = true for a one-time code)"
             )
+    for adapter in adapters:  # no configured secret or key shape reaches a chat (C2)
+        adapter.outbound = app.redactor.text
     return adapters
 
 

@@ -20,6 +20,7 @@ from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLi
 
 log = logging.getLogger(__name__)
 
+MODEL_ERROR_CODES = frozenset({"model_rejected", "model_interrupted", "model_unavailable"})
 # Answers that finish within this many seconds are sent once, without streaming edits.
 FIRST_SEND_DELAY = 0.8
 
@@ -200,11 +201,18 @@ class TurnView:
                 name = self.progress.names.get(call_id, "") if self.progress else ""
                 if name:
                     await self._waiting(call_id, name)
-            case ev.ErrorEvent(message=message):
+            case ev.ErrorEvent(message=message, code=code):
+                # model errors by code, in the chat's language (the provider's text stays in the log)
+                text = (
+                    t(self.lang, code)
+                    if code in MODEL_ERROR_CODES
+                    else t(self.lang, "model_error", error=message)
+                )
                 with contextlib.suppress(DeliveryError):
-                    await self.adapter.send_text(
-                        self.chat, t(self.lang, "model_error", error=message), format="plain"
-                    )
+                    await self.adapter.send_text(self.chat, text, format="plain")
+            case ev.Notice(code=code):
+                with contextlib.suppress(DeliveryError):
+                    await self.adapter.send_text(self.chat, t(self.lang, code), format="plain")
             case ev.Done(text=text, warning=warning):
                 self._stop_typing()
                 self.final_text = text

@@ -48,6 +48,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "question_answered": "✅ Answered: {answer}",
         "error": "Something went wrong: {error}",
         "model_error": "⚠️ {error}",
+        "model_rejected": "⚠️ The model provider rejected the request. The operator should check the "
+        "model name and API key (details are in the log).",
+        "model_interrupted": "⚠️ The model's answer broke off. Your message is saved; send it again to retry.",
+        "model_unavailable": "⚠️ The model provider is unavailable right now. Your message is saved; "
+        "try again shortly.",
+        "secret_masked": "🔒 Your message contained what looks like a key or token. I masked it: it was "
+        "not stored and I can't see it. If it is a real key, consider rotating it.",
         "tool_running": "⏳ {tool}…",
         "compacted": "🗜 Context compacted ({before} → {after} messages); older details are archived and can be restored.",
         "status": "Model: {model}\nSession: {session}\nMessages: {messages} (≈{tokens} tokens of {window})\n"
@@ -135,6 +142,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "question_answered": "✅ 已回答：{answer}",
         "error": "出错了：{error}",
         "model_error": "⚠️ {error}",
+        "model_rejected": "⚠️ 模型服务拒绝了请求。请管理员检查模型名称和 API 密钥（详情见日志）。",
+        "model_interrupted": "⚠️ 模型的回答中断了。你的消息已保存，重新发送即可重试。",
+        "model_unavailable": "⚠️ 模型服务暂时不可用。你的消息已保存，请稍后再试。",
+        "secret_masked": "🔒 你的消息里有看起来像密钥或令牌的内容，已被遮盖：它没有被保存，我也看不到。"
+        "如果这是真实的密钥，建议更换。",
         "tool_running": "⏳ {tool}…",
         "compacted": "🗜 上下文已压缩（{before} → {after} 条消息）；较早的细节已归档，可以恢复。",
         "status": "模型：{model}\n会话：{session}\n消息：{messages}（约 {tokens} / {window} tokens）\n"

@@ -11,8 +11,9 @@ Like the seed, the server has no conversation of its own: every call runs one to
 Unlike the seed, tools that write (requires_approval or side_effect="mutating": portfolio updates,
 trades, strategy changes) are not exposed unless the operator starts the server with
 `--allow-writes`. Even then they run through the same code path as in chat — the same tool
-function, with an idempotency key in `ctx.call_id` (a client retry that passes the same
-`idempotency_key` is not executed twice) — and every call is audited: a log line and a JSON line
+function, with the client's `idempotency_key` in `ctx.idempotency_key` (honoured as sent, across
+server processes and restarts: a retry is not executed twice, and the key reused for a different
+order is an error naming the first) and `ctx.source = "mcp"` — and every call is audited: a log line and a JSON line
 in `$TAPEBOT_HOME/results/mcp_audit.jsonl`.
 
 Claude Code:  claude mcp add tapebot -- tapebot mcp
@@ -267,6 +268,9 @@ def build_mcp_server(
             workspace=workspace or Path.cwd(),
             deps=deps,
             unattended=False,  # a person is at the MCP client, which confirms writes itself
+            source="mcp",
+            # honoured as the client sent it: no per-process part, so it holds across restarts
+            idempotency_key=client_key,
             _progress=progress,
         )
         try:

@@ -80,6 +80,10 @@ class TerminalRenderer:
                 self.note("plan: " + "; ".join(f"{marks.get(s, '○')} {t}" for t, s in steps))
             case ev.ErrorEvent(message=message):
                 self.note(f"error: {message}")
+            case ev.Notice(code="secret_masked"):
+                self.note(
+                    "a key-like value in your message was masked: it was not stored or sent to the model"
+                )
             case ev.Done():
                 if self._midline:
                     self.out.write("\n")

@@ -159,6 +159,7 @@ class MarketsConfig(_Section):
     live_api_key_env: str = "EXCHANGE_API_KEY"
     live_secret_env: str = "EXCHANGE_API_SECRET"
     initial_cash: float = Field(default=1_000_000, gt=0)
+    retry_blocked: bool = True  # a paper order blocked by a price limit waits for the next bar's open
 
     @model_validator(mode="after")
     def _csv_needs_dir(self) -> MarketsConfig:
@@ -338,8 +339,9 @@ class Settings(BaseSettings):
             self.telegram.resolved_token(env),
             self.telegram.resolved_webhook_secret(env),
             self.discord.resolved_token(env),
-            env.get(self.markets.live_api_key_env) if self.markets.live else None,
-            env.get(self.markets.live_secret_env) if self.markets.live else None,
+            # exchange keys are masked whenever they are set, live trading on or not
+            env.get(self.markets.live_api_key_env),
+            env.get(self.markets.live_secret_env),
             _url_password(self.database_url),
         ]
         # Very short values would redact ordinary words; no real secret is that short.

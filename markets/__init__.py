@@ -15,7 +15,8 @@ trading, charts, and the tools the model calls.
     markets.screen.screen              whole-market funnel
     markets.backtest.run               daily backtester with A-share / crypto rules
     markets.portfolio.Portfolio        holdings, cash, history per user (database)
-    markets.broker.PaperBroker         idempotent paper fills (LiveCcxtBroker behind live = true)
+    markets.broker.PaperBroker         idempotent paper fills; orders blocked at a price limit wait
+                                       (retry_waiting / cancel); LiveCcxtBroker behind live = true
     markets.strategies                 StrategyConfig, StrategyStore, run_trader_once
     markets.charts                     candles(), equity_curve() → PNG path
     markets.services.MarketServices    what the tools need (ctx.deps.get(MarketServices))

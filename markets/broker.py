@@ -16,8 +16,18 @@ market's rules: lots of 100 for A-share buys, T+1 on the wall-clock trading cale
 today's session — the injected clock's date at the exchange, or the next trading day when today is
 none — can be sold from the next session, even while the bars stay frozen), the
 backtester's price-limit rule (`rules.limit_block`: no fill on a limit-locked bar, no buy at a
-limit-up close, no sell at a limit-down close; the order is rejected and can be placed again on the
-next bar), commission/stamp duty, cash and holdings checks.
+limit-up close, no sell at a limit-down close), commission/stamp duty, cash and holdings checks.
+
+Orders blocked by a price limit wait, as the backtester's (`MarketSettings.retry_blocked`, on by
+default; off: rejected, to be placed again). A blocked order that passes the other checks is stored
+with status `waiting` ("pending: blocked at limit-up, will retry at the next bar's open"); nothing is
+reserved while it waits. Whenever the data has a bar newer than the one that blocked it — checked on
+every paper-broker call (`submit`, and the portfolio tools call `retry_waiting`) and by the daily
+traders job — it is retried at the open of the first newer bar `limit_block` lets through, with
+every check again at that moment (lots, cash, holdings, T+1 in the wall-clock session): filled,
+rejected with the reason, or still waiting as of the newest bar. A retry claims the row with a
+compare-and-set on (status, bar last seen) inside the transaction that applies it, so concurrent or
+repeated retries, and restarts, fill it at most once. `cancel` withdraws a waiting order.
 """
 
 from __future__ import annotations
@@ -29,11 +39,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
-from sqlalchemy import func, select
+import numpy as np
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from markets.calendar import exchange_today
 from markets.data import MarketData
+from markets.errors import IdempotencyConflict, NotFound, TradeRejected
 from markets.models import MarketTrade
 from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side, limit_block
@@ -46,13 +58,17 @@ log = logging.getLogger(__name__)
 class TradeResult:
     trade: dict[str, Any]
     replayed: bool = False  # the key was seen before: this is the earlier outcome, nothing new happened
+    updates: tuple[dict[str, Any], ...] = ()  # waiting orders this call filled, rejected or re-dated
 
     @property
     def status(self) -> str:
         return self.trade["status"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.trade, "replayed": self.replayed}
+        out = {**self.trade, "replayed": self.replayed}
+        if self.updates:
+            out["order_updates"] = list(self.updates)
+        return out
 
 
 def rules_for(market: str, settings: MarketSettings) -> MarketRules:
@@ -96,13 +112,22 @@ class PaperBroker:
             ).scalar_one_or_none()
 
     async def _reserve(
-        self, key: str, user_id: str, market: str, symbol: str, side: Side, qty: float, source: str
+        self,
+        key: str,
+        user_id: str,
+        market: str,
+        symbol: str,
+        side: Side,
+        qty: float,
+        source: str,
+        request_hash: str = "",
     ) -> tuple[int, MarketTrade | None]:
         """Insert the pending row; if the key exists already return the earlier trade instead."""
         try:
             async with self.sessions() as s, s.begin():
                 t = MarketTrade(
                     idempotency_key=key,
+                    request_hash=request_hash,
                     user_id=user_id,
                     market=market,
                     symbol=symbol,
@@ -125,23 +150,47 @@ class PaperBroker:
             return prev.id, prev
 
     async def submit(
-        self, user_id: str, symbol: str, side: Side, quantity: float, *, key: str, source: str = "chat"
+        self,
+        user_id: str,
+        symbol: str,
+        side: Side,
+        quantity: float,
+        *,
+        key: str,
+        source: str = "chat",
+        request_hash: str = "",
     ) -> TradeResult:
+        """`request_hash` fingerprints the order as requested: the same key with another
+        fingerprint raises IdempotencyConflict (naming the first order) instead of replaying it."""
         if not key:
             raise ValueError("an idempotency key is required")
+        # Orders already waiting at a price limit go first when a newer bar has come (first come,
+        # first served for the cash), and the caller hears what happened to them.
+        updates = tuple(await self.retry_waiting(user_id))
         prev = await self._existing(key)
         if prev is not None:
-            return TradeResult(trade_dict(prev), replayed=True)
+            return self._replay(prev, key, request_hash, updates)
         inst = self.data.resolve(symbol)
         market = "crypto" if inst.market == "crypto" else "cn"
-        trade_id, prev = await self._reserve(key, user_id, market, inst.symbol, side, float(quantity), source)
+        trade_id, prev = await self._reserve(
+            key, user_id, market, inst.symbol, side, float(quantity), source, request_hash
+        )
         if prev is not None:
-            return TradeResult(trade_dict(prev), replayed=True)
+            return self._replay(prev, key, request_hash, updates)
         try:
-            return TradeResult(await self._fill(trade_id, user_id, inst, market, side, float(quantity)))
+            trade = await self._fill(trade_id, user_id, inst, market, side, float(quantity))
         except Exception as exc:  # nothing was applied (one transaction): record it, never retry
             log.exception("paper fill failed for trade %s", trade_id)
-            return TradeResult(await self._finish(trade_id, "rejected", reason=f"not filled: {exc}"))
+            trade = await self._finish(trade_id, "rejected", reason=f"not filled: {exc}")
+        return TradeResult(trade, updates=updates)
+
+    @staticmethod
+    def _replay(
+        prev: MarketTrade, key: str, request_hash: str, updates: tuple[dict[str, Any], ...] = ()
+    ) -> TradeResult:
+        if request_hash and prev.request_hash and prev.request_hash != request_hash:
+            raise IdempotencyConflict(key, trade_dict(prev))
+        return TradeResult(trade_dict(prev), replayed=True, updates=updates)
 
     async def _finish(self, trade_id: int, status: str, **fields: Any) -> dict[str, Any]:
         async with self.sessions() as s, s.begin():
@@ -167,81 +216,233 @@ class PaperBroker:
             float(bars.close[-2]) if len(bars) > 1 else float("nan"),
             float(bars.high[-1]),
             float(bars.low[-1]),
-            inst.limit_pct if market == "cn" and rules.limits else None,
+            _limit(inst, market, rules),
         )
 
         async with self.sessions() as s, s.begin():
             t = await s.get(MarketTrade, trade_id)
             if t.status != "pending":  # reconciled meanwhile
                 return trade_dict(t)
-
-            def reject(reason: str) -> dict[str, Any]:
-                t.status, t.reason, t.trade_date, t.price_date = "rejected", reason, day, bar_day
-                return trade_dict(t)
-
-            if qty <= 0:
-                return reject("quantity must be positive")
-            if blocked:
-                return reject(
+            t.trade_date, t.price_date = day, bar_day
+            if blocked and not self.settings.retry_blocked:
+                t.status = "rejected"
+                t.reason = (
                     f"{inst.label} {blocked} on {bar_day}: no {side} fill at the limit; "
                     "place the order again on the next bar"
                 )
-            if rules.lot and side == "buy" and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
-                return reject(f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not")
-            acc = await self.portfolio._account(s, user_id, market)
-            pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
-            notional = qty * price
-            fee, tax = rules.order_cost(side, notional)
-            if side == "buy":
-                if notional + fee + tax > acc.cash + 1e-9:
-                    return reject(
-                        f"insufficient cash: need {notional + fee + tax:,.2f}, have {acc.cash:,.2f}"
-                    )
-                new_qty = pos.quantity + qty
-                pos.avg_cost = (pos.avg_cost * pos.quantity + notional + fee) / new_qty
-                pos.quantity = new_qty
-                pos.high_since_entry = max(pos.high_since_entry or 0.0, price)
-                pos.opened_on = pos.opened_on or day
-                acc.cash -= notional + fee + tax
-            else:
-                sellable = pos.quantity
-                if rules.t_plus_1:
-                    bought_today = (
-                        await s.execute(
-                            select(func.coalesce(func.sum(MarketTrade.quantity), 0.0)).where(
-                                MarketTrade.user_id == user_id,
-                                MarketTrade.symbol == inst.symbol,
-                                MarketTrade.side == "buy",
-                                MarketTrade.status == "filled",
-                                MarketTrade.trade_date == day,
-                            )
-                        )
-                    ).scalar_one()
-                    sellable = max(0.0, pos.quantity - float(bought_today))
-                    if qty > sellable + 1e-9 and qty <= pos.quantity + 1e-9:
-                        return reject(
-                            f"T+1: {bought_today:g} shares were bought in the {day} session and can be "
-                            f"sold from the next trading day; sellable now {sellable:g}"
-                        )
-                if qty > sellable + 1e-9:
-                    return reject(f"insufficient holding: have {pos.quantity:g}, sellable {sellable:g}")
-                if rules.lot and qty < pos.quantity and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
-                    return reject(
-                        f"A-share sells are whole lots of {rules.lot:g} unless the whole position is sold"
-                    )
-                t.realized_pnl = notional - fee - tax - pos.avg_cost * qty
-                pos.quantity -= qty
-                acc.cash += notional - fee - tax
-                if pos.quantity <= 1e-12:
-                    pos.quantity, pos.avg_cost, pos.high_since_entry, pos.opened_on = 0.0, 0.0, 0.0, None
-            t.status, t.price, t.fee, t.tax, t.trade_date = "filled", price, fee, tax, day
-            t.price_date = bar_day
+                return trade_dict(t)
+            # A blocked order is checked now too (all but T+1, which is the fill session's), so an
+            # order that could never fill is refused at once instead of waiting.
+            why = await self._check(
+                s, rules, user_id, inst, market, side, qty, price, day, t_plus_1=not blocked
+            )
+            if why:
+                t.status, t.reason = "rejected", why
+                return trade_dict(t)
+            if blocked:
+                t.status = "waiting"
+                t.reason = f"{_pending_note(blocked)} ({inst.label}, {bar_day} close)"
+                return trade_dict(t)
+            await self._apply(s, t, rules, user_id, inst, market, side, qty, price, day)
             t.reason = f"paper fill at the {bar_day} close (the last bar), {day} session"
             await s.flush()
             return trade_dict(t)
 
+    async def _check(
+        self,
+        s: Any,
+        rules: MarketRules,
+        user_id: str,
+        inst: Any,
+        market: str,
+        side: Side,
+        qty: float,
+        price: float,
+        day: date,
+        *,
+        t_plus_1: bool = True,
+    ) -> str | None:
+        """Why an order cannot fill at `price` in session `day` (lots, cash, holdings, T+1), or None."""
+        if qty <= 0:
+            return "quantity must be positive"
+        if rules.lot and side == "buy" and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
+            return f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not"
+        acc = await self.portfolio._account(s, user_id, market)
+        pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
+        notional = qty * price
+        fee, tax = rules.order_cost(side, notional)
+        if side == "buy":
+            if notional + fee + tax > acc.cash + 1e-9:
+                return f"insufficient cash: need {notional + fee + tax:,.2f}, have {acc.cash:,.2f}"
+            return None
+        sellable = pos.quantity
+        if rules.t_plus_1 and t_plus_1:
+            bought_today = await self._bought_in(s, user_id, inst.symbol, day)
+            sellable = max(0.0, pos.quantity - bought_today)
+            if qty > sellable + 1e-9 and qty <= pos.quantity + 1e-9:
+                return (
+                    f"T+1: {bought_today:g} shares were bought in the {day} session and can be "
+                    f"sold from the next trading day; sellable now {sellable:g}"
+                )
+        if qty > sellable + 1e-9:
+            return f"insufficient holding: have {pos.quantity:g}, sellable {sellable:g}"
+        if rules.lot and qty < pos.quantity and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
+            return f"A-share sells are whole lots of {rules.lot:g} unless the whole position is sold"
+        return None
+
+    @staticmethod
+    async def _bought_in(s: Any, user_id: str, symbol: str, day: date) -> float:
+        got = (
+            await s.execute(
+                select(func.coalesce(func.sum(MarketTrade.quantity), 0.0)).where(
+                    MarketTrade.user_id == user_id,
+                    MarketTrade.symbol == symbol,
+                    MarketTrade.side == "buy",
+                    MarketTrade.status == "filled",
+                    MarketTrade.trade_date == day,
+                )
+            )
+        ).scalar_one()
+        return float(got)
+
+    async def _apply(
+        self,
+        s: Any,
+        t: MarketTrade,
+        rules: MarketRules,
+        user_id: str,
+        inst: Any,
+        market: str,
+        side: Side,
+        qty: float,
+        price: float,
+        day: date,
+    ) -> None:
+        """Move cash and shares for a checked order, and mark the trade filled (one transaction)."""
+        acc = await self.portfolio._account(s, user_id, market)
+        pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
+        notional = qty * price
+        fee, tax = rules.order_cost(side, notional)
+        if side == "buy":
+            new_qty = pos.quantity + qty
+            pos.avg_cost = (pos.avg_cost * pos.quantity + notional + fee) / new_qty
+            pos.quantity = new_qty
+            pos.high_since_entry = max(pos.high_since_entry or 0.0, price)
+            pos.opened_on = pos.opened_on or day
+            acc.cash -= notional + fee + tax
+        else:
+            t.realized_pnl = notional - fee - tax - pos.avg_cost * qty
+            pos.quantity -= qty
+            acc.cash += notional - fee - tax
+            if pos.quantity <= 1e-12:
+                pos.quantity, pos.avg_cost, pos.high_since_entry, pos.opened_on = 0.0, 0.0, 0.0, None
+        t.status, t.price, t.fee, t.tax, t.trade_date = "filled", price, fee, tax, day
+
+    # -- orders waiting at a price limit ---------------------------------------------------------
+    async def retry_waiting(self, user_id: str | None = None) -> list[dict[str, Any]]:
+        """Try every waiting order whose instrument has a bar newer than the one that blocked it:
+        filled at the first newer open off the limit, rejected when it no longer passes the checks
+        (cash, holdings, T+1 in today's session), else still waiting as of the newest bar. Returns
+        the orders that changed. Cheap when nothing waits (one indexed query) or no bar is new."""
+        async with self.sessions() as s:
+            q = select(MarketTrade.id, MarketTrade.market, MarketTrade.price_date).where(
+                MarketTrade.venue == self.venue, MarketTrade.status == "waiting"
+            )
+            if user_id:
+                q = q.where(MarketTrade.user_id == user_id)
+            rows = (await s.execute(q.order_by(MarketTrade.id))).all()
+        out = []
+        for trade_id, market, seen in rows:
+            as_of = self.data.as_of(market)
+            if seen is not None and as_of is not None and as_of <= seen:
+                continue  # no newer bar for this market at all
+            try:
+                got = await self._retry(trade_id, seen)
+            except Exception:  # nothing was applied (one transaction): it keeps waiting
+                log.exception("retry of waiting paper order %s failed", trade_id)
+                continue
+            if got is not None:
+                out.append(got)
+        return out
+
+    async def _retry(self, trade_id: int, seen: date | None) -> dict[str, Any] | None:
+        async with self.sessions() as s:
+            row = await s.get(MarketTrade, trade_id)
+            if row is None or row.status != "waiting":
+                return None
+            user_id, symbol, market, qty = row.user_id, row.symbol, row.market, float(row.quantity)
+            side: Side = "sell" if row.side == "sell" else "buy"
+        inst = self.data.resolve(symbol)
+        rules = rules_for(market, self.settings)
+        bars = await self.data.abars(inst)  # off the loop (and through the bar cache) for network data
+        after = seen or bars.dates[-1].astype(object)
+        k, why, last = first_open_off_the_limit(bars, after, side, _limit(inst, market, rules))
+        if last is None:
+            return None  # no newer bar for this instrument (suspended, or not updated yet)
+        day = self.session_day(market)
+        async with self.sessions() as s, s.begin():
+            # Claim the order as last seen: of concurrent retries (two processes, a double-fired
+            # job) exactly one passes this compare-and-set; the rest see no row and do nothing.
+            claim = await s.execute(
+                update(MarketTrade)
+                .where(
+                    MarketTrade.id == trade_id,
+                    MarketTrade.status == "waiting",
+                    MarketTrade.price_date == seen if seen is not None else MarketTrade.price_date.is_(None),
+                )
+                .values(status="retrying")
+                .execution_options(synchronize_session=False)
+            )
+            if claim.rowcount != 1:
+                return None
+            t = await s.get(MarketTrade, trade_id, populate_existing=True)
+            if k is None:
+                bar = bars.dates[last].astype(object)
+                t.status, t.price_date = "waiting", bar
+                t.reason = f"{_pending_note(why or 'blocked')} ({inst.label}, {bar} bar; still blocked after {after})"
+                return trade_dict(t)
+            bar = bars.dates[k].astype(object)
+            price = float(bars.open[k])
+            t.price_date, t.trade_date = bar, day
+            reason = await self._check(s, rules, user_id, inst, market, side, qty, price, day)
+            if reason:
+                t.status = "rejected"
+                t.reason = (
+                    f"not filled at the retry on the {bar} open ({price:g}): {reason} "
+                    f"(it had waited at the price limit through the {after} bar)"
+                )
+                return trade_dict(t)
+            await self._apply(s, t, rules, user_id, inst, market, side, qty, price, day)
+            t.reason = (
+                f"paper fill at the {bar} open, the first bar off the price limit after the {after} "
+                f"bar it waited at, {day} session"
+            )
+            await s.flush()
+            return trade_dict(t)
+
+    async def cancel(self, user_id: str, order_id: int, *, by: str = "the user") -> TradeResult:
+        """Cancel a waiting order of this user. Cancelling one already cancelled returns it again
+        (replayed); a filled or rejected order cannot be cancelled."""
+        async with self.sessions() as s, s.begin():
+            t = await s.get(MarketTrade, order_id)
+            if t is None or t.user_id != user_id or t.venue != self.venue:
+                raise NotFound(f"no order #{order_id} of yours on the {self.venue} account")
+            if t.status == "cancelled":
+                return TradeResult(trade_dict(t), replayed=True)
+            done = await s.execute(
+                update(MarketTrade)
+                .where(MarketTrade.id == order_id, MarketTrade.status == "waiting")
+                .values(status="cancelled", reason=f"cancelled by {by} while waiting; was: {t.reason}")
+                .execution_options(synchronize_session=False)
+            )
+            t = await s.get(MarketTrade, order_id, populate_existing=True)
+            if done.rowcount != 1:
+                raise TradeRejected(f"order #{order_id} is {t.status}, not waiting: nothing to cancel")
+            return TradeResult(trade_dict(t))
+
     async def reconcile(self, user_id: str | None = None) -> list[dict[str, Any]]:
-        """Pending paper trades were never applied (fills are atomic): mark them rejected, don't retry."""
+        """Pending paper trades were never applied (fills are atomic): mark them rejected, don't retry.
+        Orders `waiting` at a price limit are not touched: they are retried by `retry_waiting`."""
         async with self.sessions() as s, s.begin():
             q = select(MarketTrade).where(
                 MarketTrade.venue == self.venue, MarketTrade.status.in_(("pending", "unknown"))
@@ -255,6 +456,40 @@ class PaperBroker:
                     "not applied (interrupted before the fill); reconciled, not retried",
                 )
             return [trade_dict(t) for t in rows]
+
+
+def _limit(inst: Any, market: str, rules: MarketRules) -> float | None:
+    return inst.limit_pct if market == "cn" and rules.limits else None
+
+
+def _pending_note(blocked: str) -> str:
+    """What the user is told about a waiting order: "pending: blocked at limit-up, ..."."""
+    word = "limit-up" if "limit-up" in blocked else "limit-down" if "limit-down" in blocked else "the limit"
+    how = "locked at" if blocked.startswith("limit-locked") else "blocked at"
+    return f"pending: {how} {word} ({blocked}), will retry at the next bar's open"
+
+
+def first_open_off_the_limit(
+    bars: Any, after: date, side: Side, limit: float | None
+) -> tuple[int | None, str | None, int | None]:
+    """Walk the bars after `after` as the backtester walks a pending order: (index of the first bar
+    whose open `rules.limit_block` lets through, None), else (None, the last bar's block reason);
+    the third value is the last bar looked at (None when there is no newer bar)."""
+    start = int(np.searchsorted(bars.dates, np.datetime64(after, "D"), side="right"))
+    n = len(bars)
+    why: str | None = None
+    for k in range(start, n):
+        why = limit_block(
+            side,
+            float(bars.open[k]),
+            float(bars.close[k - 1]) if k > 0 else float("nan"),
+            float(bars.high[k]),
+            float(bars.low[k]),
+            limit,
+        )
+        if why is None:
+            return k, None, n - 1
+    return None, why, (n - 1 if start < n else None)
 
 
 def client_order_id(key: str) -> str:

@@ -3,6 +3,8 @@ a clear message (e.g. "not found, did you mean …") instead of a stack trace.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent.errors import ToolFailed
 
 
@@ -52,3 +54,15 @@ class ServiceMissing(MarketError):
 
 class TradeRejected(MarketError):
     """The broker refused an order (insufficient cash/shares, lot size, T+1, limit-locked bar, ...)."""
+
+
+class IdempotencyConflict(MarketError):
+    """An idempotency key already used for a different order: never replayed as if it were this one."""
+
+    def __init__(self, key: str, first: dict[str, Any]):
+        self.key, self.first = key, first
+        super().__init__(
+            f"idempotency key {key!r} was already used for a different order: trade #{first['id']}, "
+            f"{first['side']} {first['quantity']:g} {first['symbol']} ({first['status']}). "
+            "Nothing was traded now; use a new key for a new order."
+        )

@@ -7,9 +7,11 @@ user's real positions, bookkeeping only); nothing moves between them.
   close since entry).
 - market_holdings / market_holding_cash: recorded real holdings and cash (`update_portfolio`).
 - market_trades: every order with its idempotency key (unique), status
-  pending → filled | rejected | unknown (→ reconciled to filled | rejected), fees and tax; the trading
-  session it belongs to (`trade_date`), the bar whose close priced it (`price_date`) and, for sells,
-  the realized P&L.
+  pending → filled | rejected | unknown (→ reconciled to filled | rejected) | waiting (blocked by a
+  price limit; → filled | rejected | cancelled at a retry, see markets/broker.py), fees and tax; the
+  trading session it belongs to (`trade_date`), the bar that priced it (`price_date`: the last close,
+  a retry's open, or for a waiting order the last bar it was blocked on) and, for sells, the realized
+  P&L.
 - market_strategies / market_traders: NOFXi's strategy templates and the traders running them.
 - market_records: analyses, recommendations, screens, backtests and reports (queryable history).
 - market_bar_cache: bars fetched from network providers.
@@ -100,6 +102,9 @@ class MarketTrade(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     idempotency_key: Mapped[str] = mapped_column(String(191), unique=True)
+    # sha256 of the order as requested (tool + canonical arguments): a key reused for another
+    # order is refused, not replayed (migration 0008). Empty on rows from before it.
+    request_hash: Mapped[str] = mapped_column(String(64), default="")
     user_id: Mapped[str] = mapped_column(String(128), index=True)
     market: Mapped[str] = mapped_column(String(16))
     symbol: Mapped[str] = mapped_column(String(32))
@@ -108,10 +113,10 @@ class MarketTrade(Base):
     price: Mapped[float | None] = mapped_column(Float, nullable=True)  # fill price (None until filled)
     fee: Mapped[float] = mapped_column(Float, default=0.0)
     tax: Mapped[float] = mapped_column(Float, default=0.0)
-    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending|filled|rejected|unknown
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # see the module docstring
     venue: Mapped[str] = mapped_column(String(16), default="paper")  # paper | live:<exchange> | manual
     trade_date: Mapped[date | None] = mapped_column(Date, nullable=True)  # the trading session (T+1)
-    price_date: Mapped[date | None] = mapped_column(Date, nullable=True)  # the bar whose close priced it
+    price_date: Mapped[date | None] = mapped_column(Date, nullable=True)  # the bar that priced it
     realized_pnl: Mapped[float | None] = mapped_column(Float, nullable=True)  # sells: proceeds - cost
     source: Mapped[str] = mapped_column(String(64), default="chat")  # chat | trader:<id> | manual
     reason: Mapped[str] = mapped_column(Text, default="")

@@ -152,6 +152,15 @@ class Portfolio:
             ).all()
         return {m: float(v) for m, v in rows}
 
+    async def waiting(self, user_id: str, market: str | None = None) -> list[dict[str, Any]]:
+        """Paper orders waiting for a bar off the price limit (markets/broker.py), oldest first."""
+        async with self.sessions() as s:
+            q = select(MarketTrade).where(MarketTrade.user_id == user_id, MarketTrade.status == "waiting")
+            if market:
+                q = q.where(MarketTrade.market == market)
+            rows = (await s.execute(q.order_by(MarketTrade.id))).scalars().all()
+        return [trade_dict(t) for t in rows]
+
     async def recorded_cash(self, user_id: str) -> dict[str, float | None]:
         async with self.sessions() as s:
             rows = (
@@ -198,6 +207,8 @@ class Portfolio:
                 "label": "Paper account — simulated trades (execute_trade, traders); not real money",
                 "positions": [p.to_dict() for p in paper],
                 "totals": paper_totals,
+                # blocked by a price limit; retried at the next bar's open, cancellable (cancel_order)
+                "pending_orders": await self.waiting(user_id),
             },
             "recorded": {
                 "label": "Recorded holdings — your real positions as you entered them (update_portfolio); "
@@ -355,7 +366,7 @@ def trade_dict(t: MarketTrade) -> dict[str, Any]:
         "status": t.status,
         "venue": t.venue,
         "trade_date": str(t.trade_date) if t.trade_date else None,  # the trading session
-        "price_as_of": str(t.price_date) if t.price_date else None,  # the bar whose close priced it
+        "price_as_of": str(t.price_date) if t.price_date else None,  # the bar that priced it
         "realized_pnl": None if t.realized_pnl is None else round(t.realized_pnl, 2),
         "source": t.source,
         "reason": t.reason,

@@ -35,6 +35,7 @@ class MarketSettings(BaseModel):
     commission: float = 0.00025
     commission_min: float = 5.0
     stamp_duty_sell: float = 0.0005
+    retry_blocked: bool = True  # a paper order blocked by a price limit waits for the next bar's open
     live: bool = False  # live trading through ccxt: never on unless set explicitly
     live_exchange: str = "binance"
     live_api_key: str = ""

@@ -57,6 +57,10 @@ async def dynamic_snapshot(
             lines.append(
                 f"  {word} {p['name']}({p['symbol']}): {p['quantity']:g} @ {p['avg_cost']} → {p['price']} ({p['pnl_pct']}%)"
             )
+        for o in part.get("pending_orders", [])[:20]:
+            lines.append(
+                f"  pending paper order #{o['id']}: {o['side']} {o['quantity']:g} {o['symbol']} — {o['reason']}"
+            )
     if strategies:
         lines.append(
             "strategies: "

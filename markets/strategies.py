@@ -340,8 +340,12 @@ async def run_trader_once(
     store: StrategyStore, broker: Any, data: MarketData, user_id: str, trader_ref: int | str
 ) -> dict[str, Any]:
     """One scheduled step of a running trader: evaluate its strategy as of the last bar and send
-    paper orders. Keys are `trader:<id>:<date>:<symbol>:<side>`, so a re-run on the same day (a
-    restart, a double-fired job) never trades twice."""
+    paper orders. Keys are `trader:<id>:<session>:<symbol>:<side>` with the wall-clock trading
+    session (the broker's injected-clock "today", as T+1 uses), so a re-run in the same session (a
+    restart, a double-fired job) never trades twice while a running trader still trades once per
+    session on data whose last bar does not move (the bundled set). A symbol with an order already
+    waiting at a price limit on the same side gets no second order; the opposite signal cancels the
+    trader's own waiting order (as the backtester's pending orders)."""
     async with store.sessions() as s:
         t = await store._trader(s, user_id, trader_ref)
         if t.status != "running":
@@ -356,15 +360,32 @@ async def run_trader_once(
     T = panel.shape[1]
     sig = strategy_signals(panel, cfg, limits_for(data, panel.symbols), days=np.arange(max(0, T - 2), T))
     as_of: date = panel.dates[-1].astype(object)
+    session: date = broker.session_day(cfg.market)
+    await broker.retry_waiting(user_id)
     held = {p.symbol: p for p in await broker.portfolio.positions(user_id, cfg.market)}
+    # As in the backtester, the opposite signal cancels this trader's order waiting at a limit.
+    index = {sym: i for i, sym in enumerate(panel.symbols)}
+    cancelled = []
+    waiting = set()
+    for w in await broker.portfolio.waiting(user_id, cfg.market):
+        i = index.get(w["symbol"])
+        mine = w["source"] == f"trader:{trader_id}" and i is not None
+        if mine and (sig.exits[i, -1] if w["side"] == "buy" else sig.entries[i, -1]):
+            r = await broker.cancel(user_id, w["id"], by=f"the opposite signal as of {as_of}")
+            cancelled.append(r.trade)
+            continue
+        waiting.add((w["symbol"], w["side"]))
+    buys_waiting = sum(side == "buy" and sym not in held for sym, side in waiting)
     orders = []
     for i, sym in enumerate(panel.symbols):
         if sym in held and sig.exits[i, -1]:
-            orders.append((sym, "sell", held[sym].quantity, "exit signal"))
+            if (sym, "sell") not in waiting:
+                orders.append((sym, "sell", held[sym].quantity, "exit signal"))
         elif (
             sym not in held
+            and (sym, "buy") not in waiting
             and sig.entries[i, -1]
-            and len(held) + sum(o[1] == "buy" for o in orders) < cfg.max_positions
+            and len(held) + buys_waiting + sum(o[1] == "buy" for o in orders) < cfg.max_positions
         ):
             cash = (await broker.portfolio.balance(user_id, cfg.market))[0]["cash"]
             price = float(panel.close[i, -1])
@@ -380,20 +401,24 @@ async def run_trader_once(
             sym,
             side,
             qty,
-            key=f"trader:{trader_id}:{as_of}:{sym}:{side}",
+            key=f"trader:{trader_id}:{session}:{sym}:{side}",
             source=f"trader:{trader_id}",
         )
         results.append({**r.to_dict(), "why": why})
-    summary = f"{as_of}: {len(results)} order(s)"
+    summary = f"{session} session (bars as of {as_of}): {len(results)} order(s)"
     async with store.sessions() as s, s.begin():
         t = await store._trader(s, user_id, trader_id)
-        t.last_run_on, t.last_result = as_of, summary
-    return {"trader": trader_name, "as_of": str(as_of), "orders": results}
+        t.last_run_on, t.last_result = session, summary
+    out = {"trader": trader_name, "session": str(session), "as_of": str(as_of), "orders": results}
+    if cancelled:
+        out["cancelled"] = cancelled
+    return out
 
 
 async def run_all_traders(services: Any) -> list[dict[str, Any]]:
-    """The daily job: one step of every running trader of every user, on the paper broker (live
-    only when explicitly enabled). A failing trader is reported and never stops the others."""
+    """The daily job: retry paper orders waiting at a price limit, then one step of every running
+    trader of every user, on the paper broker (live only when explicitly enabled). A failing trader
+    is reported and never stops the others."""
     from markets.broker import PaperBroker
 
     store = StrategyStore(services.sessions())
@@ -402,6 +427,10 @@ async def run_all_traders(services: Any) -> list[dict[str, Any]]:
         if services.settings.live and services.live_broker
         else PaperBroker(services.sessions(), services.data, services.settings, clock=services.clock)
     )
+    try:  # the periodic hook for paper orders waiting at a price limit (every user's)
+        await broker.retry_waiting()
+    except Exception:
+        log.exception("retrying waiting paper orders failed")
     async with store.sessions() as s:
         rows = (await s.execute(select(MarketTrader).where(MarketTrader.status == "running"))).scalars().all()
         todo = [(r.user_id, r.id) for r in rows]

@@ -18,11 +18,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from agent.ports import client_key, execution_key
 from agent.tools.registry import Attachment, ToolContext, ToolOutput, Toolset
 from markets import backtest as bt
 from markets import reports
 from markets.broker import PaperBroker, rules_for
-from markets.errors import MarketError, NoData
+from markets.errors import IdempotencyConflict, MarketError, NoData
 from markets.portfolio import Portfolio
 from markets.screen import ScreenConfig, screen
 from markets.services import MarketServices, require
@@ -50,6 +51,15 @@ def _broker(svc: MarketServices) -> PaperBroker:
     if svc.settings.live and svc.live_broker is not None:
         return svc.live_broker
     return PaperBroker(svc.sessions(), svc.data, svc.settings, clock=svc.clock)
+
+
+async def _retried(svc: MarketServices, ctx: ToolContext, out: dict[str, Any]) -> dict[str, Any]:
+    """Retry the user's paper orders waiting at a price limit when a newer bar has come (each
+    portfolio tool is a paper-broker call), and say what changed under `order_updates`."""
+    updates = await _broker(svc).retry_waiting(_user(ctx))
+    if updates:
+        out["order_updates"] = updates
+    return out
 
 
 async def _held(svc: MarketServices, ctx: ToolContext) -> dict[str, Any]:
@@ -507,7 +517,8 @@ async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view"
     """
     svc = require(ctx)
     pf = _portfolio(svc)
-    out = await pf.view(_user(ctx))
+    updates = await _retried(svc, ctx, {})
+    out = {**await pf.view(_user(ctx)), **updates}
     both = out["paper"]["positions"] + out["recorded"]["positions"]
     if mode == "diagnose":
         for p in both:
@@ -580,17 +591,20 @@ async def update_portfolio(
 
 @market_tools.tool(concurrency_safe=True)
 async def get_positions(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict:
-    """Current positions of the paper account and the recorded real holdings (two lists), with prices, value and unrealized P&L, as of the last bar.
+    """Current positions of the paper account and the recorded real holdings (two lists), with prices, value and unrealized P&L, as of the last bar; `pending` lists paper orders waiting at a price limit.
 
     Args:
         market: cn or crypto; both when omitted.
     """
     svc = require(ctx)
     pf = _portfolio(svc)
+    updates = await _retried(svc, ctx, {})
     return {
         "paper": [p.to_dict() for p in await pf.positions(_user(ctx), market)],
+        "pending": await pf.waiting(_user(ctx), market),
         "recorded": [p.to_dict() for p in await pf.holdings(_user(ctx), market)],
         "as_of": {m: str(svc.data.as_of(m)) for m in ("cn", "crypto")},
+        **updates,
     }
 
 
@@ -602,15 +616,17 @@ async def get_balance(ctx: ToolContext, market: Literal["cn", "crypto"] | None =
         market: cn or crypto; both when omitted.
     """
     svc = require(ctx)
+    updates = await _retried(svc, ctx, {})
     return {
         "balances": await _portfolio(svc).balance(_user(ctx), market),
         "venue": "live" if svc.settings.live else "paper",
+        **updates,
     }
 
 
 @market_tools.tool(concurrency_safe=True)
 async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: int = 20) -> dict:
-    """Past trades (fills, rejections and unknown outcomes) newest first, plus recent analyses and recommendations.
+    """Past trades (fills, rejections, orders waiting at a price limit, cancellations, unknown outcomes) newest first, plus recent analyses and recommendations.
 
     Args:
         code: only this stock or coin.
@@ -618,9 +634,11 @@ async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: in
     """
     svc = require(ctx)
     pf = _portfolio(svc)
+    updates = await _retried(svc, ctx, {})
     return {
         "trades": await pf.trades(_user(ctx), code, max(1, min(limit, 200))),
         "records": await pf.records(_user(ctx), None, code, 10),
+        **updates,
     }
 
 
@@ -628,23 +646,63 @@ async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: in
 async def execute_trade(ctx: ToolContext, code: str, side: Literal["buy", "sell"], quantity: float) -> dict:
     """Buy or sell on the paper account (live only when explicitly enabled) at the last close, with A-share rules (lots of 100, T+1 on the trading calendar, price limits, fees) or crypto rules. The same approved call never fills twice.
 
+    An order blocked by a price limit waits (status `waiting`) and is retried at the next bar's open; cancel_order cancels it.
+
     Args:
         code: code, name or crypto symbol.
         side: buy or sell.
         quantity: shares (A-shares: multiples of 100 to buy) or coins.
     """
     svc = require(ctx)
-    if not ctx.call_id:
+    order = {"code": code, "side": side, "quantity": quantity}
+    if ctx.idempotency_key:  # a client's own key: it alone names the order, in any process
+        key = client_key(ctx.source, _user(ctx), ctx.idempotency_key)
+    elif ctx.call_id:
+        key = execution_key(ctx.session_id, "execute_trade", order, ctx.call_id)
+    else:
         raise MarketError("execute_trade needs a call id to derive its idempotency key")
-    key = f"exec:{ctx.session_id}:{ctx.call_id}"
-    r = await _broker(svc).submit(_user(ctx), code, side, quantity, key=key, source="chat")
+    try:
+        r = await _broker(svc).submit(
+            _user(ctx),
+            code,
+            side,
+            quantity,
+            key=key,
+            source=ctx.source or "chat",
+            request_hash=execution_key("", "execute_trade", order, ""),
+        )
+    except IdempotencyConflict as exc:  # named as the caller knows it, not as stored
+        raise IdempotencyConflict(ctx.idempotency_key or ctx.call_id, exc.first) from None
     out = r.to_dict()
     out["refs"] = {"stock": out["symbol"]}
-    out["note"] = (
-        "already executed earlier: this is the earlier outcome, nothing was traded again"
-        if r.replayed
-        else f"{'live' if svc.settings.live else 'paper'} {out['status']}"
-    )
+    if r.replayed:
+        out["note"] = "already executed earlier: this is the earlier outcome, nothing was traded again"
+    elif out["status"] == "waiting":
+        out["note"] = f"{out['reason']}; order #{out['id']} (cancel_order cancels it)"
+    else:
+        out["note"] = f"{'live' if svc.settings.live else 'paper'} {out['status']}"
+    return out
+
+
+@market_tools.tool(requires_approval=True, side_effect="mutating")
+async def cancel_order(ctx: ToolContext, order_id: int) -> dict:
+    """Cancel a paper order that is waiting at a price limit (status `waiting`, listed under pending orders in `portfolio`). Filled or rejected orders cannot be cancelled; cancelling twice returns the first outcome.
+
+    Args:
+        order_id: the order's id (`id` in the trade, the pending list or the trade history).
+    """
+    svc = require(ctx)
+    broker = _broker(svc)
+    updates = await broker.retry_waiting(_user(ctx))  # it may have filled at a newer bar already
+    r = await broker.cancel(_user(ctx), int(order_id))
+    out: dict[str, Any] = {
+        "order": r.trade,
+        "replayed": r.replayed,
+        "note": f"order #{order_id} was cancelled earlier" if r.replayed else f"order #{order_id} cancelled",
+        "refs": {"stock": r.trade["symbol"]},
+    }
+    if updates:
+        out["order_updates"] = updates
     return out
 
 

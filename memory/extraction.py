@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from agent.context import unwrap_recall
 from agent.messages import Message
 from agent.providers.base import ModelClient, ModelRequest, TextChunk
+from memory.hygiene import ApprovalClaim, MemoryRefused, check_memory
 from memory.longterm import L1_TYPES, MemoryRecord, MemoryStore
 from memory.terms import bigram_similarity, containment, normalise
 
@@ -288,6 +289,11 @@ class MemoryExtractor:
         """Provenance check, deterministic then LLM de-duplication, then the write.
         Returns (record or None, reason when not written)."""
         content = candidate.content.strip()
+        try:
+            check_memory(content)
+        except MemoryRefused as exc:
+            log.info("memory candidate refused (%s): %s", type(exc).__name__, content[:80])
+            return None, "refused: it speaks about approvals" if isinstance(exc, ApprovalClaim) else str(exc)
         if from_fetched_content(content, user_text, fetched_text):
             log.info("memory candidate dropped (from fetched content): %s", content[:80])
             return None, "from fetched content"

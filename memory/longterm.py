@@ -38,6 +38,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from agent.ports import Clock, SystemClock
 from memory.base import Base
 from memory.db import Database
+from memory.hygiene import check_memory
 from memory.models import BigIntPK, UTCDateTime
 from memory.terms import CodeResolver, default_code_resolver, fts_or_query, fts_quote
 
@@ -236,6 +237,7 @@ class MemoryStore:
         content = (content or "").strip()
         if not content:
             raise ValueError("memory content is empty")
+        content = check_memory(content)  # size, approval claims, key shapes (B5, C5)
         level = level_of(memory_type)
         code_list = list(dict.fromkeys(codes if codes is not None else self.resolve_codes(content)))
         codes_text = ",".join(code_list)
@@ -312,6 +314,7 @@ class MemoryStore:
         content = (content or "").strip()
         if not content:
             raise ValueError("memory content is empty")
+        content = check_memory(content)
         async with self.db.session() as s:
             row = await s.get(MemoryRow, memory_id)
             if row is None or (scope is not None and row.scope != scope):

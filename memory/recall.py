@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.ports import Clock
 from memory.archive import FileArchiveStore
+from memory.hygiene import UNTRUSTED, recallable
 from memory.longterm import TYPE_RULES, MemoryRecord, MemoryStore, SearchHit
 from memory.taskstate import TaskStateStore, render_task_state
 from memory.terms import CodeResolver, default_code_resolver, extract_keywords, trigram_terms
@@ -90,12 +91,14 @@ def _cut(text: str, memory_id: int, limit: int = MAX_ITEM_CHARS) -> str:
 
 
 def _line(record: MemoryRecord, *, detailed: bool) -> str:
+    # written after the turn had read outside content: background, never the user's instruction
+    mark = " (untrusted: saved after reading outside content)" if record.source_kind == UNTRUSTED else ""
     if not detailed:
-        return _cut(f"- [{record.memory_type}] {record.content}", record.id)
+        return _cut(f"- [{record.memory_type}] {record.content}{mark}", record.id)
     when = record.created_at.strftime("%Y-%m-%d") if record.created_at else "?"
     source = f" | 源:{record.source_ref}" if record.source_ref else ""
     kind = "playbook" if record.memory_type == "scenario" else record.memory_type
-    return _cut(f"- #{record.id} [{when}] [{kind}] {record.content}{source}", record.id)
+    return _cut(f"- #{record.id} [{when}] [{kind}] {record.content}{mark}{source}", record.id)
 
 
 def budget_lines(sections: list[tuple[str, list[str]]], max_chars: int = MAX_TOTAL_CHARS) -> str:
@@ -182,7 +185,9 @@ class MemoryRecall:
         in_scope_items = [
             i
             for i in candidates.values()
-            if i.record.memory_type in RECALL_TYPES and in_scope(i.record, codes)
+            if i.record.memory_type in RECALL_TYPES
+            and in_scope(i.record, codes)
+            and recallable(i.record.content)  # approval claims are quarantined (B5)
         ]
         # The keyword path is a fallback: a memory found only by one shared 2-character word
         # (仓位, 连续) is noise once the full-text or code paths found something.
@@ -205,12 +210,12 @@ class MemoryRecall:
         personas = [
             r
             for r in await self.store.recent(scope, types=["persona"], limit=3, session=session)
-            if in_scope(r, codes)
+            if in_scope(r, codes) and recallable(r.content)
         ]
         prefs = [
             r
             for r in await self.store.recent(scope, types=["preference"], limit=10, session=session)
-            if in_scope(r, codes)
+            if in_scope(r, codes) and recallable(r.content)
         ]
         return personas[:1] + prefs[:5]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 from agent.consent import StandingApproval, StandingScope
 from agent.messages import Message
 from agent.ports import ApprovalRecord, ApprovalStatus, Receipt, TurnRecord, UsageRecord, utcnow
+from agent.redact import redact_message
 from memory.db import Database
 from memory.models import (
     ApprovalRow,
@@ -137,9 +138,18 @@ class _HistoryCache:
 class SqlStore:
     """Implements agent.ports.SessionStore, TurnStore, ApprovalStore and UsageStore."""
 
-    def __init__(self, database: Database):
+    def __init__(self, database: Database, *, redact: Callable[[str], str] | None = None):
         self.db = database
         self._history = _HistoryCache()
+        # The last wall before the disk (C5): messages and received-message records are written
+        # with secrets masked, whoever built them. The runtime masks them first (so the model sees
+        # the masked form too); this catches any other writer.
+        self._redact = redact
+
+    def _clean(self, messages: Sequence[Message]) -> list[Message]:
+        if self._redact is None:
+            return list(messages)
+        return [redact_message(m, self._redact) for m in messages]
 
     # ---- helpers -----------------------------------------------------------------------------
     def _insert(self, model: Any) -> Any:
@@ -308,6 +318,7 @@ class SqlStore:
         `received` messages (see `receive_message`) are in the history now: their records are
         cleared in the same transaction."""
         now = utcnow()
+        messages = self._clean(messages)
         # serialised before the transaction starts, so the write lock is held only for SQL
         rows = [(m.role, m.model_dump(mode="json")) for m in messages]
         turn_row = self._turn_row(turn, now) if turn is not None else None
@@ -368,6 +379,7 @@ class SqlStore:
         """Swap the whole history at once (compaction, restore); readers see old or new, never half."""
         self._history.drop(session_id)
         now = utcnow()
+        messages = self._clean(messages)
         rows = [(m.role, m.model_dump(mode="json")) for m in messages]
 
         def work(c: Connection) -> None:
@@ -718,6 +730,8 @@ class SqlStore:
         recorded until `commit(received=...)` writes it into its session's history or
         `release_received` lets it go; `received_pending` lists what a restart should take up."""
         now = utcnow()
+        if pending is not None and self._redact is not None and isinstance(pending.get("text"), str):
+            pending = {**pending, "text": self._redact(pending["text"])}
         row = {"platform": platform, "update_id": str(update_id), "created_at": now, "pending": pending}
         lite = self._lite
 

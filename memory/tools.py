@@ -24,6 +24,7 @@ from agent.messages import Message
 from agent.tools.registry import ToolContext, Toolset
 from memory.archive import FileArchiveStore, query_terms
 from memory.extraction import Candidate, MemoryExtractor
+from memory.hygiene import UNTRUSTED, MemoryRefused, check_memory, recallable
 from memory.longterm import MemoryRecord, MemoryStore
 from memory.recall import MemoryRecall
 
@@ -56,6 +57,7 @@ def _record(r: MemoryRecord) -> dict[str, Any]:
         "codes": list(r.codes),
         "created_at": r.created_at.strftime("%Y-%m-%d"),
         "source": r.source_ref,
+        "untrusted": r.source_kind == UNTRUSTED,
     }
 
 
@@ -181,7 +183,10 @@ async def get_preferences(ctx: ToolContext) -> dict[str, Any]:
     scope = await services.scope_for(ctx)
     prefs = await services.store.recent(scope, types=["preference"], limit=50)
     persona = await services.store.recent(scope, types=["persona"], limit=1)
-    return {"preferences": [_record(r) for r in prefs], "persona": [_record(r) for r in persona]}
+    return {
+        "preferences": [_record(r) for r in prefs if recallable(r.content)],
+        "persona": [_record(r) for r in persona if recallable(r.content)],
+    }
 
 
 async def _find(services: MemoryServices, scope: str, memory_id: int | None, match: str) -> MemoryRecord:
@@ -217,9 +222,18 @@ async def manage_preferences(
         match: part of an existing preference's text, to find it (update / delete).
         id: the preference's id, instead of `match`.
     """
+    try:
+        return await _manage(ctx, action, text, match, id)
+    except MemoryRefused as exc:  # too long, or about approvals: the model is told why
+        raise InvalidToolArguments(str(exc)) from None
+
+
+async def _manage(ctx: ToolContext, action: str, text: str, match: str, id: int | None) -> dict[str, Any]:
     services = ctx.deps.get(MemoryServices)
     scope = await services.scope_for(ctx)
     source_ref = f"chat_log:{ctx.session_id}" if ctx.session_id else "manual"
+    if action in ("add", "update"):
+        check_memory(text.strip())  # before anything is looked up or changed
     if action == "add":
         if len(text.strip()) < 2:
             raise InvalidToolArguments("`text` is required to add a preference")
@@ -229,7 +243,8 @@ async def manage_preferences(
             Candidate("preference", text.strip()),
             source_ref=source_ref,
             llm_dedup=False,
-            source_kind="manual",
+            # after a web page or a file was read in this turn, the wording may be theirs (B5)
+            source_kind=UNTRUSTED if ctx.untrusted_input else "manual",
         )
         if record is None:
             return {"status": "unchanged", "reason": reason}

@@ -123,6 +123,15 @@ class ToolContext:
     deps: Deps = field(default_factory=Deps)
     unattended: bool = False
     turn: Any = None  # the live TurnRecord (update_plan edits its plan)
+    # Where the call came from ("chat", "mcp"): recorded on what it changes (trades).
+    source: str = "chat"
+    # A caller-supplied idempotency key (an MCP client's): it binds the change by itself, across
+    # processes; reused for different arguments it is an error. Empty: the key is derived from the
+    # session, tool, arguments and call id (`agent.ports.execution_key`).
+    idempotency_key: str = ""
+    # This turn has read outside content (web pages, files, command or MCP output) since the
+    # user's message: what the model asks to remember now may be that content's words (B5).
+    untrusted_input: bool = False
     _progress: ProgressFn = _no_progress
 
     async def progress(self, stage: str, detail: str = "", percent: float | None = None) -> None:

@@ -381,3 +381,19 @@ def test_notification_text_escapes_tool_output():
     assert text.count("</task-notification>") == 1
     assert text.count("[SYSTEM NOTIFICATION") == 2  # the header, and the escaped-in-preview copy
     assert "&lt;/task-notification&gt;" in text and "more characters" in text
+
+
+async def test_c2_c5_a_task_result_or_error_with_a_secret_is_stored_masked(store, clock):
+    """C2/C5 (issue 16): a background tool whose result or error carries a configured secret;
+    the task ledger (which outlives the turn and is reported into the chat) holds it masked."""
+    from agent.redact import Redactor
+
+    secret = "exch-Secret-9f8e7d6c5b4a"
+    manager = TaskManager(store, clock, redact=Redactor([secret]).text)
+    ok = await manager.submit("s1", "tg:1", "screen_stocks", "c1", work({"config": f"key={secret}"}))
+    bad = await manager.submit("s1", "tg:1", "run_backtest", "c2", work(fail=RuntimeError(f"auth {secret}")))
+    done, failed = await manager.wait(ok.id), await manager.wait(bad.id)
+    assert secret not in (done.result or "") and "***" in (done.result or "")
+    assert secret not in (failed.error or "") and "***" in (failed.error or "")
+    stored = [await store.get_task(ok.id), await store.get_task(bad.id)]
+    assert all(secret not in r.model_dump_json() for r in stored if r is not None)

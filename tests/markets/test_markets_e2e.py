@@ -113,7 +113,9 @@ async def test_trader_runs_once_per_day(world):
     assert not [o for o in again["orders"] if o["status"] == "filled" and not o["replayed"]]
     trades = await broker.portfolio.trades("u1")
     assert len([t for t in trades if t["status"] == "filled"]) == len(fills)
-    assert (await store.traders("u1"))[0]["last_run_on"] == "2025-09-03"
+    # the wall-clock session the keys use, not the frozen bar date (first["as_of"])
+    assert (await store.traders("u1"))[0]["last_run_on"] == first["session"] == str(broker.session_day("cn"))
+    assert first["as_of"] == "2025-09-03"
 
 
 async def test_dynamic_snapshot_and_references(world):
@@ -148,6 +150,7 @@ def test_migration_matches_the_orm_tables(tmp_path):
         return mod
 
     mod, paper = load("0003_markets"), load("0009_paper_book")
+    request_hash = load("0010_order_request_hash")
     assert mod.revision == "0003_markets" and mod.down_revision == "0002_memory"
     assert paper.revision == "0009_paper_book"
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'm.db'}")
@@ -171,6 +174,7 @@ def test_migration_matches_the_orm_tables(tmp_path):
                 )
             )
             paper.upgrade()
+            request_hash.upgrade()  # market_trades.request_hash (issue 16, E1)
         moved = conn.execute(sa.text("SELECT symbol FROM market_holdings")).scalars().all()
         kept = conn.execute(sa.text("SELECT symbol FROM market_positions")).scalars().all()
         assert moved == ["600519"] and kept == ["000001"]
@@ -181,6 +185,7 @@ def test_migration_matches_the_orm_tables(tmp_path):
         uniques = {u["name"] for u in insp.get_unique_constraints("market_trades")}
         assert "uq_market_trades_idempotency_key" in uniques
         with Operations.context(MigrationContext.configure(conn)):
+            request_hash.downgrade()
             paper.downgrade()
             assert sorted(conn.execute(sa.text("SELECT symbol FROM market_positions")).scalars()) == [
                 "000001",

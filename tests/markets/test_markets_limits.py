@@ -126,14 +126,16 @@ async def sessions(tmp_path):
 
 async def test_paper_broker_does_not_sell_at_a_limit_down_close(sessions):
     # 002190 closed at its limit-down 43.51 (prev 48.34) on 2025-09-03 without being one-price locked:
-    # the backtester blocks a sell there, so the paper broker must too.
+    # the backtester blocks a sell there, so the paper broker must too (the order waits for the next
+    # bar's open, as the backtester's; tests/markets/test_markets_pending.py follows it).
     async with sessions() as s, s.begin():
         s.add(
             MarketPosition(user_id="u1", market="cn", symbol="002190", name="", quantity=500, avg_cost=40.0)
         )
     broker = PaperBroker(sessions, MD)
     r = await broker.submit("u1", "002190", "sell", 500, key="s-limit")
-    assert r.status == "rejected" and "limit-down" in r.trade["reason"]
+    assert r.status == "waiting" and r.trade["price"] is None and "limit-down" in r.trade["reason"]
+    assert r.trade["price_as_of"] == "2025-09-03"  # the bar that blocked it
     # a buy at that close is fine (it is not at limit-up)
     b = await broker.submit("u1", "002190", "buy", 100, key="b-limit")
     assert b.status == "filled"

@@ -15,7 +15,7 @@ from markets.services import MarketServices
 from markets.tools import market_tools
 
 MD = MarketData()
-MUTATING = {"update_portfolio", "execute_trade", "manage_strategy", "manage_trader"}
+MUTATING = {"update_portfolio", "execute_trade", "cancel_order", "manage_strategy", "manage_trader"}
 BACKGROUND = {"screen_stocks", "run_backtest", "generate_ai_report", "generate_strategy_decision"}
 
 

@@ -19,6 +19,7 @@ import httpx
 from agent.errors import InvalidToolArguments, ToolDenied, ToolFailed, ToolTimedOut
 from agent.tools import netguard
 from agent.tools.workspace import LocalToolPolicy
+from agent.untrusted import defuse_control_tokens
 
 USER_AGENT = "tapebot/0.1 (+https://github.com/tapebot; web_fetch)"
 _REDIRECT_CODES = {301, 302, 303, 307, 308}
@@ -104,13 +105,12 @@ def html_to_text(html: str) -> tuple[str, str]:
 
 
 # -- untrusted content -----------------------------------------------------------------------------
-_CONTROL_TOKENS = re.compile(r"<\|([A-Za-z0-9_]{1,40})\|>")
 _MARKER_TAG = re.compile(r"<(/?)\s*untrusted-content", re.IGNORECASE)
 
 
 def defuse(text: str) -> str:
     """Neutralise chat-template tokens (<|im_start|> …) and anything that would close our marker."""
-    text = _CONTROL_TOKENS.sub(r"[\1]", text)
+    text = defuse_control_tokens(text)
     return _MARKER_TAG.sub(r"&lt;\1untrusted-content", text)
 
 

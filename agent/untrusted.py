@@ -1,0 +1,48 @@
+"""Content from outside (web pages, files, tool and MCP output) must not speak in the model's
+chat-template tokens (catalogue case B4). Self-hosted OpenAI-compatible servers render messages
+into one prompt string; a page containing `<|im_start|>system` could then open a turn of its own.
+Every such token is rewritten to an inert bracket form before any provider sees it."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.messages import Message
+    from agent.tools.registry import Toolset
+
+# Toolsets whose output is outside content: files, commands, web pages (local), other MCP
+# servers' tools, and sub-agents (which may have read any of these).
+OUTSIDE_TOOLSETS = frozenset({"local", "mcp", "subagents"})
+
+# ChatML / Llama 3 / Phi / most: <|im_start|>, <|start_header_id|>, <|eot_id|>, <|endoftext|> …;
+# DeepSeek's full-width bars <｜begin▁of▁sentence｜>; Gemma's turn tags; Llama 2 / Mistral markers.
+_PIPE_TOKENS = re.compile(r"<\s*[|｜]\s*([^<>|｜\n]{1,64}?)\s*[|｜]\s*>")
+_TAG_TOKENS = re.compile(r"<\s*(/?)\s*(start_of_turn|end_of_turn|s|bos|eos|SYS)\s*>", re.IGNORECASE)
+_SYS_TOKENS = re.compile(r"<<\s*(/?)\s*SYS\s*>>")
+_INST_TOKENS = re.compile(r"\[\s*(/?)\s*INST\s*\]")
+
+
+def defuse_control_tokens(text: str) -> str:
+    """`<|im_start|>` → `[im_start]`, `<start_of_turn>` → `[start_of_turn]`, `[INST]` → `(INST)` …"""
+    if "<" not in text and "[" not in text:
+        return text
+    text = _PIPE_TOKENS.sub(lambda m: f"[{m.group(1)}]", text)
+    text = _SYS_TOKENS.sub(lambda m: f"({m.group(1)}SYS)", text)
+    text = _TAG_TOKENS.sub(lambda m: f"[{m.group(1)}{m.group(2)}]", text)
+    return _INST_TOKENS.sub(lambda m: f"({m.group(1)}INST)", text)
+
+
+def read_outside_content(messages: list[Message], tools: Toolset) -> bool:
+    """True when, since the user's last message, a tool result brought in outside content: what
+    the model does next may follow that content's words rather than the user's (B5)."""
+    for msg in reversed(messages):
+        if msg.role == "user" and not msg.meta.get("internal_retry"):
+            return False
+        for result in msg.tool_results:
+            if "<untrusted-content" in result.content:
+                return True
+            if result.name in tools and tools.get(result.name).spec.toolset in OUTSIDE_TOOLSETS:
+                return True
+    return False
