@@ -135,6 +135,18 @@ class Button:
 
 
 @dataclass(frozen=True, slots=True)
+class Card:
+    """A structured message (an approval card): Discord shows it as an embed; other platforms
+    send `text`, which holds the same words as one markdown message."""
+
+    title: str  # plain text
+    body: str  # markdown
+    fields: tuple[tuple[str, str], ...] = ()  # (name, markdown value)
+    footer: str = ""  # plain text
+    text: str = ""  # the whole card as one markdown message
+
+
+@dataclass(frozen=True, slots=True)
 class SentMessage:
     """A message the bot sent. When a long text was split, `message_id` is the LAST chunk (the one
     carrying the buttons) and `earlier_ids` the chunks before it."""
@@ -219,6 +231,13 @@ class ChatAdapter(ABC):
         """Replace the text (and buttons; `None` removes them) of a sent message. Text over the limit
         is truncated with a marker (use `adapters.stream.StreamingMessage` for long streaming text).
         "Not modified" is not an error. Raises `MessageGone` if the message cannot be edited."""
+
+    async def send_card(
+        self, chat: ChatRef, card: Card, *, buttons: Sequence[Sequence[Button]] | None = None
+    ) -> SentMessage:
+        """Send a card; platforms without a richer form send its text. Editing the message later
+        (`edit_text`) replaces the card by the text."""
+        return await self.send_text(chat, card.text, buttons=buttons)
 
     @abstractmethod
     async def send_typing(self, chat: ChatRef) -> None:

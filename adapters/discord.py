@@ -37,6 +37,7 @@ import discord
 from adapters.base import (
     Button,
     ButtonPress,
+    Card,
     ChatAdapter,
     ChatRef,
     DeliveryError,
@@ -122,6 +123,33 @@ class _SendOnlyView(discord.ui.View):
 
     def is_dispatchable(self) -> bool:
         return False
+
+
+#: Discord's embed limits (title, description, field name, field value, footer, all together)
+_EMBED_LIMITS = (256, 4096, 256, 1024, 2048, 6000)
+
+
+def _embed(card: Card) -> discord.Embed | None:
+    """The card as an embed, or None if it does not fit Discord's limits."""
+    title_max, desc_max, name_max, value_max, footer_max, total_max = _EMBED_LIMITS
+    desc = to_discord(card.body)
+    fields = [(name, to_discord(value)) for name, value in card.fields]
+    total = len(card.title) + len(desc) + len(card.footer) + sum(len(n) + len(v) for n, v in fields)
+    if (
+        len(card.title) > title_max
+        or len(desc) > desc_max
+        or len(card.footer) > footer_max
+        or len(fields) > 25
+        or any(len(n) > name_max or len(v) > value_max for n, v in fields)
+        or total > total_max
+    ):
+        return None
+    embed = discord.Embed(title=card.title, description=desc)
+    for name, value in fields:
+        embed.add_field(name=name, value=value, inline=False)
+    if card.footer:
+        embed.set_footer(text=card.footer)
+    return embed
 
 
 @dataclass
@@ -532,33 +560,58 @@ class DiscordAdapter(ChatAdapter):
         try:
             for i, part in enumerate(parts):
                 content = part.formatted or part.plain
-                view = _SendOnlyView(buttons) if (buttons and i == len(parts) - 1) else None
-                interaction = self._take_pending(chat) if i == 0 else None
                 kw: dict[str, Any] = {"allowed_mentions": none, "suppress_embeds": True}
-                if view is not None:
-                    kw["view"] = view
-                if interaction is not None:
-                    send = functools.partial(interaction.followup.send, content, wait=True, **kw)
-                    wm = await self._reliably("followup", send, idempotent=False)
-                    self._webhook_msgs[str(wm.id)] = (wm, self._clock())
-                    ids.append(str(wm.id))
-                    continue
-                if i == 0 and reply_to:
-                    kw["reference"] = discord.MessageReference(
-                        message_id=int(reply_to),
-                        channel_id=int(chat.thread_id or chat.chat_id),
-                        fail_if_not_exists=False,
-                    )
-                # one nonce for every attempt: Discord returns the message it already created
-                # with it (enforce_nonce), so a retry after a lost answer never posts twice
-                kw["nonce"] = secrets.randbits(63)
-                m = await self._reliably("send", functools.partial(self._target(chat).send, content, **kw))
-                ids.append(str(m.id))
+                if buttons and i == len(parts) - 1:
+                    kw["view"] = _SendOnlyView(buttons)
+                ids.append(await self._post(chat, content, kw, first=i == 0, reply_to=reply_to))
         except DeliveryError:
             raise
         except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
             raise DeliveryError(f"discord send failed: {e!r}") from e
         return SentMessage(chat, ids[-1], tuple(ids[:-1]))
+
+    async def send_card(
+        self, chat: ChatRef, card: Card, *, buttons: Sequence[Sequence[Button]] | None = None
+    ) -> SentMessage:
+        """An embed: the card's title, its body as the description, its fields, its footer. A card
+        over Discord's embed limits is sent as text instead (the same words)."""
+        embed = _embed(card)
+        if embed is None:
+            return await self.send_text(chat, card.text, buttons=buttons)
+        kw: dict[str, Any] = {"allowed_mentions": discord.AllowedMentions.none(), "embed": embed}
+        if buttons:
+            kw["view"] = _SendOnlyView(buttons)
+        try:
+            return SentMessage(chat, await self._post(chat, None, kw, first=True, reply_to=None))
+        except DeliveryError:
+            raise
+        except (discord.HTTPException, OSError, TimeoutError, aiohttp.ClientError) as e:
+            raise DeliveryError(f"discord send failed: {e!r}") from e
+
+    async def _post(
+        self, chat: ChatRef, content: str | None, kw: dict[str, Any], *, first: bool, reply_to: str | None
+    ) -> str:
+        """Post one message (as the follow-up of a pending slash command when it is the first);
+        returns its id."""
+        interaction = self._take_pending(chat) if first else None
+        if interaction is not None:
+            send = functools.partial(
+                interaction.followup.send, content or discord.utils.MISSING, wait=True, **kw
+            )
+            wm = await self._reliably("followup", send, idempotent=False)
+            self._webhook_msgs[str(wm.id)] = (wm, self._clock())
+            return str(wm.id)
+        if first and reply_to:
+            kw["reference"] = discord.MessageReference(
+                message_id=int(reply_to),
+                channel_id=int(chat.thread_id or chat.chat_id),
+                fail_if_not_exists=False,
+            )
+        # one nonce for every attempt: Discord returns the message it already created
+        # with it (enforce_nonce), so a retry after a lost answer never posts twice
+        kw["nonce"] = secrets.randbits(63)
+        m = await self._reliably("send", functools.partial(self._target(chat).send, content, **kw))
+        return str(m.id)
 
     async def edit_text(
         self,
@@ -577,6 +630,7 @@ class DiscordAdapter(ChatAdapter):
         view = _SendOnlyView(buttons) if buttons else None
         kw: dict[str, Any] = {
             "content": content,
+            "embeds": [],  # an edited card becomes text
             "view": view,
             "allowed_mentions": discord.AllowedMentions.none(),
         }

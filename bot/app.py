@@ -27,6 +27,7 @@ from agent.tools.builtin import local_tools
 from agent.tools.core import core_tools
 from agent.tools.registry import Deps, Toolset
 from agent.tools.workspace import LocalToolPolicy
+from bot.logs import configure_logging
 from bot.signals import on_signals
 from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
@@ -469,14 +470,6 @@ def local_policy(s: Settings, redactor: Redactor | None = None) -> LocalToolPoli
     )
 
 
-def configure_logging(level: str) -> None:
-    """Plain, redacted log lines on stderr; third-party request logs (which would show URLs with
-    the bot token) are kept at WARNING."""
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpcore", "telegram", "discord", "apscheduler", "aiohttp.access"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
-
-
 # The cyclic collector's first-generation threshold (CPython's default is 700 allocations). A busy
 # chat turn allocates thousands of short-lived containers that reference counting frees anyway;
 # at 700 the collector ran dozens of times per message for nothing (~10% of the CPU per message in
@@ -499,7 +492,12 @@ def settle_heap() -> None:
 
 async def run_bot(settings: Settings) -> int:
     """`tapebot run`: chat adapters and the scheduler in one event loop until SIGTERM/SIGINT."""
-    configure_logging(settings.log_level)
+    configure_logging(
+        settings.log_level,
+        file=settings.log_file,
+        max_bytes=settings.log.max_bytes,
+        backups=settings.log.backups,
+    )
     app = App(settings)
     stop = asyncio.Event()
     on_signals((signal.SIGTERM, signal.SIGINT), stop.set)

@@ -7,7 +7,8 @@ and a hash of the full arguments when long — the hash is what the approval is 
 A card is informed consent (issue 15): for a trade it shows the instrument's name and code, side,
 quantity, last price and its date, estimated amount and fees, cash after, and PAPER or LIVE; every
 card says who may approve, when it expires and what "Always allow" would cover (the button is only
-there when it is offered). The same text is shown on Telegram, Discord and in the terminal.
+there when it is offered). The same words are shown on Telegram, in the terminal and on Discord
+(there as an embed: `approval_view`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import Button
+from adapters.base import Button, Card
 from agent.consent import StandingScope
 from agent.ports import ApprovalRecord, WaitingState
 from agent.tools import sandbox
@@ -109,31 +110,53 @@ def _trade_lines(p: TradePreview, lang: str) -> list[str]:
 def approval_card(
     record: ApprovalRecord, lang: str, info: CardInfo, now: datetime | None = None
 ) -> tuple[str, list[list[Button]]]:
-    lines = [f"🔐 **{t(lang, 'approval_title')}** · `{record.id}`"]
+    """The card as one message (Telegram, the terminal via `plain`)."""
+    view, buttons = approval_view(record, lang, info, now)
+    return view.text, buttons
+
+
+def approval_view(
+    record: ApprovalRecord, lang: str, info: CardInfo, now: datetime | None = None
+) -> tuple[Card, list[list[Button]]]:
+    """The card as a `Card` (a Discord embed), whose `text` is the same words as one message."""
+    body = []
     if info.trade is not None:
-        lines += _trade_lines(info.trade, lang)
+        body += _trade_lines(info.trade, lang)
     else:
-        lines.append(t(lang, "approval_body", tool=record.tool))
+        body.append(t(lang, "approval_body", tool=record.tool))
     if info.note:
-        lines.append(info.note)
-    lines.append(t(lang, "card_who_group" if info.group else "card_who_dm"))
+        body.append(info.note)
+    body.append(t(lang, "card_who_group" if info.group else "card_who_dm"))
     if info.expires_at is not None:
         minutes = max(0, round((info.expires_at - (now or record.created_at)).total_seconds() / 60))
-        lines.append(t(lang, "card_expires", at=info.expires_at.strftime("%Y-%m-%d %H:%M"), minutes=minutes))
+        body.append(t(lang, "card_expires", at=info.expires_at.strftime("%Y-%m-%d %H:%M"), minutes=minutes))
     if info.scope is not None:
-        lines.append(
+        body.append(
             t(lang, "card_always", scope=visible(info.scope.describe()), hours=f"{info.standing_hours:g}")
         )
     else:
-        lines.append(t(lang, "card_no_always"))
-    lines.append(t(lang, "card_raw"))
-    lines.append(_code_block(render_arguments(record.arguments, record.args_hash)))
-    lines.append(f"_{t(lang, 'approval_hint')}_")
+        body.append(t(lang, "card_no_always"))
+    raw = _code_block(render_arguments(record.arguments, record.args_hash))
+    hint = t(lang, "approval_hint")
+    lines = [
+        f"🔐 **{t(lang, 'approval_title')}** · `{record.id}`",
+        *body,
+        t(lang, "card_raw"),
+        raw,
+        f"_{hint}_",
+    ]
+    card = Card(
+        title=f"🔐 {t(lang, 'approval_title')} · {record.id}",
+        body="\n".join(body),
+        fields=((t(lang, "card_raw"), raw),),
+        footer=hint,
+        text="\n".join(lines),
+    )
     row = [Button(t(lang, "btn_once"), f"o:{record.id}", "success")]
     if info.scope is not None:
         row.append(Button(t(lang, "btn_always"), f"a:{record.id}", "primary"))
     row.append(Button(t(lang, "btn_deny"), f"d:{record.id}", "danger"))
-    return "\n".join(lines), [row]
+    return card, [row]
 
 
 def exec_note(policy: LocalToolPolicy, lang: str) -> str:

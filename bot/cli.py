@@ -49,6 +49,7 @@ class CliContext:
 
     home: Path | None = None
     debug: bool = False
+    log_file: Path | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
@@ -59,13 +60,48 @@ class CliContext:
     ) -> Settings:
         from config.loader import load_settings
 
-        return load_settings(
+        settings = load_settings(
             self.home,
             self.environ,
             require_model=require_model,
             require_platform=require_platform,
             model=model,
         )
+        if self.log_file is not None:
+            settings.log.file = self.log_file.expanduser().absolute()
+        return settings
+
+    def read_env_files(self) -> list[Path]:
+        """Add the variables of `./.env` and `$TAPEBOT_HOME/.env` to this context's environment
+        (the real environment wins, then ./.env). Returns the files read."""
+        from dotenv import dotenv_values
+
+        from config.loader import resolve_home
+
+        merged = dict(self.environ)
+        read: list[Path] = []
+
+        def _read(path: Path) -> None:
+            if path.is_file() and path not in read:
+                read.append(path)
+                for k, v in dotenv_values(path).items():
+                    if v is not None:
+                        merged.setdefault(k, v)
+
+        _read(Path.cwd() / ".env")
+        _read(resolve_home(self.home, merged) / ".env")  # ./.env may name TAPEBOT_HOME
+        self.environ = merged
+        return read
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), without importing anything heavy."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("tapebot")
+    except metadata.PackageNotFoundError:
+        return "0+unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--home", type=Path, help="state folder (default: $TAPEBOT_HOME or ~/.tapebot)")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    parser.add_argument(
+        "--log-file",
+        type=Path,
+        metavar="PATH",
+        help="also write logs to PATH, rotated (overrides [log] file)",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("init", help="write a commented starter config to $TAPEBOT_HOME/config.toml")
@@ -88,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("db", help="database maintenance")
     db_sub = p.add_subparsers(dest="db_command", metavar="ACTION")
     db_sub.add_parser("upgrade", help="apply database migrations (also done automatically at start)")
+    p = db_sub.add_parser("backup", help="copy the SQLite database to a timestamped file (0600)")
+    p.add_argument(
+        "--to", type=Path, metavar="DIR", help="folder for the copy (default: $TAPEBOT_HOME/backups)"
+    )
 
     p = sub.add_parser("usage", help="token and cost totals per model")
     p.add_argument("--days", type=_positive_float, default=30, help="look back this many days (default 30)")
@@ -97,7 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="NAME", help="continue a named session across invocations")
     p.add_argument("--model", metavar="ID", help="use this [[models]] id instead of agent.model")
 
-    sub.add_parser("run", help="run the chat bot (Telegram/Discord) and the scheduler")
+    sub.add_parser("run", help="run the chat bot (Telegram/Discord) and the scheduler (reads .env files)")
+    sub.add_parser(
+        "doctor", help="check model, Telegram, Discord, database, calendar, data, file modes and sandbox"
+    )
+    p = sub.add_parser("completion", help="print a shell completion script: tapebot completion bash|zsh")
+    p.add_argument("shell", choices=("bash", "zsh"))
 
     for name, (help_text, _target) in EXTENSIONS.items():
         p = sub.add_parser(name, help=help_text, add_help=False)
@@ -121,7 +173,7 @@ def _split_extension(argv: list[str]) -> tuple[list[str], list[str] | None]:
     i = 0
     while i < len(argv):
         token = argv[i]
-        if token == "--home":
+        if token in ("--home", "--log-file"):
             i += 2
             continue
         if token.startswith("-"):
@@ -139,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(head)
     if rest is not None:
         args.rest = rest
-    ctx = CliContext(home=args.home, debug=args.debug)
+    ctx = CliContext(home=args.home, debug=args.debug, log_file=args.log_file)
     if not args.command:
         parser.print_help(ctx.stdout)
         return 0
@@ -186,16 +238,36 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
             parser.parse_args(["config", "--help"])
         return cmd_config_check(ctx)
     if command == "db":
+        if args.db_command == "backup":
+            return cmd_db_backup(ctx, dest=args.to)
         if args.db_command != "upgrade":
             parser.parse_args(["db", "--help"])
         return cmd_db_upgrade(ctx)
+    if command == "doctor":
+        ctx.read_env_files()
+        return importlib.import_module("bot.cli_doctor").main(ctx)
+    if command == "completion":
+        completion = importlib.import_module("bot.cli_completion")
+        print(completion.script(args.shell, parser), file=ctx.stdout, end="")
+        return 0
     if command == "usage":
         return cmd_usage(ctx, days=args.days)
     if command == "chat":
         settings = ctx.settings(model=args.model)
+        if settings.log_file is not None:  # the terminal is for the conversation: file only
+            from bot.logs import configure_logging
+
+            configure_logging(
+                settings.log_level,
+                file=settings.log_file,
+                max_bytes=settings.log.max_bytes,
+                backups=settings.log.backups,
+                console=False,
+            )
         terminal = importlib.import_module("bot.terminal")
         return _exit_code(asyncio.run(terminal.run_chat(args, settings)))
     if command == "run":
+        ctx.read_env_files()
         settings = ctx.settings(require_platform=True)
         app = importlib.import_module("bot.app")
         return _exit_code(asyncio.run(app.run_bot(settings)))
@@ -290,6 +362,15 @@ def cmd_db_upgrade(ctx: CliContext) -> int:
 
     revision = asyncio.run(_go())
     print(f"database {mask(settings)['database_url']} is at revision {revision}", file=ctx.stdout)
+    return 0
+
+
+def cmd_db_backup(ctx: CliContext, *, dest: Path | None = None) -> int:
+    from memory.db import backup_sqlite
+
+    settings = ctx.settings(require_model=False)
+    path = backup_sqlite(settings.db_url, dest)
+    print(f"backed up to {path}", file=ctx.stdout)
     return 0
 
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from adapters.base import (
     Button,
     ButtonPress,
+    Card,
     ChatAdapter,
     ChatRef,
     DeliveryError,
@@ -682,7 +683,14 @@ class Gateway:
             await self._move_on(adapter, state, turn)  # a new request: the card closes, nothing runs
             return False
         if not may_answer:
-            return not msg.addressed
+            if not msg.addressed:
+                return True
+            if state.chat.is_group:
+                # someone else's question (only its requester or an admin answers it): a member's
+                # message neither answers nor closes it; it waits until the question is closed
+                state.backlog.append((Queued(Message.user(msg.text), receipt), msg.user))
+                return True
+            return False
         if reading.kind == "moved_on":
             await self._move_on(adapter, state, turn)
             return False
@@ -918,10 +926,10 @@ class Gateway:
         record = await self.store.get_approval(event.approval_id)
         if record is None:
             return
-        text, buttons = cards.approval_card(
+        card, buttons = cards.approval_view(
             record, state.lang, await self.card_info(record, state.chat, state.lang)
         )
-        sent = await self._send_waiting(state, event.turn_id, text, buttons)
+        sent = await self._send_waiting(state, event.turn_id, card, buttons)
         if sent is None:
             return
         await self._remember(f"card:{record.id}", state, sent)
@@ -956,15 +964,16 @@ class Gateway:
             await self._remember(f"question:{event.turn_id}", state, sent, text=text)
 
     async def _send_waiting(
-        self, state: ChatState, turn_id: str, text: str, buttons: list[list[Button]]
+        self, state: ChatState, turn_id: str, text: str | Card, buttons: list[list[Button]]
     ) -> SentMessage | None:
         """Send what a suspended turn waits on. Nobody can answer what nobody sees: if it cannot
         be delivered, the worker closes it as soon as the turn has suspended (an approval is then
         denied, never allowed) instead of letting it wait for its expiry."""
+        adapter = self.adapters[state.chat.platform]
         try:
-            return await self.adapters[state.chat.platform].send_text(
-                state.chat, text, buttons=buttons or None
-            )
+            if isinstance(text, Card):  # an approval card: an embed on Discord
+                return await adapter.send_card(state.chat, text, buttons=buttons or None)
+            return await adapter.send_text(state.chat, text, buttons=buttons or None)
         except DeliveryError as exc:
             log.warning("could not deliver what turn %s waits on; closing it: %s", turn_id, exc)
             state.undelivered.add(turn_id)

@@ -30,6 +30,9 @@ from bot import cards
 from bot.signals import off_signals, on_signals
 
 TERMINAL_USER = "terminal"
+#: The terminal is one chat for its user, like a DM: its standing approvals ("Always allow") and
+#: `/rules` outlive a session (/new, a new `tapebot chat`). Sessions stay "terminal:<name>".
+TERMINAL_CHAT_KEY = "terminal"
 UNCLEAR_RETRIES = 2  # then it is a no: silence and gibberish are never consent
 
 
@@ -232,7 +235,7 @@ async def _report_tasks(
 
 async def one_shot(app: Any, session: str, text: str, model: str | None, notices: asyncio.Queue[Any]) -> int:
     runtime: AgentRuntime = app.runtime
-    who = Requester(TERMINAL_USER, session, (), unattended=True)
+    who = Requester(TERMINAL_USER, TERMINAL_CHAT_KEY, (), unattended=True)
     renderer = TerminalRenderer(sys.stderr, sys.stderr, stream_text=False)
     done = await _drive(runtime, runtime.run(_request(app, session, text, who, model)), renderer, None, who)
     if done is None or done.status == "failed":
@@ -256,7 +259,7 @@ async def one_shot(app: Any, session: str, text: str, model: str | None, notices
 async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue[Any]) -> int:
     runtime: AgentRuntime = app.runtime
     renderer = TerminalRenderer(sys.stdout, sys.stderr)
-    who = Requester(TERMINAL_USER, session, (TERMINAL_USER,))
+    who = Requester(TERMINAL_USER, TERMINAL_CHAT_KEY, (TERMINAL_USER,))
     sys.stderr.write(
         f"tapebot — model {app.default_model_id}, session {session}. "
         "Ctrl-C stops a running turn, Ctrl-D or /exit quits, /new starts a new session, "
@@ -288,12 +291,12 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
         if text == "/rules" or text.startswith("/rules "):
             from bot.rules import rules_command
 
-            renderer.note(await rules_command(app.store, session, text[len("/rules") :], "en"))
+            renderer.note(await rules_command(app.store, TERMINAL_CHAT_KEY, text[len("/rules") :], "en"))
             continue
         if text == "/new":
             await runtime.end_session(session)
             session = session_id_for(None)
-            who = Requester(TERMINAL_USER, session, (TERMINAL_USER,))
+            who = Requester(TERMINAL_USER, TERMINAL_CHAT_KEY, (TERMINAL_USER,))
             renderer.note(f"new session {session}")
             continue
         cancel = CancelSignal()

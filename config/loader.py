@@ -403,7 +403,7 @@ def mask(settings: Settings) -> dict[str, Any]:
         raw["api_key"] = mask_secret(m.resolved_api_key(env))
         models.append(raw)
     out["models"] = models
-    for section in ("agent", "tools", "markets", "scheduler", "memory"):
+    for section in ("agent", "tools", "markets", "scheduler", "memory", "log"):
         out[section] = data[section]
     tg = dict(data["telegram"])
     tg["token"] = mask_secret(settings.telegram.resolved_token(env))

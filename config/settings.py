@@ -214,6 +214,14 @@ class McpServerConfig(_Section):
         return self
 
 
+class LogConfig(_Section):
+    # A file to log to as well as stderr (relative paths are under home); rotated at max_bytes,
+    # keeping `backups` old files. `tapebot --log-file PATH` overrides it for one run.
+    file: Path | None = None
+    max_bytes: int = Field(default=10_000_000, ge=10_000)
+    backups: int = Field(default=5, ge=0)
+
+
 def default_home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     raw = env.get("TAPEBOT_HOME") or "~/.tapebot"
@@ -240,6 +248,7 @@ class Settings(BaseSettings):
     markets: MarketsConfig = Field(default_factory=MarketsConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
 
     # The environment the settings were loaded from: secrets named by `*_env` resolve against it.
@@ -276,6 +285,13 @@ class Settings(BaseSettings):
     @property
     def db_url(self) -> str:
         return self.database_url or f"sqlite+aiosqlite:///{self.home / 'tapebot.db'}"
+
+    @property
+    def log_file(self) -> Path | None:
+        if self.log.file is None:
+            return None
+        path = Path(self.log.file).expanduser()
+        return path if path.is_absolute() else self.home / path
 
     @property
     def traces_dir(self) -> Path:

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,6 +42,7 @@ from config.filemodes import create_private_file, make_private_dir
 if TYPE_CHECKING:
     from memory.sqlite_inline import InlineRunner, InlineSqlite
 
+log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 _DEFERRED = "tapebot_deferred"  # execution option: begin a deferred (read) transaction on SQLite
@@ -148,8 +152,12 @@ def inline_opener(
     """Opens inline SQLite connections for `url`, configured like every connection of the engine."""
     from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 
-    from memory.sqlite_inline import InlineSqlite
+    from memory.sqlite_inline import InlineSqlite, UnsupportedSQLAlchemy, check_sqlalchemy_version
 
+    try:
+        check_sqlalchemy_version()
+    except UnsupportedSQLAlchemy as exc:
+        raise StorageError(str(exc)) from None
     args, opts = SQLiteDialect_pysqlite().create_connect_args(make_url(url))
     pragmas = _pragmas(busy_timeout_ms, wal=sqlite_path(url) is not None)
     kwargs = {"timeout": busy_timeout_ms / 1000, **opts, **(connect_args or {})}
@@ -209,9 +217,13 @@ async def upgrade(target: str | AsyncEngine, revision: str = "head") -> str | No
     engine = create_engine(target) if isinstance(target, str) else target
     url = engine.url.render_as_string(hide_password=False)
     try:
+        before = await current_revision(engine)
         async with engine.begin() as conn:
             await conn.run_sync(_upgrade_sync, url, revision)
-        return await current_revision(engine)
+        after = await current_revision(engine)
+        if after != before:  # alembic's own INFO lines are kept quiet (bot/logs.py): say it once
+            log.info("database migrated from %s to %s", before or "an empty database", after)
+        return after
     except SQLAlchemyError as exc:
         raise storage_error(exc, url) from exc
     finally:
@@ -240,6 +252,51 @@ def migration_sql(url: str, revision: str = "head") -> str:
     cfg.output_buffer = buffer
     command.upgrade(cfg, revision, sql=True)
     return buffer.getvalue()
+
+
+# ---- backup ------------------------------------------------------------------------------------
+def backup_sqlite(url: str, dest_dir: Path | None = None, *, now: datetime | None = None) -> Path:
+    """Copy a SQLite database with SQLite's online backup API (consistent while the bot runs) to
+    `<dest_dir>/<name>-<UTC timestamp>.db`, readable by the owner only. Default folder: `backups/`
+    next to the database. Returns the new file."""
+    path = sqlite_path(url)
+    if path is None:
+        raise StorageError(
+            "`tapebot db backup` copies SQLite databases; for PostgreSQL use pg_dump "
+            "(e.g. `pg_dump -Fc -f tapebot.dump <database>`)"
+        )
+    if not path.exists():
+        raise StorageError(
+            f"no database at {path} yet — nothing to back up (check TAPEBOT_HOME / database_url)"
+        )
+    folder = dest_dir if dest_dir is not None else path.parent / "backups"
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        dest, n = folder / f"{path.stem}-{stamp}.db", 1
+        while True:
+            try:  # created 0600 before any byte is written; never overwrites an earlier backup
+                os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                break
+            except FileExistsError:
+                n += 1
+                dest = folder / f"{path.stem}-{stamp}-{n}.db"
+    except OSError as exc:
+        raise StorageError(f"cannot write a backup in {folder}: {exc.strerror or exc}") from None
+    try:
+        src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            dst = sqlite3.connect(dest)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except sqlite3.Error as exc:
+        dest.unlink(missing_ok=True)
+        raise storage_error(exc, url) from None
+    return dest
 
 
 # ---- errors ------------------------------------------------------------------------------------

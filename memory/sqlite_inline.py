@@ -30,6 +30,37 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 SQLITE_BUSY = 5
+# SQLAlchemy drives this module through its async-adapter interface (the connection and cursor
+# methods `async_creator` connections must offer), which is private and first took this shape in
+# 2.1: 2.0.x fails at the first statement. pyproject.toml pins the same range.
+SUPPORTED_SQLALCHEMY = ((2, 1), (2, 2))  # >= first, < second
+
+
+class UnsupportedSQLAlchemy(RuntimeError):
+    """The installed SQLAlchemy is outside the range this driver is written for."""
+
+
+def check_sqlalchemy_version(version: str | None = None) -> None:
+    """Raise `UnsupportedSQLAlchemy` with the fix when SQLAlchemy `version` (default: the installed
+    one) is outside `SUPPORTED_SQLALCHEMY`, rather than failing later inside a statement."""
+    if version is None:
+        import sqlalchemy
+
+        version = sqlalchemy.__version__
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit()) or "0"
+        parts.append(int(digits))
+    got = tuple(parts)
+    (lo, hi) = SUPPORTED_SQLALCHEMY
+    if not (lo <= got < hi):
+        spec = f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}"
+        raise UnsupportedSQLAlchemy(
+            f"tapebot needs SQLAlchemy{spec} but {version} is installed "
+            f"— run: pip install 'SQLAlchemy[asyncio]{spec}'"
+        )
+
+
 _READS = ("SELECT", "PRAGMA", "BEGIN", "ROLLBACK", "RELEASE")  # never wait for the write lock (in WAL)
 _TAKES_LOCK = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE")
 

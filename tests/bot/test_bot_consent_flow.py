@@ -381,6 +381,7 @@ async def test_no_tool_the_model_can_call_changes_standing_approvals(harness):
 
 # ---- Discord: the same card, the same rules ---------------------------------------------------------
 async def test_discord_shows_the_same_card_and_rules_work_there(discord_app):
+    from tests.bot.test_bot_discord_card import embed_text
     from tests.bot.test_bot_discord_flow import ADMIN as D_ADMIN
     from tests.bot.test_bot_discord_flow import CHANNEL as D_CHANNEL
     from tests.bot.test_bot_discord_flow import GUILD as D_GUILD
@@ -394,7 +395,7 @@ async def test_discord_shows_the_same_card_and_rules_work_there(discord_app):
     card = await fake.wait_for(lambda: next((m for m in fake.bot_messages(300) if components(m)), None))
     for part in ("贵州茅台 (600519)", "BUY 100", "PAPER", "Last price", "2025-09-03", "Estimated amount",
                  t("en", "card_who_dm"), "Expires", "buy 600519 ≤ 100 per order", "Raw arguments"):  # fmt: skip
-        assert part in card["content"], part
+        assert part in embed_text(card), part  # an embed (tests/bot/test_bot_discord_card.py)
     always = next(c for c in components(card) if c["custom_id"].startswith("tb:a:"))
     await fake.push_button(always["custom_id"], message_id=card["id"], user_id=D_USER, channel_id=300)
     await fake.wait_for(lambda: any("Bought on Discord." in m["content"] for m in fake.bot_messages(300)))
@@ -406,7 +407,7 @@ async def test_discord_shows_the_same_card_and_rules_work_there(discord_app):
     gcard = await fake.wait_for(
         lambda: next((m for m in fake.bot_messages(D_CHANNEL) if components(m)), None)
     )
-    assert t("en", "card_who_group") in gcard["content"]
+    assert t("en", "card_who_group") in embed_text(gcard)
     await fake.push_guild_message(D_GUILD, D_CHANNEL, D_ADMIN, "yes", mention_bot=True)
     await fake.wait_for(lambda: any("Saved dg." in m["content"] for m in fake.bot_messages(D_CHANNEL)))
     assert (home / "workspace" / "dg.txt").exists()

@@ -121,3 +121,26 @@ def test_rules_in_the_terminal_list_and_revoke(tmp_path, server):  # noqa: F811
     assert (tmp_path / "workspace" / "plan.txt").exists()
     assert "write_file plan.txt" in r.stderr and "granted by terminal" in r.stderr
     assert "Revoked 1 standing approval(s)." in r.stderr and "No standing approvals" in r.stderr
+
+
+def test_standing_approvals_granted_in_an_earlier_terminal_session_are_listed_and_apply(tmp_path, server):  # noqa: F811
+    """The terminal is one chat, like a DM: its standing approvals outlive the session (a new
+    `tapebot chat` process, or /new) — /rules lists them, they apply, and they can be revoked."""
+    server.script(WRITE, Reply("Saved your plan."))
+    first = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\nalways\n/exit\n")
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "workspace" / "plan.txt").unlink()
+
+    # a second process, a new session: no card, the rule covers the same path
+    server.script(WRITE, Reply("Saved it again."))
+    second = run_cli(tmp_path, openai_env(server), "chat", stdin="/rules\nsave my plan again\n/exit\n")
+    assert second.returncode == 0, second.stderr
+    assert "write_file plan.txt" in second.stderr and "granted by terminal" in second.stderr
+    assert (tmp_path / "workspace" / "plan.txt").exists() and "Saved it again." in second.stdout
+    assert "Approval needed" not in second.stdout + second.stderr
+
+    # /new keeps the terminal's rules too; revoking them makes the next write ask again
+    third = run_cli(tmp_path, openai_env(server), "chat", stdin="/new\n/rules revoke all\n/rules\n/exit\n")
+    assert "Revoked 1 standing approval(s)." in third.stderr and "No standing approvals" in third.stderr
+    rules = run_cli(tmp_path, openai_env(server), "rules", "list")
+    assert "write_file" not in rules.stdout

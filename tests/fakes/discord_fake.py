@@ -91,6 +91,8 @@ class FakeDiscord:
         self.command_syncs: list[dict] = []  # {"path", "payload"}
         self.identifies: list[dict] = []
         self.reject_identify_with: int | None = None  # e.g. 4014 "disallowed intents"
+        self.app_flags = 0  # application flags, e.g. 1 << 19: Message Content intent enabled in the portal
+        self.token: str | None = None  # when set, REST calls with another bot token get 401
         self.token_channels: dict[str, str] = {}  # interaction token -> channel id (for followups)
         self.fail_next: dict[tuple[str, str], list[tuple[int, dict]]] = {}
         self.faults: list[Fault] = []
@@ -305,6 +307,7 @@ class FakeDiscord:
     def _bot_message(self, channel_id: str, body: dict, files: list[str], **extra: Any) -> dict:
         msg = self._message(channel_id, BOT, (body or {}).get("content") or "", **extra)
         msg["components"] = (body or {}).get("components") or []
+        msg["embeds"] = (body or {}).get("embeds") or []
         msg["flags"] = (body or {}).get("flags", 0)
         msg["attachments"] = [
             {"id": self.new_id(), "filename": f, "size": 1, "url": "http://x/f", "proxy_url": "http://x/f"}
@@ -324,7 +327,7 @@ class FakeDiscord:
 
     @staticmethod
     def _apply_edit(msg: dict, body: dict) -> dict:
-        for k in ("content", "components", "flags"):
+        for k in ("content", "components", "embeds", "flags"):
             if k in body:
                 msg[k] = body[k]
         msg["edited_timestamp"] = _now()
@@ -362,12 +365,14 @@ class FakeDiscord:
                     }
                 return _jr(err, status, headers)
         parts = path.strip("/").split("/")
+        if self.token is not None and request.headers.get("Authorization") != f"Bot {self.token}":
+            return _jr({"message": "401: Unauthorized", "code": 0}, 401)
 
         if path == "/users/@me":
             return _jr(BOT)
         if path == "/oauth2/applications/@me":
             return _jr({"id": APP_ID, "name": "tapebot", "icon": None, "description": "", "bot_public": True,
-                        "bot_require_code_grant": False, "verify_key": "k", "flags": 0, "team": None,
+                        "bot_require_code_grant": False, "verify_key": "k", "flags": self.app_flags, "team": None,
                         "summary": "", "owner": {"id": "1", "username": "o", "discriminator": "0", "avatar": None}})  # fmt: skip
         if parts[0] == "applications" and parts[-1] == "commands":
             if method == "PUT":

@@ -1,0 +1,3 @@
+from tapebot import main
+
+raise SystemExit(main())
