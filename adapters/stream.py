@@ -20,7 +20,16 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from adapters.base import Button, ChatAdapter, ChatRef, DeliveryError, MessageGone, SentMessage, TextFormat
+from adapters.base import (
+    Button,
+    ChatAdapter,
+    ChatRef,
+    DeliveryError,
+    DeliveryUncertain,
+    MessageGone,
+    SentMessage,
+    TextFormat,
+)
 from adapters.render import split_message, utf16_len
 
 log = logging.getLogger(__name__)
@@ -41,7 +50,12 @@ class StreamingMessage:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         first_delay: float = 0.0,
+        resend_note: str = "",
+        adopt: Sequence[SentMessage] = (),
     ):
+        # `resend_note` heads the final answer when a partial part's send timed out unanswered
+        # (it may show above; its id is unknown, so it cannot be edited). `adopt`: messages a turn
+        # stopped by a restart left with partial text; this stream replaces them in place.
         # `first_delay` holds the first send back a little: a short answer that completes within
         # it goes out as one message, with no edit (and no edit-rate wait) at all.
         self.first_delay = first_delay
@@ -54,8 +68,10 @@ class StreamingMessage:
         self._clock = clock
         self._sleep = sleep
         self._text = ""
-        self._messages: list[SentMessage] = []
-        self._shown: list[str] = []
+        self._messages: list[SentMessage] = list(adopt)
+        self._shown: list[str] = [""] * len(self._messages)
+        self.resend_note = resend_note
+        self._uncertain = False  # an intermediate send of unknown fate: no more partial sends
         self._last_push: float | None = None
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task | None = None
@@ -150,11 +166,18 @@ class StreamingMessage:
         return list(self._messages)
 
     def _chunks(self) -> list[str]:
-        limit = self.adapter.max_message_len - _MARGIN
+        note = f"{self.resend_note}\n\n" if self._uncertain and self.resend_note else ""
+        limit = self.adapter.max_message_len - _MARGIN - len(note)
         length = utf16_len if self.adapter.platform == "telegram" else len
-        return [c for c in split_message(self._text, limit, length=length) if c.strip()]
+        chunks = [c for c in split_message(self._text, limit, length=length) if c.strip()]
+        if note and len(self._messages) < len(chunks):  # the part whose first send was uncertain
+            k = len(self._messages)
+            chunks[k] = note + chunks[k]
+        return chunks
 
     async def _push(self, *, final: bool, buttons: Sequence[Sequence[Button]] | None = None) -> None:
+        if self._uncertain and not final:
+            return
         chunks = self._chunks()
         if not chunks:
             return
@@ -182,10 +205,19 @@ class StreamingMessage:
                 self._messages[i] = sent
                 self._shown[i] = chunk
                 touched = True
-            except DeliveryError:
+            except DeliveryError as exc:
                 if final:
                     raise
                 log.warning("streaming edit skipped", exc_info=True)
+                if isinstance(exc, DeliveryUncertain) and i >= len(self._messages):
+                    self._uncertain = True  # it may have landed: sent once more, in full, at the end
+                    break
+        if final:  # adopted messages beyond the final text's parts: emptied, not left partial
+            for i in range(len(chunks), len(self._messages)):
+                try:
+                    await self.adapter.edit_text(self._messages[i], "…", format="plain")
+                except DeliveryError:
+                    log.warning("could not empty a leftover message", exc_info=True)
         if touched:
             self._last_push = self._clock()
             self.pushes.append(self._last_push)

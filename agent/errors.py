@@ -123,5 +123,10 @@ class StorageError(TapebotError):
     pass
 
 
+class TurnNotBegun(StorageError):
+    """A new turn's first write failed: nothing of it is stored and nothing was yielded, so the
+    caller may start the same request again once storage works."""
+
+
 class CompactionFailed(TapebotError):
     """A compaction that was asked for (`/compact`) could not be done: the summary failed."""

@@ -22,7 +22,14 @@ from agent import events as ev
 from agent.approval import ApprovalGate, Decision, Requester, Suspend
 from agent.cancel import CancelSignal, when_set
 from agent.context import RECALL_CLOSE, RECALL_OPEN, ContextHooks, NoContextHooks, context_text
-from agent.errors import CompactionFailed, FatalModelError, ModelError, StreamInterrupted
+from agent.errors import (
+    CompactionFailed,
+    FatalModelError,
+    ModelError,
+    StorageError,
+    StreamInterrupted,
+    TurnNotBegun,
+)
 from agent.executor import CallOutcome, ToolExecutor, TurnScope, error_outcome
 from agent.guards import (
     MAX_REQUIRED_TOOL_RETRIES,
@@ -230,7 +237,14 @@ class AgentRuntime:
 
     async def _begin(self, request: TurnRequest) -> tuple[TurnRecord, list[Message]]:
         """A new turn: close a stale open one, store the user's message (secrets masked) with
-        the turn record."""
+        the turn record. TurnNotBegun if storage fails on the way (the request may be run again
+        as it is)."""
+        try:
+            return await self._begin_once(request)
+        except StorageError as exc:
+            raise TurnNotBegun(str(exc)) from exc
+
+    async def _begin_once(self, request: TurnRequest) -> tuple[TurnRecord, list[Message]]:
         previous = None if request.no_open_turn else await self.store.open_turn(request.session_id)
         if previous is not None:
             await self._close_open_turn(previous)

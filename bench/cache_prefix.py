@@ -53,6 +53,7 @@ from agent.providers import build_model_client
 from agent.providers.base import Chunk, ModelClient, ModelRequest
 from agent.runtime import TurnRequest
 from agent.tokens import estimate_tokens
+from bench._env import footer, header
 from bot.app import App
 from config.loader import load_settings
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCall
@@ -257,6 +258,7 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
+    header("prompt-cache share (token counts, not timings: deterministic, one run)")
     results = {s: await run(s, args.turns) for s in ("context", "wrap-last-user", "no-memory")}
     print("share of input tokens read from the prompt cache, per turn (1 tool call per turn)")
     print("turn " + "".join(f"{s:>16}" for s in results))
@@ -265,6 +267,7 @@ async def main() -> None:
     for s, shares in results.items():
         later = shares[4:] or shares
         print(f"{s:<16} turns 5+: mean {sum(later) / len(later):.1%}, min {min(later):.1%}")
+    footer()
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from adapters.ratelimit import FloodLimiter
 from adapters.telegram import TelegramAdapter
 from agent.providers.base import FinishChunk, ModelInfo, ModelRequest, TextChunk, UsageChunk
 from agent.usage import Usage
+from bench._env import footer, header
 from bot.app import App, settle_heap
 from config.loader import load_settings
 from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
@@ -233,6 +234,7 @@ def main() -> None:
     a = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     load = Load(a.chats, a.messages, a.latency, a.flood_limits)
+    header("chat throughput (one run each; CPU per message is averaged over every message)")
     limits = "on (30 msg/s)" if load.flood_limits else "off"
     print(
         f"chats={load.chats} messages/chat={load.messages} model latency={load.latency * 1000:.0f} ms "
@@ -249,6 +251,7 @@ def main() -> None:
             load,
             asyncio.run(run_baseline(load)),
         )
+    footer()
 
 
 if __name__ == "__main__":

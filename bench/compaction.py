@@ -1,13 +1,14 @@
 """Compaction of a 2,000-message history: time of the deterministic parts.
 
-    python -m bench.compaction [--messages 2000] [--repeat 5]
+    python -m bench.compaction [--messages 2000] [--runs 5]
 
 The history mixes Chinese/English user questions, assistant answers, tool calls and tool results
 (a quarter of them large JSON, 3–6K characters). We time, separately and then as the whole
 `Compactor.maybe_compact` with an instant summariser and no archive (so only our own code runs):
 the token estimate (cold: nothing cached; warm: as on every later round), the tail split, anchor
 selection, shrinking tool results, serialisation, reassembly and the hard guard. Target: the
-deterministic parts under 100 ms. Prints figures; asserts nothing.
+deterministic parts under 100 ms. Every figure is the median of `--runs` runs. Prints figures;
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agent.compaction import (
 )
 from agent.messages import Message, ToolCallPart
 from agent.providers.base import ModelInfo, TextChunk
+from bench._env import add_runs_arg, footer, header
 
 QUESTIONS = [
     "帮我看看 {code} 的量价结构，是不是在吸筹阶段？我的仓位不超过15%。",
@@ -101,8 +103,9 @@ def timed(fn, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=2000)
-    parser.add_argument("--repeat", type=int, default=5)
+    add_runs_arg(parser)
     args = parser.parse_args()
+    header("compaction")
     msgs = history(args.messages)
     chars = sum(len(m.text) + sum(len(r.content) for r in m.tool_results) for m in msgs)
     window = 200_000
@@ -112,32 +115,32 @@ def main() -> None:
         tokens.estimate_tokens.cache_clear()
         tokens.estimate_messages(msgs)
 
-    cold = timed(cold_estimate, args.repeat)
+    cold = timed(cold_estimate, args.runs)
     total = tokens.estimate_messages(msgs)
-    warm = timed(lambda: tokens.estimate_messages(msgs), args.repeat)
+    warm = timed(lambda: tokens.estimate_messages(msgs), args.runs)
     start = find_tail_start(msgs, keep)
     head, tail = msgs[:start], msgs[start:]
     anchors = select_anchor_messages(head)
     steps = {
         "estimate (cold cache)": cold,
         "estimate (warm cache)": warm,
-        "tail split": timed(lambda: find_tail_start(msgs, keep), args.repeat),
-        "anchors": timed(lambda: select_anchor_messages(head), args.repeat),
-        "shrink tool results": timed(lambda: shrink_stale_tool_results(head), args.repeat),
+        "tail split": timed(lambda: find_tail_start(msgs, keep), args.runs),
+        "anchors": timed(lambda: select_anchor_messages(head), args.runs),
+        "shrink tool results": timed(lambda: shrink_stale_tool_results(head), args.runs),
         "serialise head": timed(
-            lambda: serialize_for_summary(shrink_stale_tool_results(head), 200_000), args.repeat
+            lambda: serialize_for_summary(shrink_stale_tool_results(head), 200_000), args.runs
         ),
         "reassemble": timed(
             lambda: assemble("摘要", anchors, "archive://s/x", ["600519"], tail),
-            args.repeat,
+            args.runs,
         ),
-        "hard guard": timed(lambda: enforce_context_limit(msgs, compaction_threshold(window)), args.repeat),
+        "hard guard": timed(lambda: enforce_context_limit(msgs, compaction_threshold(window)), args.runs),
     }
 
     async def whole(cold: bool) -> float:
         compactor = Compactor(summarizer=Instant())
         samples = []
-        for _ in range(args.repeat):
+        for _ in range(args.runs):
             if cold:
                 tokens.estimate_tokens.cache_clear()
             else:  # as in the runtime: every earlier round already estimated these messages
@@ -155,6 +158,7 @@ def main() -> None:
     print(f"head {len(head):,} messages, tail {len(tail):,} messages")
     for name, ms in steps.items():
         print(f"  {name:<58}{ms:>8.1f} ms")
+    footer()
 
 
 if __name__ == "__main__":

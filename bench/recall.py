@@ -1,13 +1,13 @@
 """Recall latency and precision.
 
-    python -m bench.recall [--sizes 1000,10000,100000] [--queries 60]
+    python -m bench.recall [--sizes 1000,10000,100000] [--queries 60] [--runs 5]
 
 For each size, a SQLite database (real file, FTS5 trigram + scoped LIKE indexes) is filled with that
 many memories spread over 1,000 users (100 each, as the per-type caps allow), plus a labelled user
 whose ~40 planted memories (global rules and single-stock rules for 8 stocks) sit among generic
 filler. A second layout puts every memory in one scope (uncapped stress). We time
 `MemoryRecall.recall` (all three searches, scoping, decay, pinning, layout) for the labelled user and
-report p50/p95, then precision on the labelled query set:
+report p50/p95 (each the median over `--runs` passes of the query set), then precision on the labelled query set:
 
 - scope precision: share of recalled single-stock memories that belong to a stock the question
   names (the 比亚迪 / 宁德时代 rule; must be 1.0),
@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._env import add_runs_arg, footer, header
 from memory.db import Database
 from memory.longterm import MemoryStore, create_memory_schema, scope_tag
 from memory.recall import MemoryRecall
@@ -191,7 +192,7 @@ async def fill(db: Database, size: int, *, users: int, seed: int = 7) -> dict[st
     return ids
 
 
-async def run_size(size: int, users: int, n_queries: int) -> dict[str, float]:
+async def run_size(size: int, users: int, n_queries: int, runs: int = 5) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}", migrate=False)
         await db.start()
@@ -211,39 +212,44 @@ async def run_size(size: int, users: int, n_queries: int) -> dict[str, float]:
                 code: {k for k, _t, _c, st in PLANTED if st and STOCKS[st] == code}
                 for code in STOCKS.values()
             }
-            for i in range(n_queries):
-                query, relevant = QUERIES[i % len(QUERIES)]
-                t = time.perf_counter()
-                result = await recall.recall(USER, query)
-                latencies.append((time.perf_counter() - t) * 1000)
-                if i >= len(QUERIES):
-                    continue
-                qcodes = set(resolver(query))
-                # Every memory about a stock the question names is relevant context for it.
-                relevant = set(relevant).union(*(stock_keys.get(c, set()) for c in qcodes))
-                for item in result.ranked:
-                    codes = set(item.record.codes)
-                    if codes:
-                        scope_total += 1
-                        scope_ok += bool(codes & qcodes)
-                    key = key_of.get(item.record.id)
-                    if key in ("persona",) or (
-                        item.record.memory_type == "preference" and key and key.startswith("g_")
-                    ):
+            p50s, p95s = [], []
+            for run in range(runs):  # the same query set `runs` times: median of each run's p50/p95
+                latencies = []
+                for i in range(n_queries):
+                    query, relevant = QUERIES[i % len(QUERIES)]
+                    t = time.perf_counter()
+                    result = await recall.recall(USER, query)
+                    latencies.append((time.perf_counter() - t) * 1000)
+                    if run or i >= len(QUERIES):
                         continue
-                    returned += 1
-                    hits += key in relevant
-                recalled_keys = {key_of.get(r.id) for r in result.pinned} | {
-                    key_of.get(i.record.id) for i in result.ranked
-                }
-                relevant_total += len(relevant)
-                found_relevant += len(relevant & recalled_keys)
-            latencies.sort()
+                    qcodes = set(resolver(query))
+                    # Every memory about a stock the question names is relevant context for it.
+                    relevant = set(relevant).union(*(stock_keys.get(c, set()) for c in qcodes))
+                    for item in result.ranked:
+                        codes = set(item.record.codes)
+                        if codes:
+                            scope_total += 1
+                            scope_ok += bool(codes & qcodes)
+                        key = key_of.get(item.record.id)
+                        if key in ("persona",) or (
+                            item.record.memory_type == "preference" and key and key.startswith("g_")
+                        ):
+                            continue
+                        returned += 1
+                        hits += key in relevant
+                    recalled_keys = {key_of.get(r.id) for r in result.pinned} | {
+                        key_of.get(i.record.id) for i in result.ranked
+                    }
+                    relevant_total += len(relevant)
+                    found_relevant += len(relevant & recalled_keys)
+                latencies.sort()
+                p50s.append(statistics.median(latencies))
+                p95s.append(latencies[max(0, int(len(latencies) * 0.95) - 1)])
             return {
                 "size": size,
                 "fill_s": fill_s,
-                "p50_ms": statistics.median(latencies),
-                "p95_ms": latencies[max(0, int(len(latencies) * 0.95) - 1)],
+                "p50_ms": statistics.median(p50s),
+                "p95_ms": statistics.median(p95s),
                 "scope_precision": scope_ok / scope_total if scope_total else 1.0,
                 "precision": hits / returned if returned else 1.0,
                 "recall": found_relevant / relevant_total if relevant_total else 1.0,
@@ -261,7 +267,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=60)
+    add_runs_arg(parser)
     args = parser.parse_args()
+    header("recall")
     sizes = [int(s) for s in args.sizes.split(",")]
     print(
         "recall latency (MemoryRecall.recall, SQLite file, FTS5 trigram + scoped LIKE) and labelled precision"
@@ -271,11 +279,12 @@ async def main() -> None:
     )
     for layout, users in (("1,000 users", 1000), ("one scope (stress)", 1)):
         for size in sizes:
-            r = await run_size(size, users, args.queries)
+            r = await run_size(size, users, args.queries, args.runs)
             print(
                 f"{layout:<22}{size:>10,}{r['fill_s']:>8.1f}{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}"
                 f"{r['scope_precision']:>9.2f}{r['precision']:>7.2f}{r['recall']:>7.2f}"
             )
+    footer()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from agent.approval import Requester
 from agent.inmemory import InMemoryStore
 from agent.runtime import AgentRuntime, TurnRequest
 from agent.tools.registry import Toolset
+from bench._env import footer, header
 from tests.fakes.runtime_kit import Script, call, text
 
 tools = Toolset("bench")
@@ -132,11 +133,13 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=300)
     args = ap.parse_args()
+    header("runtime overhead")
     print("3-round tool turn (2 tool rounds, 3 tool calls, final answer)")
     show("in-process scripted model, in-memory store", await in_process(args.turns))
     show("in-process scripted model, SQLite store", await with_sqlite(max(args.turns // 3, 30)))
     show("openai SDK -> local scripted server", await with_sdk("openai", max(args.turns // 5, 30)))
     show("anthropic SDK -> local scripted server", await with_sdk("anthropic", max(args.turns // 5, 30)))
+    footer()
 
 
 if __name__ == "__main__":

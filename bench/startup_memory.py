@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._env import add_runs_arg, footer, header  # noqa: E402
 from tests.fakes.discord_fake import FakeDiscord  # noqa: E402
 from tests.fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 from tests.fakes.telegram_api import FakeBotAPI  # noqa: E402
@@ -357,10 +358,11 @@ def explain(label: str, lines: list[str], measured: float | None = None) -> None
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=7)
+    add_runs_arg(parser, default=7)
     parser.add_argument("--settle", type=float, default=2.0, help="idle seconds before sampling RSS")
     parser.add_argument("--why", action="store_true", help="always print the import diagnosis")
     args = parser.parse_args()
+    header("cold start and resident memory (RSS figures are single samples: memory, not timing)")
 
     bare = timed_median([sys.executable, "-c", "pass"], args.runs)
     help_s = timed_median([sys.executable, "-m", "bot.cli", "--help"], args.runs)
@@ -390,6 +392,7 @@ def main() -> None:
     if args.why or run["VmRSS"] >= RUN_TARGET:
         _, text = asyncio.run(measure_run(0.2, importtime=True))
         explain("tapebot run", text.splitlines(), run["VmRSS"])
+    footer()
 
 
 if __name__ == "__main__":

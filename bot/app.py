@@ -16,7 +16,7 @@ import os
 import signal
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agent.approval import ApprovalGate
 from agent.providers.base import ModelClient
@@ -33,6 +33,9 @@ from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
 from memory.stores import SqlStore
+
+if TYPE_CHECKING:
+    from markets.data import MarketData
 
 log = logging.getLogger("tapebot")
 
@@ -120,7 +123,13 @@ class App:
 
     def _market_tools(self) -> Toolset:
         """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading."""
-        from markets.services import MarketServices, MarketSettings, build_live_broker, build_market_data
+        from markets.services import (
+            LazyMarketData,
+            MarketServices,
+            MarketSettings,
+            build_live_broker,
+            build_market_data,
+        )
         from markets.tools import market_tools
 
         s = self.settings
@@ -141,8 +150,10 @@ class App:
         )
         assert self.db is not None
         sessions = self.db.sessionmaker
-        data = build_market_data(ms, sessions)
-        live = build_live_broker(ms, sessions, data) if ms.live else None
+        # built on first use: a turn that runs no market tool imports no numpy (issue 21)
+        lazy_data = LazyMarketData(lambda: build_market_data(ms, sessions))
+        data = cast("MarketData", lazy_data)  # the stand-in answers as a MarketData does
+        live = build_live_broker(ms, sessions, lazy_data.get()) if ms.live else None
         if ms.live:
             log.warning("=" * 64)
             log.warning("LIVE TRADING IS ENABLED on %s: approved trades send real orders", ms.live_exchange)
@@ -189,11 +200,18 @@ class App:
             tracker=self.tracker,
             memory_client=model,
             # late-bound: the stock directory loads on the first recall, not at start-up
-            code_resolver=(lambda text: self.market.data.directory.mentions(text)) if self.market else None,
+            code_resolver=self._mentions if self.market else None,
             recall_budget_chars=s.memory.recall_budget_chars,
         )
         self.memory_hooks = hooks
         return hooks
+
+    def _mentions(self, text: str) -> list[str]:
+        from markets.directory import Directory
+
+        if not Directory.may_mention(text):
+            return []  # nothing to look up: the directory (and the market data) stay unloaded
+        return list(self.market.data.directory.mentions(text))
 
     def _memory_tools(self, hooks: Any) -> Toolset:
         from memory.tools import MemoryServices, memory_tools
@@ -203,15 +221,18 @@ class App:
             return Toolset("memory")
         sources: dict[str, Any] = {}
         if self.market is not None:
-            from markets.portfolio import Portfolio
+            market = self.market
 
-            portfolio = Portfolio(self.market.session_factory, self.market.data, self.market.settings)
+            def portfolio() -> Any:
+                from markets.portfolio import Portfolio  # on use: numpy loads with the first market call
+
+                return Portfolio(market.session_factory, market.data, market.settings)
 
             async def analyses(ctx: Any, query: str, limit: int) -> Any:
-                return await portfolio.records(ctx.user_id or "default", symbol=query or None, limit=limit)
+                return await portfolio().records(ctx.user_id or "default", symbol=query or None, limit=limit)
 
             async def trades(ctx: Any, query: str, limit: int) -> Any:
-                return await portfolio.trades(ctx.user_id or "default", symbol=query or None, limit=limit)
+                return await portfolio().trades(ctx.user_id or "default", symbol=query or None, limit=limit)
 
             sources = {"analyses": analyses, "trades": trades}
         self.memory = MemoryServices(
@@ -244,6 +265,8 @@ class App:
         if self._umask is None:
             self._umask = private_umask()
         s.ensure_dirs()
+        if adapters:
+            self.warm_sdks()
         self._uninstall_redaction = install_log_redaction(self.redactor)
         for loose in loose_modes(s.home):
             log.warning("%s", loose)
@@ -288,6 +311,18 @@ class App:
             await self._start_scheduler()
         # tasks that finished (or were lost) while we were down are reported now, into the chat
         await self.task_manager.start()
+
+    def warm_sdks(self) -> asyncio.Task[Any] | None:
+        """Import the configured models' SDKs in a worker thread while the rest starts, so the
+        first reply does not pay the import (issue 21). Tracked: `stop` cancels the wait."""
+        from agent.providers import import_sdks, sdk_modules
+
+        s = self.settings
+        wanted = {s.agent.model, *s.agent.fallbacks, s.memory.model or s.agent.model}
+        names = sdk_modules([m for m in s.models if m.id in wanted])
+        if not names or self._model_factory is not None:
+            return None
+        return self.spawn(asyncio.to_thread(import_sdks, names), name="warm-sdks")
 
     async def trade_facts(self, record: Any) -> Any:
         """The facts a trade's approval card shows (markets/preview.py); None for other tools."""

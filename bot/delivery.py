@@ -16,7 +16,7 @@ from adapters.base import ChatAdapter, ChatRef, DeliveryError, DeliveryUncertain
 from adapters.stream import StreamingMessage
 from agent import events as ev
 from bot.i18n import t
-from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of
+from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of, paused_record
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,10 @@ class TurnView:
         board: ProgressBoard | None = None,
         key: str | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        stop: asyncio.Event | None = None,
+        on_paused: Callable[[SentMessage, dict[str, Any]], Awaitable[None]] | None = None,
+        on_partial: Callable[[list[SentMessage]], Awaitable[None]] | None = None,
+        adopt: list[SentMessage] | None = None,
     ):
         self.adapter, self.chat, self.lang = adapter, chat, lang
         self.on_approval, self.on_question = on_approval, on_question
@@ -45,6 +49,12 @@ class TurnView:
         self.board = board or ProgressBoard()
         self.key = key or chat.key
         self._sleep = sleep
+        # a stop for a restart: the progress says the turn resumes after it, and `on_paused`
+        # keeps where that message is, for the restart to show its final state
+        self.stop, self.on_paused = stop, on_paused
+        # an answer cut off mid-stream by a stop: `on_partial` keeps its messages; the resumed
+        # turn's answer replaces them in place (`adopt`) instead of being posted a second time
+        self.on_partial, self._adopt = on_partial, list(adopt or [])
         self.stream: StreamingMessage | None = None
         self.progress: ProgressLine | None = None
         self.plan_msg: SentMessage | None = None
@@ -109,18 +119,37 @@ class TurnView:
             return
         if done.status == "suspended":
             self.board.park(self.key, p)
+        elif done.status == "interrupted":
+            await self._pause(p)
+            return
         elif done.status in ("cancelled", "failed"):
             p.settle(f": {t(self.lang, 'tool_' + done.status)}")
         else:
             p.settle(f": {t(self.lang, 'not_run')}")
         await p.close()
 
+    async def _pause(self, p: ProgressLine) -> None:
+        running = p.pause(t(self.lang, "progress_paused"))
+        await p.close()
+        if p.msg is not None and self.on_paused is not None:
+            try:
+                await self.on_paused(p.msg, paused_record(p, running))
+            except Exception:  # the restart then leaves this message as it is
+                log.exception("could not keep the paused progress of %s", self.chat.key)
+
     # -- events --------------------------------------------------------------------------------
     async def render(self, event: ev.RuntimeEvent) -> None:
         match event:
             case ev.TextDelta(text=text):
                 if self.stream is None:
-                    self.stream = StreamingMessage(self.adapter, self.chat, first_delay=FIRST_SEND_DELAY)
+                    adopt, self._adopt = self._adopt, []
+                    self.stream = StreamingMessage(
+                        self.adapter,
+                        self.chat,
+                        first_delay=FIRST_SEND_DELAY,
+                        resend_note=t(self.lang, "answer_in_full"),
+                        adopt=adopt,
+                    )
                 await self.stream.append(text)
             case ev.ToolCalls():
                 self._start_typing()
@@ -211,9 +240,32 @@ class TurnView:
     async def close(self) -> None:
         self._stop_typing()
         if self.progress is not None and not self._ended:  # the turn broke off without a Done
-            self.progress.settle(f": {t(self.lang, 'tool_failed')}")
-            await self.progress.close()
+            if self._stopped():  # cut off by a stop: resumed later
+                await self._pause(self.progress)
+            else:
+                self.progress.settle(f": {t(self.lang, 'tool_failed')}")
+                await self.progress.close()
+        if self.stream is not None and not self._ended and self._stopped():
+            await self._pause_stream(self.stream)
         await self._flush_text()
+
+    def _stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    async def _pause_stream(self, stream: StreamingMessage) -> None:
+        """The partial answer says the turn resumes after the restart; its messages are kept for
+        the resumed answer to replace."""
+        self.stream = None
+        try:
+            sent = await stream.finish(f"{stream.text}\n\n{t(self.lang, 'progress_paused')}")
+        except DeliveryError as exc:
+            log.warning("partial answer not shown in %s: %s", self.chat.key, exc)
+            return
+        if sent and self.on_partial is not None:
+            try:
+                await self.on_partial(sent)
+            except Exception:  # the resumed answer is then posted anew
+                log.exception("could not keep the partial answer of %s", self.chat.key)
 
 
 async def render_all(view: TurnView, events: Any) -> ev.Done | None:

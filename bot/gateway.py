@@ -50,6 +50,7 @@ from agent.errors import (
     ApprovalNotFound,
     NotAnApprover,
     StorageError,
+    TurnNotBegun,
 )
 from agent.messages import Message
 from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
@@ -58,7 +59,7 @@ from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
-from bot.progress import ProgressBoard
+from bot.progress import ProgressBoard, settled_text
 from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
 from bot.refusals import refusal_key
 from bot.replies import read_reply
@@ -195,6 +196,8 @@ class Gateway:
         self._storage_told: set[str] = set()
         # a suspended turn's progress message, continued when it resumes (bot/progress.py)
         self.progress_board = ProgressBoard()
+        # chat key -> the messages of an answer a stop cut off, for the resumed turn to replace
+        self._partials: dict[str, list[SentMessage]] = {}
         self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
         from bot.commands import BUILTIN_COMMANDS
 
@@ -298,9 +301,12 @@ class Gateway:
                 continue
             acc = self.access.get(state.chat.platform) or PlatformAccess()
             if (now - turn.updated_at).total_seconds() > acc.max_backlog_age_s:
+                await self._settle_paused_progress(state)
                 await self.runtime.close_turn(turn.id)
                 await self.say(state, t(state.lang, "restart_not_resumed"))
                 continue
+            await self._settle_paused_progress(state)
+            await self._take_partial(state)
             cut_off = await self.runtime.settle_interrupted(turn.id)
             lines = [t(state.lang, "restart_resumed")]
             lines += [t(state.lang, "restart_cut_off", tool=name) for name in cut_off]
@@ -312,6 +318,31 @@ class Gateway:
         if resumed:
             log.info("after the restart: %d interrupted turn(s) resumed", resumed)
         return resumed
+
+    async def _settle_paused_progress(self, state: ChatState) -> None:
+        """The progress message a stop left saying "paused" shows its final state."""
+        key = f"progress:{state.key}"
+        found = await self._sent(key)
+        if found is None:
+            return
+        sent, adapter, record = found
+        await self.store.kv_set(key, None)
+        text = settled_text(record, t(state.lang, "progress_cut_off"))
+        if text:
+            with contextlib.suppress(DeliveryError):
+                await adapter.edit_text(sent, text, format="plain")
+
+    async def _take_partial(self, state: ChatState) -> None:
+        """The messages of an answer a stop cut off mid-stream: the resumed turn's answer
+        replaces them (its TurnView adopts them) instead of repeating their text."""
+        key = f"partial:{state.key}"
+        found = await self._sent(key)
+        if found is None:
+            return
+        sent, _adapter, record = found
+        await self.store.kv_set(key, None)
+        ids = record.get("ids") or [sent.message_id]
+        self._partials[state.key] = [SentMessage(sent.chat, str(i)) for i in ids]
 
     async def _approved_tool(self, turn: TurnRecord) -> str | None:
         """The tool of a call approved but not started yet (its approval given before the stop)."""
@@ -358,7 +389,18 @@ class Gateway:
         return (user.user_id,)
 
     async def handle(self, inbound: Inbound) -> None:
-        """The adapter's handler. Returns once the event is accepted; turns run as tasks."""
+        """The adapter's handler. Returns once the event is accepted; turns run as tasks. A tap
+        whose handling fails is answered in the chat (its quiet acknowledgement may be used up
+        or may have failed): the user is asked to tap again."""
+        try:
+            await self._handle(inbound)
+        except Exception:
+            if not isinstance(inbound, ButtonPress):
+                raise
+            log.exception("button press %s in %s failed", inbound.update_id, inbound.chat.key)
+            await self._tell_storage(inbound, "button_failed")
+
+    async def _handle(self, inbound: Inbound) -> None:
         user = inbound.user
         adapter = self.adapters.get(inbound.chat.platform)
         if adapter is None:
@@ -464,6 +506,8 @@ class Gateway:
                 return result
 
     async def _tell_storage(self, inbound: Inbound, key: str, **fields: Any) -> None:
+        """Say `key` in the event's chat, in its sender's language: no chat state needed (storage
+        may be what failed)."""
         if key == "storage_trouble":
             if inbound.chat.key in self._storage_told:
                 return
@@ -715,7 +759,46 @@ class Gateway:
             no_open_turn=no_open_turn,
             receipts=receipts,
         )
-        return self.runtime.run(request)
+        return self._begun(state, request)
+
+    async def _begun(self, state: ChatState, request: TurnRequest) -> AsyncIterator[ev.RuntimeEvent]:
+        """The turn, its first write retried while storage fails (the same policy as an inbound
+        event's): the message is recorded already, so it waits in memory meanwhile; the chat is
+        told once. A stop ends the waiting (the restart takes the record up); after the budget the
+        user is asked to send it again."""
+        policy = self.storage_retry
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + policy.budget_s
+        delay = policy.first_s
+        told = state.chat.key  # the chats told already, shared with inbound events' retries
+        while True:
+            try:
+                events = self.runtime.run(request)
+                try:
+                    async for event in events:
+                        self._storage_told.discard(told)  # begun: a later fault is news again
+                        yield event
+                finally:  # closed with this wrapper (an early exit, a cancellation)
+                    aclose = getattr(events, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                return
+            except TurnNotBegun as exc:
+                log.warning("a turn in %s could not begin; retrying: %s", state.key, exc)
+                if loop.time() + delay > deadline:
+                    log.error("gave up beginning a turn in %s", state.key)
+                    self._storage_told.discard(told)
+                    preview = _preview(request.text or "…")
+                    await self.say(state, t(state.lang, "storage_gave_up", preview=preview))
+                    return
+                if told not in self._storage_told:
+                    self._storage_told.add(told)
+                    await self.say(state, t(state.lang, "storage_trouble"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_signal.wait(), delay)
+            if self.stop_signal.is_set():
+                return  # recorded: the restart takes the message up
+            delay = min(delay * 2, policy.max_s)
 
     def _queued_turn(
         self, state: ChatState, queued: list[Queued], user: UserRef, **meta: Any
@@ -760,6 +843,14 @@ class Gateway:
                         board=self.progress_board,
                         key=state.key,
                         sleep=self.typing_sleep,
+                        stop=self.stop_signal,
+                        on_paused=lambda sent, record: self._remember(
+                            f"progress:{state.key}", state, sent, **record
+                        ),
+                        on_partial=lambda sent: self._remember(
+                            f"partial:{state.key}", state, sent[0], ids=[m.message_id for m in sent]
+                        ),
+                        adopt=self._partials.pop(state.key, None),
                     )
                     try:
                         done = await render_all(view, job)

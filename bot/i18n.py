@@ -93,6 +93,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "restarting_kept": "I'm restarting right now; I have your message and will answer it as soon "
         "as I'm back.",
         "restarting_again": "I'm restarting right now; please try that again in a minute.",
+        "button_failed": "⚠️ That tap didn't go through (something failed on my side); please tap the "
+        "button again.",
+        "progress_paused": "⏸ Paused for a restart; I'll resume after it.",
+        "progress_cut_off": "cut off by the restart",
+        "answer_in_full": "↩️ The full answer (an unfinished copy may show above):",
         "restart_resumed": "🔄 I was restarted while working on your request; continuing where I left off.",
         "restart_cut_off": "⚠️ {tool} was running when I restarted: it may or may not have completed, "
         "and it was not run again.",
@@ -172,6 +177,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "storage_gave_up": "抱歉——无法保存你的消息“{preview}”（存储故障）。请过几分钟再发送一次。",
         "restarting_kept": "我正在重启；你的消息已保存，回来后马上回复。",
         "restarting_again": "我正在重启，请一分钟后再试。",
+        "button_failed": "⚠️ 这次点击没有生效（我这边出了问题），请再点一次按钮。",
+        "progress_paused": "⏸ 因重启暂停；重启后继续。",
+        "progress_cut_off": "被重启中断",
+        "answer_in_full": "↩️ 完整回答（上方可能有一份未完成的副本）：",
         "restart_resumed": "🔄 处理你的请求时我被重启了；现在从中断处继续。",
         "restart_cut_off": "⚠️ 重启时 {tool} 正在运行：它可能已完成，也可能没有，且不会重新执行。",
         "restart_approved": "✅ 你对 {tool} 的批准仍然有效：现在执行。",

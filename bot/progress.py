@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from adapters.base import ChatAdapter, ChatRef, DeliveryError, SentMessage
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINES = 6
 RUNNING, WAITING, OK, FAILED = "⏳", "⏸", "✓", "✗"
+PAUSED = "restart"  # the pseudo call id of a stopped turn's "resumes after the restart" line
 # a tool that answered normally but reports that nothing happened (a T+1-rejected order, …)
 _FAILED_STATUSES = frozenset({"rejected", "failed", "error", "denied", "cancelled", "canceled", "expired"})
 
@@ -72,6 +74,15 @@ class ProgressLine:
         for call_id, line in self.lines.items():
             if line.startswith(RUNNING) or (also_waiting and line.startswith(WAITING)):
                 self.mark(call_id, FAILED, suffix)
+
+    def pause(self, note: str) -> list[str]:
+        """A stop for a restart: running lines show ⏸ and a last line says the turn resumes after
+        it. Returns the calls that were running (cut off, unless they finish in the grace)."""
+        running = [c for c, line in self.lines.items() if line.startswith(RUNNING)]
+        for call_id in running:
+            self.mark(call_id, WAITING)
+        self.lines[PAUSED] = note
+        return running
 
     async def show(self, *, force: bool = False) -> None:
         text = self.text()
@@ -123,3 +134,20 @@ class ProgressBoard:
 
     def retire(self, key: str) -> ProgressLine | None:
         return self._parked.pop(key, None)
+
+
+def paused_record(progress: ProgressLine, running: list[str]) -> dict[str, Any]:
+    """What a stopped turn's progress message needs to be settled after the restart."""
+    lines = {c: line for c, line in progress.lines.items() if c != PAUSED}
+    return {"lines": lines, "names": progress.names, "cut": running}
+
+
+def settled_text(record: dict[str, Any], cut_note: str) -> str:
+    """The stopped turn's progress after the restart: its lines without the "paused" line, a tool
+    cut off by the stop marked with `cut_note` (the chat is told it may or may not have run)."""
+    lines: dict[str, str] = dict(record.get("lines") or {})
+    names: dict[str, str] = record.get("names") or {}
+    for call_id in record.get("cut") or []:
+        if call_id in lines:
+            lines[call_id] = f"{FAILED} {names.get(call_id, '?')}: {cut_note}"
+    return "\n".join(list(lines.values())[-MAX_LINES:])

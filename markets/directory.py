@@ -215,6 +215,12 @@ class Directory:
             out += [i.label for k in ini for i in self._by_initials[k]]
         return list(dict.fromkeys(out))[:n]
 
+    @staticmethod
+    def may_mention(text: str) -> bool:
+        """False when `mentions` is sure to find nothing (no code, no Chinese): callers can skip
+        loading the directory for such a text."""
+        return bool(_CODE_IN_TEXT.search(text or "")) or any("\u4e00" <= ch <= "\u9fff" for ch in text or "")
+
     def mentions(self, text: str, limit: int = 8) -> list[str]:
         """Stock codes a text names, by code ("600519", "sh600519", "600519.SH") or by full name
         ("贵州茅台"); used to scope memory recall to the stocks a question is about."""

@@ -44,6 +44,11 @@ class NoData(MarketError):
     """The instrument exists but has no bars in the requested window / from this provider."""
 
 
+class NoMinuteData(NoData):
+    """No minute bars for this instrument/day from the configured providers (defined here, not in
+    markets.minute, so the tools can catch it without importing numpy)."""
+
+
 class ProviderUnavailable(MarketError):
     """An optional backend's library is not installed (install the extra) or the backend failed."""
 

@@ -24,12 +24,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from markets.errors import NoData
+from markets.errors import NoMinuteData as NoMinuteData  # re-exported: it lives in markets.errors now
 from markets.symbols import Instrument
-
-
-class NoMinuteData(NoData):
-    """No minute bars for this instrument/day from the configured providers."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -16,13 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from markets.calendar import exchange_today
-from markets.data import MarketData
 from markets.errors import ServiceMissing
 from markets.settings import MarketSettings
 
 if TYPE_CHECKING:
     from agent.tools.registry import ToolContext
+    from markets.data import MarketData
 
 __all__ = ["MarketServices", "MarketSettings", "build_live_broker", "build_market_data", "require"]
 
@@ -50,6 +49,8 @@ class MarketServices:
 
     def calendar_warning(self, now: datetime | None = None) -> str | None:
         """The A-share calendar's range warning for today at the exchange, or None."""
+        from markets.calendar import exchange_today  # numpy: loaded with the first market call
+
         return self.data.calendar("cn").warning(exchange_today(now or self.now()))
 
     def now(self) -> datetime:
@@ -72,10 +73,33 @@ def require(ctx: ToolContext) -> MarketServices:
         ) from None
 
 
+class LazyMarketData:
+    """Stands in for a `MarketData` and builds it on first use: numpy, the providers and the
+    bundled dataset load when a market tool or snapshot first needs them, not at every start
+    (a one-shot "hi" never does). `built` says whether that happened."""
+
+    def __init__(self, build: Callable[[], MarketData]):
+        self._build = build
+        self._real: MarketData | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._real is not None
+
+    def get(self) -> MarketData:
+        if self._real is None:
+            self._real = self._build()
+        return self._real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
 def build_market_data(settings: MarketSettings, session_factory: Any = None) -> MarketData:
     """Providers in the configured order (`bundled`, `csv`, `akshare`, `yfinance`, `ccxt`); network
     providers' bars are cached in the database when a session factory is given. `akshare` also
     serves A-share minute bars (the intraday and tail-session tools); minute bars are not cached."""
+    from markets.data import MarketData
     from markets.providers import BundledProvider, CsvFolderProvider
     from markets.providers.network import AkshareProvider, CcxtProvider, YFinanceProvider
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from markets.portfolio import Portfolio
-from markets.services import MarketServices
-from markets.strategies import StrategyStore
+if TYPE_CHECKING:
+    from markets.services import MarketServices
 
 TOPICS = re.compile(
     r"portfolio|holding|position|balance|cash|p&l|pnl|strateg|trader|buy|sell|"
@@ -34,6 +33,9 @@ async def dynamic_snapshot(
     """A short fact block, or "" when the message is not about the account (or no database)."""
     if services.session_factory is None or not (force or concerns_account(text)):
         return ""
+    from markets.portfolio import Portfolio  # here: a turn not about the account imports no numpy
+    from markets.strategies import StrategyStore
+
     pf = Portfolio(services.session_factory, services.data, services.settings)
     view = await pf.view(user_id)
     store = StrategyStore(services.session_factory)

@@ -14,23 +14,43 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.ports import client_key, execution_key
 from agent.tools.registry import Attachment, ToolContext, ToolOutput
-from markets import backtest as bt
-from markets import reports
-from markets.broker import PaperBroker, rules_for
 from markets.errors import IdempotencyConflict, MarketError, NoData
-from markets.portfolio import Portfolio
-from markets.screen import ScreenConfig, screen
 from markets.services import MarketServices, require
-from markets.strategies import DEFAULT_STRATEGY, StrategyConfig, StrategyStore, limits_for, strategy_signals
 from markets.toolset import market_tools
 from markets.toolset import source_note as _source
-from markets.wyckoff import analyze
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from markets import backtest as bt
+    from markets import reports
+    from markets.broker import PaperBroker, rules_for
+    from markets.portfolio import Portfolio
+    from markets.screen import ScreenConfig, screen
+    from markets.strategies import (
+        DEFAULT_STRATEGY,
+        StrategyConfig,
+        StrategyStore,
+        limits_for,
+        strategy_signals,
+    )
+    from markets.wyckoff import analyze
+else:  # registering the tools imports none of these: they load when a tool first runs (markets/lazy.py)
+    from markets.lazy import lazy
+
+    np, bt, reports = lazy("numpy"), lazy("markets.backtest"), lazy("markets.reports")
+    PaperBroker, rules_for = lazy("markets.broker", "PaperBroker"), lazy("markets.broker", "rules_for")
+    Portfolio = lazy("markets.portfolio", "Portfolio")
+    ScreenConfig, screen = lazy("markets.screen", "ScreenConfig"), lazy("markets.screen", "screen")
+    DEFAULT_STRATEGY, StrategyConfig, StrategyStore, limits_for, strategy_signals = (
+        lazy("markets.strategies", n)
+        for n in ("DEFAULT_STRATEGY", "StrategyConfig", "StrategyStore", "limits_for", "strategy_signals")
+    )
+    analyze = lazy("markets.wyckoff", "analyze")
 
 
 def _user(ctx: ToolContext) -> str:

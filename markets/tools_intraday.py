@@ -14,19 +14,29 @@ from __future__ import annotations
 
 import asyncio
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.tools.registry import ToolContext
-from markets.bars import Bars
-from markets.errors import MarketError, NoData
-from markets.intraday import read_day, rescue_check, tail_check
-from markets.minute import MinuteBars, NoMinuteData
-from markets.regime import market_regime as regime_of
+from markets.errors import MarketError, NoData, NoMinuteData
 from markets.services import MarketServices, require
 from markets.symbols import Instrument
 from markets.toolset import market_tools
 from markets.toolset import source_note as _source
-from markets.wyckoff import DEFAULT_PARAMS, analyze
+
+if TYPE_CHECKING:
+    from markets.bars import Bars
+    from markets.intraday import read_day, rescue_check, tail_check
+    from markets.minute import MinuteBars
+    from markets.regime import market_regime as regime_of
+    from markets.wyckoff import DEFAULT_PARAMS, analyze
+else:  # imported when a tool first runs (markets/lazy.py)
+    from markets.lazy import lazy
+
+    read_day, rescue_check, tail_check = (
+        lazy("markets.intraday", n) for n in ("read_day", "rescue_check", "tail_check")
+    )
+    regime_of = lazy("markets.regime", "market_regime")
+    DEFAULT_PARAMS, analyze = lazy("markets.wyckoff", "DEFAULT_PARAMS"), lazy("markets.wyckoff", "analyze")
 
 TAIL_PLAYBOOK = (
     "尾盘二次确认买入 (tail-session second confirmation): after 14:45 check the support, the VWAP, the "

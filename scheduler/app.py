@@ -61,7 +61,7 @@ from scheduler.jobs import (
     HousekeepingJob,
     JobContext,
 )
-from scheduler.specs import DailyTrigger, normalize_timezone
+from scheduler.specs import DailyTrigger, normalize_timezone, spread_second
 from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
 
 log = logging.getLogger(__name__)
@@ -167,6 +167,7 @@ class _BatchingJobStore(SQLAlchemyJobStore):
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self._batch: dict[str, Any] | None = None  # job id -> Job to update, or None to delete
+        self._adds: dict[str, Any] = {}  # job id -> new Job (replacing any stored one)
 
     def begin_batch(self) -> None:
         self._batch = {}
@@ -176,6 +177,9 @@ class _BatchingJobStore(SQLAlchemyJobStore):
         self._batch = None
 
     def _flush(self) -> None:
+        adds, self._adds = self._adds, {}
+        if adds:  # cold registration of 10K briefs: one transaction, not 10K (issue 21)
+            self._insert(adds)
         batch = self._batch
         if not batch:
             return
@@ -201,6 +205,39 @@ class _BatchingJobStore(SQLAlchemyJobStore):
                 )
             if removed:
                 conn.execute(t.delete().where(t.c.id.in_(removed)))
+
+    def _insert(self, adds: dict[str, Any]) -> None:
+        t = self.jobs_t
+        rows = [
+            {
+                "id": job.id,
+                "next_run_time": datetime_to_utc_timestamp(job.next_run_time),
+                "job_state": pickle.dumps(job.__getstate__(), self.pickle_protocol),
+            }
+            for job in adds.values()
+        ]
+        ids = list(adds)
+        with self.engine.begin() as conn:
+            for i in range(0, len(ids), 500):  # a new job replaces a stored one with its id
+                conn.execute(t.delete().where(t.c.id.in_(ids[i : i + 500])))
+            conn.execute(t.insert(), rows)
+
+    def add_job(self, job: Any) -> None:
+        """Inside a batch the insert waits for the flush: only `AppScheduler` adds jobs during a
+        batch, and always meaning "add or replace" (replace_existing=True)."""
+        if self._batch is None:
+            super().add_job(job)
+        else:
+            self._batch.pop(job.id, None)
+            self._adds[job.id] = job
+
+    def lookup_job(self, job_id: str) -> Any:
+        self._flush()
+        return super().lookup_job(job_id)
+
+    def get_all_jobs(self) -> list[Any]:
+        self._flush()
+        return super().get_all_jobs()
 
     def update_job(self, job: Any) -> None:
         if self._batch is None:
@@ -308,8 +345,12 @@ class AppScheduler:
         run_retention: timedelta = timedelta(days=30),
         traces_dir: Path | None = None,
         trace_retention_days: int = 14,
+        spread_briefs: bool = True,
     ):
         self.store = store
+        # each brief at its schedule's own second of the minute (specs.spread_second): 10K chats
+        # that picked 08:30 fire over 08:30:00-08:30:59 instead of all in one second
+        self.spread_briefs = spread_briefs
         self.clock = clock or SystemClock()
         self.default_timezone = normalize_timezone(default_timezone)
         self.owner_id = owner_id or default_owner_id()
@@ -437,7 +478,7 @@ class AppScheduler:
         overrides the first firing (tests, benches)."""
         if self._aps is None:
             return None
-        trigger = DailyTrigger.from_spec(schedule.brief_spec, schedule.tz)
+        trigger = self._brief_trigger(schedule)
         extra = {"next_run_time": next_run_time} if next_run_time is not None else {}
         job = await self._call(
             self._aps.add_job,
@@ -451,6 +492,10 @@ class AppScheduler:
             **extra,
         )
         return job.next_run_time
+
+    def _brief_trigger(self, schedule: Schedule) -> DailyTrigger:
+        second = spread_second(schedule.id) if self.spread_briefs else 0
+        return DailyTrigger.from_spec(schedule.brief_spec, schedule.tz, second)
 
     async def remove_job(self, job_id: str) -> bool:
         if self._aps is None:
@@ -608,9 +653,21 @@ class AppScheduler:
 
     def _add_brief_jobs_sync(self, schedules: list[Schedule]) -> None:
         assert self._aps is not None
+        store = self._aps._lookup_jobstore("default")
+        batching = isinstance(store, _BatchingJobStore) and store._batch is None
+        if batching:
+            store.begin_batch()  # one transaction for all of them (10K at a cold start)
+        try:
+            self._add_brief_jobs(schedules)
+        finally:
+            if batching:
+                store.end_batch()
+
+    def _add_brief_jobs(self, schedules: list[Schedule]) -> None:
+        assert self._aps is not None
         for s in schedules:
             try:
-                trigger = DailyTrigger.from_spec(s.brief_spec, s.tz)
+                trigger = self._brief_trigger(s)
             except Exception:
                 log.exception("schedule %s has an invalid spec %r; not scheduled", s.id, s.spec)
                 continue

@@ -12,6 +12,7 @@ job store like a cron trigger does.
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal, NamedTuple
@@ -221,21 +222,32 @@ def previous_fire_time(days: str, hour: int, minute: int, tz: ZoneInfo, now: dat
     return None  # pragma: no cover
 
 
-class DailyTrigger(BaseTrigger):
-    """APScheduler trigger: once per allowed local date at HH:MM in an IANA zone."""
+def spread_second(schedule_id: str) -> int:
+    """The second within its minute at which a brief fires, stable per schedule (crc32, not the
+    salted `hash`). Thousands of chats pick 08:30; firing them all in one second made the last
+    ones 10 s late or more, while spread over the minute each fires within a second (issue 21)."""
+    return zlib.crc32(schedule_id.encode()) % 60
 
-    def __init__(self, days: str, hour: int, minute: int, timezone: str):
+
+class DailyTrigger(BaseTrigger):
+    """APScheduler trigger: once per allowed local date at HH:MM (plus `second`, see
+    `spread_second`) in an IANA zone."""
+
+    def __init__(self, days: str, hour: int, minute: int, timezone: str, second: int = 0):
         if days not in DAYS:
             raise BriefSpecError(f"unknown day set {days!r}")
+        if not 0 <= second < 60:
+            raise BriefSpecError(f"second {second} is not within a minute")
         self.days: str = days
         self.hour = hour
         self.minute = minute
         self.timezone = timezone
+        self.second = second
         self._tz: ZoneInfo | None = None
 
     @classmethod
-    def from_spec(cls, spec: BriefSpec, tz: str) -> DailyTrigger:
-        return cls(spec.days, spec.hour, spec.minute, tz)
+    def from_spec(cls, spec: BriefSpec, tz: str, second: int = 0) -> DailyTrigger:
+        return cls(spec.days, spec.hour, spec.minute, tz, second)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -244,23 +256,28 @@ class DailyTrigger(BaseTrigger):
         return self._tz
 
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
+        # every firing is the minute's instant plus `second`: shift the question, then the answer
+        shift = timedelta(seconds=self.second)
         if previous_fire_time is not None:
             # strictly after the previous firing (one per local date by construction)
-            return next_fire_time(
-                self.days, self.hour, self.minute, self.zone, previous_fire_time + timedelta(microseconds=1)
-            )
-        return next_fire_time(self.days, self.hour, self.minute, self.zone, now)
+            start = previous_fire_time - shift + timedelta(microseconds=1)
+        else:
+            start = now - shift
+        return next_fire_time(self.days, self.hour, self.minute, self.zone, start) + shift
 
     def previous(self, now: datetime) -> datetime | None:
-        return previous_fire_time(self.days, self.hour, self.minute, self.zone, now)
+        shift = timedelta(seconds=self.second)
+        found = previous_fire_time(self.days, self.hour, self.minute, self.zone, now - shift)
+        return None if found is None else found + shift
 
     def __getstate__(self) -> dict[str, object]:
         return {
-            "version": 1,
+            "version": 2,
             "days": self.days,
             "hour": self.hour,
             "minute": self.minute,
             "timezone": self.timezone,
+            "second": self.second,
         }
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -268,16 +285,18 @@ class DailyTrigger(BaseTrigger):
         self.hour = int(state["hour"])  # type: ignore[call-overload]
         self.minute = int(state["minute"])  # type: ignore[call-overload]
         self.timezone = str(state["timezone"])
+        self.second = int(state.get("second", 0))  # type: ignore[call-overload]  # version 1: on the minute
         self._tz = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, DailyTrigger) and self.__getstate__() == other.__getstate__()
 
     def __hash__(self) -> int:
-        return hash((self.days, self.hour, self.minute, self.timezone))
+        return hash((self.days, self.hour, self.minute, self.timezone, self.second))
 
     def __str__(self) -> str:
-        return f"{self.days} {self.hour:02d}:{self.minute:02d} {self.timezone}"
+        sec = f":{self.second:02d}" if self.second else ""
+        return f"{self.days} {self.hour:02d}:{self.minute:02d}{sec} {self.timezone}"
 
     def __repr__(self) -> str:
         return f"<DailyTrigger ({self})>"

@@ -5,6 +5,14 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check what holds, never how fast: on a loaded 2-core CI machine hypothesis's
+# deadline and too-slow health check would fail them for the machine's sake, not the code's.
+settings.register_profile(
+    "tapebot", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("tapebot")
 
 # Tests never touch the internet and never read the developer's real state.
 os.environ.setdefault("TAPEBOT_HOME", "/nonexistent-tapebot-home-for-tests")

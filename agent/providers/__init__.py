@@ -90,6 +90,27 @@ def build_model_client(cfg: Any, *, idle_timeout: float = 60.0, api_key: str | N
     )
 
 
+# The vendor SDK each provider imports (lazily, in its client) — a cold import costs a second or
+# more, which the first reply after `tapebot run` starts would otherwise pay.
+SDK_MODULES = {"anthropic": "anthropic", "openai": "openai"}
+
+
+def sdk_modules(cfgs: Sequence[Any]) -> list[str]:
+    """The SDK modules the configured models need, each once, in order."""
+    return list(dict.fromkeys(SDK_MODULES[c.provider] for c in cfgs if c.provider in SDK_MODULES))
+
+
+def import_sdks(modules: Sequence[str]) -> None:
+    """Import `modules` (in a worker thread at start); a failure is left for the client to report."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 — the client that needs it raises a clear error later
+            continue
+
+
 def build_model_chain(
     cfgs: Sequence[Any],
     *,

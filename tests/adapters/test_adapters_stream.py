@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from adapters.base import Button, ChatAdapter, ChatRef, SentMessage
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.base import Button, ChatAdapter, ChatRef, DeliveryUncertain, SentMessage
 from adapters.stream import StreamingMessage
 from tests.fakes.telegram_api import cant_parse
 
@@ -154,3 +157,55 @@ async def test_stream_on_telegram_falls_back_to_plain_when_formatting_rejected(m
     msg = tg_api.messages[(77, int(final[0].message_id))]
     assert msg["text"] == "Total: 5 < 6 & done"  # the plain resend after the parse error
     assert [c.params.get("parse_mode") for c in tg_api.calls_to("editMessageText")] == ["HTML", None]
+
+
+class UncertainFirstSend(RecordingAdapter):
+    """The first send lands but its answer never comes (DeliveryUncertain): no id is known."""
+
+    async def send_text(self, chat, text, *, buttons=None, reply_to=None, format="markdown"):
+        sent = await super().send_text(chat, text, buttons=buttons, reply_to=reply_to, format=format)
+        if sent.message_id == "1":
+            raise DeliveryUncertain("timed out")
+        return sent
+
+
+async def test_a_partial_first_part_of_uncertain_fate_is_not_repeated_silently():
+    """The streamed first part timed out without an answer: no more partial sends follow it, and
+    the final answer says clearly that it is the full one (the partial may show above it)."""
+    clock = Clock(auto=False)
+    ad = UncertainFirstSend(clock)
+    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep, resend_note="(in full)")
+    await _stream_words(stream, clock, words=60, dt=0.05)  # 3 s of streaming: several pushes due
+    clock.auto = True
+    sent = await stream.finish("the whole answer")
+    sends = [text for _, op, _, text in ad.ops if op == "send"]
+    assert len(sends) == 2, ad.ops  # the uncertain partial, then the final one only
+    assert sends[1].startswith("(in full)") and sends[1].endswith("the whole answer")
+    assert [ad.texts[m.message_id] for m in sent] == [sends[1]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.lists(st.text(alphabet="abc xyz\n", min_size=1, max_size=40), min_size=1, max_size=40),
+    note=st.sampled_from(["", "(in full)", "↩️ The full answer (an unfinished copy may show above):"]),
+)
+async def test_a_final_answer_after_an_uncertain_part_keeps_all_text_within_limits(words, note):
+    """Whatever the text, the note-headed final answer stays within the platform limit (the fake
+    asserts it) and shows the whole text once, after the uncertain part."""
+    clock = Clock(auto=False)
+    ad = UncertainFirstSend(clock)
+    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep, resend_note=note)
+    for w in words:
+        await stream.append(w)
+        clock.t += 0.5
+        await asyncio.sleep(0)
+    clock.auto = True
+    full = "".join(words)
+    sent = await stream.finish(full)
+    if not full.strip():
+        return
+    shown = "".join(ad.texts[m.message_id] for m in sent)
+    assert stream._uncertain  # the first send was a partial one, and it timed out
+    assert shown.startswith(note)
+    shown = shown[len(note) :]
+    assert "".join(shown.split()) == "".join(full.split())

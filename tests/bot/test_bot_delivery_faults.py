@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from agent.providers.scripted import ScriptedClient, reply
+from bot.i18n import t
 from tests.adapters.conftest import FakeSleep
 from tests.bot.conftest import ALICE, Harness
 from tests.fakes.telegram_api import FakeBotAPI, _err, buttons_of
@@ -83,5 +84,39 @@ async def test_an_answer_that_cannot_be_delivered_is_reported_in_plain_words(tmp
         # the chat goes on
         api.push_text(ALICE, "again", user_id=ALICE)
         await api.wait_for(lambda: any("Next answer." in t for t in api.texts(ALICE)))
+    finally:
+        await h.stop()
+
+
+async def test_a_button_whose_answer_and_handler_fail_asks_to_tap_again(tmp_path):
+    """Telegram: answerCallbackQuery fails and the handling fails too: the user is asked in the
+    chat to tap again, and the next tap decides it."""
+    h = await _started(
+        tmp_path,
+        reply(tool_calls=[("write_file", {"path": "t.txt", "content": "tapped"})]),
+        reply("Written."),
+    )
+    try:
+        api = h.api
+        api.push_text(ALICE, "write t.txt", user_id=ALICE)
+        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        assert h.app is not None
+        runtime = h.app.runtime
+        real = runtime.decide
+
+        async def broken(*a, **kw):
+            runtime.decide = real  # once
+            raise RuntimeError("the handler failed")
+
+        runtime.decide = broken
+        api.fail("answerCallbackQuery", bad_gateway(), times=5)
+        api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+        again = t("en", "button_failed")
+        await api.wait_for(lambda: any(again in x for x in api.texts(ALICE)))
+        assert not (h.home / "workspace" / "t.txt").exists()
+        api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+        await api.wait_for(lambda: any("Written." in x for x in api.texts(ALICE)))
+        assert (h.home / "workspace" / "t.txt").read_text() == "tapped"
     finally:
         await h.stop()

@@ -183,3 +183,30 @@ async def test_a_button_whose_defer_fails_is_still_decided(discord_app):
     await fake.push_button(once["custom_id"], message_id=card["id"], user_id=USER, channel_id=300)
     await fake.wait_for(lambda: any("Saved." in m["content"] for m in fake.bot_messages(300)))
     assert (home / "workspace" / "df.txt").read_text() == "deferred"
+
+
+async def test_a_button_whose_defer_and_handler_fail_asks_to_tap_again(discord_app):
+    """The defer fails and then so does the handling (the decision step raises): the
+    user is asked in the chat to tap again, and the next tap decides it."""
+    fake, script, start, home = discord_app
+    script.add(reply(tool_calls=[("write_file", {"path": "tap.txt", "content": "again"})]), reply("Saved."))
+    app = await start()
+    await fake.push_dm(channel_id=300, user_id=USER, content="write tap.txt")
+    card = await fake.wait_for(lambda: next((m for m in fake.bot_messages(300) if components(m)), None))
+    once = next(c for c in components(card) if c["custom_id"].startswith("tb:o:"))
+    runtime = app.runtime
+    real = runtime.decide
+
+    async def broken(*a, **kw):
+        runtime.decide = real  # once
+        raise RuntimeError("the handler failed")
+
+    runtime.decide = broken
+    fake.inject("POST", "/callback", status=404, after=False)  # the defer fails (token expired)
+    await fake.push_button(once["custom_id"], message_id=card["id"], user_id=USER, channel_id=300)
+    again = t("en", "button_failed")
+    await fake.wait_for(lambda: any(again in m["content"] for m in fake.bot_messages(300)))
+    assert not (home / "workspace" / "tap.txt").exists()
+    await fake.push_button(once["custom_id"], message_id=card["id"], user_id=USER, channel_id=300)
+    await fake.wait_for(lambda: any("Saved." in m["content"] for m in fake.bot_messages(300)))
+    assert (home / "workspace" / "tap.txt").read_text() == "again"

@@ -153,7 +153,7 @@ async def a_cut_off_tool_is_reported_and_not_run_again(tmp_path, sig: signal.Sig
             llm.script(Reply("I checked: the job did not finish."))
             await bot.start()
             await api.wait_for(lambda: said(api, "the job did not finish"), timeout=30)
-            told = next(t for t in api.texts(ALICE) if "exec_command" in t and "restart" in t)
+            told = next(t for t in api.texts(ALICE) if t.startswith("🔄") and "exec_command" in t)
             assert "may or may not have completed" in told
             # the model learns it too, from the call's result
             seen = str(llm.requests[asked].body["messages"])

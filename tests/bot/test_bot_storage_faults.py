@@ -125,3 +125,83 @@ async def test_after_the_retry_budget_the_user_is_asked_to_send_again(tmp_path):
         assert h.script.requests == []
     finally:
         await h.stop()
+
+
+async def test_a_turns_own_first_write_waits_out_a_full_disk(tmp_path):
+    """The inbound message was stored; the turn's first write (the message into the history with
+    its turn record) meets a full disk. It is retried with the same policy, the chat is told once,
+    and the message is answered when the write succeeds: no generic error, no wait for a restart."""
+    api = FakeBotAPI()
+    h = Harness(tmp_path / "home", api, ScriptedClient([reply("Answered after all.")]))
+    try:
+        app = await h.start()
+        app.gateway.storage_retry = FAST
+        store = app.runtime.store
+        real = store.commit
+        space = asyncio.Event()
+        failed: list[int] = []
+
+        async def full_disk(*args, **kw):
+            if not space.is_set():
+                failed.append(1)
+                raise StorageError("database error (tapebot.db): database or disk is full")
+            return await real(*args, **kw)
+
+        store.commit = full_disk
+        api.push_text(ALICE, "hello on a full disk", user_id=ALICE)
+        await api.wait_for(lambda: trouble(api), timeout=10)
+        await api.wait_for(lambda: len(failed) >= 3, timeout=10)  # retried meanwhile
+        assert h.script.requests == []
+        assert not any("went wrong" in t for t in api.texts(ALICE))
+        space.set()
+        await api.wait_for(lambda: any("Answered after all." in t for t in api.texts(ALICE)), timeout=10)
+        assert [m.text for m in h.script.requests[0].messages if m.role == "user"] == ["hello on a full disk"]
+        assert len(trouble(api)) == 1
+        assert not any("went wrong" in t for t in api.texts(ALICE))
+        assert pending_texts_now(h) == []
+    finally:
+        await h.stop()
+
+
+async def test_a_turns_own_first_write_waits_out_a_lock_held_by_another_process(tmp_path):
+    api = FakeBotAPI()
+    h = Harness(tmp_path / "home", api, ScriptedClient([reply("Answered once the lock cleared.")]))
+    locker = None
+    try:
+        app = await h.start()
+        app.gateway.storage_retry = FAST
+        store = app.runtime.store
+        real = store.commit
+        locked = asyncio.Event()
+
+        async def lock_then_commit(*args, **kw):
+            nonlocal locker
+            if locker is None:  # the inbound record is in; now another process takes the lock
+                locker = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", LOCKER, str(h.home / "tapebot.db"),
+                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                assert locker.stdout is not None
+                assert (await asyncio.wait_for(locker.stdout.readline(), 30)).strip() == b"locked"
+                locked.set()
+            return await real(*args, **kw)
+
+        store.commit = lock_then_commit
+        api.push_text(ALICE, "hello while the turn is locked out", user_id=ALICE)
+        await api.wait_for(lambda: trouble(api), timeout=30)  # after the 5 s busy timeout
+        assert h.script.requests == []
+        assert locker is not None and locker.stdin is not None
+        locker.stdin.write(b"go\n")
+        await locker.stdin.drain()
+        await locker.wait()
+        await api.wait_for(
+            lambda: any("Answered once the lock cleared." in t for t in api.texts(ALICE)), timeout=30
+        )
+        assert len(trouble(api)) == 1
+        assert not any("went wrong" in t for t in api.texts(ALICE))
+        assert pending_texts_now(h) == []
+    finally:
+        if locker is not None and locker.returncode is None:
+            locker.kill()
+            await locker.wait()
+        await h.stop()

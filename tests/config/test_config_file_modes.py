@@ -132,7 +132,7 @@ def test_c9_database_files_are_private_under_umask_000(tmp_path, umask_000):
 
 
 @given(mode_bits=st.integers(0, 0o777), name=st.sampled_from(["config.toml", "tapebot.db", "tapebot.db-wal"]))
-@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_c9_property_loose_iff_group_or_other_bits(tmp_path, mode_bits, name):
     """C9: a secret file is reported exactly when group or others have any permission on it."""
     import tempfile

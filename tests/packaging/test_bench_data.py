@@ -1,5 +1,4 @@
-"""bench/screen.py runs on a fresh clone: without the full-universe file it screens the bundled data
-and says so."""
+"""bench/screen.py runs on a fresh clone: without a data file it screens the bundled data and says so."""
 
 from __future__ import annotations
 
@@ -15,11 +14,10 @@ def test_screen_bench_falls_back_to_bundled_data(tmp_path, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(ROOT))
     from bench import screen as bench_screen
 
-    monkeypatch.setattr(bench_screen, "FULL", tmp_path / "absent.csv.gz")
     monkeypatch.setattr(sys, "argv", ["screen.py"])
     bench_screen.main()
     out = capsys.readouterr().out
-    assert "screening the bundled 300 stocks instead" in out
+    assert "the bundled dataset" in out
     assert "universe: 300 stocks" in out
 
 

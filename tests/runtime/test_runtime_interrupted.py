@@ -75,7 +75,11 @@ async def scenario(calls: list[tuple[str, str]]) -> None:
     assert events[-1].kind == "done" and events[-1].text == "finished"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(CALLS)
 def test_resuming_an_interrupted_turn_never_reruns_a_started_call(calls):
     asyncio.run(scenario(calls))

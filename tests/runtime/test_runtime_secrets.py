@@ -147,7 +147,11 @@ _prose = st.lists(st.sampled_from([*"abc xyz,.\n你好:=", "api_key", " token ",
 _secret = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ0123456789_-", min_size=8, max_size=40)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(before=_prose, secret=_secret, after=_prose, cuts=st.lists(st.integers(1, 200), max_size=30))
 async def test_c2_property_a_configured_secret_never_streams_out(tmp_path, before, secret, after, cuts):
     """C2 (property): the model's answer holds a configured secret anywhere; the stream is cut at

@@ -65,6 +65,7 @@ def later_hhmm(tz: ZoneInfo, hours: float = 3) -> str:
 def app(store, **kw) -> AppScheduler:
     kw.setdefault("retry_delays", ())
     kw.setdefault("stop_timeout", 2.0)
+    kw.setdefault("spread_briefs", False)  # on the minute: these tests compare exact instants
     return AppScheduler(store, **kw)
 
 
@@ -444,3 +445,52 @@ async def test_trace_pruning_is_registered_as_a_housekeeping_job(store, tmp_path
     a = app(store, traces_dir=tmp_path)
     assert "prune_traces" in a._ctx.housekeeping
     assert "prune_traces" not in app(store)._ctx.housekeeping  # no traces folder, nothing to prune
+
+
+async def test_cold_registration_writes_every_job_in_one_transaction(store):
+    """10K briefs at a first start cost one INSERT batch, not 10K INSERT-and-commits (issue 21); each job is
+    stored with its trigger's next run, and a job that was already stored is replaced."""
+    from sqlalchemy import event
+
+    schedules = [await make_schedule(store, chat=f"tg:{i}", spec=later_hhmm(UTC)) for i in range(40)]
+    b = app(store)
+    await b.start()
+    try:
+        aps_store = b._aps._lookup_jobstore("default")
+        inserts: list[str] = []
+
+        def seen(conn, cursor, statement, *args):
+            if statement.lstrip().upper().startswith("INSERT"):
+                inserts.append(statement)
+
+        event.listen(aps_store.engine, "before_cursor_execute", seen)
+        for s in schedules:  # drop the jobs: the next reconcile adds all 40 again
+            await b.remove_brief_job(s.id)
+        keep = schedules[0]
+        await b.add_brief_job(keep)  # stored already: the batch replaces it
+        inserts.clear()
+        await b._call(b._add_brief_jobs_sync, schedules)
+        assert len(inserts) == 1  # one executemany
+        for s in schedules:
+            job = await b._call(b._aps.get_job, s.job_id)
+            assert job is not None and job.next_run_time is not None
+            assert job.next_run_time == job.trigger.get_next_fire_time(None, datetime.now(UTC))
+    finally:
+        await b.stop()
+
+
+async def test_briefs_fire_at_their_own_second_of_the_minute(store):
+    """By default each brief job fires at its schedule's `spread_second`, so thousands of 08:30
+    briefs spread over the minute (issue 21)."""
+    from scheduler.specs import spread_second
+
+    schedules = [await make_schedule(store, chat=f"tg:{i}", spec=later_hhmm(UTC)) for i in range(5)]
+    a = app(store, spread_briefs=True)
+    await a.start()
+    try:
+        for s in schedules:
+            nxt = await a.next_run_time(s.job_id)
+            assert nxt is not None and nxt.second == spread_second(s.id)
+            assert f"{nxt:%H:%M}" == s.spec
+    finally:
+        await a.stop()

@@ -161,3 +161,55 @@ def test_sync_database_url():
     assert sync_database_url("postgresql://bot@db/tapebot").drivername == "postgresql"
     with pytest.raises(ConfigError):
         sync_database_url("oracle+asyncfoo://x/y")
+
+
+# ---- spreading briefs over their minute (issue 21) -----------------------------------------------
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from scheduler.specs import spread_second  # noqa: E402
+
+ZONES = ["UTC", "Asia/Shanghai", "America/New_York", "Europe/London", "Australia/Lord_Howe"]
+
+
+@given(
+    st.sampled_from(["daily", "weekdays", "trading_days"]),
+    st.integers(0, 23),
+    st.integers(0, 59),
+    st.sampled_from(ZONES),
+    st.integers(0, 59),
+    # hypothesis wants naive bounds; `timezones` makes the drawn values aware
+    st.datetimes(min_value=datetime(2024, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(UTC)),  # noqa: DTZ001
+)
+def test_a_spread_trigger_fires_at_the_plain_ones_instants_plus_its_second(
+    days, hour, minute, zone, second, now
+):
+    plain = DailyTrigger(days, hour, minute, zone)
+    spread = DailyTrigger(days, hour, minute, zone, second)
+    shift = timedelta(seconds=second)
+    nxt = spread.get_next_fire_time(None, now)
+    assert nxt >= now and nxt - shift == plain.get_next_fire_time(None, now - shift)
+    after = spread.get_next_fire_time(nxt, nxt)
+    assert after > nxt and after - shift == plain.get_next_fire_time(nxt - shift, nxt - shift)
+    prev = spread.previous(now)
+    assert prev is not None and prev <= now and prev - shift == plain.previous(now - shift)
+    # within the minute it belongs to: same local date, same HH:MM
+    assert nxt.astimezone(ZoneInfo(zone)).replace(second=0) == (nxt - shift).astimezone(ZoneInfo(zone))
+
+
+def test_spread_seconds_are_stable_and_cover_the_minute():
+    ids = [f"sch_{i:08x}" for i in range(10_000)]
+    seconds = [spread_second(i) for i in ids]
+    assert seconds == [spread_second(i) for i in ids]  # no salted hash
+    counts = [seconds.count(s) for s in range(60)]
+    assert min(counts) > 10_000 / 60 / 2  # roughly even: no second gets a crowd
+
+
+def test_a_spread_trigger_pickles_and_an_old_pickle_fires_on_the_minute():
+    t = DailyTrigger("daily", 8, 30, "Asia/Shanghai", 17)
+    assert pickle.loads(pickle.dumps(t)) == t and str(t) == "daily 08:30:17 Asia/Shanghai"
+    old = DailyTrigger.__new__(DailyTrigger)
+    old.__setstate__({"version": 1, "days": "daily", "hour": 8, "minute": 30, "timezone": "Asia/Shanghai"})
+    assert old == DailyTrigger("daily", 8, 30, "Asia/Shanghai")
+    with pytest.raises(ValueError):
+        DailyTrigger("daily", 8, 30, "UTC", 60)

@@ -325,7 +325,7 @@ def _within(path: str, root: str) -> bool:
     return Path(path) == Path(root) or Path(path).is_relative_to(root)
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     depth=st.integers(0, 3),
     layout=st.sampled_from(["inside", "is_home", "outside"]),

@@ -1,0 +1,153 @@
+"""One-shot turn: `tapebot chat -m hi` as a fresh process against a local scripted model.
+
+    python -m bench.oneshot [--runs 5] [--vendor openai|anthropic] [--top 15] [--root OTHER_TREE]
+
+`--root` runs another checkout's CLI (e.g. the commit before a change, from `git worktree add`),
+interleaved run by run with this tree's, so a before/after pair shares the machine's load.
+
+The real CLI (`python -m bot.cli chat -m hi`) runs as a subprocess with a temporary TAPEBOT_HOME
+(memory on, the default), a dummy API key and the base URL pointing at the scripted LLM server
+(tests/fakes/llm_server.py) in a thread; the server answers at once, so the wall time is tapebot's
+own: interpreter start, imports, settings, database, tool registration, the model round trips
+(the answer, then memory upkeep), exit. The first run migrates the new database and is not
+counted. Prints the median wall time of `--runs` runs (target ≤ 1.0 s on a quiet 2-core machine),
+their median CPU time (user + system: on a busy machine the steadier figure), the
+`python -X importtime` top offenders (cumulative, top-level imports), and whether numpy /
+matplotlib / alembic / the other vendor's SDK were imported (they should not be). Prints
+figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._env import add_runs_arg, footer, header, spread  # noqa: E402
+from tests.fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
+
+TARGET = 1.0
+HEAVY = ("numpy", "matplotlib", "alembic", "pandas", "openai", "anthropic")
+_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)")
+
+
+def env_for(home: Path, server: ScriptedLLMServer, vendor: str, root: Path = ROOT) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TAPEBOT_") and not k.endswith(("_API_KEY", "_BASE_URL"))
+    }
+    env.update(TAPEBOT_HOME=str(home), PYTHONPATH=str(root))
+    if vendor == "openai":
+        env.update(OPENAI_API_KEY="sk-bench-0123456789", OPENAI_BASE_URL=server.openai_base_url)
+    else:
+        env.update(ANTHROPIC_API_KEY="sk-ant-bench-0123456789", ANTHROPIC_BASE_URL=server.url)
+    return env
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+CPU: dict[str, list[float]] = {}  # tree -> CPU seconds (user + system) of each timed run
+
+
+def one(env: dict[str, str], *extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    cpu0 = _children_cpu()
+    t = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, *extra, "-m", "bot.cli", "chat", "-m", "hi"],
+        env=env,
+        cwd=env["PYTHONPATH"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    took = time.perf_counter() - t
+    CPU.setdefault(env["PYTHONPATH"], []).append(_children_cpu() - cpu0)
+    if r.returncode != 0:
+        sys.exit(f"tapebot chat -m hi failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    return took, r
+
+
+def offenders(stderr: str, top: int) -> list[tuple[int, str]]:
+    """Top-level imports (not nested inside another's time) by cumulative microseconds."""
+    rows = []
+    for m in _LINE.finditer(stderr):
+        if len(m.group(3)) <= 1:  # the module the program (or `site`) imported itself
+            rows.append((int(m.group(2)), m.group(4)))
+    return sorted(rows, reverse=True)[:top]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    add_runs_arg(parser)
+    parser.add_argument("--vendor", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--root", type=Path, help="also time this checkout (before/after, interleaved)")
+    args = parser.parse_args()
+    header(f"one-shot turn: tapebot chat -m hi ({args.vendor} SDK, local scripted model)")
+    server = ScriptedLLMServer()
+    server.start_in_thread()
+    trees = {"this tree": ROOT, **({f"{args.root}": args.root.resolve()} if args.root else {})}
+    times: dict[str, list[float]] = {name: [] for name in trees}
+    traced: dict[str, str] = {}
+    try:
+        server.script(*[Reply("hello!") for _ in range((args.runs + 3) * len(trees))])
+        with tempfile.TemporaryDirectory() as tmp:
+            envs = {
+                n: env_for(Path(tmp) / str(i), server, args.vendor, r)
+                for i, (n, r) in enumerate(trees.items())
+            }
+            for name, env in envs.items():
+                first, _ = one(env)  # creates and migrates the fresh database
+                print(f"{name}: first run (creates and migrates the database) {first:.2f} s")
+            CPU.clear()  # count the timed runs only
+            for _ in range(args.runs):  # interleaved: each tree sees the same load
+                for name, env in envs.items():
+                    times[name].append(one(env)[0])
+            cpu = {name: list(CPU[env["PYTHONPATH"]]) for name, env in envs.items()}
+            bare = [one_bare() for _ in range(args.runs)]
+            for name, env in envs.items():
+                traced[name] = one(env, "-X", "importtime")[1].stderr
+    finally:
+        server.stop()
+    print(f"bare interpreter (python -c pass): median {statistics.median(bare):.3f} s")
+    for name in trees:
+        med = statistics.median(times[name])
+        print(f"-- {name}")
+        print(
+            f"wall time: median {med:.3f} s {spread(times[name], 1, ' s')}  target ≤ {TARGET} s "
+            f"{'ok' if med <= TARGET else 'MISSED'}"
+        )
+        print(
+            f"CPU time (user + system; less sensitive to a busy machine): median "
+            f"{statistics.median(cpu[name]):.3f} s {spread(cpu[name], 1, ' s')}"
+        )
+        loaded = {m.group(4) for m in _LINE.finditer(traced[name])}
+        print("imported: " + ", ".join(f"{m} {'yes' if m in loaded else 'no'}" for m in HEAVY))
+        print(f"top {args.top} imports by cumulative time (python -X importtime, one run):")
+        for us, module in offenders(traced[name], args.top):
+            print(f"  {us / 1000:8.1f} ms  {module}")
+    footer()
+
+
+def one_bare() -> float:
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    main()
