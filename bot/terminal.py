@@ -27,13 +27,13 @@ from agent.runtime import AgentRuntime, TurnRequest
 from agent.tools import sandbox
 from agent.tools.workspace import LocalToolPolicy
 from bot import cards
+from bot.gateway import _short as short_reply  # the chats' "short unclear reply" rule, shared
 from bot.signals import off_signals, on_signals
 
 TERMINAL_USER = "terminal"
 #: The terminal is one chat for its user, like a DM: its standing approvals ("Always allow") and
 #: `/rules` outlive a session (/new, a new `tapebot chat`). Sessions stay "terminal:<name>".
 TERMINAL_CHAT_KEY = "terminal"
-UNCLEAR_RETRIES = 2  # then it is a no: silence and gibberish are never consent
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -101,8 +101,11 @@ async def _drive(
     ask: Any,
     who: Requester,
     facts: Any = None,
+    carry: list[str] | None = None,
 ) -> ev.Done | None:
-    """Consume a turn, answering approvals and questions interactively, until it ends."""
+    """Consume a turn, answering approvals and questions interactively, until it ends. A longer
+    message typed at a card is a new request, as in the chats: the card closes unrun ("moved on")
+    and the message goes to `carry`, for the caller to run as the next turn."""
     done: ev.Done | None = None
     while True:
         pending: ev.ApprovalRequired | ev.Question | None = None
@@ -115,7 +118,14 @@ async def _drive(
         if pending is None or ask is None:
             return done
         if isinstance(pending, ev.ApprovalRequired):
-            await _decide_in_terminal(runtime, pending, renderer, ask, who, facts)
+            moved_on = await _decide_in_terminal(runtime, pending, renderer, ask, who, facts)
+            if moved_on is not None:
+                await runtime.answer(pending.turn_id, "", status="moved_on")
+                await runtime.close_turn(pending.turn_id)
+                renderer.note("↪ skipped — you moved on; nothing was run. Your message is the next request.")
+                if carry is not None:
+                    carry.append(moved_on)
+                return done
         else:
             options = "".join(f"\n  {i}. {o}" for i, o in enumerate(pending.options, 1))
             reply = (await ask(f"\n{pending.question}{options}\n> ", fresh=True)).strip()
@@ -134,12 +144,15 @@ def _sandbox_note(runtime: AgentRuntime, tool: str) -> str:
 async def _decide_in_terminal(
     runtime: AgentRuntime, pending: ev.ApprovalRequired, renderer: TerminalRenderer, ask: Any,
     who: Requester, facts: Any = None,
-) -> None:  # fmt: skip
-    """Show the card and read the answer through agent/consent.read_consent."""
+) -> str | None:  # fmt: skip
+    """Show the card and read the answer through agent/consent.read_consent, as the chats do: a
+    decision is recorded; a short unclear reply gets a hint and the card stays; a longer message
+    is returned undecided (the caller closes the card as "moved on"). Silence (end of input, an
+    empty line) is a no."""
     record = await runtime.store.get_approval(pending.approval_id)
     if record is None:
         renderer.note("this approval is gone; nothing was executed")
-        return
+        return None
     scope = runtime.gate.scope_for(record)
     trade = await facts(record) if facts is not None else None
     info = cards.CardInfo(
@@ -152,18 +165,22 @@ async def _decide_in_terminal(
     text, _ = cards.approval_card(record, "en", info)
     choices = "[yes] once / [always] / [no]" if scope is not None else "[yes] once / [no]"
     prompt = f"\n{cards.plain(text)}\nAllow {record.tool}? {choices}: "
+    hint = "not an answer: type yes, always or no" if scope is not None else "not an answer: type yes or no"
     word: Decision | None = None
-    for _ in range(UNCLEAR_RETRIES + 1):
+    while True:
         reply = await ask(prompt, fresh=True)
         word = read_consent("text", reply, scope=scope).gate_decision
         if word is not None or not reply.strip():
             break
-        renderer.note("not an answer: type yes or no")
+        if not short_reply(reply):
+            return reply.strip()
+        renderer.note(hint)
         prompt = f"Allow {record.tool}? {choices}: "
     try:
         await runtime.decide(pending.approval_id, who.user_id, word or "deny")
     except ApprovalError as exc:
         renderer.note(str(exc))
+    return None
 
 
 def flush_typed_ahead(stream: Any) -> None:
@@ -222,6 +239,7 @@ async def _report_tasks(
     model: str | None,
     renderer: TerminalRenderer,
     ask: Any,
+    carry: list[str] | None = None,
 ) -> ev.Done | None:
     """A background task finished: a system notification wakes a turn that reports it."""
     from agent.background_tools import task_notification_text
@@ -230,7 +248,7 @@ async def _report_tasks(
     for r in records:
         renderer.note(f"background task {r.id} ({r.tool_name}) {r.status}")
     req = _request(app, session, text, who, model, meta={"notification": True})
-    return await _drive(app.runtime, app.runtime.run(req), renderer, ask, who, app.trade_facts)
+    return await _drive(app.runtime, app.runtime.run(req), renderer, ask, who, app.trade_facts, carry)
 
 
 async def one_shot(app: Any, session: str, text: str, model: str | None, notices: asyncio.Queue[Any]) -> int:
@@ -266,14 +284,18 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
         "/rules lists standing approvals.\n"
     )
     pending_input: asyncio.Future[str] | None = None
+    carry: list[str] = []  # a message typed at a card that moved on: the next request
     while True:
+        if carry and pending_input is None:
+            pending_input = asyncio.get_running_loop().create_future()
+            pending_input.set_result(carry.pop(0))
         if pending_input is None:
             pending_input = asyncio.ensure_future(_ask("\nyou> "))
         notice = asyncio.ensure_future(notices.get())
         done, _ = await asyncio.wait({pending_input, notice}, return_when=asyncio.FIRST_COMPLETED)
         if notice in done:
             records = [notice.result()] + [notices.get_nowait() for _ in range(notices.qsize())]
-            await _report_tasks(app, session, records, who, model, renderer, _ask)
+            await _report_tasks(app, session, records, who, model, renderer, _ask, carry)
             continue
         notice.cancel()
         line = pending_input.result()
@@ -309,6 +331,7 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
                 _ask,
                 who,
                 app.trade_facts,
+                carry,
             )
         finally:
             off_signals((signal.SIGINT,))

@@ -1,0 +1,40 @@
+"""Issue 15, the new-user pass over the terminal: it treats a card the way the chats do. A longer
+message typed at an approval prompt is a new request (the card closes unrun, "moved on", and the
+message is the next turn); a short unclear reply gets a hint and the card stays. The real CLI in a
+subprocess against the scripted LLM server."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.test_cli_chat_e2e import openai_env, run_cli, server  # noqa: F401
+from tests.fakes.llm_server import Reply, ToolCall
+
+WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content": "no position above 15%"})])
+LONG = "actually, what is my biggest position right now?"
+
+
+def _user_texts(body: dict) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "user" and isinstance(m["content"], str)]
+
+
+def test_a_longer_message_at_the_card_moves_on_and_runs_as_the_next_turn(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("Moutai is your biggest position."))
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{LONG}\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "workspace" / "plan.txt").exists()
+    assert "not an answer" not in r.stderr
+    assert "moved on" in r.stderr.lower()
+    assert "Moutai is your biggest position." in r.stdout
+    # the sentence reached the model as the user's next message, after the closed call
+    last = server.requests[-1].body
+    assert any(LONG in text for text in _user_texts(last)), json.dumps(last["messages"])[:2000]
+    assert len(server.requests) == 2  # the closed card's turn did not call the model again
+
+
+def test_a_short_unclear_reply_gets_the_hint_with_always_and_the_card_stays(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("Saved your plan."))
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\n3\nyes\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert "always" in r.stderr.split("not an answer", 1)[1].splitlines()[0]
+    assert (tmp_path / "workspace" / "plan.txt").exists()
