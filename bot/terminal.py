@@ -15,6 +15,7 @@ import json
 import signal
 import sys
 import termios
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -102,6 +103,7 @@ async def _drive(
     who: Requester,
     facts: Any = None,
     carry: list[str] | None = None,
+    on_interrupt: Callable[[], object] | None = None,
 ) -> ev.Done | None:
     """Consume a turn, answering approvals and questions interactively, until it ends. A longer
     message typed at a card is a new request, as in the chats: the card closes unrun ("moved on")
@@ -118,7 +120,7 @@ async def _drive(
         if pending is None or ask is None:
             return done
         if isinstance(pending, ev.ApprovalRequired):
-            moved_on = await _decide_in_terminal(runtime, pending, renderer, ask, who, facts)
+            moved_on = await _decide_in_terminal(runtime, pending, renderer, ask, who, facts, on_interrupt)
             if moved_on is not None:
                 await runtime.answer(pending.turn_id, "", status="moved_on")
                 await runtime.close_turn(pending.turn_id)
@@ -143,7 +145,7 @@ def _sandbox_note(runtime: AgentRuntime, tool: str) -> str:
 
 async def _decide_in_terminal(
     runtime: AgentRuntime, pending: ev.ApprovalRequired, renderer: TerminalRenderer, ask: Any,
-    who: Requester, facts: Any = None,
+    who: Requester, facts: Any = None, on_interrupt: Callable[[], object] | None = None,
 ) -> str | None:  # fmt: skip
     """Show the card and read the answer through agent/consent.read_consent, as the chats do: a
     decision is recorded; a short unclear reply gets a hint and the card stays; a longer message
@@ -168,7 +170,10 @@ async def _decide_in_terminal(
     hint = "not an answer: type yes, always or no" if scope is not None else "not an answer: type yes or no"
     word: Decision | None = None
     while True:
-        reply = await ask(prompt, fresh=True)
+        reply = await _interruptible(ask(prompt, fresh=True), on_interrupt)
+        if reply is None:  # Ctrl-C at the prompt: a no, said as such (not a re-prompt)
+            renderer.note(f"Ctrl-C: {record.tool} denied; nothing was run")
+            break
         word = read_consent("text", reply, scope=scope).gate_decision
         if word is not None or not reply.strip():
             break
@@ -183,6 +188,31 @@ async def _decide_in_terminal(
     return None
 
 
+async def _interruptible(reading: Awaitable[str], on_interrupt: Callable[[], object] | None) -> str | None:
+    """The answer to a card, or None on Ctrl-C. While the prompt waits, Ctrl-C is the prompt's;
+    then it goes back to `on_interrupt` (the turn's cancel) or to Python's default."""
+    loop = asyncio.get_running_loop()
+    interrupted: asyncio.Future[None] = loop.create_future()
+    task = asyncio.ensure_future(reading)
+
+    def interrupt() -> None:
+        if not interrupted.done():
+            interrupted.set_result(None)
+
+    on_signals((signal.SIGINT,), interrupt)
+    try:
+        waiting: set[asyncio.Future[Any]] = {task, interrupted}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        off_signals((signal.SIGINT,))
+        if on_interrupt is not None:
+            on_signals((signal.SIGINT,), on_interrupt)
+    if task.done():
+        return task.result()
+    task.cancel()  # the read itself stays for the next prompt (see _ask_line)
+    return None
+
+
 def flush_typed_ahead(stream: Any) -> None:
     """Discard what was typed before a prompt appeared (a tty only: piped input is a script)."""
     try:
@@ -192,14 +222,40 @@ def flush_typed_ahead(stream: Any) -> None:
         pass
 
 
-async def _ask(prompt: str, fresh: bool = False) -> str:
-    """One line from the user; `fresh`: only what is typed after the prompt (approvals)."""
+#: The one read of stdin in progress. A prompt given up (Ctrl-C at a card, a background report
+#: taking over "you>") leaves its thread blocked in input(); the next prompt takes over that read
+#: rather than start a second reader that would race it for the next line.
+_reading: asyncio.Future[str | None] | None = None
+
+
+def _read_line(prompt: str) -> str | None:
+    try:
+        return input(prompt)
+    except EOFError:
+        return None  # Ctrl-D, or the end of piped input
+
+
+async def _ask_line(prompt: str, fresh: bool = False) -> str | None:
+    """One line from the user, None at end of input; `fresh`: only what is typed after the
+    prompt (approvals)."""
+    global _reading
     if fresh:
         flush_typed_ahead(sys.stdin)
-    try:
-        return await asyncio.to_thread(input, prompt)
-    except EOFError:
-        return ""
+    if _reading is None:
+        _reading = asyncio.ensure_future(asyncio.to_thread(_read_line, prompt))
+    else:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+    reading = _reading
+    line = await asyncio.shield(reading)  # cancelling this prompt leaves the read to the next
+    if _reading is reading:
+        _reading = None
+    return line
+
+
+async def _ask(prompt: str, fresh: bool = False) -> str:
+    """One line from the user; end of input reads as an empty line (silence: a no)."""
+    return (await _ask_line(prompt, fresh)) or ""
 
 
 def session_id_for(name: str | None) -> str:
@@ -283,24 +339,27 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
         "Ctrl-C stops a running turn, Ctrl-D or /exit quits, /new starts a new session, "
         "/rules lists standing approvals.\n"
     )
-    pending_input: asyncio.Future[str] | None = None
+    pending_input: asyncio.Future[str | None] | None = None
     carry: list[str] = []  # a message typed at a card that moved on: the next request
     while True:
         if carry and pending_input is None:
             pending_input = asyncio.get_running_loop().create_future()
             pending_input.set_result(carry.pop(0))
         if pending_input is None:
-            pending_input = asyncio.ensure_future(_ask("\nyou> "))
+            pending_input = asyncio.ensure_future(_ask_line("\nyou> "))
         notice = asyncio.ensure_future(notices.get())
         done, _ = await asyncio.wait({pending_input, notice}, return_when=asyncio.FIRST_COMPLETED)
         if notice in done:
             records = [notice.result()] + [notices.get_nowait() for _ in range(notices.qsize())]
+            if not pending_input.done():
+                pending_input.cancel()  # the report's prompts take over the read (see _ask_line)
+                pending_input = None
             await _report_tasks(app, session, records, who, model, renderer, _ask, carry)
             continue
         notice.cancel()
         line = pending_input.result()
         pending_input = None
-        if line == "" and not sys.stdin.isatty():
+        if line is None:
             # stdin is exhausted: let background work of this session finish and report first
             if await _drain_background(app, session, notices, who, model, renderer):
                 continue
@@ -332,6 +391,7 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
                 who,
                 app.trade_facts,
                 carry,
+                cancel.set,
             )
         finally:
             off_signals((signal.SIGINT,))

@@ -6,8 +6,13 @@ subprocess against the scripted LLM server."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
-from tests.cli.test_cli_chat_e2e import openai_env, run_cli, server  # noqa: F401
+from tests.cli.test_cli_chat_e2e import ROOT, openai_env, run_cli, server  # noqa: F401
+from tests.cli.test_cli_consent_terminal import _read_until
 from tests.fakes.llm_server import Reply, ToolCall
 
 WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content": "no position above 15%"})])
@@ -38,3 +43,52 @@ def test_a_short_unclear_reply_gets_the_hint_with_always_and_the_card_stays(tmp_
     assert r.returncode == 0, r.stderr
     assert "always" in r.stderr.split("not an answer", 1)[1].splitlines()[0]
     assert (tmp_path / "workspace" / "plan.txt").exists()
+
+
+def _start_on_a_pty(tmp_path, server):  # noqa: F811
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
+    env.update(TAPEBOT_HOME=str(tmp_path), TAPEBOT_MEMORY__ENABLED="false", **openai_env(server))
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "chat"], env=env, cwd=ROOT, stdin=slave, stdout=slave, stderr=slave
+    )
+    os.close(slave)
+    return proc, master
+
+
+def _finish(proc: subprocess.Popen, master: int) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    os.close(master)
+
+
+def test_ctrl_c_at_an_approval_prompt_denies_the_card_and_says_so(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("Not saved."))
+    proc, master = _start_on_a_pty(tmp_path, server)
+    seen = bytearray()
+    try:
+        _read_until(master, b"you> ", seen)
+        os.write(master, b"save my plan\n")
+        _read_until(master, b"Allow write_file?", seen)
+        proc.send_signal(signal.SIGINT)
+        _read_until(master, b"denied", seen)
+        _read_until(master, b"Not saved.", seen)
+        _read_until(master, b"you> ", seen)
+        os.write(master, b"/exit\n")  # the prompt after the card still reads the next line
+        assert proc.wait(timeout=60) == 0
+    finally:
+        _finish(proc, master)
+    assert not (tmp_path / "workspace" / "plan.txt").exists()
+
+
+def test_ctrl_d_on_an_interactive_terminal_quits(tmp_path, server):  # noqa: F811
+    proc, master = _start_on_a_pty(tmp_path, server)
+    seen = bytearray()
+    try:
+        _read_until(master, b"Ctrl-D", seen)
+        _read_until(master, b"you> ", seen)
+        os.write(master, b"\x04")  # Ctrl-D at an empty line: end of input
+        assert proc.wait(timeout=60) == 0
+    finally:
+        _finish(proc, master)
