@@ -29,6 +29,7 @@ from agent.tools import sandbox
 from agent.tools.workspace import LocalToolPolicy
 from bot import cards
 from bot.gateway import _short as short_reply  # the chats' "short unclear reply" rule, shared
+from bot.progress import failure_of
 from bot.signals import off_signals, on_signals
 
 TERMINAL_USER = "terminal"
@@ -70,7 +71,9 @@ class TerminalRenderer:
                 pct_text = f" {pct:.0f}%" if pct is not None else ""
                 self.note(f"{name}: {stage}{pct_text} {detail}".rstrip())
             case ev.ToolResult(name=name, content=content, elapsed=elapsed, attachments=atts):
-                self.note(f"{name} ✓ {elapsed:.2f}s {_short(content, 80)}")
+                failure = failure_of(content)  # "rejected", "failed", …: ✗ as in the chats
+                mark = f"✗ {failure}" if failure else "✓"
+                self.note(f"{name} {mark} {elapsed:.2f}s {_short(content, 80)}")
                 for att in atts:
                     self.note(f"saved {getattr(att, 'path', att)}")
             case ev.ToolErrorEvent(name=name, message=message):

@@ -92,3 +92,13 @@ def test_ctrl_d_on_an_interactive_terminal_quits(tmp_path, server):  # noqa: F81
         assert proc.wait(timeout=60) == 0
     finally:
         _finish(proc, master)
+
+
+def test_a_rejected_trade_is_marked_failed_in_the_progress_line(tmp_path, server):  # noqa: F811
+    """A tool result with status rejected/failed is ✗, as in the chats (bot/progress.failure_of)."""
+    sell = Reply(tool_calls=[ToolCall("execute_trade", {"code": "600519", "side": "sell", "quantity": 100})])
+    server.script(sell, Reply("The sell was rejected."))
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin="sell 100 moutai\nalways\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    results = [x for x in r.stderr.splitlines() if "execute_trade ✓" in x or "execute_trade ✗" in x]
+    assert len(results) == 1 and "execute_trade ✗ rejected" in results[0], r.stderr
