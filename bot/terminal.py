@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 import termios
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from agent import events as ev
@@ -29,6 +30,7 @@ from agent.tools import sandbox
 from agent.tools.workspace import LocalToolPolicy
 from bot import cards
 from bot.gateway import _short as short_reply  # the chats' "short unclear reply" rule, shared
+from bot.i18n import pick_language, t
 from bot.progress import failure_of
 from bot.signals import off_signals, on_signals
 
@@ -36,6 +38,51 @@ TERMINAL_USER = "terminal"
 #: The terminal is one chat for its user, like a DM: its standing approvals ("Always allow") and
 #: `/rules` outlive a session (/new, a new `tapebot chat`). Sessions stay "terminal:<name>".
 TERMINAL_CHAT_KEY = "terminal"
+
+#: The terminal's own words around a card (the chats' say "tap a button", "reply to this card").
+TERMINAL_STRINGS: dict[str, dict[str, str]] = {
+    "en": {
+        "hint": "Type yes or no; a longer message is a new request (the card closes unrun).",
+        "hint_always": "Type yes, always or no; a longer message is a new request (the card closes unrun).",
+        "unclear": "not an answer: type yes or no",
+        "unclear_always": "not an answer: type yes, always or no",
+        "prompt": "Allow {tool}? [yes] once / [no]: ",
+        "prompt_always": "Allow {tool}? [yes] once / [always] / [no]: ",
+        "moved_on": "Your message is the next request; nothing was run.",
+        "interrupted": "Ctrl-C: {tool} denied; nothing was run",
+        "you": "you",
+    },
+    "zh": {
+        "hint": "输入“好”或“不”；较长的消息视为新的请求（卡片关闭，不执行）。",
+        "hint_always": "输入“好”、“总是允许”或“不”；较长的消息视为新的请求（卡片关闭，不执行）。",
+        "unclear": "这不是回答：请输入“好”或“不”",
+        "unclear_always": "这不是回答：请输入“好”、“总是允许”或“不”",
+        "prompt": "允许 {tool}？[好] 一次 / [不]：",
+        "prompt_always": "允许 {tool}？[好] 一次 / [总是允许] / [不]：",
+        "moved_on": "你的消息将作为新的请求；未执行任何操作。",
+        "interrupted": "Ctrl-C：已拒绝 {tool}；未执行任何操作",
+        "you": "你",
+    },
+}
+_OUTCOME_KEYS = {
+    "once": "approved_by",
+    "always": "approved_always_by",
+    "deny": "denied_by",
+    "edit": "edit_by",
+}
+
+
+def tt(lang: str, key: str, **kw: Any) -> str:
+    text = TERMINAL_STRINGS.get(lang, TERMINAL_STRINGS["en"])[key]
+    return text.format(**kw) if kw else text
+
+
+def terminal_language(settings: Any) -> str:
+    """`[agent] language`; "auto" follows the shell's locale (LANG=zh_CN.UTF-8 → zh)."""
+    configured = getattr(getattr(settings, "agent", None), "language", "auto") or "auto"
+    if configured == "auto":
+        configured = os.environ.get("LC_ALL") or os.environ.get("LANG") or "en"
+    return pick_language(configured)
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -47,8 +94,8 @@ def _short(value: Any, limit: int = 120) -> str:
 class TerminalRenderer:
     """Renders runtime events: answer text on `out`, everything else on `err`."""
 
-    def __init__(self, out: TextIO, err: TextIO, stream_text: bool = True):
-        self.out, self.err, self.stream_text = out, err, stream_text
+    def __init__(self, out: TextIO, err: TextIO, stream_text: bool = True, lang: str = "en"):
+        self.out, self.err, self.stream_text, self.lang = out, err, stream_text, lang
         self._midline = False
 
     def note(self, text: str) -> None:
@@ -127,7 +174,7 @@ async def _drive(
             if moved_on is not None:
                 await runtime.answer(pending.turn_id, "", status="moved_on")
                 await runtime.close_turn(pending.turn_id)
-                renderer.note("↪ skipped — you moved on; nothing was run. Your message is the next request.")
+                renderer.note(f"{t(renderer.lang, 'moved_on')} — {tt(renderer.lang, 'moved_on')}")
                 if carry is not None:
                     carry.append(moved_on)
                 return done
@@ -167,15 +214,18 @@ async def _decide_in_terminal(
         trade=trade,
         note=_sandbox_note(runtime, record.tool),
     )
-    text, _ = cards.approval_card(record, "en", info)
-    choices = "[yes] once / [always] / [no]" if scope is not None else "[yes] once / [no]"
-    prompt = f"\n{cards.plain(text)}\nAllow {record.tool}? {choices}: "
-    hint = "not an answer: type yes, always or no" if scope is not None else "not an answer: type yes or no"
+    lang, always = renderer.lang, "_always" if scope is not None else ""
+    text, _ = cards.approval_card(record, lang, info)
+    # the chat card's last line ("tap a button", "reply to this card") becomes the terminal's own
+    card = cards.plain(text).removesuffix(t(lang, "approval_hint")).rstrip()
+    ask_again = tt(lang, "prompt" + always, tool=record.tool)
+    prompt = f"\n{card}\n{tt(lang, 'hint' + always)}\n{ask_again}"
+    hint = tt(lang, "unclear" + always)
     word: Decision | None = None
     while True:
         reply = await _interruptible(ask(prompt, fresh=True), on_interrupt)
         if reply is None:  # Ctrl-C at the prompt: a no, said as such (not a re-prompt)
-            renderer.note(f"Ctrl-C: {record.tool} denied; nothing was run")
+            renderer.note(tt(lang, "interrupted", tool=record.tool))
             break
         word = read_consent("text", reply, scope=scope).gate_decision
         if word is not None or not reply.strip():
@@ -183,11 +233,17 @@ async def _decide_in_terminal(
         if not short_reply(reply):
             return reply.strip()
         renderer.note(hint)
-        prompt = f"Allow {record.tool}? {choices}: "
+        prompt = ask_again
     try:
         await runtime.decide(pending.approval_id, who.user_id, word or "deny")
     except ApprovalError as exc:
         renderer.note(str(exc))
+        return None
+    rule = ""
+    if word == "always":  # the chat card's closing line names the new standing approval
+        rules = await runtime.store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
+        rule = next((r.id for r in rules if r.approval_id == record.id), "")
+    renderer.note(t(lang, _OUTCOME_KEYS[word or "deny"], who=tt(lang, "you"), rule=rule))
     return None
 
 
@@ -335,7 +391,7 @@ async def one_shot(app: Any, session: str, text: str, model: str | None, notices
 
 async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue[Any]) -> int:
     runtime: AgentRuntime = app.runtime
-    renderer = TerminalRenderer(sys.stdout, sys.stderr)
+    renderer = TerminalRenderer(sys.stdout, sys.stderr, lang=terminal_language(app.settings))
     who = Requester(TERMINAL_USER, TERMINAL_CHAT_KEY, (TERMINAL_USER,))
     sys.stderr.write(
         f"tapebot — model {app.default_model_id}, session {session}. "
@@ -375,7 +431,9 @@ async def repl(app: Any, session: str, model: str | None, notices: asyncio.Queue
         if text == "/rules" or text.startswith("/rules "):
             from bot.rules import rules_command
 
-            renderer.note(await rules_command(app.store, TERMINAL_CHAT_KEY, text[len("/rules") :], "en"))
+            renderer.note(
+                await rules_command(app.store, TERMINAL_CHAT_KEY, text[len("/rules") :], renderer.lang)
+            )
             continue
         if text == "/new":
             await runtime.end_session(session)

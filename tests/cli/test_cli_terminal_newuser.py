@@ -102,3 +102,31 @@ def test_a_rejected_trade_is_marked_failed_in_the_progress_line(tmp_path, server
     assert r.returncode == 0, r.stderr
     results = [x for x in r.stderr.splitlines() if "execute_trade ✓" in x or "execute_trade ✗" in x]
     assert len(results) == 1 and "execute_trade ✗ rejected" in results[0], r.stderr
+
+
+def test_always_says_a_standing_approval_was_granted_as_the_chat_card_does(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("Saved your plan."))
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\nalways\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert "Allowed by you, with a standing approval (" in out and "see /rules" in out, out
+
+
+def test_the_terminal_card_and_rules_speak_the_configured_language(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("已保存。"))
+    env = {**openai_env(server), "TAPEBOT_AGENT__LANGUAGE": "zh"}
+    r = run_cli(tmp_path, env, "chat", stdin="save my plan\n3\n总是允许\n/rules\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert "谁可以批准：你" in out and "“总是允许”将覆盖" in out, out
+    assert "点按钮" not in out and "回复此卡片" not in out  # chat-only text stays in the chats
+    assert "输入“好”、“总是允许”或“不”" in out  # the terminal's own hint line, and the unclear hint
+    assert "长期允许（" in out and "由 terminal 于" in out  # the decision line and /rules, in Chinese
+
+
+def test_the_english_terminal_card_has_its_own_hint_line(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("Not saved."))
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\nno\n/exit\n")
+    out = r.stdout + r.stderr
+    assert "tap a button" not in out and "reply to this card" not in out
+    assert "Type yes, always or no" in out
