@@ -90,19 +90,26 @@ def main(argv: Sequence[str], ctx: Any) -> int:
     settings = ctx.settings(require_model=False)
     settings.ensure_dirs()
 
-    async def _go() -> str:
+    # the shell sees every chat (or the one --chat names), so its words say which, not "this chat"
+    where = f"chat {args.chat}" if args.chat else "any chat"
+
+    async def _go() -> tuple[int, str]:
         from memory.db import Database
         from memory.stores import SqlStore
 
         async with Database(settings.db_url) as db:
             store = SqlStore(db)
             if args.action == "list":
-                return format_rules(await store.list_standing(args.chat, datetime.now(UTC)), "en", chat=False)
+                rules = await store.list_standing(args.chat, datetime.now(UTC))
+                if not rules:
+                    return 0, f"No standing approvals in {where}."
+                return 0, format_rules(rules, "en", chat=False)
             target = None if args.id.lower() == "all" else args.id
             n = await store.revoke_standing(args.chat, target)
             if n == 0 and target is not None:
-                return t("en", "rules_unknown", id=target)
-            return t("en", "rules_revoked", n=n)
+                return 1, f"No standing approval {target[:32]} in {where} (see `tapebot rules list`)."
+            return 0, t("en", "rules_revoked", n=n)
 
-    print(asyncio.run(_go()), file=ctx.stdout)
-    return 0
+    code, text = asyncio.run(_go())
+    print(text, file=ctx.stdout if code == 0 else ctx.stderr)
+    return code

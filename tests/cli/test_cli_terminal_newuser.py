@@ -130,3 +130,16 @@ def test_the_english_terminal_card_has_its_own_hint_line(tmp_path, server):  # n
     out = r.stdout + r.stderr
     assert "tap a button" not in out and "reply to this card" not in out
     assert "Type yes, always or no" in out
+
+
+def test_tapebot_rules_from_the_shell_speaks_of_every_chat_and_an_unknown_id_fails(tmp_path):
+    listed = run_cli(tmp_path, {}, "rules", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "in this chat" not in listed.stdout and "No standing approvals" in listed.stdout
+    one = run_cli(tmp_path, {}, "rules", "list", "--chat", "telegram:1")
+    assert "in this chat" not in one.stdout and "telegram:1" in one.stdout
+    unknown = run_cli(tmp_path, {}, "rules", "revoke", "nope123")
+    assert unknown.returncode == 1
+    assert "nope123" in unknown.stderr and "in this chat" not in unknown.stderr
+    none = run_cli(tmp_path, {}, "rules", "revoke", "all")
+    assert none.returncode == 0 and "Revoked 0" in none.stdout
