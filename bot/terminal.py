@@ -18,7 +18,7 @@ import sys
 import termios
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from agent import events as ev
 from agent.approval import Decision, Requester
@@ -193,6 +193,20 @@ def _sandbox_note(runtime: AgentRuntime, tool: str) -> str:
     return sandbox.describe(policy) if tool == "exec_command" and policy is not None else ""
 
 
+def read_card_reply(reply: str, scope: Any) -> Decision | Literal["moved_on", "unclear"]:
+    """A line typed at a card, read as the chats read it: a decision only through
+    agent/consent.read_consent; silence is a no; a longer message (or a command such as /exit,
+    /new) is a new request that closes the card unrun; a short unclear reply gets a hint."""
+    word = read_consent("text", reply, scope=scope).gate_decision
+    if word is not None:
+        return word
+    if not reply.strip():
+        return "deny"
+    if reply.strip().startswith("/") or not short_reply(reply):
+        return "moved_on"
+    return "unclear"
+
+
 async def _decide_in_terminal(
     runtime: AgentRuntime, pending: ev.ApprovalRequired, renderer: TerminalRenderer, ask: Any,
     who: Requester, facts: Any = None, on_interrupt: Callable[[], object] | None = None,
@@ -227,11 +241,12 @@ async def _decide_in_terminal(
         if reply is None:  # Ctrl-C at the prompt: a no, said as such (not a re-prompt)
             renderer.note(tt(lang, "interrupted", tool=record.tool))
             break
-        word = read_consent("text", reply, scope=scope).gate_decision
-        if word is not None or not reply.strip():
-            break
-        if not short_reply(reply):
+        reading = read_card_reply(reply, scope)
+        if reading == "moved_on":
             return reply.strip()
+        if reading != "unclear":
+            word = reading
+            break
         renderer.note(hint)
         prompt = ask_again
     try:

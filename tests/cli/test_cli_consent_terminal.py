@@ -31,8 +31,8 @@ def test_a_chat_affirmative_allows_in_the_terminal_too(tmp_path, server, answer)
 def test_words_that_are_not_consent_in_chat_are_not_consent_in_the_terminal(tmp_path, server, answer):  # noqa: F811
     server.script(WRITE, Reply("Not saved."))
     r = run_cli(
-        tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{answer}\n{answer}\n{answer}\n/exit\n"
-    )
+        tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{answer}\n{answer}\n{answer}\nno\n/exit\n"
+    )  # an unclear reply leaves the card waiting (as in the chats); the "no" closes it
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "workspace" / "plan.txt").exists()
     assert "Not saved." in r.stdout

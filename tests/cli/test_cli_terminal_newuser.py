@@ -143,3 +143,11 @@ def test_tapebot_rules_from_the_shell_speaks_of_every_chat_and_an_unknown_id_fai
     assert "nope123" in unknown.stderr and "in this chat" not in unknown.stderr
     none = run_cli(tmp_path, {}, "rules", "revoke", "all")
     assert none.returncode == 0 and "Revoked 0" in none.stdout
+
+
+def test_exit_typed_at_a_card_closes_it_unrun_and_quits(tmp_path, server):  # noqa: F811
+    server.script(WRITE, Reply("never asked for"))
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\n/exit\nyes\n")
+    assert r.returncode == 0, r.stderr
+    assert "not an answer" not in r.stderr and "moved on" in r.stderr.lower()
+    assert not (tmp_path / "workspace" / "plan.txt").exists() and len(server.requests) == 1
