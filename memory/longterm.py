@@ -68,7 +68,11 @@ LIKE_SCAN_LIMIT = 2000  # keyword LIKEs look at a user's newest rows only
 # ---- tables --------------------------------------------------------------------------------------
 class MemoryRow(Base):
     __tablename__ = "memories"
-    __table_args__ = (sa.Index("ix_memories_scope_type_created", "scope", "memory_type", "created_at"),)
+    __table_args__ = (
+        sa.Index("ix_memories_scope_type_created", "scope", "memory_type", "created_at"),
+        # the keyword search's "newest rows of this user" window: a range read, not a sort of the scope
+        sa.Index("ix_memories_scope_created", "scope", "created_at"),
+    )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     scope: Mapped[str] = mapped_column(sa.String(128), default="default")
@@ -463,13 +467,20 @@ class MemoryStore:
     async def _like_search(
         self, scope: str, words: Sequence[str], *, limit: int, session: AsyncSession | None
     ) -> list[SearchHit]:
-        likes = [MemoryRow.content.ilike(f"%{_like_escape(w)}%", escape="\\") for w in words]
+        # SQLite's LIKE already folds ASCII case, exactly as its lower() does: plain LIKE there
+        # (no per-row lower() call); ILIKE on PostgreSQL.
+        patterns = [f"%{_like_escape(w)}%" for w in words]
+        if self._sqlite:
+            likes = [MemoryRow.content.like(p, escape="\\") for p in patterns]
+        else:
+            likes = [MemoryRow.content.ilike(p, escape="\\") for p in patterns]
         score = sum((sa.case((cond, 1), else_=0) for cond in likes), sa.literal(0))
         # The caps keep a user to ~100 memories; bound the scan anyway for an uncapped import.
+        # Newest first, ties by newest id: ix_memories_scope_created serves it as a range read.
         newest = (
             sa.select(MemoryRow.id)
             .where(MemoryRow.scope == scope)
-            .order_by(MemoryRow.created_at.desc())
+            .order_by(MemoryRow.created_at.desc(), MemoryRow.id.desc())
             .limit(LIKE_SCAN_LIMIT)
             .scalar_subquery()
         )
