@@ -20,7 +20,7 @@ from memory.longterm import MemoryStore, create_memory_schema
 
 _ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 ALPHABET = ["a", "A", "b", "B", "追", "涨", "%", "_", "\\", "É", "é", " "]
-texts = st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=8).map("".join)
+texts = st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=8).map("".join).filter(str.strip)
 words = st.lists(st.sampled_from(ALPHABET[:-1]), min_size=1, max_size=3).map("".join)
 
 
