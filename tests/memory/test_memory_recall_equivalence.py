@@ -66,3 +66,38 @@ async def _check(contents: list[tuple[bool, str]], keywords: list[str], window: 
 )
 def test_keyword_search_matches_its_reference_ranking(contents, keywords, window, limit):
     asyncio.run(_check(contents, keywords, window, limit))
+
+
+CODES = ["600519", "000001", "300750"]
+
+
+async def _check_codes(memories: list[tuple[bool, list[str]]], query: list[str], limit: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(f"sqlite+aiosqlite:///{Path(tmp) / 'eq.db'}", migrate=False)
+        await db.start()
+        try:
+            await create_memory_schema(db)
+            store = MemoryStore(db, clock=FakeClock())
+            for n, (mine, codes) in enumerate(memories):
+                await store.add("me" if mine else "other", "preference", f"规则{n}", codes=codes)
+            rows = await store.recent("me", limit=1000)
+            # (memory, code) pairs newest id first, cut at `limit`, each memory kept once
+            pairs = sorted(((r.id, c) for r in rows for c in r.codes if c in query), reverse=True)[:limit]
+            expected = list(dict.fromkeys(i for i, _c in pairs))
+            hits = await store.search_codes("me", query, limit=limit)
+            assert [h.record.id for h in hits] == expected
+            assert all(h.rank == 1.0 and h.record.scope == "me" for h in hits)
+        finally:
+            await db.close()
+
+
+@settings(max_examples=30)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.lists(st.sampled_from(CODES), unique=True)), min_size=1, max_size=15
+    ),
+    st.lists(st.sampled_from(CODES), min_size=1, unique=True),
+    st.integers(min_value=1, max_value=8),
+)
+def test_code_search_matches_its_reference(memories, query, limit):
+    asyncio.run(_check_codes(memories, query, limit))
