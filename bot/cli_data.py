@@ -31,7 +31,7 @@ def main(argv: list[str], ctx: CliContext) -> int:
         import akshare
     except ImportError:
         print(
-            "tapebot: akshare is not installed: pip install 'tapebot[akshare]' "
+            "tapebot: akshare is not installed: pip install akshare pandas (the akshare extra) "
             "(or put a newer cn_trade_calendar.json into $TAPEBOT_HOME/data/ by hand)",
             file=ctx.stderr,
         )

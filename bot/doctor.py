@@ -425,7 +425,7 @@ def check_data(settings: Settings, today: date) -> list[Check]:
                 "warn",
                 f"{detail} — {(today - oldest).days} days old; every answer states its as-of date",
                 'for current prices set [markets] provider = "akshare" / "yfinance" / "ccxt" '
-                '(pip install "tapebot[akshare]"), or "csv" with your own bars',
+                '(pip install akshare pandas: the akshare extra), or "csv" with your own bars',
             )
         ]
     return [Check("market data", "ok", detail)]

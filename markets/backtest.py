@@ -105,7 +105,7 @@ class BacktestResult:
         eq = np.concatenate([[init], self.equity[s:]])
         if s > 0:
             return self.dates[s - 1 :], eq, None if bench is None else bench[s - 1 :]
-        dates = np.concatenate([[self.dates[0] - 1], self.dates])
+        dates = np.concatenate([[self.dates[0] - np.timedelta64(1, "D")], self.dates])
         return dates, eq, None if bench is None else np.concatenate([[np.nan], bench])
 
     def summary(self, max_trades: int = 20) -> dict[str, Any]:
@@ -431,7 +431,7 @@ def metrics(
     d = dates[start:]
     if initial is not None:
         eq = np.concatenate([[initial], eq])
-        d = np.concatenate([[d[0] - 1], d])
+        d = np.concatenate([[d[0] - np.timedelta64(1, "D")], d])
     if len(eq) < 2:
         return {}
     total = eq[-1] / eq[0] - 1

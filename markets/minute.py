@@ -131,6 +131,6 @@ class MinuteProvider(Protocol):
 
 NEEDS_LIVE = (
     "minute bars need a live provider: the bundled dataset has daily bars only. For A-share minute "
-    'data set `provider = "akshare"` under [markets] in config.toml (with the akshare extra: '
-    "pip install 'tapebot[akshare]')"
+    'data set `provider = "akshare"` under [markets] in config.toml (the akshare extra: '
+    "pip install akshare pandas)"
 )

@@ -68,7 +68,11 @@ LIKE_SCAN_LIMIT = 2000  # keyword LIKEs look at a user's newest rows only
 # ---- tables --------------------------------------------------------------------------------------
 class MemoryRow(Base):
     __tablename__ = "memories"
-    __table_args__ = (sa.Index("ix_memories_scope_type_created", "scope", "memory_type", "created_at"),)
+    __table_args__ = (
+        sa.Index("ix_memories_scope_type_created", "scope", "memory_type", "created_at"),
+        # the keyword search's "newest rows of this user" window: a range read, not a sort of the scope
+        sa.Index("ix_memories_scope_created", "scope", "created_at"),
+    )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     scope: Mapped[str] = mapped_column(sa.String(128), default="default")
@@ -107,6 +111,9 @@ class MemoryMarkerRow(Base):
     value: Mapped[Any] = mapped_column(sa.JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
+
+# The FTS5 table as a bare table clause (created by SQLITE_FTS_DDL, not by the metadata).
+_FTS = sa.table("memories_fts", sa.column("rowid"))
 
 MEMORY_TABLES = ("memories", "memory_codes", "memory_markers", "task_states")
 
@@ -438,15 +445,19 @@ class MemoryStore:
             return []
         if self._sqlite:
             match = f"scope_tag : {fts_quote(scope_tag(scope))} AND content : ({query})"
-            stmt = sa.text(
-                "SELECT m.id, bm25(memories_fts, 1.0, 0.0) AS rank FROM memories_fts "
-                "JOIN memories m ON m.id = memories_fts.rowid "
-                "WHERE memories_fts MATCH :q AND m.scope = :scope ORDER BY rank LIMIT :limit"
+            # the rows themselves in the same statement (no second lookup by id)
+            rank = sa.literal_column("bm25(memories_fts, 1.0, 0.0)", sa.Float).label("rank")
+            stmt = (
+                sa.select(MemoryRow, rank)
+                .join(_FTS, MemoryRow.id == _FTS.c.rowid)
+                .where(sa.text("memories_fts MATCH :q").bindparams(q=match), MemoryRow.scope == scope)
+                .order_by(rank)
+                .limit(limit)
             )
-            params = {"q": match, "scope": scope, "limit": limit}
             async with _reading(self.db, session) as s:
-                ranked = [(int(r[0]), -float(r[1])) for r in (await s.execute(stmt, params)).all()]
-            return await self._hits(ranked, session)
+                return [
+                    SearchHit(MemoryRecord.of(row), -float(r)) for row, r in (await s.execute(stmt)).all()
+                ]
         # PostgreSQL: the pg_trgm GIN index serves the ILIKEs; rank by how many terms match.
         return await self._like_search(scope, terms, limit=limit, session=session)
 
@@ -463,54 +474,49 @@ class MemoryStore:
     async def _like_search(
         self, scope: str, words: Sequence[str], *, limit: int, session: AsyncSession | None
     ) -> list[SearchHit]:
-        likes = [MemoryRow.content.ilike(f"%{_like_escape(w)}%", escape="\\") for w in words]
+        # SQLite's LIKE already folds ASCII case, exactly as its lower() does: plain LIKE there
+        # (no per-row lower() call); ILIKE on PostgreSQL.
+        patterns = [f"%{_like_escape(w)}%" for w in words]
+        if self._sqlite:
+            likes = [MemoryRow.content.like(p, escape="\\") for p in patterns]
+        else:
+            likes = [MemoryRow.content.ilike(p, escape="\\") for p in patterns]
         score = sum((sa.case((cond, 1), else_=0) for cond in likes), sa.literal(0))
         # The caps keep a user to ~100 memories; bound the scan anyway for an uncapped import.
+        # Newest first, ties by newest id: ix_memories_scope_created serves it as a range read.
         newest = (
             sa.select(MemoryRow.id)
             .where(MemoryRow.scope == scope)
-            .order_by(MemoryRow.created_at.desc())
+            .order_by(MemoryRow.created_at.desc(), MemoryRow.id.desc())
             .limit(LIKE_SCAN_LIMIT)
             .scalar_subquery()
         )
         stmt = (
-            sa.select(MemoryRow.id, score.label("rank"))
+            sa.select(MemoryRow, score.label("rank"))
             .where(MemoryRow.id.in_(newest), sa.or_(*likes))
             .order_by(sa.desc("rank"), MemoryRow.created_at.desc())
             .limit(limit)
         )
         async with _reading(self.db, session) as s:
-            ranked = [(int(r[0]), float(r[1])) for r in (await s.execute(stmt)).all()]
-        return await self._hits(ranked, session)
+            return [SearchHit(MemoryRecord.of(row), float(r)) for row, r in (await s.execute(stmt)).all()]
 
     async def search_codes(
         self, scope: str, codes: Sequence[str], *, limit: int = 16, session: AsyncSession | None = None
     ) -> list[SearchHit]:
         if not codes:
             return []
+        # the rows joined in (no second lookup by id); a memory naming two of the codes comes
+        # back twice within the limit, as before, and is kept once
         stmt = (
-            sa.select(MemoryCodeRow.memory_id)
+            sa.select(MemoryRow)
+            .join(MemoryCodeRow, MemoryCodeRow.memory_id == MemoryRow.id)
             .where(MemoryCodeRow.scope == scope, MemoryCodeRow.code.in_(list(codes)))
             .order_by(MemoryCodeRow.memory_id.desc())
             .limit(limit)
         )
         async with _reading(self.db, session) as s:
-            ids = list(dict.fromkeys((await s.execute(stmt)).scalars()))
-        return await self._hits([(i, 1.0) for i in ids], session)
-
-    async def _hits(
-        self, ranked: list[tuple[int, float]], session: AsyncSession | None = None
-    ) -> list[SearchHit]:
-        if not ranked:
-            return []
-        async with _reading(self.db, session) as s:
-            rows = {
-                r.id: r
-                for r in (
-                    await s.execute(sa.select(MemoryRow).where(MemoryRow.id.in_([i for i, _ in ranked])))
-                ).scalars()
-            }
-        return [SearchHit(MemoryRecord.of(rows[i]), rank) for i, rank in ranked if i in rows]
+            rows = {row.id: row for row in (await s.execute(stmt)).scalars()}
+        return [SearchHit(MemoryRecord.of(row), 1.0) for row in rows.values()]
 
     # -- markers -----------------------------------------------------------------------------------
     async def get_marker(self, scope: str, kind: str, key: str) -> Any | None:

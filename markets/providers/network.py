@@ -1,6 +1,6 @@
 """Optional network backends: akshare (A-shares, Eastmoney), yfinance (Yahoo), ccxt (crypto exchanges).
 
-Their libraries are optional extras (`pip install 'tapebot[akshare]'` etc.) imported only when a
+Their libraries are optional extras (`pip install akshare pandas` for the akshare extra, etc.) imported only when a
 provider is used. Each backend is split into a *request* (the library call, injectable as `module=`
 so tests can record the call) and a pure *parse* function over plain records (the rows of the
 library's DataFrame as dicts, or ccxt's lists), tested against hand-made response fixtures.

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sqlite3
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCall
 from tests.fakes.telegram_api import FakeBotAPI
+
+# The running tool is a shell command, which runs only in the bubblewrap sandbox.
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "123456:TEST-token-abcdef"
@@ -166,9 +172,11 @@ async def a_cut_off_tool_is_reported_and_not_run_again(tmp_path, sig: signal.Sig
     await api.close()
 
 
+@needs_bwrap
 async def test_sigterm_during_a_running_tool_reports_it_after_the_restart(tmp_path):
     await a_cut_off_tool_is_reported_and_not_run_again(tmp_path, signal.SIGTERM)
 
 
+@needs_bwrap
 async def test_sigkill_during_a_running_tool_reports_it_after_the_restart(tmp_path):
     await a_cut_off_tool_is_reported_and_not_run_again(tmp_path, signal.SIGKILL)

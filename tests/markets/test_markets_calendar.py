@@ -87,7 +87,7 @@ def test_cli_update_calendar_without_akshare(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "akshare", None)  # import fails as if not installed
     code = cli.main(["--home", str(tmp_path), "data", "update-calendar"])
     _out, err = capsys.readouterr()
-    assert code == 1 and "pip install 'tapebot[akshare]'" in err
+    assert code == 1 and "pip install akshare pandas" in err
 
 
 def test_config_check_warns_outside_the_calendar(tmp_path, monkeypatch):
