@@ -278,7 +278,9 @@ class FakeDiscord:
     def calls_matching(self, method: str, fragment: str) -> list[RestCall]:
         return [c for c in self.calls if c.method == method and fragment in c.path]
 
-    async def wait_for(self, pred: Any, timeout: float = 5.0) -> Any:
+    # A wait returns as soon as its condition holds; the generous default only matters on a
+    # loaded CI machine (two suites share two cores there), where a short one made tests flaky.
+    async def wait_for(self, pred: Any, timeout: float = 30.0) -> Any:
         deadline = time.monotonic() + timeout
         while True:
             v = pred()

@@ -348,7 +348,9 @@ class FakeBotAPI:
     def texts(self, chat_id: int | None = None) -> list[str]:
         return [m.get("text", m.get("caption", "")) for m in self.sent(chat_id)]
 
-    async def wait_for(self, pred: Callable[[], Any], timeout: float = 3.0) -> Any:
+    # A wait returns as soon as its condition holds; the generous default only matters on a
+    # loaded CI machine (two suites share two cores there), where a short one made tests flaky.
+    async def wait_for(self, pred: Callable[[], Any], timeout: float = 30.0) -> Any:
         deadline = time.monotonic() + timeout
         while True:
             v = pred()
