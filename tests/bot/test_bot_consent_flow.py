@@ -408,6 +408,8 @@ async def test_discord_shows_the_same_card_and_rules_work_there(discord_app):
         lambda: next((m for m in fake.bot_messages(D_CHANNEL) if components(m)), None)
     )
     assert t("en", "card_who_group") in embed_text(gcard)
+    # as a person would, answer once the turn waits for it (its progress line shows ⏸)
+    await fake.wait_for(lambda: any("⏸" in m["content"] for m in fake.bot_messages(D_CHANNEL)))
     await fake.push_guild_message(D_GUILD, D_CHANNEL, D_ADMIN, "yes", mention_bot=True)
     await fake.wait_for(lambda: any("Saved dg." in m["content"] for m in fake.bot_messages(D_CHANNEL)))
     assert (home / "workspace" / "dg.txt").exists()
