@@ -117,6 +117,20 @@ def _context(svc: MarketServices, inst: Instrument, daily: Bars | None, m: Minut
     return ctx
 
 
+async def _session(
+    svc: MarketServices, code: str, day: date | None
+) -> tuple[Instrument, MinuteBars, dict[str, Any]] | dict[str, Any]:
+    """The stock, its minute bars for `day` and their daily context; or, without minute data, the
+    plain "needs a live provider" answer the tool returns as it is."""
+    inst = svc.data.resolve(code)
+    daily = await _daily(svc, inst)
+    try:
+        m = await svc.data.aminute_bars(inst, day)
+    except NoMinuteData as exc:
+        return _unavailable(inst, daily, exc)
+    return inst, m, await asyncio.to_thread(_context, svc, inst, daily, m)
+
+
 def _minute_source(m: MinuteBars) -> str:
     return f"{m.source or 'minute'} 1-minute bars, session {m.day} (exchange-local time)"
 
@@ -129,14 +143,10 @@ async def intraday_analysis(ctx: ToolContext, code: str, day: str | None = None)
         code: code, name or pinyin initials (600519, 贵州茅台).
         day: the session (YYYY-MM-DD); default the latest.
     """
-    svc = require(ctx)
-    inst = svc.data.resolve(code)
-    daily = await _daily(svc, inst)
-    try:
-        m = await svc.data.aminute_bars(inst, _day(day))
-    except NoMinuteData as exc:
-        return _unavailable(inst, daily, exc)
-    c = await asyncio.to_thread(_context, svc, inst, daily, m)
+    got = await _session(require(ctx), code, _day(day))
+    if isinstance(got, dict):
+        return got
+    inst, m, c = got
     out: dict[str, Any] = {"symbol": inst.symbol, "name": inst.name, "available": True}
     out.update(read_day(m, c["prev_close"], c["support"], c["resistance"]).to_dict())
     out.update(daily=c, source=_minute_source(m), refs={"stock": inst.symbol})
@@ -155,14 +165,10 @@ async def intraday_rescue_check(
         cost: the position's average cost (the hard stop is 7% under it).
         day: the session (YYYY-MM-DD); default the latest.
     """
-    svc = require(ctx)
-    inst = svc.data.resolve(code)
-    daily = await _daily(svc, inst)
-    try:
-        m = await svc.data.aminute_bars(inst, _day(day))
-    except NoMinuteData as exc:
-        return _unavailable(inst, daily, exc)
-    c = await asyncio.to_thread(_context, svc, inst, daily, m)
+    got = await _session(require(ctx), code, _day(day))
+    if isinstance(got, dict):
+        return got
+    inst, m, c = got
     if level is not None:
         lvl, why = float(level), "the level given"
     elif cost is not None:
@@ -223,13 +229,10 @@ async def query_tail_buy(ctx: ToolContext, codes: list[str], day: str | None = N
 
 
 async def _tail_one(svc: MarketServices, code: str, day: date | None) -> dict[str, Any]:
-    inst = svc.data.resolve(code)
-    daily = await _daily(svc, inst)
-    try:
-        m = await svc.data.aminute_bars(inst, day)
-    except NoMinuteData as exc:
-        return _unavailable(inst, daily, exc)
-    c = await asyncio.to_thread(_context, svc, inst, daily, m)
+    got = await _session(svc, code, day)
+    if isinstance(got, dict):
+        return got
+    inst, m, c = got
     row: dict[str, Any] = {
         "symbol": inst.symbol,
         "name": inst.name,
