@@ -81,7 +81,8 @@ def _may_queue(msg: InboundMessage) -> bool:
 class Gateway:
     """The router and the composition of the chat parts. Beyond routing it keeps, for the chat
     commands (bot/commands.py), the few methods they call: `say`, `lane`, `waiting_turn`,
-    `may_close`, `move_on`, `decide_by_command`, `run_skill` — hence its ~20 methods."""
+    `may_close`, `move_on`, `decide_by_command`, `run_skill` (and two old names of these until the
+    commands' move lands) — hence its ~20 methods."""
 
     def __init__(
         self,

@@ -54,7 +54,10 @@ class LaneDeps:
 
 
 class Lane:
-    """A chat's lane. Its public methods are what commands, waiting and notices use."""
+    """A chat's lane. Its public methods are what commands, waiting, notices and the router use:
+    one submit method per kind of work (message, notice, skill, brief, resume) plus the few
+    queries and controls (is_running, cancel, hold, release_held) — about twenty methods, kept in
+    one class because they all guard the same private state."""
 
     def __init__(self, state: ChatState, deps: LaneDeps):
         self.state = state
@@ -325,6 +328,3 @@ class Lanes:
         if lane is None:  # the chat directory keeps one state per key: its lane follows it
             lane = self._lanes[state.key] = Lane(state, self._deps)
         return lane
-
-    def running(self) -> list[Lane]:
-        return [lane for lane in self._lanes.values() if lane.is_running]
