@@ -28,6 +28,7 @@ from adapters.base import (
     UserRef,
 )
 from agent import events as ev
+from agent.approval import Decision
 from agent.consent import StandingApproval, normalize, read_consent
 from agent.errors import ApprovalError, ApprovalExpired, ApprovalForeignChat, ApprovalNotFound, NotAnApprover
 from agent.ports import ApprovalRecord, Receipt, TurnRecord
@@ -147,7 +148,7 @@ class Waiting:
             word = decision.gate_decision
             if word is not None:
                 await self._release(receipt)
-                refused = await self._decide(state, approval_id, msg.user, word, note=decision.note)
+                refused = await self._decide(state, approval_id, msg.user, word, decision.note, record)
                 if refused is not None:
                     await self._say(state, t(state.lang, refusal_key(refused)))
                 return True
@@ -197,7 +198,7 @@ class Waiting:
         scope = self._runtime.gate.scope_for(record) if record is not None else None
         word = read_consent("button", kind, scope=scope).gate_decision
         refused = (
-            await self._decide(state, ident, press.user, word)
+            await self._decide(state, ident, press.user, word, "", record)
             if word
             else ApprovalNotFound("this button is no longer valid")
         )
@@ -239,20 +240,27 @@ class Waiting:
         return await self._decide(state, approval_id, user, word)
 
     async def _decide(
-        self, state: ChatState, approval_id: str, user: UserRef, decision: str, note: str = ""
+        self,
+        state: ChatState,
+        approval_id: str,
+        user: UserRef,
+        decision: Decision,
+        note: str = "",
+        record: ApprovalRecord | None = None,
     ) -> ApprovalError | None:
-        """Apply a decision; returns None on success or why it was refused."""
-        record = await self._store.get_approval(approval_id)
+        """Apply a decision; returns None on success or why it was refused. `record`: the
+        approval as the caller read it already (one read per tap)."""
+        record = record or await self._store.get_approval(approval_id)
         if record is not None and record.chat_key and record.chat_key != state.key:
             return ApprovalForeignChat()  # chat A never resolves B's approval
         try:
-            record = await self._runtime.decide(approval_id, user.user_id, decision, note)  # type: ignore[arg-type]
+            record = await self._runtime.decide(approval_id, user.user_id, decision, note)
         except ApprovalExpired as exc:
             await self._expire(approval_id)
             return exc
         except ApprovalError as exc:
             return exc
-        await self._finalize_card(approval_id, decision, user.display_name or user.user_id)
+        await self._finalize_card(approval_id, decision, user.display_name or user.user_id, record)
         lane = self._lanes.of(state)
         lane.resume_soon(record.turn_id)
         lane.release_held()
@@ -353,9 +361,13 @@ class Waiting:
         found = await sent_ref(self._store, self._adapters, card_key(approval_id))
         return found[0] if found else None
 
-    async def _finalize_card(self, approval_id: str, outcome: str, who: str) -> None:
+    async def _finalize_card(
+        self, approval_id: str, outcome: str, who: str, record: ApprovalRecord | None = None
+    ) -> None:
+        """The card shows how it ended and loses its buttons. `record`: the approval, when the
+        caller has it (its tool, arguments and chat do not change)."""
         found = await sent_ref(self._store, self._adapters, card_key(approval_id))
-        record = await self._store.get_approval(approval_id)
+        record = record or await self._store.get_approval(approval_id)
         if found is None or record is None:
             return
         msg, adapter, ref = found
