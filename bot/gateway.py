@@ -235,8 +235,8 @@ class Gateway:
             await self._on_message(state, inbound, receipt)
 
     async def _on_command(self, state: ChatState, cmd: InboundCommand) -> None:
-        """Every command answers: a handler that fails is logged and the chat gets a short error in
-        its language (never the exception's text, which may carry internals)."""
+        """Admin-only commands are refused to members in groups; a command that does not keep
+        what the chat waits on closes it ("moved on"); an unknown one is answered."""
         if not self.access.may_run(cmd.name, cmd.chat, cmd.user):
             await self.say(state, t(state.lang, "admin_only", name=cmd.name))
             return
@@ -247,6 +247,12 @@ class Gateway:
         if handler is None:
             await self.say(state, t(state.lang, "unknown_command", name=cmd.name[:32]))
             return
+        await self._run_command(handler, state, cmd)
+
+    async def _run_command(self, handler: CommandHandler, state: ChatState, cmd: InboundCommand) -> None:
+        """The one place a command handler is called. Every command answers: a handler that fails
+        is logged and the chat gets a short error in its language (never the exception's text,
+        which may carry internals)."""
         try:
             await handler(self, state, cmd)
         except Exception:
