@@ -81,8 +81,7 @@ def _may_queue(msg: InboundMessage) -> bool:
 class Gateway:
     """The router and the composition of the chat parts. Beyond routing it keeps, for the chat
     commands (bot/commands.py), the few methods they call: `say`, `lane`, `waiting_turn`,
-    `may_close`, `move_on`, `decide_by_command`, `run_skill` (and two old names of these until the
-    commands' move lands) — hence its ~20 methods."""
+    `may_close`, `move_on`, `decide_by_command`, `run_skill`, `run_brief` — hence its ~20 methods."""
 
     def __init__(
         self,
@@ -359,14 +358,6 @@ class Gateway:
     ) -> ApprovalError | None:
         """/approve <id> or /deny <id>; None when applied, else why it was refused."""
         return await self.waiting.decide_by_command(state, user, approval_id, command)
-
-    # The old names, for command code written before the lanes (branch b-commands moves the
-    # commands to bot/commands/): drop them once nothing calls them.
-    async def _waiting_turn(self, state: ChatState) -> TurnRecord | None:
-        return await self.waiting_turn(state)
-
-    async def _move_on(self, _adapter: ChatAdapter, state: ChatState, turn: TurnRecord) -> None:
-        await self.move_on(state, turn)
 
     def run_skill(self, state: ChatState, text: str, user: UserRef) -> None:
         self.lane(state).run_skill(text, user)
