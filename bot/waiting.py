@@ -186,19 +186,18 @@ class Waiting:
 
     # ---- buttons and commands ----------------------------------------------------------------
     async def on_button(self, state: ChatState, press: ButtonPress) -> None:
-        parsed = cards.parse_callback(press.data)
-        if parsed is None:
+        tap = cards.parse_callback(press.data)
+        if tap is None:
             await press.ack(t(state.lang, "approval_stale"), False)
             return
-        kind, ident = parsed
-        if kind.startswith("q"):
-            await self._on_option(state, press, int(kind[1:]), ident)
+        if isinstance(tap, cards.OptionTap):
+            await self._on_option(state, press, tap.index, tap.turn_id)
             return
-        record = await self._store.get_approval(ident)
+        record = await self._store.get_approval(tap.approval_id)
         scope = self._runtime.gate.scope_for(record) if record is not None else None
-        word = read_consent("button", kind, scope=scope).gate_decision
+        word = read_consent("button", tap.choice, scope=scope).gate_decision
         refused = (
-            await self._decide(state, ident, press.user, word, "", record)
+            await self._decide(state, tap.approval_id, press.user, word, "", record)
             if word
             else ApprovalNotFound("this button is no longer valid")
         )
