@@ -124,9 +124,14 @@ async def test_status_and_brief_carry_the_warning():
     late = datetime(2027, 1, 4, 1, tzinfo=UTC)
     assert "trading calendar ends 2026-12-31" in await status_extra(app, SimpleNamespace(), now=late)
     assert "calendar" not in await status_extra(app, SimpleNamespace(), now=datetime(2026, 6, 1, tzinfo=UTC))
-    text = BriefRunner(app, now=lambda: late).brief_text()  # type: ignore[arg-type]
-    assert "trading calendar ends 2026-12-31" in text
-    assert "calendar" not in BriefRunner(app, now=lambda: datetime(2026, 6, 1, tzinfo=UTC)).brief_text()  # type: ignore[arg-type]
+
+    async def deliver(chat_key: str, text: str) -> None: ...
+
+    def runner(now: datetime) -> BriefRunner:
+        return BriefRunner(deliver, calendar_warning=app.market.calendar_warning, now=lambda: now)
+
+    assert "trading calendar ends 2026-12-31" in runner(late).brief_text()
+    assert "calendar" not in runner(datetime(2026, 6, 1, tzinfo=UTC)).brief_text()
 
 
 async def test_market_overview_tool_carries_the_warning():
