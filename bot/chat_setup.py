@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from bot.access import PlatformAccess
 from bot.cards import exec_note
 from bot.gateway import Gateway
 from bot.i18n import COMMAND_DESCRIPTIONS
+from bot.waiting import CardFacts
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -47,6 +49,10 @@ def build_gateway(app: App) -> Gateway:
             s.discord.max_backlog_age_s,
         ),
     }
+    policy = app.deps.maybe(LocalToolPolicy)
+    notes: dict[str, Callable[[str], str]] = {}
+    if policy is not None:
+        notes["exec_command"] = lambda lang: exec_note(policy, lang)
     gateway = Gateway(
         app.runtime,
         app.store,
@@ -54,13 +60,10 @@ def build_gateway(app: App) -> Gateway:
         models=app.model_ids(),
         default_model=app.default_model_id,
         context_window=app.context_window,
+        card_facts=CardFacts(app.trade_facts, notes),
+        system_dynamic=app.system_dynamic(),
     )
-    gateway.waiting.trade_facts = app.trade_facts
     gateway.memory = app.memory
-    policy = app.deps.maybe(LocalToolPolicy)
-    if policy is not None:
-        gateway.waiting.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
-    gateway.system_dynamic = app.system_dynamic()
     from bot import commands_more
     from bot.toolcatalog import help_tools
 

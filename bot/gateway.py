@@ -45,7 +45,7 @@ from bot.received import pending_record
 from bot.recovery import Recovery, RecoveryStore
 from bot.retry import StoragePatience
 from bot.sent import partial_key, progress_key, remember_sent
-from bot.waiting import Waiting, WaitingStore, is_waiting, may_close
+from bot.waiting import CardFacts, Waiting, WaitingStore, is_waiting, may_close
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,8 @@ class Gateway:
         default_model: str = "",
         context_window: Callable[[str | None], int] | None = None,
         status_extra: Callable[[ChatState], Coroutine[Any, Any, str]] | None = None,
+        card_facts: CardFacts | None = None,
+        system_dynamic: str = "",
     ):
         self.runtime = runtime
         self.store = store
@@ -104,7 +106,7 @@ class Gateway:
         self.context_window = context_window or (lambda _m: 65_536)
         self.status_extra = status_extra
         self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
-        self.system_dynamic = ""  # the stable part after the static prompt (skills list)
+        self.system_dynamic = system_dynamic  # the stable part after the static prompt (skills list)
         self.help_extra: Callable[[str], str] | None = None  # the tool list for /help
         self.commands: dict[str, CommandHandler] = {}
         self.command_help: dict[str, str] = {}
@@ -131,7 +133,7 @@ class Gateway:
                 dynamic_context=self._dynamic_context,
             )
         )
-        self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say)
+        self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)
         self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
         self.recovery = Recovery(
             runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message
