@@ -72,7 +72,8 @@ def build_gateway(app: App) -> Gateway:
     specs = app.runtime.tools.specs() if app.runtime is not None else []
     gateway.help_extra = lambda lang: help_tools(specs, lang)
     app.task_listeners.append(gateway.notices.notify_task)
-    app.on_stop(app.task_manager.subscribe(gateway.notices.task_progress))
+    if app.task_manager is not None:
+        app.on_stop(app.task_manager.subscribe(gateway.notices.task_progress))
     return gateway
 
 
