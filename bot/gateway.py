@@ -21,7 +21,7 @@ import contextlib
 import hmac
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -56,13 +56,14 @@ from agent.messages import Message
 from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
 from bot import cards
-from bot.chats import ChatDirectory, ChatState, KeyValue
+from bot.chats import ChatDirectory, ChatState, ChatStore
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
 from bot.progress import ProgressBoard, settled_text
 from bot.received import NOTICES, inbound_from_record, notice_from_record, notice_record, pending_record
 from bot.refusals import refusal_key
 from bot.replies import read_reply
+from memory.chat_tables import PausedProgress, SentKind, SentRef
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ MAX_INBOUND_CHARS = 16_000
 PAIRING_MAX_ATTEMPTS = 5
 
 
-class GatewayStore(KeyValue, Protocol):
+class GatewayStore(ChatStore, Protocol):
     async def mark_update_processed(self, platform: str, update_id: str) -> bool: ...
 
     async def receive_message(
@@ -98,6 +99,18 @@ class GatewayStore(KeyValue, Protocol):
     ) -> list[StandingApproval]: ...
 
     async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int: ...
+
+    async def paired_users(self, platform: str) -> list[str]: ...
+
+    async def add_paired_user(self, platform: str, user_id: str) -> None: ...
+
+    async def save_sent(self, ref: SentRef) -> None: ...
+
+    async def load_sent(self, kind: SentKind, ref_id: str) -> SentRef | None: ...
+
+    async def forget_sent(self, kind: SentKind, ref_id: str) -> bool: ...
+
+    async def set_card_message(self, approval_id: str, message_id: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -321,13 +334,12 @@ class Gateway:
 
     async def _settle_paused_progress(self, state: ChatState) -> None:
         """The progress message a stop left saying "paused" shows its final state."""
-        key = f"progress:{state.key}"
-        found = await self._sent(key)
+        found = await self._sent("progress", state.key)
         if found is None:
             return
-        sent, adapter, record = found
-        await self.store.kv_set(key, None)
-        text = settled_text(record, t(state.lang, "progress_cut_off"))
+        sent, adapter, ref = found
+        await self.store.forget_sent("progress", state.key)
+        text = settled_text(ref.progress or PausedProgress(), t(state.lang, "progress_cut_off"))
         if text:
             with contextlib.suppress(DeliveryError):
                 await adapter.edit_text(sent, text, format="plain")
@@ -335,13 +347,12 @@ class Gateway:
     async def _take_partial(self, state: ChatState) -> None:
         """The messages of an answer a stop cut off mid-stream: the resumed turn's answer
         replaces them (its TurnView adopts them) instead of repeating their text."""
-        key = f"partial:{state.key}"
-        found = await self._sent(key)
+        found = await self._sent("partial", state.key)
         if found is None:
             return
-        sent, _adapter, record = found
-        await self.store.kv_set(key, None)
-        ids = record.get("ids") or [sent.message_id]
+        sent, _adapter, ref = found
+        await self.store.forget_sent("partial", state.key)
+        ids = ref.message_ids or (sent.message_id,)
         self._partials[state.key] = [SentMessage(sent.chat, str(i)) for i in ids]
 
     async def _approved_tool(self, turn: TurnRecord) -> str | None:
@@ -548,7 +559,7 @@ class Gateway:
 
     async def restore_paired(self) -> None:
         for platform, acc in self.access.items():
-            for uid in await self.store.kv_get(f"paired:{platform}") or []:
+            for uid in await self.store.paired_users(platform):
                 acc.allowed_users.add(uid)
                 acc.admins.add(uid)
 
@@ -570,8 +581,7 @@ class Gateway:
         acc = self.access.setdefault(inbound.chat.platform, PlatformAccess())
         acc.allowed_users.add(uid)
         acc.admins.add(uid)
-        key = f"paired:{inbound.chat.platform}"
-        await self.store.kv_set(key, sorted({*(await self.store.kv_get(key) or []), uid}))
+        await self.store.add_paired_user(inbound.chat.platform, uid)
         log.warning("paired %s user %s: allowed and admin from now on", inbound.chat.platform, uid)
         lang = pick_language(inbound.user.language_code)
         with contextlib.suppress(DeliveryError):
@@ -845,10 +855,10 @@ class Gateway:
                         sleep=self.typing_sleep,
                         stop=self.stop_signal,
                         on_paused=lambda sent, record: self._remember(
-                            f"progress:{state.key}", state, sent, **record
+                            "progress", state.key, state, sent, progress=record
                         ),
                         on_partial=lambda sent: self._remember(
-                            f"partial:{state.key}", state, sent[0], ids=[m.message_id for m in sent]
+                            "partial", state.key, state, sent[0], message_ids=[m.message_id for m in sent]
                         ),
                         adopt=self._partials.pop(state.key, None),
                     )
@@ -940,7 +950,7 @@ class Gateway:
         sent = await self._send_waiting(state, event.turn_id, card, buttons)
         if sent is None:
             return
-        await self._remember(f"card:{record.id}", state, sent)
+        await self.store.set_card_message(record.id, sent.message_id)
         record = await self.store.get_approval(record.id)
         if record is not None and record.status != "pending":  # decided while the card was in flight
             await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
@@ -969,7 +979,7 @@ class Gateway:
         text, buttons = cards.question_prompt(turn.waiting, event.turn_id)
         sent = await self._send_waiting(state, event.turn_id, text, buttons)
         if sent is not None and buttons:  # its buttons are taken away once it is answered
-            await self._remember(f"question:{event.turn_id}", state, sent, text=text)
+            await self._remember("question", event.turn_id, state, sent, text=text)
 
     async def _send_waiting(
         self, state: ChatState, turn_id: str, text: str | Card, buttons: list[list[Button]]
@@ -987,50 +997,67 @@ class Gateway:
             state.undelivered.add(turn_id)
             return None
 
-    async def _remember(self, key: str, state: ChatState, sent: SentMessage, **extra: Any) -> None:
-        """Where a card or question went, so it can be edited to its final state later."""
+    async def _remember(
+        self,
+        kind: SentKind,
+        ref_id: str,
+        state: ChatState,
+        sent: SentMessage,
+        *,
+        text: str = "",
+        message_ids: Sequence[str] = (),
+        progress: PausedProgress | None = None,
+    ) -> None:
+        """Where a question or a stopped turn's message went, so it can be edited later."""
         c = state.chat
-        ref = {"platform": c.platform, "chat_id": c.chat_id, "thread_id": c.thread_id,
-               "is_group": c.is_group, "message_id": sent.message_id, "lang": state.lang}  # fmt: skip
-        await self.store.kv_set(key, {**ref, **extra})
+        await self.store.save_sent(
+            SentRef(kind, ref_id, c.platform, c.chat_id, c.thread_id, c.is_group, sent.message_id,
+                    state.lang, text=text, message_ids=tuple(message_ids), progress=progress)
+        )  # fmt: skip
 
-    async def _sent(self, key: str) -> tuple[SentMessage, ChatAdapter, dict[str, Any]] | None:
-        ref = await self.store.kv_get(key)
-        adapter = self.adapters.get(ref["platform"]) if ref else None
-        if not ref or adapter is None:
+    async def _sent(self, kind: SentKind, ref_id: str) -> tuple[SentMessage, ChatAdapter, SentRef] | None:
+        ref = await self.store.load_sent(kind, ref_id)
+        adapter = self.adapters.get(ref.platform) if ref else None
+        if ref is None or adapter is None:
             return None
-        chat = ChatRef(ref["platform"], ref["chat_id"], ref.get("thread_id"), ref.get("is_group", False))
-        return SentMessage(chat, ref["message_id"]), adapter, ref
+        chat = ChatRef(ref.platform, ref.chat_id, ref.thread_id, ref.is_group)
+        return SentMessage(chat, ref.message_id), adapter, ref
+
+    async def _card(self, record: ApprovalRecord) -> tuple[SentMessage, ChatAdapter, str] | None:
+        """Where the approval's card went (`message_ref`, in the approval's chat), its adapter and
+        the chat's language."""
+        state = await self.chats.by_key(record.chat_key) if record.message_ref and record.chat_key else None
+        adapter = self.adapters.get(state.chat.platform) if state else None
+        if state is None or adapter is None:
+            return None
+        return SentMessage(state.chat, record.message_ref), adapter, state.lang
 
     async def _card_ref(self, approval_id: str) -> SentMessage | None:
-        found = await self._sent(f"card:{approval_id}")
+        record = await self.store.get_approval(approval_id)
+        found = await self._card(record) if record is not None else None
         return found[0] if found else None
 
     async def _finalize_card(self, approval_id: str, outcome: str, who: str) -> None:
-        found = await self._sent(f"card:{approval_id}")
         record = await self.store.get_approval(approval_id)
+        found = await self._card(record) if record is not None else None
         if found is None or record is None:
             return
-        msg, adapter, ref = found
+        msg, adapter, lang = found
         rule = ""
         if outcome == "always":
             rules = await self.store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
             rule = next((r.id for r in rules if r.approval_id == approval_id), "")
         with contextlib.suppress(DeliveryError):
-            await adapter.edit_text(
-                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who, rule), buttons=None
-            )
+            await adapter.edit_text(msg, cards.approval_final(record, lang, outcome, who, rule), buttons=None)
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
         """The question's buttons go; a line says how it ended (`line`: an i18n key)."""
-        found = await self._sent(f"question:{turn_id}")
+        found = await self._sent("question", turn_id)
         if found is None:
             return
         msg, adapter, ref = found
         with contextlib.suppress(DeliveryError):
-            await adapter.edit_text(
-                msg, f"{ref['text']}\n{t(ref.get('lang', 'en'), line, **fields)}", buttons=None
-            )
+            await adapter.edit_text(msg, f"{ref.text}\n{t(ref.lang, line, **fields)}", buttons=None)
 
     async def _decide(
         self, state: ChatState, approval_id: str, user: UserRef, decision: str, note: str = ""

@@ -91,7 +91,7 @@ def _kv_rows(conn: sa.Connection, prefix: str) -> list[tuple[str, Any, datetime]
 def _chat_row(key: str, v: Any, at: datetime) -> dict[str, Any] | None:
     if not isinstance(v, dict) or not v.get("session_id"):
         return None
-    c = v.get("chat") if isinstance(v.get("chat"), dict) else {}
+    c: dict[str, Any] = v["chat"] if isinstance(v.get("chat"), dict) else {}
     return {
         "key": key,
         # a row written before the chat was kept has no address: "" (briefs cannot reach it)
