@@ -1058,6 +1058,7 @@ class Gateway:
         msg, adapter, ref = found
         with contextlib.suppress(DeliveryError):
             await adapter.edit_text(msg, f"{ref.text}\n{t(ref.lang, line, **fields)}", buttons=None)
+        await self.store.forget_sent("question", turn_id)  # a question ends once
 
     async def _decide(
         self, state: ChatState, approval_id: str, user: UserRef, decision: str, note: str = ""
