@@ -54,11 +54,18 @@ class PausedProgress:
 
     @classmethod
     def from_json(cls, value: Any) -> PausedProgress:
+        """Whatever was stored: a part in another shape reads as empty (the message then stays
+        as the stop left it, or loses only what was unreadable)."""
         v = value if isinstance(value, dict) else {}
+
+        def mapping(x: Any) -> dict[str, str]:
+            return {str(k): str(y) for k, y in x.items()} if isinstance(x, dict) else {}
+
+        cut = v.get("cut")
         return cls(
-            lines={str(k): str(x) for k, x in (v.get("lines") or {}).items()},
-            names={str(k): str(x) for k, x in (v.get("names") or {}).items()},
-            cut=[str(c) for c in v.get("cut") or []],
+            lines=mapping(v.get("lines")),
+            names=mapping(v.get("names")),
+            cut=[str(c) for c in cut] if isinstance(cut, list) else [],
         )
 
 

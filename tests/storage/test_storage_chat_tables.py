@@ -5,11 +5,14 @@ PostgreSQL when TAPEBOT_TEST_POSTGRES_URL is set (CI)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.ports import ApprovalRecord
@@ -87,7 +90,7 @@ OLD_ROWS: dict[str, Any] = {
                             "message_id": "620", "lang": "zh", "ids": ["620", "621"]},
     "progress:telegram:9": None,  # used up: set to None, never deleted
     "offset": {"telegram": 5},  # genuinely key-value: stays
-    "discord:commands:1:global": "digest",
+    "discord.commands_hash:1:global": "digest",
 }  # fmt: skip
 
 
@@ -169,7 +172,7 @@ async def test_upgrade_moves_every_kv_row_into_its_typed_table(url):
 
         # moved rows are gone from kv; what is genuinely key-value stays
         for key in OLD_ROWS:
-            if key in ("offset", "discord:commands:1:global"):
+            if key in ("offset", "discord.commands_hash:1:global"):
                 assert await store.kv_get(key) == OLD_ROWS[key]
             else:
                 assert await store.kv_get(key, "gone") == "gone", key
@@ -248,3 +251,57 @@ async def test_typed_methods_round_trip(url):
 
 def _fields(chat: ChatRecord) -> dict[str, Any]:
     return {f: getattr(chat, f) for f in ChatRecord.__slots__}  # type: ignore[attr-defined]
+
+
+# ---- the migration reads whatever a kv row holds: a row in another shape is skipped, never an error
+@functools.cache
+def _migration() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    import memory
+
+    path = Path(memory.__file__).parent / "migrations" / "versions" / "0012_chat_tables.py"
+    spec = importlib.util.spec_from_file_location("migration_0012", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+# the shapes the bot wrote, with any of their fields replaced by anything
+shaped = st.fixed_dictionaries(
+    {},
+    optional={
+        "session_id": json_values, "lang": json_values, "model": json_values, "owner": json_values,
+        "chat": json_values | st.fixed_dictionaries({}, optional={
+            "platform": json_values, "chat_id": json_values, "thread_id": json_values, "is_group": json_values,
+        }),
+        "platform": json_values, "chat_id": json_values, "thread_id": json_values, "is_group": json_values,
+        "message_id": json_values, "text": json_values, "ids": json_values,
+        "lines": json_values, "names": json_values, "cut": json_values,
+    },
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values | shaped, kind=st.sampled_from(["question", "progress", "partial"]))
+def test_the_migration_reads_any_stored_value_without_failing(value, kind):
+    m = _migration()
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    chat = m._chat_row("telegram:1", value, at)
+    if chat is not None:
+        assert all(isinstance(chat[k], str) for k in ("platform", "chat_id", "session_id", "lang", "owner"))
+        assert chat["session_id"] and isinstance(chat["is_group"], bool)
+    sent = m._sent_row(kind, "r1", value, at)
+    if sent is not None:
+        assert all(isinstance(sent[k], str) for k in ("platform", "chat_id", "message_id", "lang", "text"))
+        assert all(isinstance(i, str) for i in sent["message_ids"])
+        # what the bot later makes of the stored progress
+        PausedProgress.from_json(sent["progress"])
+    PausedProgress.from_json(value)

@@ -160,7 +160,7 @@ def upgrade() -> None:
 
     rows = []
     for platform, value, at in _kv_rows(conn, "paired:"):
-        if isinstance(value, list):
+        if isinstance(value, list) and all(isinstance(u, str | int) for u in value):
             rows += [
                 {"platform": platform, "user_id": str(u), "paired_at": at} for u in sorted({*map(str, value)})
             ]
