@@ -34,7 +34,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from agent.errors import InvalidToolArguments, ToolFailed, ToolTimedOut
 from agent.tools.registry import Attachment, Tool, ToolContext, ToolOutput, Toolset, ToolSpec
@@ -210,7 +210,7 @@ class McpServerConnection:
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _session_over: asyncio.Event = field(default_factory=asyncio.Event)
     _was_ready: bool = False
-    _errlog: Any = None
+    _errlog: TextIO | None = None
 
     @property
     def name(self) -> str:
