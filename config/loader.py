@@ -324,7 +324,7 @@ def _explain(exc: ValidationError, path: Path, env: Mapping[str, str]) -> Config
     return ConfigError(f"{message}{shown}{tail}", **source)
 
 
-def _source(loc: tuple[Any, ...], env: Mapping[str, str], path: Path) -> dict[str, str]:
+def _source(loc: tuple[int | str, ...], env: Mapping[str, str], path: Path) -> dict[str, str]:
     """Where a value came from: the TAPEBOT_* variable if one supplied it, else the file."""
     env_var = _env_var_for(loc, env)
     if env_var:
@@ -332,7 +332,7 @@ def _source(loc: tuple[Any, ...], env: Mapping[str, str], path: Path) -> dict[st
     return {"file": str(path), "key": _dotted(loc)}
 
 
-def _dotted(loc: tuple[Any, ...]) -> str:
+def _dotted(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -342,7 +342,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _env_var_for(loc: tuple[Any, ...], env: Mapping[str, str]) -> str | None:
+def _env_var_for(loc: tuple[int | str, ...], env: Mapping[str, str]) -> str | None:
     """The TAPEBOT_* variable that supplied this value, if one did (it then wins over the file)."""
     names = {k.upper(): k for k in env}
     parts = [str(p) for p in loc if not isinstance(p, int)]
@@ -353,7 +353,7 @@ def _env_var_for(loc: tuple[Any, ...], env: Mapping[str, str]) -> str | None:
     return None
 
 
-def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
     model: type[BaseModel] = Settings
     for part in loc:
         if isinstance(part, int):
@@ -413,7 +413,7 @@ def mask(settings: Settings) -> dict[str, Any]:
     dc["token"] = mask_secret(settings.discord.resolved_token(env))
     out["discord"] = dc
     out["mcp_servers"] = data["mcp_servers"]
-    return _plain(out)
+    return {key: _plain(value) for key, value in out.items()}
 
 
 def _mask_url(url: str) -> str:
