@@ -17,11 +17,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, field_validator, model_validator
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from markets.data import MarketData
 from markets.errors import MarketError, NotFound
 from markets.indicators import sma
-from markets.models import MarketStrategy, MarketTrader
+from markets.models import MarketStrategy, MarketTrader, SessionFactory
 from markets.panel import Panel
 from markets.wyckoff import signals
 from markets.wyckoff.params import DEFAULT_PARAMS, WyckoffParams
@@ -167,7 +168,7 @@ def trader_dict(t: MarketTrader) -> dict[str, Any]:
 
 
 class StrategyStore:
-    def __init__(self, sessions: Any):
+    def __init__(self, sessions: SessionFactory):
         self.sessions = sessions
 
     async def strategies(self, user_id: str) -> list[dict[str, Any]]:
@@ -185,7 +186,7 @@ class StrategyStore:
             )
             return [strategy_dict(r) for r in rows]
 
-    async def _get(self, s: Any, user_id: str, ref: int | str) -> MarketStrategy:
+    async def _get(self, s: AsyncSession, user_id: str, ref: int | str) -> MarketStrategy:
         q = select(MarketStrategy).where(MarketStrategy.user_id == user_id)
         q = (
             q.where(MarketStrategy.id == int(ref))
@@ -275,7 +276,7 @@ class StrategyStore:
             )
             return [trader_dict(r) for r in rows]
 
-    async def _trader(self, s: Any, user_id: str, ref: int | str) -> MarketTrader:
+    async def _trader(self, s: AsyncSession, user_id: str, ref: int | str) -> MarketTrader:
         q = select(MarketTrader).where(MarketTrader.user_id == user_id)
         q = (
             q.where(MarketTrader.id == int(ref))
