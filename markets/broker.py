@@ -44,6 +44,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from markets.bars import Bars
 from markets.calendar import exchange_today
 from markets.data import MarketData
 from markets.errors import IdempotencyConflict, MarketError, NotFound, TradeRejected
@@ -51,6 +52,7 @@ from markets.models import MarketTrade, SessionFactory
 from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side, limit_block
 from markets.settings import MarketSettings
+from markets.symbols import Instrument
 from memory.tasks import rowcount
 
 log = logging.getLogger(__name__)
@@ -214,7 +216,7 @@ class PaperBroker:
             return trade_dict(t)
 
     async def _fill(
-        self, trade_id: int, user_id: str, inst: Any, market: str, side: Side, qty: float
+        self, trade_id: int, user_id: str, inst: Instrument, market: str, side: Side, qty: float
     ) -> dict[str, Any]:
         rules = rules_for(market, self.settings)
         bars = self.data.bars(inst)
@@ -265,7 +267,7 @@ class PaperBroker:
         s: AsyncSession,
         rules: MarketRules,
         user_id: str,
-        inst: Any,
+        inst: Instrument,
         market: str,
         side: Side,
         qty: float,
@@ -323,7 +325,7 @@ class PaperBroker:
         t: MarketTrade,
         rules: MarketRules,
         user_id: str,
-        inst: Any,
+        inst: Instrument,
         market: str,
         side: Side,
         qty: float,
@@ -470,7 +472,7 @@ class PaperBroker:
             return [trade_dict(t) for t in rows]
 
 
-def _limit(inst: Any, market: str, rules: MarketRules) -> float | None:
+def _limit(inst: Instrument, market: str, rules: MarketRules) -> float | None:
     return inst.limit_pct if market == "cn" and rules.limits else None
 
 
@@ -482,7 +484,7 @@ def _pending_note(blocked: str) -> str:
 
 
 def first_open_off_the_limit(
-    bars: Any, after: date, side: Side, limit: float | None
+    bars: Bars, after: date, side: Side, limit: float | None
 ) -> tuple[int | None, str | None, int | None]:
     """Walk the bars after `after` as the backtester walks a pending order: (index of the first bar
     whose open `rules.limit_block` lets through, None), else (None, the last bar's block reason);
@@ -523,7 +525,7 @@ class LiveCcxtBroker(PaperBroker):
         log.warning("LIVE TRADING ENABLED on %s: orders will be sent to the exchange", settings.live_exchange)
 
     async def _fill(
-        self, trade_id: int, user_id: str, inst: Any, market: str, side: Side, qty: float
+        self, trade_id: int, user_id: str, inst: Instrument, market: str, side: Side, qty: float
     ) -> dict[str, Any]:
         if market != "crypto":
             return await self._finish(trade_id, "rejected", reason="live trading supports crypto (ccxt) only")
