@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -103,7 +102,7 @@ async def _record(
         pass
 
 
-def _progress_bridge(ctx: ToolContext) -> Callable[[str, str, float | None], None]:
+def _progress_bridge(ctx: ToolContext) -> bt.ProgressCb:
     loop = asyncio.get_running_loop()
 
     def prog(stage: str, detail: str = "", percent: float | None = None) -> None:
@@ -478,7 +477,7 @@ def _backtest(
     start: str | None,
     end: str | None,
     cash: float,
-    prog: Any,
+    prog: bt.ProgressCb,
     equal_weights: bool = False,
 ) -> tuple[bt.BacktestResult, Any]:
     data = svc.data
