@@ -247,7 +247,7 @@ class App:
             def portfolio() -> Portfolio:
                 from markets.portfolio import Portfolio  # on use: numpy loads with the first market call
 
-                return Portfolio(market.session_factory, market.data, market.settings)
+                return Portfolio(market.sessions(), market.data, market.settings)
 
             async def analyses(ctx: ToolContext, query: str, limit: int) -> Any:
                 return await portfolio().records(ctx.user_id or "default", symbol=query or None, limit=limit)
