@@ -513,6 +513,7 @@ class Database:
         *,
         write: bool = False,
         sqlite: Callable[[sqlite3.Connection], T] | None = None,
+        snapshot: bool = True,
     ) -> T:
         """`fn(connection)` in one transaction — a write transaction (IMMEDIATE, queued behind our
         other writers) if `write`, else a deferred read — committed when `fn` returns, rolled back
@@ -523,7 +524,10 @@ class Database:
         `sqlite`, the same operation in plain SQL on a `sqlite3` connection, is what runs on a
         SQLite file in WAL mode (the default set-up): on connections of its own, without
         SQLAlchemy at all — another several times cheaper — and, for writes, group-committed with
-        the other writes of the same moment (`InlineRunner.write`). Elsewhere `fn` runs."""
+        the other writes of the same moment (`InlineRunner.write`). Elsewhere `fn` runs.
+
+        `snapshot=False` (reads on that path only): `sqlite` runs one statement, or its statements
+        need not see one snapshot — no BEGIN/ROLLBACK around it."""
         if self._sync_writer is None or self._sync_reader is None or self._engine is None:
             raise StorageError("the database is not started (call Database.start() first)")
         try:
@@ -533,7 +537,7 @@ class Database:
             if not write:
                 runner = self._runner
                 if sqlite is not None and runner is not None and not runner.busy(write=False):
-                    return runner.read(sqlite)
+                    return runner.read(sqlite, snapshot=snapshot)
                 return await self._run_sqlite(fn, sqlite, write=False)
             if self._write_lock is None:
                 self._write_lock = asyncio.Lock()

@@ -66,7 +66,7 @@ def session_scope_resolver(db: Database) -> ScopeOf:
 
         scope = DEFAULT_SCOPE
         try:
-            row = await db.run(core, sqlite=raw)
+            row = await db.run(core, sqlite=raw, snapshot=False)
             if row is not None:
                 scope = row[0] or row[1] or DEFAULT_SCOPE
                 cache[session_id] = scope
