@@ -169,6 +169,7 @@ class DirectWriter:
     def __init__(self) -> None:
         self._failed: set[str] = set()
         self._folders: set[str] = set()  # made already: one mkdir per day, not per turn
+        self.lines = 0  # written (benches count them)
 
     def write(self, path: str, render: Render) -> None:
         if path in self._failed:
@@ -176,6 +177,7 @@ class DirectWriter:
         lines = render()
         if not lines:
             return
+        self.lines += len(lines)
         try:
             data = memoryview("".join(lines).encode("utf-8", "replace"))  # lone surrogates: "?"
             folder = os.path.dirname(path)
@@ -242,6 +244,11 @@ class BackgroundWriter:
                 with self._lock:
                     if not self._pending:
                         return
+
+    @property
+    def lines(self) -> int:
+        """Lines written so far (benches count them)."""
+        return self._direct.lines
 
     def close(self, timeout: float = 10.0) -> None:
         with self._lock:

@@ -448,6 +448,21 @@ class Database:
                 await self.close()
                 raise storage_error(exc, self.url) from exc
 
+    def count_statements(self) -> Callable[[], int]:
+        """Start counting the SQL statements sent to the database (transaction control included;
+        each row of an executemany is one); returns a function that reads the count. For benches:
+        it costs a Python call per statement."""
+        count = [0]
+
+        def seen(_sql: object = None, *_args: object) -> None:
+            count[0] += 1
+
+        if self._runner is not None:  # the store's hot path: plain sqlite3
+            for conn in (self._runner.reader._conn, self._runner.writer._conn):
+                conn.set_trace_callback(seen)
+        event.listen(self.engine.sync_engine, "before_cursor_execute", seen)
+        return lambda: count[0]
+
     async def close(self) -> None:
         engine, self._engine, self._writer, self._reader = self._engine, None, None, None
         self._sync_writer = self._sync_reader = None
