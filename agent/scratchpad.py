@@ -21,10 +21,12 @@ import json
 import logging
 import math
 import os
+import queue
 import re
 import shutil
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta
@@ -203,47 +205,66 @@ class DirectWriter:
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
+class _Worker:
+    """One writer thread and how to wake or stop it."""
+
+    def __init__(self) -> None:
+        self.wake: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self.asleep = False  # waits (or is about to wait) for a token
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+
+
 class BackgroundWriter:
     """Renders and writes trace files on one thread of its own, in the order they were handed
     over. The thread wakes once for what a moment brings (`batch_delay` after the first of them),
     not once per turn: 200 chats answering at once hand the GIL over a few times instead of 200.
-    `close()` writes what is queued and stops the thread (the App does it at shutdown)."""
+    No lock is shared with the event loop (a thread preempted while holding one would stall the
+    loop): the queue is a deque, the wake-up a token. `close()` writes what is queued and stops
+    the thread (the App does it at shutdown)."""
 
     def __init__(self, batch_delay: float = 0.05) -> None:
         self.batch_delay = batch_delay
-        self._pending: list[tuple[str, Render]] = []
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stop: threading.Event | None = None  # the running thread's
+        self._queue: deque[tuple[str, Render]] = deque()
+        self._worker: _Worker | None = None
+        self._start_lock = threading.Lock()
         self._direct = DirectWriter()
 
     def write(self, path: str, render: Render) -> None:
-        with self._lock:
-            self._pending.append((path, render))
-            if self._thread is None:
-                self._stop = threading.Event()
-                self._thread = threading.Thread(
-                    target=self._run, args=(self._stop,), name="trace-writer", daemon=True
-                )
-                self._thread.start()
-            if len(self._pending) == 1:
-                self._wake.set()
+        worker = self._worker or self._start()
+        self._queue.append((path, render))
+        if worker.asleep:
+            worker.asleep = False
+            worker.wake.put(None)
 
-    def _run(self, stop: threading.Event) -> None:
+    def _start(self) -> _Worker:
+        with self._start_lock:
+            if self._worker is None:
+                worker = _Worker()
+                worker.thread = threading.Thread(
+                    target=self._run, args=(worker,), name="trace-writer", daemon=True
+                )
+                worker.thread.start()
+                self._worker = worker
+            return self._worker
+
+    def _run(self, worker: _Worker) -> None:
         while True:
-            self._wake.wait()
-            if not stop.is_set():
-                stop.wait(self.batch_delay)  # let the moment's other turns join this batch
-            with self._lock:
-                batch, self._pending = self._pending, []
-                self._wake.clear()
-            for path, render in batch:
+            worker.asleep = True
+            # checked after saying so: a write in between is either seen here or sends a token
+            if not self._queue and not worker.stopping:
+                worker.wake.get()
+            worker.asleep = False
+            if not worker.stopping:
+                time.sleep(self.batch_delay)  # let the moment's other turns join this batch
+            while self._queue:
+                try:
+                    path, render = self._queue.popleft()
+                except IndexError:  # a thread started after a close took it
+                    break
                 self._direct.write(path, render)
-            if stop.is_set():
-                with self._lock:
-                    if not self._pending:
-                        return
+            if worker.stopping and not self._queue:
+                return
 
     @property
     def lines(self) -> int:
@@ -251,13 +272,12 @@ class BackgroundWriter:
         return self._direct.lines
 
     def close(self, timeout: float = 10.0) -> None:
-        with self._lock:
-            thread, stop = self._thread, self._stop
-            self._thread = self._stop = None
-        if thread is not None and stop is not None:
-            stop.set()
-            self._wake.set()
-            thread.join(timeout)
+        with self._start_lock:
+            worker, self._worker = self._worker, None
+        if worker is not None and worker.thread is not None:
+            worker.stopping = True
+            worker.wake.put(None)
+            worker.thread.join(timeout)
 
 
 _DIRECT = DirectWriter()

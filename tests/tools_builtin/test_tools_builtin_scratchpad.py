@@ -163,3 +163,27 @@ def test_background_writer_batches_and_writes_everything_on_close(tmp_path: Path
     late.close()
     writer.close()
     assert late.path.exists()
+
+
+def test_background_writer_wakes_again_after_a_batch(tmp_path: Path):
+    """A trace handed over after the thread wrote its last batch and went back to sleep is written
+    without waiting for `close()`."""
+    import time
+
+    def written(n: int) -> bool:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if writer.lines >= n:
+                return True
+            time.sleep(0.01)
+        return False
+
+    writer = BackgroundWriter(batch_delay=0.001)
+    try:
+        for i in range(1, 6):
+            pad = Scratchpad(tmp_path, f"t{i}", writer=writer)
+            pad.close()
+            assert written(i)  # the start line of each, one after the other
+            assert read_trace(pad.path)[0]["kind"] == "start"
+    finally:
+        writer.close()
