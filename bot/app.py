@@ -53,6 +53,7 @@ class App:
         self.adapter_options = adapter_options or {}
         self.redactor = Redactor(settings.secret_values())
         self.trace_writer = BackgroundWriter()
+        self._traces_dir: str | None = None
         self._model_factory = model_factory
         self.db: Database | None = None
         self.store: SqlStore | None = None
@@ -333,9 +334,9 @@ class App:
         return await trade_preview(self.market, record.requester or "default", record.arguments)
 
     def _trace(self, turn_id: str, session_id: str) -> Scratchpad:
-        return Scratchpad(
-            self.settings.traces_dir, turn_id, session_id, self.redactor, writer=self.trace_writer
-        )
+        if self._traces_dir is None:  # a str, once: a Path per turn is measurable at 200 chats
+            self._traces_dir = str(self.settings.traces_dir)
+        return Scratchpad(self._traces_dir, turn_id, session_id, self.redactor, writer=self.trace_writer)
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
     async def _start_tasks(self) -> None:
