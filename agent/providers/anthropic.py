@@ -32,6 +32,7 @@ from agent.providers.base import (
     ToolCallChunk,
     UsageChunk,
 )
+from agent.providers.sdkload import import_sdk
 from agent.usage import Usage
 
 if TYPE_CHECKING:
@@ -68,8 +69,7 @@ class AnthropicClient(SdkClient):
         self._init_sdk(api_key, base_url, max_retries)
 
     def _make_sdk(self) -> tuple[AsyncAnthropic, tuple[type[BaseException], ...]]:
-        import anthropic
-
+        anthropic = import_sdk("anthropic")
         return anthropic.AsyncAnthropic(**self._sdk_args), (anthropic.APIConnectionError,)
 
     # ---- request ------------------------------------------------------------------------------

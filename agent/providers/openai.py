@@ -31,6 +31,7 @@ from agent.providers.base import (
     ToolCallChunk,
     UsageChunk,
 )
+from agent.providers.sdkload import import_sdk
 from agent.usage import Usage
 
 if TYPE_CHECKING:
@@ -70,8 +71,7 @@ class OpenAICompatClient(SdkClient):
         self._init_sdk(api_key, base_url, max_retries)
 
     def _make_sdk(self) -> tuple[AsyncOpenAI, tuple[type[BaseException], ...]]:
-        import openai
-
+        openai = import_sdk("openai")
         return openai.AsyncOpenAI(**self._sdk_args), (openai.APIConnectionError,)
 
     # ---- request ------------------------------------------------------------------------------
