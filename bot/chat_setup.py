@@ -180,6 +180,7 @@ async def start_chat(app: App) -> None:
                 file=sys.stderr,
             )
     menu, translations = command_menu(gateway)
+    app.opening()  # e.g. the heap is settled now, not while the first message waits (issue 21)
     for adapter in adapters:
         gateway.attach(adapter)
         await adapter.set_commands(menu, translations=translations)

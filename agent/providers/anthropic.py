@@ -72,6 +72,9 @@ class AnthropicClient(SdkClient):
         anthropic = import_sdk("anthropic")
         return anthropic.AsyncAnthropic(**self._sdk_args), (anthropic.APIConnectionError,)
 
+    def _warm_resources(self, sdk: Any) -> None:
+        sdk.messages  # noqa: B018 - the resource classes load on first access
+
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The `messages.create` keyword arguments for `request` (public for tests and traces)."""

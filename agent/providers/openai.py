@@ -74,6 +74,9 @@ class OpenAICompatClient(SdkClient):
         openai = import_sdk("openai")
         return openai.AsyncOpenAI(**self._sdk_args), (openai.APIConnectionError,)
 
+    def _warm_resources(self, sdk: Any) -> None:
+        sdk.chat.completions  # noqa: B018 - the resource classes load on first access
+
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest, compat: _Compat | None = None) -> dict[str, Any]:
         compat = compat or self.compat
