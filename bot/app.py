@@ -356,6 +356,9 @@ class App:
         clients = [c for chain in chains for c in getattr(chain, "clients", [chain])]
 
         def warm() -> None:
+            from agent.tokens import estimate_tokens
+
+            estimate_tokens("预热 warm-up")  # its character tables are built on first use (~30 ms)
             import_sdks(names)
             for client in clients:
                 try:
@@ -463,12 +466,12 @@ class App:
         if self.memory is not None:
             housekeeping["prune_memory"] = self.memory.store.prune
         if self.market is not None:
-            from markets.strategies import run_all_traders
-
             market = self.market
 
             async def run_traders() -> None:
                 # daily, after the previous session's close: each running trader takes one step
+                from markets.strategies import run_all_traders  # with numpy: not at start (issue 21)
+
                 await run_all_traders(market)
 
             housekeeping["run_traders"] = run_traders
