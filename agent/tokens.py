@@ -97,7 +97,10 @@ def _classes() -> str:
             table[cp] = cls
     for i, cost in enumerate(_cost_table()):
         table[_CJK_FIRST + i] = "123"[cost - 1]
-    return "".join(table.get(cp, chr(cp)) for cp in range(max(table) + 1))
+    chars = list(map(chr, range(max(table) + 1)))  # unlisted characters map to themselves
+    for cp, cls in table.items():
+        chars[cp] = cls
+    return "".join(chars)
 
 
 # CJK punctuation, full-width forms, kana, bopomofo, general punctuation: 2; Hangul syllables and
