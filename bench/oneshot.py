@@ -135,7 +135,9 @@ def main() -> None:
             f"CPU time (user + system; less sensitive to a busy machine): median "
             f"{statistics.median(cpu[name]):.3f} s {spread(cpu[name], 1, ' s')}"
         )
-        loaded = {m.group(4) for m in _LINE.finditer(traced[name])}
+        # top-level packages: a package imported with importlib.import_module (the SDKs, see
+        # config/imports.py) has no line of its own in -X importtime, only its submodules
+        loaded = {m.group(4).split(".")[0] for m in _LINE.finditer(traced[name])}
         print("imported: " + ", ".join(f"{m} {'yes' if m in loaded else 'no'}" for m in HEAVY))
         print(f"top {args.top} imports by cumulative time (python -X importtime, one run):")
         for us, module in offenders(traced[name], args.top):
