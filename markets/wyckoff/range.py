@@ -61,7 +61,8 @@ def _median_last(values: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarr
     rc = np.cumsum(m[..., ::-1], axis=-1, dtype=np.int32)[..., ::-1]
     where = np.nonzero(m & (rc <= n))
     picked = np.full((*values.shape[:-1], n), np.nan)
-    picked[(*where[:-1], rc[where] - 1)] = values[where]
+    slot: tuple[np.ndarray, ...] = (*where[:-1], rc[where] - 1)
+    picked[slot] = values[where]
     return _sorted_pick(picked, 0.5)
 
 
