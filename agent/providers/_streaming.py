@@ -193,7 +193,7 @@ class SdkClient(ABC):
     def _make_sdk(self) -> tuple[SdkObject, tuple[type[BaseException], ...]]:
         """The vendor's SDK client and its connection-error types."""
 
-    def _warm_resources(self, sdk: Any) -> None:  # noqa: B027 - optional hook
+    def _warm_resources(self, sdk: SdkObject) -> None:  # noqa: B027 - optional hook
         """Touch what the SDK loads on a client's first call (e.g. its resource modules)."""
 
     @property

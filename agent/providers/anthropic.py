@@ -74,7 +74,7 @@ class AnthropicClient(SdkClient):
         anthropic = import_sdk("anthropic")
         return anthropic.AsyncAnthropic(**self._sdk_args), (anthropic.APIConnectionError,)
 
-    def _warm_resources(self, sdk: Any) -> None:
+    def _warm_resources(self, sdk: SdkObject) -> None:
         sdk.messages  # noqa: B018 - the resource classes load on first access
 
     # ---- request ------------------------------------------------------------------------------

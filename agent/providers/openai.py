@@ -76,7 +76,7 @@ class OpenAICompatClient(SdkClient):
         openai = import_sdk("openai")
         return openai.AsyncOpenAI(**self._sdk_args), (openai.APIConnectionError,)
 
-    def _warm_resources(self, sdk: Any) -> None:
+    def _warm_resources(self, sdk: SdkObject) -> None:
         sdk.chat.completions  # noqa: B018 - the resource classes load on first access
 
     # ---- request ------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ def _median_last(values: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarr
 
 def _visits(touching: np.ndarray) -> np.ndarray:
     """Separate visits along the last axis: bars touching whose previous bar did not."""
-    return touching[..., 0] + (touching[..., 1:] & ~touching[..., :-1]).sum(axis=-1)
+    visits: np.ndarray = touching[..., 0] + (touching[..., 1:] & ~touching[..., :-1]).sum(axis=-1)
+    return visits
 
 
 def _quantile_where(x: np.ndarray, q: float, need: np.ndarray) -> np.ndarray:
