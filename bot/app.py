@@ -14,7 +14,7 @@ import gc
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,6 +35,7 @@ from memory.db import Database
 from memory.stores import SqlStore
 
 if TYPE_CHECKING:
+    from adapters.base import ChatAdapter
     from markets.data import MarketData
 
 log = logging.getLogger("tapebot")
@@ -256,9 +257,12 @@ class App:
         return await dynamic_snapshot(self.market, turn.requester or "default", text)
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    async def start(self, *, adapters: bool = True, scheduler: bool | None = None) -> None:
-        """Build and start everything. `adapters` starts Telegram/Discord (tapebot run);
-        `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`."""
+    async def start(
+        self, *, adapters: bool | Sequence[ChatAdapter] = True, scheduler: bool | None = None
+    ) -> None:
+        """Build and start everything. `adapters`: True starts Telegram/Discord as configured
+        (tapebot run), a list starts the gateway with those (tapebot chat: the console); `scheduler`
+        defaults to whether any start and only ever runs with `[scheduler] enabled`."""
         s = self.settings
         # Everything the bot writes under TAPEBOT_HOME is private whatever the umask (C9); given
         # back on stop.
@@ -306,8 +310,8 @@ class App:
             redactor=self.redactor,
         )
         if adapters:
-            await self._start_chat()
-        if (adapters if scheduler is None else scheduler) and s.scheduler.enabled:
+            await self._start_chat(None if adapters is True else list(adapters))
+        if (bool(adapters) if scheduler is None else scheduler) and s.scheduler.enabled:
             await self._start_scheduler()
         # tasks that finished (or were lost) while we were down are reported now, into the chat
         await self.task_manager.start()
@@ -440,10 +444,10 @@ class App:
         await self.scheduler.start()
         self.on_stop(self.scheduler.stop)
 
-    async def _start_chat(self) -> None:
+    async def _start_chat(self, adapters: list[ChatAdapter] | None) -> None:
         from bot.chat_setup import start_chat
 
-        await start_chat(self)
+        await start_chat(self, adapters)
 
     def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name or None)
