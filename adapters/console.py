@@ -108,6 +108,7 @@ class ConsoleAdapter(ChatAdapter):
         self._run_id = secrets.token_hex(4)  # update ids never repeat across runs (dedupe is durable)
         self._card: tuple[str, CardPrompt] | None = None  # (message id, prompt) of the waiting card
         self._question: str | None = None  # message id of a waiting question
+        self._waiting_ids: set[str] = set()  # cards and questions not closed yet
         self._card_epoch = 0  # counts cards shown: a read begun before the latest one is stale
         self._reading: asyncio.Future[str | None] | None = None
         self._reading_epoch = 0
@@ -224,6 +225,7 @@ class ConsoleAdapter(ChatAdapter):
 
     def _on_sigint(self) -> None:
         if self._card is not None and self._prompt is not None:  # at the card: a no, said as such
+            self._prompt = None  # the prompt is done with: not redrawn under the note
             if self._card[1].interrupted:
                 self.screen.note(self._card[1].interrupted)
             self._wake(self._deny_card())
@@ -308,11 +310,11 @@ class ConsoleAdapter(ChatAdapter):
 
     def _start_reader(self, prompt: str, future: asyncio.Future[str | None]) -> None:
         loop = asyncio.get_running_loop()
-        stdin = self.stdin
+        stdin, out = self.stdin, self.screen.out
 
         def read() -> None:
             try:
-                line: str | None = input(prompt) if stdin is default_streams()[0] else _read_from(stdin, prompt)
+                line: str | None = input(prompt) if stdin is default_streams()[0] else _read_from(stdin, out, prompt)
             except EOFError:
                 line = None
             except Exception:  # a closed stream: the end of input
@@ -344,6 +346,7 @@ class ConsoleAdapter(ChatAdapter):
         self._typing_since_input = False
         if buttons:  # a question with options: answered by typing one (its number or its words)
             self._question = sent.message_id
+            self._waiting_ids.add(sent.message_id)
             self._card_epoch += 1
             self.screen.block(text)
             return sent
@@ -359,13 +362,13 @@ class ConsoleAdapter(ChatAdapter):
         format: TextFormat = "markdown",
     ) -> None:
         text = self._text(text)
-        if self._card is not None and msg.message_id == self._card[0]:
-            self._card = None  # decided, moved on or expired: its last line says which
-            self.screen.note(text.strip().splitlines()[-1])
-            return
-        if msg.message_id == self._question and not buttons:
-            self._question = None
-            self.screen.note(text.strip().splitlines()[-1])
+        if msg.message_id in self._waiting_ids:  # a card or question decided, answered or closed
+            self._waiting_ids.discard(msg.message_id)
+            if self._card is not None and msg.message_id == self._card[0]:
+                self._card = None
+            if msg.message_id == self._question:
+                self._question = None
+            self.screen.note(text.strip().splitlines()[-1])  # its last line says how it ended
             return
         self._typing_since_input = False
         self.screen.edit(msg.message_id, text, answer=format == "markdown")
@@ -377,6 +380,7 @@ class ConsoleAdapter(ChatAdapter):
         shown = await self.hooks.present_card(card, buttons or [])
         self._typing_since_input = False
         self._card = (sent.message_id, shown)
+        self._waiting_ids.add(sent.message_id)
         self._card_epoch += 1
         self.screen.block(self._outgoing(shown.text))
         return sent
@@ -409,12 +413,10 @@ def flush_typed_ahead(stream: Any) -> None:
         pass
 
 
-def _read_from(stream: TextIO, prompt: str) -> str:
+def _read_from(stream: TextIO, out: TextIO, prompt: str) -> str:
     """input() for a stream that is not the process's stdin (tests)."""
-    import sys
-
-    sys.stdout.write(prompt)
-    sys.stdout.flush()
+    out.write(prompt)
+    out.flush()
     line = stream.readline()
     if not line:
         raise EOFError
