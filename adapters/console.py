@@ -76,7 +76,11 @@ class ConsoleHooks:
     moved_on_hint: str = ""  # said when a line typed before a card is not used for it
 
 
-_INTERRUPTED = object()
+class _Interrupted:
+    """What a read returns after Ctrl-C at a card (or when its line is not used): no line."""
+
+
+_INTERRUPTED = _Interrupted()
 
 
 class ConsoleAdapter(ChatAdapter):
@@ -144,14 +148,13 @@ class ConsoleAdapter(ChatAdapter):
                 await self._settle()
                 waiting = self._card[1].prompt if self._card else ("> " if self._question else None)
                 line = await self._read(waiting or self.prompt, fresh=waiting is not None)
-                if line is _INTERRUPTED:
+                if isinstance(line, _Interrupted):
                     continue
                 if line is None:  # Ctrl-D, or the end of piped input: silence answers no card
                     if self._card is not None:
                         await self._deny_card()
                         continue
                     break
-                assert isinstance(line, str)
                 text = line.strip()
                 if text in EXIT_WORDS:
                     if self._card is not None or self._question is not None:
@@ -277,7 +280,7 @@ class ConsoleAdapter(ChatAdapter):
         if self.tty:  # piped input is a script: nothing to discard
             flush_typed_ahead(self.stdin)
 
-    async def _read(self, prompt: str, *, fresh: bool) -> str | None | object:
+    async def _read(self, prompt: str, *, fresh: bool) -> str | _Interrupted | None:
         """One line (None at the end of input, _INTERRUPTED after Ctrl-C at a card). A read left
         behind by an interrupted prompt is taken over, never doubled; a line whose reading began
         before the card now waiting appeared is not used for it."""
@@ -295,7 +298,8 @@ class ConsoleAdapter(ChatAdapter):
         self._interrupt = loop.create_future()
         reading = self._reading
         try:
-            await asyncio.wait({reading, self._interrupt}, return_when=asyncio.FIRST_COMPLETED)
+            waiting: set[asyncio.Future[Any]] = {reading, self._interrupt}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._prompt = None
         if not reading.done():
@@ -314,13 +318,20 @@ class ConsoleAdapter(ChatAdapter):
 
         def read() -> None:
             try:
-                line: str | None = input(prompt) if stdin is default_streams()[0] else _read_from(stdin, out, prompt)
+                line: str | None = (
+                    input(prompt) if stdin is default_streams()[0] else _read_from(stdin, out, prompt)
+                )
             except EOFError:
                 line = None
-            except Exception:  # a closed stream: the end of input
+            except (OSError, ValueError):  # a closed stream: the end of input
                 line = None
+
+            def deliver() -> None:
+                if not future.done():
+                    future.set_result(line)
+
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(lambda: future.done() or future.set_result(line))
+                loop.call_soon_threadsafe(deliver)
 
         # a daemon thread: one blocked in input() never holds the process at exit
         threading.Thread(target=read, name="console-input", daemon=True).start()
@@ -433,7 +444,7 @@ class ConsoleLogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             self.screen.note(f"{record.levelname.lower()}: {self.format(record)}")
-        except Exception:  # logging never breaks the conversation
+        except Exception:  # noqa: BLE001 — logging never breaks the conversation (logging's own rule)
             self.handleError(record)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import Button, Card, ChatRef, UserRef
@@ -27,7 +26,8 @@ if TYPE_CHECKING:
     from bot.app import App
     from bot.chats import ChatState
 
-TERMINAL_USER = "terminal"
+from bot.terminal import TERMINAL_USER
+
 TERMINAL_CHAT = ChatRef("terminal", "")  # one chat: its key is "terminal" (adapters/base.py)
 
 #: The terminal's own words around a card (the chats' say "tap a button", "reply to this card").
@@ -79,10 +79,6 @@ def terminal_language(settings: Any) -> str:
     if configured == "auto":
         configured = os.environ.get("LC_ALL") or os.environ.get("LANG") or "en"
     return pick_language(configured)
-
-
-def session_id_for(name: str | None) -> str:
-    return f"terminal:{name}" if name else f"terminal:{datetime.now().astimezone().strftime('%Y%m%d-%H%M%S')}"
 
 
 class TerminalChat:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from typing import Any, TextIO
 
 from agent import events as ev
@@ -86,9 +87,13 @@ class TerminalRenderer:
                     self._midline = False
 
 
+def session_id_for(name: str | None) -> str:
+    """`--session NAME` → "terminal:NAME"; otherwise a session of this run's own."""
+    return f"terminal:{name}" if name else f"terminal:{datetime.now().astimezone().strftime('%Y%m%d-%H%M%S')}"
+
+
 async def run_chat(args: Any, settings: Any) -> int:
     from bot.app import App
-    from bot.console_chat import session_id_for
 
     app = App(settings)
     session = session_id_for(getattr(args, "session", None))
