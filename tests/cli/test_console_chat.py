@@ -116,3 +116,21 @@ def test_ctrl_c_while_a_turn_runs_is_the_chats_cancel(tmp_path, server):  # noqa
         assert proc.wait(timeout=60) == 0
     finally:
         _finish(proc, master)
+
+
+def test_background_work_is_reported_through_the_gateway_before_quitting(tmp_path, server):  # noqa: F811
+    def report(body):
+        assert "[SYSTEM NOTIFICATION - NOT USER INPUT]" in str(body["messages"])
+        return Reply("Backtest finished: see the equity curve.")
+
+    server.script(
+        Reply(tool_calls=[ToolCall("run_backtest", {"codes": ["600519"], "start": "2025-01-02"})]),
+        Reply("Started the backtest."),
+        report,
+    )
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin="backtest 600519 this year\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert "Started the backtest." in r.stdout and "Backtest finished: see the equity curve." in r.stdout
+    assert r.stdout.count("Backtest finished") == 1 and len(server.requests) == 3
+    saved = [line.split("saved ", 1)[1] for line in r.stderr.splitlines() if line.startswith("saved ")]
+    assert saved and saved[0].endswith(".png")  # the task's chart, as the chats get it as a photo
