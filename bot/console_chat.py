@@ -84,8 +84,8 @@ def terminal_language(settings: Any) -> str:
 class TerminalChat:
     """The bot side of the console: the hooks it is given, over the running App's gateway."""
 
-    def __init__(self, app: App, session: str, lang: str):
-        self.app, self.session, self.lang = app, session, lang
+    def __init__(self, app: App, session: str, lang: str, model: str | None = None):
+        self.app, self.session, self.lang, self.model = app, session, lang, model
         self.user = UserRef("terminal", TERMINAL_USER, tt(lang, "you"), language_code=lang)
         self._state: ChatState | None = None
         self._always = False  # the last card offered "always" (the unclear hint names it)
@@ -104,8 +104,10 @@ class TerminalChat:
         gw.access["terminal"] = PlatformAccess({TERMINAL_USER}, {TERMINAL_USER}, "per_group", 600.0 + grace)
         state = await self.state()
         state.owner = TERMINAL_USER
-        if state.session_id != self.session:
-            state.session_id = self.session
+        state.session_id = self.session
+        state.lang = self.lang  # `[agent] language` (or the shell's) each run; /lang for this run
+        if self.model:  # `--model` wins over a /model of an earlier run
+            state.model = self.model
         await gw.chats.save(state)
 
     async def settled(self) -> None:
@@ -157,9 +159,9 @@ class TerminalChat:
         return text
 
 
-def build_console(app: App, session: str, model: str) -> ConsoleAdapter:
+def build_console(app: App, session: str, model: str | None = None) -> ConsoleAdapter:
     lang = terminal_language(app.settings)
-    chat = TerminalChat(app, session, lang)
+    chat = TerminalChat(app, session, lang, model)
     hooks = ConsoleHooks(
         present_card=chat.present_card,
         settled=chat.settled,
@@ -167,7 +169,7 @@ def build_console(app: App, session: str, model: str) -> ConsoleAdapter:
         on_start=chat.on_start,
         on_quit=chat.on_quit,
         rewrite=chat.rewrite,
-        banner=tt(lang, "banner", model=model, session=session),
+        banner=tt(lang, "banner", model=model or app.default_model_id, session=session),
         idle_hint=tt(lang, "idle"),
         moved_on_hint=tt(lang, "typed_before", line="{line}"),
     )
@@ -179,7 +181,11 @@ def build_console(app: App, session: str, model: str) -> ConsoleAdapter:
     return console
 
 
-async def run_console(app: App, session: str) -> int:
-    console = build_console(app, session, app.default_model_id)
+async def run_console(app: App, session: str, model: str | None = None) -> int:
+    console = build_console(app, session, model)
     await app.start(adapters=[console], scheduler=False)
-    return await console.run()
+    try:
+        return await console.run()
+    finally:
+        for handler in [h for h in logging.getLogger().handlers if isinstance(h, ConsoleLogHandler)]:
+            logging.getLogger().removeHandler(handler)

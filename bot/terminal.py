@@ -101,7 +101,7 @@ async def run_chat(args: Any, settings: Any) -> int:
         from bot.console_chat import run_console
 
         try:
-            return await run_console(app, session)
+            return await run_console(app, session, getattr(args, "model", None))
         finally:
             await app.stop()
     await app.start(adapters=False)

@@ -134,3 +134,15 @@ def test_background_work_is_reported_through_the_gateway_before_quitting(tmp_pat
     assert r.stdout.count("Backtest finished") == 1 and len(server.requests) == 3
     saved = [line.split("saved ", 1)[1] for line in r.stderr.splitlines() if line.startswith("saved ")]
     assert saved and saved[0].endswith(".png")  # the task's chart, as the chats get it as a photo
+
+
+def test_session_picks_the_conversation_and_each_run_starts_its_own_otherwise(tmp_path, server):  # noqa: F811
+    server.script(Reply("Noted: 600519."), Reply("You asked about 600519."), Reply("Nothing yet."))
+    env = openai_env(server)
+    first = run_cli(tmp_path, env, "chat", "--session", "work", stdin="remember 600519\n/exit\n")
+    second = run_cli(tmp_path, env, "chat", "--session", "work", stdin="what did I ask?\n/status\n/exit\n")
+    assert first.returncode == second.returncode == 0, second.stderr
+    assert "Session: terminal:work" in second.stderr
+    assert "remember 600519" in str(server.requests[1].body["messages"])
+    third = run_cli(tmp_path, env, "chat", stdin="what did I ask?\n/exit\n")  # a session of its own
+    assert third.returncode == 0 and "remember 600519" not in str(server.requests[2].body["messages"])
