@@ -73,7 +73,7 @@ class ConsoleHooks:
     rewrite: Callable[[str], str] = lambda text: text  # chat-only words → the terminal's
     banner: str = ""
     idle_hint: str = "(Ctrl-D or /exit quits)"
-    moved_on_hint: str = ""  # said when a line typed before a card is not used for it
+    typed_before_hint: str = ""  # said when a line typed before a card is not used for it
 
 
 class _Interrupted:
@@ -306,9 +306,10 @@ class ConsoleAdapter(ChatAdapter):
             return _INTERRUPTED
         self._reading = None
         line = reading.result()
-        if fresh and self._card is not None and self._reading_epoch != self._card_epoch and line:
+        waiting = self._card is not None or self._question is not None
+        if waiting and self._reading_epoch != self._card_epoch and line:
             # typed at another prompt before this card existed: not an answer to it
-            self.screen.note(self.hooks.moved_on_hint.format(line=line.strip()[:60]))
+            self.screen.note(self.hooks.typed_before_hint.format(line=line.strip()[:60]))
             return _INTERRUPTED
         return line
 

@@ -171,7 +171,7 @@ def build_console(app: App, session: str, model: str | None = None) -> ConsoleAd
         rewrite=chat.rewrite,
         banner=tt(lang, "banner", model=model or app.default_model_id, session=session),
         idle_hint=tt(lang, "idle"),
-        moved_on_hint=tt(lang, "typed_before", line="{line}"),
+        typed_before_hint=tt(lang, "typed_before", line="{line}"),
     )
     console = ConsoleAdapter(TERMINAL_CHAT, chat.user, hooks, history=app.settings.home / "chat_history")
     console.screen.spinner_text = tt(lang, "thinking")

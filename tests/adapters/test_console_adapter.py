@@ -102,11 +102,32 @@ def test_ctrl_c_at_a_card_presses_deny_and_during_a_turn_cancels():
 
 
 class _Blocking(io.StringIO):
+    def __init__(self, line: str = "late line") -> None:
+        super().__init__()
+        self.line = line
+
     def readline(self, *args) -> str:  # type: ignore[override]
         import time
 
         time.sleep(0.5)
-        return "late line\n"
+        return self.line + "\n"
+
+
+def test_a_line_begun_before_a_card_appeared_does_not_answer_it():
+    """A15/A20: "yes" typed at "you>" while a background task's turn put up a card is not sent
+    (the gateway would read it as the card's answer); the user is told and asked again."""
+
+    async def go() -> tuple[object, list, str]:
+        adapter, received, _, err = _adapter("")
+        await adapter.start(adapter.start_with)  # type: ignore[attr-defined]
+        adapter.stdin = _Blocking("yes")
+        reading = asyncio.ensure_future(adapter._read("you> ", fresh=False))
+        await asyncio.sleep(0.05)
+        await adapter.send_card(CHAT, Card("t", "b", text="🔐 card"), buttons=BUTTONS)
+        return await reading, received, err.getvalue()
+
+    line, received, _err = asyncio.run(go())
+    assert line is not None and not isinstance(line, str) and received == []
 
 
 @settings(max_examples=60, deadline=None)
