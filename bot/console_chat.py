@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from bot.app import App
     from bot.chats import ChatState
 
-from bot.terminal import TERMINAL_USER
 
+TERMINAL_USER = "terminal"  # the local user: allowed and admin; `granted by terminal` in /rules
 TERMINAL_CHAT = ChatRef("terminal", "")  # one chat: its key is "terminal" (adapters/base.py)
 
 #: The terminal's own words around a card (the chats' say "tap a button", "reply to this card").

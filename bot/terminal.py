@@ -21,9 +21,9 @@ from agent.approval import Requester
 from agent.runtime import AgentRuntime, TurnRequest
 from bot.progress import failure_of
 
+#: The one-shot acts as the interactive terminal's user in its chat (bot/console_chat.py
+#: TERMINAL_USER, TERMINAL_CHAT.key; not imported from there: the one-shot stays light).
 TERMINAL_USER = "terminal"
-#: The terminal is one chat for its user (see bot/console_chat.py): standing approvals and task
-#: notices are kept under this key, whatever the session.
 TERMINAL_CHAT_KEY = "terminal"
 
 

@@ -167,3 +167,10 @@ def test_a_streamed_answer_prints_only_what_is_new_and_cards_end_by_their_last_l
         "✅ Approved by you",
         "saved /tmp/chart.png",
     ]
+
+
+def test_the_one_shot_and_the_interactive_terminal_are_the_same_user_and_chat():
+    from bot import console_chat, terminal
+
+    assert console_chat.TERMINAL_CHAT.key == terminal.TERMINAL_CHAT_KEY == "terminal"
+    assert console_chat.TERMINAL_USER == terminal.TERMINAL_USER
