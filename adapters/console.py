@@ -306,8 +306,8 @@ class ConsoleAdapter(ChatAdapter):
             return _INTERRUPTED
         self._reading = None
         line = reading.result()
-        waiting = self._card is not None or self._question is not None
-        if waiting and self._reading_epoch != self._card_epoch and line:
+        asked = self._card is not None or self._question is not None
+        if asked and self._reading_epoch != self._card_epoch and line:
             # typed at another prompt before this card existed: not an answer to it
             self.screen.note(self.hooks.typed_before_hint.format(line=line.strip()[:60]))
             return _INTERRUPTED

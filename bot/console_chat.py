@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import Button, Card, ChatRef, UserRef
 from adapters.console import CardPrompt, ConsoleAdapter, ConsoleHooks, ConsoleLogHandler
 from bot import cards
-from bot.gateway import PlatformAccess
+from bot.access import PlatformAccess
 from bot.i18n import pick_language, t
 
 if TYPE_CHECKING:
@@ -101,7 +101,9 @@ class TerminalChat:
         is allowed and admin, and the chat is in this run's session."""
         gw = self.app.gateway
         grace = self.app.settings.agent.shutdown_grace_s
-        gw.access["terminal"] = PlatformAccess({TERMINAL_USER}, {TERMINAL_USER}, "per_group", 600.0 + grace)
+        gw.access.platforms["terminal"] = PlatformAccess(
+            {TERMINAL_USER}, {TERMINAL_USER}, "per_group", 600.0 + grace
+        )
         state = await self.state()
         state.owner = TERMINAL_USER
         state.session_id = self.session
@@ -111,12 +113,12 @@ class TerminalChat:
         await gw.chats.save(state)
 
     async def settled(self) -> None:
-        state = await self.state()
-        while state.running:
-            await state.idle.wait()
+        lane = self.app.gateway.lane(await self.state())
+        while lane.is_running():
+            await lane.wait_idle()
 
     def busy(self) -> bool:
-        return self._state is not None and self._state.running
+        return self._state is not None and self.app.gateway.lane(self._state).is_running()
 
     async def on_quit(self) -> None:
         """Background work of this session finishes first; its notices' turns run, then quit."""

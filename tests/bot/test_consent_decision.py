@@ -122,9 +122,9 @@ def test_property_terminal_prompt_allows_only_for_listed_words(text):
     """The terminal is a chat: a line typed at its card reaches the gateway as a message (see
     tests/adapters/test_console_adapter.py), read by the same function as in the chats; see also
     the pty tests in tests/cli/test_cli_consent_terminal.py and tests/cli/test_console_chat.py."""
-    from bot import gateway
+    from bot import waiting
 
-    assert gateway.read_consent is read_consent  # one function, not a copy
+    assert waiting.read_consent is read_consent  # one function, not a copy
     decision = read_consent("text", text, scope=TRADE_SCOPE)
     assert decision.allows == (normalize(text) in ALLOW_WORDS)
 
