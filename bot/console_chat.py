@@ -25,6 +25,7 @@ from bot.i18n import pick_language, t
 if TYPE_CHECKING:
     from bot.app import App
     from bot.chats import ChatState
+    from bot.gateway import Gateway
 
 
 TERMINAL_USER = "terminal"  # the local user: allowed and admin; `granted by terminal` in /rules
@@ -90,16 +91,20 @@ class TerminalChat:
         self._state: ChatState | None = None
         self._always = False  # the last card offered "always" (the unclear hint names it)
 
+    @property
+    def gateway(self) -> Gateway:
+        return self.app.gateway  # set by start_chat (App.gateway is untyped there)
+
     async def state(self) -> ChatState:
         if self._state is None:
-            gw = self.app.gateway
+            gw = self.gateway
             self._state = await gw.chats.get(TERMINAL_CHAT, self.user, "per_group", self.lang)
         return self._state
 
     async def on_start(self) -> None:
         """Before the first line, and before the gateway takes up what a stop left: the local user
         is allowed and admin, and the chat is in this run's session."""
-        gw = self.app.gateway
+        gw = self.gateway
         grace = self.app.settings.agent.shutdown_grace_s
         gw.access.platforms["terminal"] = PlatformAccess(
             {TERMINAL_USER}, {TERMINAL_USER}, "per_group", 600.0 + grace
@@ -113,12 +118,12 @@ class TerminalChat:
         await gw.chats.save(state)
 
     async def settled(self) -> None:
-        lane = self.app.gateway.lane(await self.state())
-        while lane.is_running():
+        lane = self.gateway.lane(await self.state())
+        while lane.is_running:
             await lane.wait_idle()
 
     def busy(self) -> bool:
-        return self._state is not None and self.app.gateway.lane(self._state).is_running()
+        return self._state is not None and self.gateway.lane(self._state).is_running
 
     async def on_quit(self) -> None:
         """Background work of this session finishes first; its notices' turns run, then quit."""
