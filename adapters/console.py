@@ -227,8 +227,8 @@ class ConsoleAdapter(ChatAdapter):
             self.screen.note(self._outgoing(self.hooks.rewrite(text)))
 
     def _on_sigint(self) -> None:
-        if self._card is not None and self._prompt is not None:  # at the card: a no, said as such
-            self._prompt = None  # the prompt is done with: not redrawn under the note
+        if self._card is not None:  # a card waits: a no, said as such (never a cancel of it)
+            self._prompt = None  # its prompt is done with: not redrawn under the note
             if self._card[1].interrupted:
                 self.screen.note(self._card[1].interrupted)
             self._wake(self._deny_card())
