@@ -435,20 +435,6 @@ def _read_from(stream: TextIO, out: TextIO, prompt: str) -> str:
     return line.rstrip("\n")
 
 
-class ConsoleLogHandler(logging.Handler):
-    """Log lines (warnings and worse) above the prompt rather than through it."""
-
-    def __init__(self, screen: Screen, level: int = logging.WARNING):
-        super().__init__(level)
-        self.screen = screen
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.screen.note(f"{record.levelname.lower()}: {self.format(record)}")
-        except Exception:  # noqa: BLE001 — logging never breaks the conversation (logging's own rule)
-            self.handleError(record)
-
-
 def ensure_private(path: Path) -> None:
     """The history file is created private (mode 0600): typed lines can be sensitive."""
     with contextlib.suppress(OSError):

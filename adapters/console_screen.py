@@ -11,6 +11,7 @@ read, output goes above the prompt, which is redrawn with what was typed so far 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -180,3 +181,17 @@ def is_tty(stream: Any) -> bool:
 
 def default_streams() -> tuple[TextIO, TextIO, TextIO]:
     return sys.stdin, sys.stdout, sys.stderr
+
+
+class ConsoleLogHandler(logging.Handler):
+    """Log lines (warnings and worse) above the prompt rather than through it."""
+
+    def __init__(self, screen: Screen, level: int = logging.WARNING):
+        super().__init__(level)
+        self.screen = screen
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.screen.note(f"{record.levelname.lower()}: {self.format(record)}")
+        except Exception:  # noqa: BLE001 — logging never breaks the conversation (logging's own rule)
+            self.handleError(record)

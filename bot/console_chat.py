@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import Button, Card, ChatRef, UserRef
-from adapters.console import CardPrompt, ConsoleAdapter, ConsoleHooks, ConsoleLogHandler
+from adapters.console import CardPrompt, ConsoleAdapter, ConsoleHooks
+from adapters.console_screen import ConsoleLogHandler
 from bot import cards
 from bot.access import PlatformAccess
 from bot.i18n import pick_language, t
