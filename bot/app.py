@@ -14,7 +14,7 @@ import gc
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -287,12 +287,13 @@ class App:
     async def start(
         self,
         *,
-        adapters: bool = True,
+        adapters: bool | Sequence[ChatAdapter] = True,
         scheduler: bool | None = None,
         before_open: Callable[[], None] | None = None,
     ) -> None:
-        """Build and start everything. `adapters` starts Telegram/Discord (tapebot run);
-        `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`.
+        """Build and start everything. `adapters`: True starts Telegram/Discord as configured
+        (tapebot run), a list starts the gateway with those (tapebot chat: the console);
+        `scheduler` defaults to whether any start and only ever runs with `[scheduler] enabled`.
         `before_open` runs once everything is built, just before the chats start receiving
         (`run_bot` settles the heap there, so no message waits behind that collection)."""
         s = self.settings
@@ -341,7 +342,7 @@ class App:
             redactor=self.redactor,
         )
         self._before_open = before_open
-        run_scheduler = (adapters if scheduler is None else scheduler) and s.scheduler.enabled
+        run_scheduler = (bool(adapters) if scheduler is None else scheduler) and s.scheduler.enabled
         # built before the chats open, started after (briefs deliver)
         jobs = self._build_scheduler() if run_scheduler else None
         if adapters:
@@ -349,7 +350,7 @@ class App:
                 # the chats open once the model client is ready: the first reply then costs what
                 # the later ones do (the warm-up ran alongside everything above; issue 21)
                 await asyncio.wait([warming], timeout=WARM_WAIT_S)
-            await self._start_chat()
+            await self._start_chat(None if adapters is True else list(adapters))
         else:
             self.opening()
         if jobs is not None:
@@ -526,10 +527,10 @@ class App:
             raise RuntimeError("no chat adapter is running to deliver the brief")
         await self.gateway.run_brief(chat_key, text)
 
-    async def _start_chat(self) -> None:
+    async def _start_chat(self, adapters: list[ChatAdapter] | None) -> None:
         from bot.chat_setup import start_chat
 
-        await start_chat(self)
+        await start_chat(self, adapters)
 
     def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name or None)
