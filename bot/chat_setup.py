@@ -8,13 +8,13 @@ import asyncio
 import contextlib
 import logging
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agent.tools.workspace import LocalToolPolicy
 from bot.cards import exec_note
 from bot.gateway import Gateway, PlatformAccess
-from bot.i18n import COMMAND_DESCRIPTIONS
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -56,29 +56,31 @@ def build_gateway(app: App) -> Gateway:
         approval_ttl_minutes=app.settings.agent.approval_ttl_minutes,
     )
     gateway.trade_facts = app.trade_facts
-    gateway.memory = app.memory
     policy = app.deps.maybe(LocalToolPolicy)
     if policy is not None:
         gateway.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
     gateway.system_dynamic = app.system_dynamic()
-    from bot import commands_more
-    from bot.toolcatalog import help_tools
-
-    commands_more.install(gateway, app)
-    gateway.status_extra = lambda state: commands_more.status_extra(app, state)
-    specs = app.runtime.tools.specs() if app.runtime is not None else []
-    gateway.help_extra = lambda lang: help_tools(specs, lang)
+    install_commands(gateway, app)
     app.task_listeners.append(gateway.notify_task)
     app.on_stop(app.task_manager.subscribe(gateway.task_progress))
     return gateway
 
 
-def command_menu(gateway: Gateway) -> tuple[list[tuple[str, str]], dict[str, dict[str, str]]]:
-    en = COMMAND_DESCRIPTIONS["en"]
-    names = [n for n in gateway.commands if n in en] + [n for n in gateway.commands if n not in en]
-    menu = [(n, gateway.command_help.get(n, en.get(n, n))) for n in names]
-    zh = {n: COMMAND_DESCRIPTIONS["zh"][n] for n in names if n in COMMAND_DESCRIPTIONS["zh"]}
-    return menu, {"zh": zh}
+def install_commands(gateway: Gateway, app: App) -> None:
+    """The services commands use, and one command per skill (a skill never shadows a built-in)."""
+    from bot.commands.background import StatusExtras, skill_commands
+
+    gateway.command_services = replace(
+        gateway.command_services,
+        memory=app.memory,
+        tasks=app.task_manager,
+        schedules=app.schedules,
+        skills=app.skills,
+        status_extra=StatusExtras(app.market, app.task_manager, app.schedules, app.mcp),
+    )
+    if app.skills is not None:
+        for command in skill_commands(app.skills):
+            gateway.commands.setdefault(command)
 
 
 def build_adapters(app: App) -> list[Any]:
@@ -179,10 +181,14 @@ async def start_chat(app: App) -> None:
                 f"tapebot: {platform} pairing code {code} — send `/pair {code}` to the bot in a DM",
                 file=sys.stderr,
             )
-    menu, translations = command_menu(gateway)
+    from bot.commands.complete import completer
+
+    specs = gateway.commands.specs()
+    complete = completer(lambda: gateway.command_services.models)
     for adapter in adapters:
         gateway.attach(adapter)
-        await adapter.set_commands(menu, translations=translations)
+        adapter.completer = complete
+        await adapter.set_commands(specs)
         await adapter.start(gateway.handle)
         app.adapters.append(adapter)
         log.info("%s adapter started", adapter.platform)

@@ -57,6 +57,9 @@ from agent.ports import ApprovalRecord, Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
 from bot import cards
 from bot.chats import ChatDirectory, ChatState, KeyValue
+from bot.commands import CommandRegistry, Handler, builtin_commands
+from bot.commands.binding import bind
+from bot.commands.context import CommandServices
 from bot.delivery import TurnView, render_all
 from bot.i18n import pick_language, t
 from bot.progress import ProgressBoard, settled_text
@@ -119,13 +122,6 @@ class PlatformAccess:
     max_backlog_age_s: float = 600.0  # older messages left from before a restart are not run
 
 
-CommandHandler = Callable[["Gateway", ChatState, InboundCommand], Coroutine[Any, Any, None]]
-# Commands that change a shared chat's settings or policy: admins only, in groups.
-ADMIN_ONLY_IN_GROUPS = frozenset({"model", "lang", "brief", "clear", "rules"})
-# Commands that leave a pending card or question as it is (the rest close it: "moved on").
-KEEPS_WAITING = frozenset({"approve", "deny", "status", "help", "lang", "cancel", "rules"})
-
-
 def _preview(text: str, limit: int = 60) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -161,7 +157,6 @@ class Gateway:
         default_model: str = "",
         approval_ttl_minutes: int = 30,
         context_window: Callable[[str | None], int] | None = None,
-        status_extra: Callable[[ChatState], Coroutine[Any, Any, str]] | None = None,
     ):
         self.runtime = runtime
         self.store = store
@@ -174,15 +169,15 @@ class Gateway:
         # the facts of a trade for its card (markets/preview.py), wired by bot/app.py
         self.trade_facts: Callable[[ApprovalRecord], Coroutine[Any, Any, Any]] | None = None
         self.context_window = context_window or (lambda _m: 65_536)
-        self.status_extra = status_extra
-        self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
         self.system_dynamic = ""  # the stable part after the static prompt (skills list)
-        self.help_extra: Callable[[str], str] | None = None  # the tool list for /help
         # tool name -> (lang -> one line on the approval card, e.g. exec_command's sandbox)
         self.card_notes: dict[str, Callable[[str], str]] = {}
         self._task_messages: dict[str, SentMessage] = {}
-        self.commands: dict[str, CommandHandler] = {}
-        self.command_help: dict[str, str] = {}
+        # the commands (bot/commands/), and the services their handlers use (completed by chat_setup)
+        self.commands = CommandRegistry(builtin_commands())
+        self.command_services = CommandServices(
+            runtime, store, self.models, default_model, self.context_window, specs=self.commands.specs
+        )
         self._tasks: set[asyncio.Task[Any]] = set()
         self._denied_notice: set[str] = set()
         self._pairing: dict[str, list[Any]] = {}  # platform -> [code, wrong attempts]
@@ -199,9 +194,6 @@ class Gateway:
         # chat key -> the messages of an answer a stop cut off, for the resumed turn to replace
         self._partials: dict[str, list[SentMessage]] = {}
         self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
-        from bot.commands import BUILTIN_COMMANDS
-
-        self.commands.update(BUILTIN_COMMANDS)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def attach(self, adapter: ChatAdapter) -> None:
@@ -447,21 +439,21 @@ class Gateway:
         if isinstance(inbound, ButtonPress):
             await self._on_button(adapter, state, inbound)
         elif isinstance(inbound, InboundCommand):
-            handler = self.commands.get(inbound.name)
-            if inbound.name in ADMIN_ONLY_IN_GROUPS and not self.is_admin(inbound.chat, user):
+            command = self.commands.get(inbound.name)
+            if self.commands.admin_only_in_groups(inbound.name) and not self.is_admin(inbound.chat, user):
                 await self.say(state, t(state.lang, "admin_only", name=inbound.name))
                 return
             waiting = await self._waiting_turn(state)
             if (
                 waiting is not None
-                and inbound.name not in KEEPS_WAITING
+                and not self.commands.keeps_waiting(inbound.name)
                 and self.may_close(waiting, user.user_id)
             ):
                 await self._move_on(adapter, state, waiting)
-            if handler is None:
+            if command is None:
                 await self.say(state, t(state.lang, "unknown_command", name=inbound.name[:32]))
             else:
-                await self._run_command(handler, state, inbound)
+                await self._run_command(command.handler, state, inbound)
         else:
             await self._on_message(adapter, state, inbound, receipt)
 
@@ -531,11 +523,11 @@ class Gateway:
             with contextlib.suppress(DeliveryError):
                 await adapter.send_text(inbound.chat, t(lang, "restarting_again"), format="plain")
 
-    async def _run_command(self, handler: CommandHandler, state: ChatState, cmd: InboundCommand) -> None:
+    async def _run_command(self, handler: Handler, state: ChatState, cmd: InboundCommand) -> None:
         """Every command answers: a handler that fails is logged and the chat gets a short error in
         its language (never the exception's text, which may carry internals)."""
         try:
-            await handler(self, state, cmd)
+            await handler(bind(self, self.command_services, state, cmd))
         except Exception:
             log.exception("command /%s failed in %s", cmd.name, state.key)
             await self.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))

@@ -1,0 +1,82 @@
+"""The one place a command's context is made from the gateway: the chat's facts, `say()`, and the
+narrow capabilities handlers may use (the gateway's internals stay behind these few methods)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from adapters.base import InboundCommand, UserRef
+from agent.errors import ApprovalError
+from agent.ports import TurnRecord
+from bot.chats import ChatState
+from bot.commands.context import CommandContext, CommandServices
+
+if TYPE_CHECKING:
+    from bot.gateway import Gateway
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    gw: Gateway
+    state: ChatState
+
+    async def set_lang(self, lang: str) -> None:
+        self.state.lang = lang
+        await self.gw.chats.save(self.state)
+
+    async def set_model(self, model: str | None) -> None:
+        self.state.model = model
+        await self.gw.chats.save(self.state)
+
+    async def new_session(self) -> str:
+        return await self.gw.chats.new_session(self.state)
+
+
+@dataclass(frozen=True, slots=True)
+class _Turns:
+    gw: Gateway
+    state: ChatState
+    user: UserRef
+
+    def is_running(self) -> bool:
+        return self.state.running
+
+    def stop_running(self) -> None:
+        if self.state.cancel is not None:
+            self.state.cancel.set()
+
+    async def waiting(self) -> TurnRecord | None:
+        return await self.gw._waiting_turn(self.state)
+
+    def may_close(self, turn: TurnRecord) -> bool:
+        return self.gw.may_close(turn, self.user.user_id)
+
+    async def close_waiting(self, turn: TurnRecord) -> None:
+        await self.gw._move_on(self.gw.adapters[self.state.chat.platform], self.state, turn)
+
+    async def decide(self, approval_id: str, command: str) -> ApprovalError | None:
+        return await self.gw.decide_by_command(self.state, self.user, approval_id, command)
+
+    def run_skill(self, text: str) -> None:
+        self.gw.run_skill(self.state, text, self.user)
+
+
+def bind(gw: Gateway, services: CommandServices, state: ChatState, cmd: InboundCommand) -> CommandContext:
+    async def say(text: str) -> object:
+        return await gw.say(state, text)
+
+    return CommandContext(
+        name=cmd.name,
+        args=cmd.args,
+        chat=state.chat,
+        chat_key=state.key,
+        session_id=state.session_id,
+        lang=state.lang,
+        model=state.model,
+        user=cmd.user,
+        say=say,
+        settings=_Settings(gw, state),
+        turn=_Turns(gw, state, cmd.user),
+        services=services,
+    )
