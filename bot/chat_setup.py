@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from adapters.base import ChatAdapter
 from agent.tools.workspace import LocalToolPolicy
 from bot.cards import exec_note
 from bot.gateway import Gateway, PlatformAccess
@@ -81,6 +82,15 @@ def install_commands(gateway: Gateway, app: App) -> None:
     if app.skills is not None:
         for command in skill_commands(app.skills):
             gateway.commands.setdefault(command)
+
+
+async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:
+    """Give an adapter (Telegram, Discord, the terminal) the command definitions and the source
+    of their suggestions: its menu, slash commands or completion come from them."""
+    from bot.commands.complete import completer
+
+    adapter.completer = completer(lambda: gateway.command_services.models)
+    await adapter.set_commands(gateway.commands.specs())
 
 
 def build_adapters(app: App) -> list[Any]:
@@ -181,14 +191,9 @@ async def start_chat(app: App) -> None:
                 f"tapebot: {platform} pairing code {code} — send `/pair {code}` to the bot in a DM",
                 file=sys.stderr,
             )
-    from bot.commands.complete import completer
-
-    specs = gateway.commands.specs()
-    complete = completer(lambda: gateway.command_services.models)
     for adapter in adapters:
         gateway.attach(adapter)
-        adapter.completer = complete
-        await adapter.set_commands(specs)
+        await publish_commands(gateway, adapter)
         await adapter.start(gateway.handle)
         app.adapters.append(adapter)
         log.info("%s adapter started", adapter.platform)
