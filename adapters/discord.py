@@ -458,21 +458,22 @@ class DiscordAdapter(ChatAdapter):
         self._spawn(self._expire_pending(chat.key, interaction))
 
     async def _on_autocomplete(self, interaction: discord.Interaction) -> None:
-        """Suggestions while the user types an option with an autocomplete source (type 4 → 8)."""
+        """Suggestions while the user types an option with an autocomplete source (type 4 → 8).
+        Always answered (an empty list at worst), so the client never shows a failed load."""
         data: Any = interaction.data or {}
         spec = self._specs.get(str(data.get("name", "")).lower())
-        options = data.get("options") or []
-        sub = options[0] if options and options[0].get("type") == _SUBCOMMAND else None
-        found = spec.subcommand(str(sub.get("name"))) if spec is not None and sub is not None else None
+        sub, focused = _focused(data.get("options") or [])
+        found = spec.subcommand(sub) if spec is not None and sub is not None else None
         specs = found.options if found is not None else (spec.options if spec is not None else ())
-        given = sub.get("options") or [] if sub is not None else options
-        focused = next((o for o in given if o.get("focused")), None)
-        option = next((o for o in specs if focused and o.name == focused.get("name")), None)
+        option = next((o for o in specs if focused is not None and o.name == focused.get("name")), None)
         values: list[str] = []
-        if option is not None and option.autocomplete and self.completer is not None:
+        if option is not None and option.autocomplete and self.completer is not None and focused is not None:
             lang = "zh" if str(interaction.locale).lower().startswith("zh") else "en"
-            typed = scrub(str(focused.get("value", "") if focused else ""))
-            values = await self.completer(CompletionQuery(option.autocomplete, typed, lang))
+            query = CompletionQuery(option.autocomplete, scrub(str(focused.get("value", ""))), lang)
+            try:
+                values = await self.completer(query)
+            except Exception:  # a failing source answers nothing rather than leave the client waiting
+                log.exception("discord: completion for /%s failed", data.get("name"))
         choices = [discord.app_commands.Choice(name=v[:100], value=v[:100]) for v in values[:MAX_COMPLETIONS]]
         await interaction.response.autocomplete(choices)
 
@@ -757,6 +758,13 @@ def _invoked(options: list[Any]) -> tuple[str | None, dict[str, object]]:
     if options and options[0].get("type") == _SUBCOMMAND:
         return str(options[0].get("name", "")), _invoked(options[0].get("options") or [])[1]
     return None, {str(o.get("name", "")): o.get("value", "") for o in options if "value" in o}
+
+
+def _focused(options: list[Any]) -> tuple[str | None, dict[str, Any] | None]:
+    """An autocomplete request's options → (subcommand or None, the option being typed)."""
+    if options and options[0].get("type") == _SUBCOMMAND:
+        return str(options[0].get("name", "")), _focused(options[0].get("options") or [])[1]
+    return None, next((o for o in options if o.get("focused")), None)
 
 
 def _localized(words: Words) -> dict[str, str]:

@@ -5,6 +5,9 @@ through the fake gateway (interaction type 4 → callback type 8)."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from adapters.base import InboundCommand
 from adapters.commandspec import CommandSpec, OptionSpec, SubcommandSpec, Words, args_text
 from bot.commands import builtin_commands
@@ -125,3 +128,30 @@ def test_args_text_follows_the_spec_order():
     assert args_text(spec, "off", {}) == "off"
     assert args_text(spec, "set", {"a": " ", "b": "2"}) == "2"  # an empty value is no word
     assert args_text(None, None, {"args": "free text"}) == "free text"
+
+
+_WORD = st.text(alphabet=st.characters(blacklist_categories=("Z", "C")), min_size=1, max_size=12)
+
+
+@given(
+    sub=st.sampled_from([None, "set", "off", "other"]),
+    values=st.dictionaries(st.sampled_from(["a", "b", "c", "extra"]), _WORD, max_size=4),
+)
+def test_args_text_keeps_every_value_in_the_spec_order(sub, values):
+    """What the handlers parse is exactly what a person would type: the subcommand's word, then
+    every given value once, the spec's options first in their order, nothing invented."""
+    opts = (OptionSpec("a", Words("a", "a")), OptionSpec("b", Words("b", "b")))
+    spec = CommandSpec(
+        "x",
+        Words("x", "x"),
+        "session",
+        subcommands=(
+            SubcommandSpec("set", Words("s", "s"), opts, word=""),
+            SubcommandSpec("off", Words("o", "o")),
+        ),
+    )
+    words = args_text(spec, sub, values).split()
+    head = [] if sub in (None, "set") else [sub]
+    known = [k for k in ("a", "b") if sub == "set" and k in values]
+    rest = [k for k in values if k not in known]
+    assert words == head + [values[k] for k in known] + [values[k] for k in rest]
