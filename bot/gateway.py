@@ -638,6 +638,12 @@ class Gateway:
         turn = await self.store.open_turn(state.session_id)
         return turn if _is_waiting(turn) else None
 
+    async def waiting_turn(self, state: ChatState) -> TurnRecord | None:
+        return await self._waiting_turn(state)
+
+    async def move_on(self, state: ChatState, turn: TurnRecord) -> None:
+        await self._move_on(self.adapters[state.chat.platform], state, turn)
+
     async def _answer_waiting(
         self,
         adapter: ChatAdapter,

@@ -4,16 +4,33 @@ narrow capabilities handlers may use (the gateway's internals stay behind these 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from adapters.base import InboundCommand, UserRef
+from adapters.base import InboundCommand, SentMessage, UserRef
 from agent.errors import ApprovalError
 from agent.ports import TurnRecord
-from bot.chats import ChatState
+from bot.chats import ChatDirectory, ChatState
 from bot.commands.context import CommandContext, CommandServices
 
-if TYPE_CHECKING:
-    from bot.gateway import Gateway
+
+class Gateway(Protocol):
+    """The few gateway methods the capabilities below use (no import of bot.gateway: no cycle)."""
+
+    chats: ChatDirectory
+
+    async def say(self, state: ChatState, text: str, fmt: str = "plain") -> SentMessage | None: ...
+
+    async def waiting_turn(self, state: ChatState) -> TurnRecord | None: ...
+
+    def may_close(self, turn: TurnRecord, user_id: str) -> bool: ...
+
+    async def move_on(self, state: ChatState, turn: TurnRecord) -> None: ...
+
+    async def decide_by_command(
+        self, state: ChatState, user: UserRef, approval_id: str, command: str
+    ) -> ApprovalError | None: ...
+
+    def run_skill(self, state: ChatState, text: str, user: UserRef) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +64,13 @@ class _Turns:
             self.state.cancel.set()
 
     async def waiting(self) -> TurnRecord | None:
-        return await self.gw._waiting_turn(self.state)
+        return await self.gw.waiting_turn(self.state)
 
     def may_close(self, turn: TurnRecord) -> bool:
         return self.gw.may_close(turn, self.user.user_id)
 
     async def close_waiting(self, turn: TurnRecord) -> None:
-        await self.gw._move_on(self.gw.adapters[self.state.chat.platform], self.state, turn)
+        await self.gw.move_on(self.state, turn)
 
     async def decide(self, approval_id: str, command: str) -> ApprovalError | None:
         return await self.gw.decide_by_command(self.state, self.user, approval_id, command)
