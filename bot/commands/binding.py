@@ -13,12 +13,21 @@ from bot.chats import ChatDirectory, ChatState
 from bot.commands.context import CommandContext, CommandServices
 
 
+class Lane(Protocol):
+    @property
+    def is_running(self) -> bool: ...
+
+    def cancel(self) -> bool: ...
+
+
 class Gateway(Protocol):
     """The few gateway methods the capabilities below use (no import of bot.gateway: no cycle)."""
 
     chats: ChatDirectory
 
     async def say(self, state: ChatState, text: str, fmt: str = "plain") -> SentMessage | None: ...
+
+    def lane(self, state: ChatState) -> Lane: ...
 
     async def waiting_turn(self, state: ChatState) -> TurnRecord | None: ...
 
@@ -57,11 +66,10 @@ class _Turns:
     user: UserRef
 
     def is_running(self) -> bool:
-        return self.state.running
+        return self.gw.lane(self.state).is_running
 
     def stop_running(self) -> None:
-        if self.state.cancel is not None:
-            self.state.cancel.set()
+        self.gw.lane(self.state).cancel()
 
     async def waiting(self) -> TurnRecord | None:
         return await self.gw.waiting_turn(self.state)

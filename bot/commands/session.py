@@ -99,7 +99,7 @@ async def cmd_status(ctx: CommandContext) -> None:
     if waiting is not None and waiting.waiting is not None:
         w = waiting.waiting
         if w.kind == "approval":
-            approvals = f"{w.confirmation_target.get('tool')} ({w.confirmation_target.get('approval_id')})"
+            approvals = f"{w.confirmation_target.tool} ({w.confirmation_target.approval_id})"
         else:
             question = w.question[:80]
     text = t(
