@@ -145,8 +145,7 @@ async def cmd_compact(ctx: CommandContext) -> None:
         await ctx.say(t(ctx.lang, "compacted", before=event.before_messages, after=event.after_messages))
 
 
-def _spec(name: str, en: str, zh: str, **kw: object) -> CommandSpec:
-    return CommandSpec(name, Words(en, zh), "session", **kw)  # type: ignore[arg-type]
+_S = "session"  # the /help group of this module's commands
 
 
 LANGUAGE = OptionSpec(
@@ -163,26 +162,41 @@ MODEL = OptionSpec(
 )
 
 COMMANDS = (
-    Command(_spec("start", "Introduction", "介绍"), cmd_start),
-    Command(_spec("help", "List commands", "命令列表", keeps_waiting=True), cmd_help),
-    Command(_spec("new", "Start a new conversation", "开始新对话"), cmd_new),
-    Command(_spec("clear", "Clear this conversation", "清空本对话", admin_only_in_groups=True), cmd_clear),
-    Command(_spec("cancel", "Stop the running turn", "停止当前任务", keeps_waiting=True), cmd_cancel),
+    Command(CommandSpec("start", Words("Introduction", "介绍"), _S), cmd_start),
+    Command(CommandSpec("help", Words("List commands", "命令列表"), _S, keeps_waiting=True), cmd_help),
+    Command(CommandSpec("new", Words("Start a new conversation", "开始新对话"), _S), cmd_new),
     Command(
-        _spec("status", "Model, context and pending items", "模型、上下文与待处理事项", keeps_waiting=True),
+        CommandSpec("clear", Words("Clear this conversation", "清空本对话"), _S, admin_only_in_groups=True),
+        cmd_clear,
+    ),
+    Command(
+        CommandSpec("cancel", Words("Stop the running turn", "停止当前任务"), _S, keeps_waiting=True),
+        cmd_cancel,
+    ),
+    Command(
+        CommandSpec(
+            "status",
+            Words("Model, context and pending items", "模型、上下文与待处理事项"),
+            _S,
+            keeps_waiting=True,
+        ),
         cmd_status,
     ),
     Command(
-        _spec(
-            "model", "Show or switch the model", "查看或切换模型", admin_only_in_groups=True, options=(MODEL,)
+        CommandSpec(
+            "model",
+            Words("Show or switch the model", "查看或切换模型"),
+            _S,
+            admin_only_in_groups=True,
+            options=(MODEL,),
         ),
         cmd_model,
     ),
     Command(
-        _spec(
+        CommandSpec(
             "lang",
-            "Switch language (English / 中文)",
-            "切换语言（English / 中文）",
+            Words("Switch language (English / 中文)", "切换语言（English / 中文）"),
+            _S,
             admin_only_in_groups=True,
             keeps_waiting=True,
             options=(LANGUAGE,),
@@ -190,6 +204,9 @@ COMMANDS = (
         cmd_lang,
     ),
     Command(
-        _spec("compact", "Compact this conversation's context now", "立即压缩本对话的上下文"), cmd_compact
+        CommandSpec(
+            "compact", Words("Compact this conversation's context now", "立即压缩本对话的上下文"), _S
+        ),
+        cmd_compact,
     ),
 )
