@@ -63,7 +63,7 @@ from adapters.commandspec import (
 from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
-from adapters.render import render_parts, to_discord
+from adapters.render import RenderedPart, render_parts, to_discord
 from adapters.retry import RetryPolicy, with_retries
 from agent.errors import ConfigError
 from agent.text import scrub
@@ -243,14 +243,14 @@ class DiscordAdapter(ChatAdapter):
             guild_ready_timeout=guild_ready_timeout,  # how long READY waits for GUILD_CREATEs
         )
         self._handler: InboundHandler | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._locks = KeyedLocks()
         self._inflight = InflightTracker()
         self._pending: dict[str, _Pending] = {}  # chat key -> deferred slash command awaiting a reply
         self._webhook_msgs: dict[str, tuple[discord.WebhookMessage, float]] = {}
-        self._bg: set[asyncio.Task] = set()
-        self._commands: list[dict] | None = None
+        self._bg: set[asyncio.Task[None]] = set()
+        self._commands: list[dict[str, Any]] | None = None
         self._command_names: set[str] = set()
         self._specs: dict[str, CommandSpec] = {}
         self._locales: dict[str, str] = {}  # user id -> last seen client locale
@@ -539,7 +539,7 @@ class DiscordAdapter(ChatAdapter):
     def _target(self, chat: ChatRef) -> discord.PartialMessageable:
         return self.client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
 
-    def _render(self, text: str, fmt: TextFormat):
+    def _render(self, text: str, fmt: TextFormat) -> list[RenderedPart]:
         text = self._outgoing(text)
         if fmt == "plain":
             text = discord.utils.escape_markdown(text)
@@ -798,7 +798,7 @@ def _options(options: Sequence[OptionSpec]) -> list[dict[str, Any]]:
     return [_option(o) for o in sorted(options, key=lambda o: not o.required)]
 
 
-def command_payload(commands: Sequence[CommandSpec]) -> list[dict]:
+def command_payload(commands: Sequence[CommandSpec]) -> list[dict[str, Any]]:
     """The exact JSON we PUT to Discord: typed options, choices, subcommands and autocomplete, with
     Chinese descriptions under zh-CN (and zh-TW only where a Traditional text exists)."""
     out = []

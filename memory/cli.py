@@ -16,12 +16,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TextIO
 
+from agent.messages import Message
 from memory.longterm import TYPE_RULES, MemoryRecord, MemoryStore
 from memory.recall import MemoryRecall
 from memory.terms import containment
+
+if TYPE_CHECKING:  # annotations only: the settings module is loaded by the caller
+    from config.settings import Settings
+
+# Loads one session's messages (`SessionStore.load_messages`), to show what a memory came from.
+SessionMessages = Callable[[str], Awaitable[list[Message]]]
 
 USAGE = "用法 / usage: /memory [list [type]] | search <text> | forget <id> | trace <id>"
 
@@ -47,7 +54,9 @@ def format_record(r: MemoryRecord) -> str:
     return f"#{r.id} {r.created_at:%Y-%m-%d} {r.level}/{r.memory_type}{codes} {r.content}"
 
 
-async def trace_text(store: MemoryStore, record: MemoryRecord, session_messages: Any = None) -> str:
+async def trace_text(
+    store: MemoryStore, record: MemoryRecord, session_messages: SessionMessages | None = None
+) -> str:
     """What a memory came from. `session_messages` loads a session's messages (`SessionStore.load_messages`)."""
     lines = [format_record(record), f"source: {record.source_ref or '(none)'} ({record.source_kind})"]
     if record.meta:
@@ -100,7 +109,7 @@ async def memory_command(
     scope: str,
     text: str,
     *,
-    session_messages: Any = None,
+    session_messages: SessionMessages | None = None,
     lang: str = "en",
 ) -> str:
     """The chat `/memory` command for one user (`text` is what follows `/memory`)."""
@@ -133,7 +142,7 @@ async def memory_command(
     return USAGE
 
 
-async def run_memory_cli(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
+async def run_memory_cli(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     from memory.db import Database
     from memory.stores import SqlStore
 
@@ -166,7 +175,9 @@ async def run_memory_cli(args: argparse.Namespace, settings: Any, out: TextIO) -
         return 0
 
 
-def memory_cli(args: argparse.Namespace | Sequence[str], settings: Any, *, out: TextIO | None = None) -> int:
+def memory_cli(
+    args: argparse.Namespace | Sequence[str], settings: Settings, *, out: TextIO | None = None
+) -> int:
     """`tapebot memory …`: `args` is the parsed namespace or the raw arguments after `memory`."""
     import sys
 

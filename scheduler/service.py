@@ -17,6 +17,7 @@ from agent.ports import Clock, SystemClock
 from scheduler.app import AppScheduler
 from scheduler.jobs import BriefOutcome
 from scheduler.specs import (
+    BriefCommand,
     BriefSpec,
     BriefSpecError,
     DailyTrigger,
@@ -213,7 +214,7 @@ class ScheduleService:
         except ScheduleError as exc:
             return str(exc)
 
-    async def _brief_command(self, chat_key: str, user_id: str, cmd: Any) -> str:
+    async def _brief_command(self, chat_key: str, user_id: str, cmd: BriefCommand) -> str:
         schedules = await self.store.list_schedules(chat_key)
         if cmd.action == "show":
             zone = await self.chat_timezone(chat_key)
@@ -221,6 +222,7 @@ class ScheduleService:
                 return f"No brief is set (chat time zone: {zone}).\n{USAGE}"
             return "\n".join([*(self.describe(s) for s in schedules), f"Chat time zone: {zone}"])
         if cmd.action == "set":
+            assert cmd.spec is not None  # parse_brief_command gives "set" its spec
             new, old = await self.set_brief(chat_key, cmd.spec, created_by=user_id)
             reply = f"Brief set: {self.describe(new)}"
             if old:
@@ -242,6 +244,7 @@ class ScheduleService:
                     await self.resume(chat_key, s.id)
             return "Brief paused." if cmd.action == "pause" else "Brief resumed."
         if cmd.action == "timezone":
+            assert cmd.timezone is not None  # parse_brief_command gives "timezone" its zone
             tz = await self.set_chat_timezone(chat_key, cmd.timezone)
             return f"This chat's time zone is now {tz}. New briefs use it; existing ones keep theirs (set them again to move them)."
         return USAGE  # pragma: no cover
