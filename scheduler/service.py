@@ -11,11 +11,9 @@ import asyncio
 import builtins
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.ports import Clock, SystemClock
-from scheduler.app import AppScheduler
-from scheduler.jobs import BriefOutcome
 from scheduler.specs import (
     BriefCommand,
     BriefSpec,
@@ -27,6 +25,10 @@ from scheduler.specs import (
     parse_brief_spec,
 )
 from scheduler.store import Schedule, ScheduleStore, new_schedule_id
+
+if TYPE_CHECKING:  # APScheduler loads only where a scheduler runs (`tapebot chat` has none; issue 21)
+    from scheduler.app import AppScheduler
+    from scheduler.jobs import BriefOutcome
 
 log = logging.getLogger(__name__)
 
