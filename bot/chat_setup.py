@@ -12,11 +12,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from adapters.base import ChatAdapter
 from agent.tools.workspace import LocalToolPolicy
 from bot.access import PlatformAccess
 from bot.cards import exec_note
+from bot.commands.background import StatusExtras, skill_commands
+from bot.commands.context import CommandServices
 from bot.gateway import Gateway
-from bot.i18n import COMMAND_DESCRIPTIONS
 from bot.waiting import CardFacts
 
 if TYPE_CHECKING:
@@ -58,32 +60,41 @@ def build_gateway(app: App) -> Gateway:
         app.runtime,
         app.store,
         access,
-        models=app.model_ids(),
-        default_model=app.default_model_id,
-        context_window=app.context_window,
+        services=command_services(app),
+        skill_commands=skill_commands(app.skills) if app.skills is not None else (),
         card_facts=CardFacts(app.trade_facts, notes),
         system_dynamic=app.system_dynamic(),
     )
-    gateway.memory = app.memory
-    from bot import commands_more
-    from bot.toolcatalog import help_tools
-
-    commands_more.install(gateway, app)
-    gateway.status_extra = lambda state: commands_more.status_extra(app, state)
-    specs = app.runtime.tools.specs() if app.runtime is not None else []
-    gateway.help_extra = lambda lang: help_tools(specs, lang)
     app.task_listeners.append(gateway.notices.notify_task)
     if app.task_manager is not None:
         app.on_stop(app.task_manager.subscribe(gateway.notices.task_progress))
     return gateway
 
 
-def command_menu(gateway: Gateway) -> tuple[list[tuple[str, str]], dict[str, dict[str, str]]]:
-    en = COMMAND_DESCRIPTIONS["en"]
-    names = [n for n in gateway.commands if n in en] + [n for n in gateway.commands if n not in en]
-    menu = [(n, gateway.command_help.get(n, en.get(n, n))) for n in names]
-    zh = {n: COMMAND_DESCRIPTIONS["zh"][n] for n in names if n in COMMAND_DESCRIPTIONS["zh"]}
-    return menu, {"zh": zh}
+def command_services(app: App) -> CommandServices:
+    """The services commands use (bot/commands/context.py), from the composition root's parts."""
+    assert app.runtime is not None and app.store is not None
+    return CommandServices(
+        app.runtime,
+        app.store,
+        app.model_ids(),
+        app.default_model_id,
+        app.context_window,
+        memory=app.memory,
+        tasks=app.task_manager,
+        schedules=app.schedules,
+        skills=app.skills,
+        status_extra=StatusExtras(app.market, app.task_manager, app.schedules, app.mcp),
+    )
+
+
+async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:
+    """Give an adapter (Telegram, Discord, the terminal) the command definitions and the source
+    of their suggestions: its menu, slash commands or completion come from them."""
+    from bot.commands.complete import completer
+
+    adapter.completer = completer(lambda: gateway.command_services.models)
+    await adapter.set_commands(gateway.commands.specs())
 
 
 def build_adapters(app: App) -> list[Any]:
@@ -190,11 +201,10 @@ async def start_chat(app: App, given: list[ChatAdapter] | None = None) -> None:
                 f"tapebot: {platform} pairing code {code} — send `/pair {code}` to the bot in a DM",
                 file=sys.stderr,
             )
-    menu, translations = command_menu(gateway)
     app.opening()  # e.g. the heap is settled now, not while the first message waits (issue 21)
     for adapter in adapters:
         gateway.attach(adapter)
-        await adapter.set_commands(menu, translations=translations)
+        await publish_commands(gateway, adapter)
         await adapter.start(gateway.handle)
         app.adapters.append(adapter)
         log.info("%s adapter started", adapter.platform)
