@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it
     from agent.skills import SkillLibrary
     from agent.task_ledger import TaskRecord
     from agent.tools.registry import ToolContext
+    from bot.chat_setup import ChatParts
     from bot.gateway import Gateway
     from markets.calendar import TradingCalendar
     from markets.data import MarketData
@@ -527,10 +528,58 @@ class App:
             raise RuntimeError("no chat adapter is running to deliver the brief")
         await self.gateway.run_brief(chat_key, text)
 
-    async def _start_chat(self, adapters: list[ChatAdapter] | None) -> None:
-        from bot.chat_setup import start_chat
+    async def _start_chat(self, adapters: list[ChatAdapter] | None = None) -> None:
+        """The gateway and the chat adapters (`adapters`: given ones; None: as configured)."""
+        from bot.chat_setup import build_gateway, open_chats
 
-        await start_chat(self, adapters)
+        parts = self._chat_parts()
+        gateway = build_gateway(parts)
+        self.gateway = gateway  # before the adapters start: briefs and the console reach it
+        self.task_listeners.append(gateway.notices.notify_task)
+        if self.task_manager is not None:
+            self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
+        self.adapters = await open_chats(gateway, parts, adapters)
+
+    def _chat_parts(self) -> ChatParts:
+        """What the chats are built from: each part of the App they use, and nothing else."""
+        from agent.tools.workspace import LocalToolPolicy
+        from bot.cards import exec_note
+        from bot.chat_setup import ChatParts
+        from bot.commands.background import StatusExtras, skill_commands
+        from bot.commands.context import CommandServices
+        from bot.waiting import CardFacts
+
+        assert self.runtime is not None and self.store is not None
+        notes: dict[str, Callable[[str], str]] = {}
+        policy = self.deps.maybe(LocalToolPolicy)
+        if policy is not None:
+            notes["exec_command"] = lambda lang: exec_note(policy, lang)
+        services = CommandServices(
+            self.runtime,
+            self.store,
+            self.model_ids(),
+            self.default_model_id,
+            self.context_window,
+            memory=self.memory,
+            tasks=self.task_manager,
+            schedules=self.schedules,
+            skills=self.skills,
+            status_extra=StatusExtras(self.market, self.task_manager, self.schedules, self.mcp),
+        )
+        return ChatParts(
+            settings=self.settings,
+            runtime=self.runtime,
+            store=self.store,
+            services=services,
+            spawn=self.spawn,
+            on_stop=self.on_stop,
+            skill_commands=skill_commands(self.skills) if self.skills is not None else (),
+            card_facts=CardFacts(self.trade_facts, notes),
+            system_dynamic=self.system_dynamic(),
+            redact=self.redactor.text,
+            adapter_options=self.adapter_options,
+            opening=self.opening,
+        )
 
     def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name or None)
