@@ -564,7 +564,12 @@ class App:
             tasks=self.task_manager,
             schedules=self.schedules,
             skills=self.skills,
-            status_extra=StatusExtras(self.market, self.task_manager, self.schedules, self.mcp),
+            status_extra=StatusExtras(
+                self.market.calendar_warning if self.market is not None else None,
+                self.task_manager,
+                self.schedules,
+                self.mcp.status if self.mcp is not None else None,
+            ),
         )
         return ChatParts(
             settings=self.settings,

@@ -133,19 +133,19 @@ def skill_commands(skills: SkillOps) -> list[Command]:
 
 @dataclass
 class StatusExtras:
-    """The lines background work adds to /status: the market calendar's warning, running tasks,
-    briefs and MCP servers."""
+    """The lines background work adds to /status: the market calendar's warning (for a time;
+    None: now), running tasks, briefs and the MCP servers' lines; each None when not running."""
 
-    market: Any = None  # markets.services.MarketServices
+    calendar_warning: Callable[[datetime | None], str | None] | None = None
     tasks: TaskOps | None = None
     schedules: ScheduleOps | None = None
-    mcp: Any = None  # agent.mcp_client.McpManager
+    mcp_status: Callable[[], list[str]] | None = None
 
     async def __call__(
         self, chat_key: str, session_id: str, lang: str, now: datetime | None = None
     ) -> list[str]:
         lines: list[str] = []
-        if self.market is not None and (warning := self.market.calendar_warning(now)):
+        if self.calendar_warning is not None and (warning := self.calendar_warning(now)):
             lines.append(t(lang, "status_calendar", warning=warning))
         if self.tasks is not None:
             running = [r for r in await self.tasks.list(session_id) if not r.terminal]
@@ -155,8 +155,8 @@ class StatusExtras:
         if self.schedules is not None:
             status = self.schedules.status_lines
             lines += await status(chat_key, **_with_lang(status, lang))
-        if self.mcp is not None:
-            lines += self.mcp.status()
+        if self.mcp_status is not None:
+            lines += self.mcp_status()
         return lines
 
 

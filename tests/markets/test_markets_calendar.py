@@ -122,7 +122,7 @@ async def test_status_and_brief_carry_the_warning():
         task_manager=None, schedules=None, mcp=None, skills=None, market=MarketServices(data=MarketData())
     )
     late = datetime(2027, 1, 4, 1, tzinfo=UTC)
-    status_extra = StatusExtras(market=app.market)
+    status_extra = StatusExtras(calendar_warning=app.market.calendar_warning)
     assert "trading calendar ends 2026-12-31" in "\n".join(await status_extra("k", "s", "en", now=late))
     assert not await status_extra("k", "s", "en", now=datetime(2026, 6, 1, tzinfo=UTC))
 
