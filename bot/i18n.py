@@ -231,13 +231,15 @@ def t(lang: str, key: str, **kw: Any) -> str:
     return text.format(**kw) if kw else text
 
 
-def _merge_consent() -> None:
+def _merge_tables() -> None:
     from bot.i18n_consent import CONSENT_COMMANDS, CONSENT_STRINGS
+    from bot.i18n_tasks import TASK_STRINGS
 
-    for lang, table in CONSENT_STRINGS.items():
-        STRINGS[lang].update(table)
+    for strings in (CONSENT_STRINGS, TASK_STRINGS):
+        for lang, table in strings.items():
+            STRINGS[lang].update(table)
     for lang, table in CONSENT_COMMANDS.items():
         COMMAND_DESCRIPTIONS[lang].update(table)
 
 
-_merge_consent()
+_merge_tables()

@@ -1,0 +1,77 @@
+"""What a chat sees of background tasks, briefs and the extra `/status` lines, in its language
+(issue 18). The words are merged into bot/i18n.STRINGS; the formatters below are what the gateway's
+task notices (`notify_task`, `task_progress`) and `/status` call with the chat's language.
+
+The task *notification* (agent/background_tools.task_notification_text) is a message to the model,
+which writes the user's reply in the chat's language: it stays English.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.task_ledger import TaskRecord
+
+# agent.background_tools (and what it loads) is imported by the formatters, not here: bot/i18n.py
+# merges this table at import, and the bare table must not cost a start ~0.2 s.
+
+TASK_STRINGS: dict[str, dict[str, str]] = {
+    "en": {
+        "status_market_calendar": "Market calendar: {warning}",
+        "status_tasks": "Tasks: {tasks}",
+        "brief_empty": "(empty brief)",
+    },
+    "zh": {
+        "status_market_calendar": "交易日历：{warning}",
+        "status_tasks": "后台任务：{tasks}",
+        "brief_empty": "（简报为空）",
+    },
+}
+
+
+def task_progress_text(lang: str, record: TaskRecord) -> str:
+    """The one message a running task edits: "⏳ backtest · t1: loading 40%"."""
+    from agent.background_tools import task_word
+
+    stage = record.stage or task_word(lang, record.status)
+    pct = f" {record.percent:.0f}%" if record.percent is not None else ""
+    return f"⏳ {record.tool_name} · {record.id}: {stage}{pct} {record.detail or ''}".rstrip()
+
+
+def task_done_text(lang: str, record: TaskRecord) -> str:
+    """That message once the task has ended: "✓ backtest · t1 · succeeded" / "✓ backtest · t1 · 已完成"."""
+    from agent.background_tools import task_word
+
+    mark = "✓" if record.status == "succeeded" else "✗"
+    return f"{mark} {record.tool_name} · {record.id} · {task_word(lang, record.status)}"
+
+
+def task_list_line(lang: str, record: TaskRecord, now: datetime | None = None) -> str:
+    """One `/tasks` line."""
+    from agent.background_tools import describe_task
+
+    return describe_task(record, now, lang=lang)
+
+
+async def status_extra(app: Any, state: Any, now: datetime | None = None) -> str:
+    """The `/status` lines below the chat's own (market calendar, running tasks, briefs, MCP
+    servers), in `state.lang`. A drop-in for bot/commands_more.status_extra."""
+    from agent.background_tools import task_word
+    from bot.i18n import t
+
+    lang = getattr(state, "lang", "en")
+    lines = []
+    if getattr(app, "market", None) is not None and (warn := app.market.calendar_warning(now, lang=lang)):
+        lines.append(t(lang, "status_market_calendar", warning=warn))
+    if app.task_manager is not None:
+        running = [r for r in await app.task_manager.list(state.session_id) if not r.terminal]
+        if running:
+            tasks = ", ".join(f"{r.id} {r.tool_name} {task_word(lang, r.status)}" for r in running)
+            lines.append(t(lang, "status_tasks", tasks=tasks))
+    if app.schedules is not None:
+        lines += await app.schedules.status_lines(state.key, lang=lang)
+    if app.mcp is not None:
+        lines += app.mcp.status(lang)
+    return "\n".join(lines)

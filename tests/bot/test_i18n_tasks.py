@@ -1,0 +1,93 @@
+"""What a chat sees of background tasks and the extra `/status` lines, in its language (issue 18):
+the progress message and its closing line, `/tasks` lines, and `/status`'s market calendar, task,
+brief and MCP lines after `/lang zh`. The notification for the model stays English."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+from agent.background import TaskManager
+from agent.background_tools import describe_task, task_notification_text
+from agent.task_ledger import InMemoryTaskStore, TaskRecord
+from bot.i18n_tasks import status_extra, task_done_text, task_list_line, task_progress_text
+from markets.data import MarketData
+from markets.services import MarketServices
+
+START = datetime(2027, 1, 4, 1, tzinfo=UTC)
+
+
+def record(**kw) -> TaskRecord:
+    base = {"id": "t1", "session_id": "s1", "chat_key": "tg:1", "tool_name": "run_backtest"}
+    return TaskRecord(**(base | kw))
+
+
+def test_progress_and_done_lines_in_both_languages():
+    running = record(status="running", stage="", percent=40.0, detail="day 4")
+    assert task_progress_text("en", running) == "⏳ run_backtest · t1: running 40% day 4"
+    assert task_progress_text("zh", running) == "⏳ run_backtest · t1: 运行中 40% day 4"
+    assert task_progress_text("zh", record(status="queued")) == "⏳ run_backtest · t1: 排队中"
+    staged = record(status="running", stage="simulating")
+    assert task_progress_text("zh", staged) == "⏳ run_backtest · t1: simulating"  # the tool's own words
+    assert task_done_text("en", record(status="succeeded")) == "✓ run_backtest · t1 · succeeded"
+    assert task_done_text("zh", record(status="succeeded")) == "✓ run_backtest · t1 · 已完成"
+    assert task_done_text("zh", record(status="timed_out")) == "✗ run_backtest · t1 · 超时"
+    assert task_done_text("en", record(status="timed_out")) == "✗ run_backtest · t1 · timed out"
+
+
+def test_tasks_lines_in_chinese_and_the_model_notice_stays_english():
+    done = record(
+        status="failed", started_at=START, finished_at=START + timedelta(seconds=125), error="no data"
+    )
+    assert task_list_line("zh", done) == "t1 · run_backtest · 失败 · 2 分 05 秒 · no data"
+    assert describe_task(done) == "t1 · run_backtest · failed · 2m 05s · no data"
+    long = record(status="succeeded", started_at=START, finished_at=START + timedelta(hours=2, minutes=5))
+    assert task_list_line("zh", long).endswith("已完成 · 2 小时 05 分")
+    assert task_list_line(
+        "zh", record(status="running", started_at=START), START + timedelta(seconds=9)
+    ).endswith("运行中 · 9 秒")
+    notice = task_notification_text(done)
+    assert "run_backtest failed: no data" in notice and "失败" not in notice
+
+
+class _Mcp:
+    """The MCP manager's `status(lang)` as /status calls it (its own lines are tested in tests/mcp)."""
+
+    def status(self, lang: str = "en") -> list[str]:
+        return ["toy: 就绪，9 个工具（toy）"] if lang == "zh" else ["toy: ready, 9 tool(s) (toy)"]
+
+
+class _Schedules:
+    def __init__(self):
+        self.langs: list[str] = []
+
+    async def status_lines(self, chat_key: str, *, lang: str = "en") -> list[str]:
+        self.langs.append(lang)
+        return []
+
+
+async def test_status_extra_speaks_the_chats_language():
+    manager = TaskManager(InMemoryTaskStore())
+    gate = asyncio.Event()
+
+    async def work(progress):
+        await gate.wait()
+        return "ok"
+
+    rec = await manager.submit("s1", "tg:1", "run_backtest", "c1", work)
+    schedules = _Schedules()
+    app = SimpleNamespace(
+        market=MarketServices(data=MarketData()), task_manager=manager, schedules=schedules, mcp=_Mcp()
+    )
+    try:
+        zh = await status_extra(app, SimpleNamespace(lang="zh", session_id="s1", key="tg:1"), now=START)
+        en = await status_extra(app, SimpleNamespace(lang="en", session_id="s1", key="tg:1"), now=START)
+    finally:
+        gate.set()
+        await manager.wait(rec.id)
+    assert zh.splitlines()[0].startswith("交易日历：SSE 交易日历只到 2026-12-31")
+    assert f"后台任务：{rec.id} run_backtest 运行中" in zh and "toy: 就绪" in zh
+    assert "Market calendar: the SSE trading calendar ends 2026-12-31" in en
+    assert f"Tasks: {rec.id} run_backtest running" in en
+    assert schedules.langs == ["zh", "en"]
