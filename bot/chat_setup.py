@@ -61,11 +61,11 @@ def build_gateway(app: App) -> Gateway:
     if policy is not None:
         gateway.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
     gateway.system_dynamic = app.system_dynamic()
-    from bot import commands_more
+    from bot import commands_more, i18n_tasks
     from bot.toolcatalog import help_tools
 
     commands_more.install(gateway, app)
-    gateway.status_extra = lambda state: commands_more.status_extra(app, state)
+    gateway.status_extra = lambda state: i18n_tasks.status_extra(app, state)  # in the chat's language
     specs = app.runtime.tools.specs() if app.runtime is not None else []
     gateway.help_extra = lambda lang: help_tools(specs, lang)
     app.task_listeners.append(gateway.notify_task)

@@ -125,7 +125,7 @@ def test_config_check_warns_outside_the_calendar(tmp_path, monkeypatch):
 
 async def test_status_and_brief_carry_the_warning():
     from bot.briefs import BriefRunner
-    from bot.commands_more import status_extra
+    from bot.i18n_tasks import status_extra
     from markets.services import MarketServices
 
     app = SimpleNamespace(
