@@ -22,13 +22,44 @@ TASK_STRINGS: dict[str, dict[str, str]] = {
         "status_market_calendar": "Market calendar: {warning}",
         "status_tasks": "Tasks: {tasks}",
         "brief_empty": "(empty brief)",
+        # why a tool's progress line ends in ✗ (a tool's reported status or the runtime's error code)
+        "failure_rejected": "rejected",
+        "failure_failed": "failed",
+        "failure_error": "error",
+        "failure_denied": "denied",
+        "failure_cancelled": "cancelled",
+        "failure_expired": "expired",
+        "failure_tool_error": "error",
+        "failure_invalid_arguments": "invalid arguments",
+        "failure_tool_not_found": "no such tool",
+        "failure_timed_out": "timed out",
+        "failure_aborted": "aborted",
     },
     "zh": {
         "status_market_calendar": "交易日历：{warning}",
         "status_tasks": "后台任务：{tasks}",
         "brief_empty": "（简报为空）",
+        "failure_rejected": "被拒绝",
+        "failure_failed": "失败",
+        "failure_error": "出错",
+        "failure_denied": "被拒绝执行",
+        "failure_cancelled": "已取消",
+        "failure_expired": "已过期",
+        "failure_tool_error": "出错",
+        "failure_invalid_arguments": "参数无效",
+        "failure_tool_not_found": "没有这个工具",
+        "failure_timed_out": "超时",
+        "failure_aborted": "已中止",
     },
 }
+
+
+def failure_text(lang: str, code: str) -> str:
+    """A tool's failure word for its ✗ progress line; an unknown code is shown as it is."""
+    from bot.i18n import STRINGS
+
+    key = "failure_" + ("cancelled" if code == "canceled" else code)
+    return STRINGS.get(lang, STRINGS["en"]).get(key) or code
 
 
 def task_progress_text(lang: str, record: TaskRecord) -> str:

@@ -5,6 +5,7 @@ brief and MCP lines after `/lang zh`. The notification for the model stays Engli
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -91,3 +92,27 @@ async def test_status_extra_speaks_the_chats_language():
     assert "Market calendar: the SSE trading calendar ends 2026-12-31" in en
     assert f"Tasks: {rec.id} run_backtest running" in en
     assert schedules.langs == ["zh", "en"]
+
+
+def test_a_tools_failure_word_in_both_languages():
+    from agent.errors import InvalidToolArguments, ToolDenied, ToolFailed, ToolNotFound, ToolTimedOut
+    from bot.i18n_tasks import failure_text
+    from bot.progress import _FAILED_STATUSES
+
+    codes = {
+        *_FAILED_STATUSES,
+        *(e.code for e in (InvalidToolArguments, ToolDenied, ToolFailed, ToolNotFound, ToolTimedOut)),
+    }
+    for code in codes:  # every word a ✗ line can show has both languages
+        assert failure_text("en", code) != code or code in (
+            "rejected",
+            "failed",
+            "error",
+            "denied",
+            "cancelled",
+            "expired",
+        )
+        assert re.search(r"[\u4e00-\u9fff]", failure_text("zh", code)), code
+    assert failure_text("zh", "timed_out") == "超时" and failure_text("en", "timed_out") == "timed out"
+    assert failure_text("zh", "canceled") == "已取消"
+    assert failure_text("zh", "something_new") == "something_new"
