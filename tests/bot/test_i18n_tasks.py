@@ -116,3 +116,31 @@ def test_a_tools_failure_word_in_both_languages():
     assert failure_text("zh", "timed_out") == "超时" and failure_text("en", "timed_out") == "timed out"
     assert failure_text("zh", "canceled") == "已取消"
     assert failure_text("zh", "something_new") == "something_new"
+
+
+async def test_a_turns_cross_line_names_the_failure_in_chinese():
+    """The turn's progress message after `/lang zh`: "✗ execute_trade: 被拒绝", "✗ backtest: 超时"."""
+    import json
+
+    from agent import events as ev
+    from bot.delivery import ProgressBoard, TurnView
+    from tests.bot.test_bot_liveness import CHAT, Recording, Ticker
+
+    async def nothing(_e):
+        pass
+
+    ad = Recording()
+    view = TurnView(
+        ad, CHAT, "zh", on_approval=nothing, on_question=nothing, board=ProgressBoard(), sleep=Ticker().sleep
+    )
+    for event in (
+        ev.ToolStart("c1", "execute_trade", {}),
+        ev.ToolResult("c1", "execute_trade", json.dumps({"status": "rejected", "reason": "T+1"}), 0.2),
+        ev.ToolStart("c2", "backtest", {}),
+        ev.ToolErrorEvent("c2", "backtest", "timed_out", "took too long"),
+        ev.Done("ok", "t1"),
+    ):
+        await view.render(event)
+    await view.close()
+    (progress,) = ad.sent.values()
+    assert progress.splitlines() == ["✗ execute_trade: 被拒绝", "✗ backtest: 超时"], progress
