@@ -302,8 +302,7 @@ def _explain(exc: ValidationError, path: Path, env: Mapping[str, str]) -> Config
     loc = tuple(err.get("loc", ()))
     source = _source(loc, env, path)
     kind = err.get("type", "")
-    more = len(exc.errors()) - 1
-    tail = f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else ""
+    tail = _also(exc.errors(include_url=False)[1:], env)
 
     if kind == "extra_forbidden":
         known = _fields_at(loc[:-1])
@@ -322,6 +321,23 @@ def _explain(exc: ValidationError, path: Path, env: Mapping[str, str]) -> Config
     value = err.get("input")
     shown = "" if isinstance(value, dict | list | SecretStr) or value is None else f" (got {value!r})"
     return ConfigError(f"{message}{shown}{tail}", **source)
+
+
+def _also(rest: list[Any], env: Mapping[str, str], shown: int = 3) -> str:
+    """The other problems, named briefly on the same line, so one run of `config check` shows what
+    to fix instead of one problem per run."""
+    if not rest:
+        return ""
+    items = []
+    for err in rest[:shown]:
+        loc = tuple(err.get("loc", ()))
+        where = _env_var_for(loc, env) or _dotted(loc)
+        message = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
+        items.append(f"'{where}': {message}")
+    more = len(rest) - shown
+    if more > 0:
+        items.append(f"{more} more")
+    return f" (also {'; '.join(items)})"
 
 
 def _source(loc: tuple[Any, ...], env: Mapping[str, str], path: Path) -> dict[str, str]:

@@ -328,3 +328,19 @@ def test_sections_resolve_against_the_loaded_environment(tmp_path, monkeypatch):
     assert s.model("main").resolved_api_key() == KEY
     assert s.telegram.resolved_token() == "123456:tg-token-xyz"
     assert s.model("main").resolved_api_key({}) is None  # an explicit mapping still wins
+
+
+def test_every_problem_is_named_in_one_run(tmp_path):
+    """One `config check` names each broken key (briefly, on the same line), not just the first."""
+    write(tmp_path, "[agent]\nlanguage = 5\nmax_roundz = 3\n[telegram]\nallowed_users = 7\n")
+    text = error(tmp_path)
+    assert "key 'agent.language'" in text
+    assert "'agent.max_roundz'" in text and "'telegram.allowed_users'" in text
+    assert "more problem" not in text
+
+
+def test_a_long_list_of_problems_is_cut_short(tmp_path):
+    keys = "".join(f"bogus{i} = 1\n" for i in range(8))
+    write(tmp_path, "[agent]\n" + keys)
+    text = error(tmp_path)
+    assert text.count("'agent.bogus") == 4 and "4 more" in text
