@@ -7,9 +7,13 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.app import AppScheduler
+from scheduler.i18n import SCHEDULE_STRINGS, error_text
 from scheduler.service import ScheduleService
+from scheduler.specs import BriefSpecError, parse_brief_command
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -127,3 +131,22 @@ async def test_status_lines_translate_stored_outcomes(store):
     await service.pause("tg:1", s.id)
     [line] = await service.status_lines("tg:1", lang="zh")
     assert "已暂停" in line
+
+
+TOKENS = st.sampled_from(
+    ["08:30", "27:00", "8:5", "21：00", "weekdays", "daily", "交易日", "trading days", "every day", "tz", "时区",
+     "Asia/Shanghai", "Nowhere/Land", "北京", "now", "off", "pause", "resume", "show", "x", "", "/brief"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.one_of(TOKENS, st.text(max_size=8)), max_size=5))
+def test_property_every_parse_error_has_chinese_words(words):
+    """Whatever follows /brief, a refusal is one of the table's errors, so a zh chat reads it in
+    Chinese (an untranslated message would be a reply path left in English)."""
+    text = " ".join(words)
+    try:
+        parse_brief_command(text)
+    except BriefSpecError as exc:
+        assert exc.key and f"err_{exc.key}" in SCHEDULE_STRINGS["zh"], (text, exc)
+        assert CJK.search(error_text("zh", exc)) and str(exc) == error_text("en", exc)
