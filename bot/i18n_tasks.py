@@ -54,12 +54,15 @@ TASK_STRINGS: dict[str, dict[str, str]] = {
 }
 
 
+def _say(lang: str, key: str, **kw: Any) -> str | None:
+    # this table directly: bot/i18n.py imports this module to merge it, so no import back
+    text = (TASK_STRINGS.get(lang) or TASK_STRINGS["en"]).get(key) or TASK_STRINGS["en"].get(key)
+    return text.format(**kw) if text is not None else None
+
+
 def failure_text(lang: str, code: str) -> str:
     """A tool's failure word for its ✗ progress line; an unknown code is shown as it is."""
-    from bot.i18n import STRINGS
-
-    key = "failure_" + ("cancelled" if code == "canceled" else code)
-    return STRINGS.get(lang, STRINGS["en"]).get(key) or code
+    return _say(lang, "failure_" + ("cancelled" if code == "canceled" else code)) or code
 
 
 def task_progress_text(lang: str, record: TaskRecord) -> str:
@@ -90,17 +93,16 @@ async def status_extra(app: Any, state: Any, now: datetime | None = None) -> str
     """The `/status` lines below the chat's own (market calendar, running tasks, briefs, MCP
     servers), in `state.lang`. A drop-in for bot/commands_more.status_extra."""
     from agent.background_tools import task_word
-    from bot.i18n import t
 
     lang = getattr(state, "lang", "en")
     lines = []
     if getattr(app, "market", None) is not None and (warn := app.market.calendar_warning(now, lang=lang)):
-        lines.append(t(lang, "status_market_calendar", warning=warn))
+        lines.append(_say(lang, "status_market_calendar", warning=warn) or warn)
     if app.task_manager is not None:
         running = [r for r in await app.task_manager.list(state.session_id) if not r.terminal]
         if running:
             tasks = ", ".join(f"{r.id} {r.tool_name} {task_word(lang, r.status)}" for r in running)
-            lines.append(t(lang, "status_tasks", tasks=tasks))
+            lines.append(_say(lang, "status_tasks", tasks=tasks) or tasks)
     if app.schedules is not None:
         lines += await app.schedules.status_lines(state.key, lang=lang)
     if app.mcp is not None:
