@@ -35,6 +35,7 @@ from agent.ports import (
     SystemClock,
     TurnRecord,
     WaitingState,
+    WaitingTarget,
     args_hash,
 )
 from agent.tools.registry import ToolSpec
@@ -142,7 +143,7 @@ class ApprovalGate:
             # no options: an approval is answered through agent/consent.py, never by an option
             # number or label ("3" once ran the action, reading the third option as a choice)
             options=[],
-            confirmation_target={"call_id": call.id, "tool": call.name, "approval_id": record.id},
+            confirmation_target=WaitingTarget(call_id=call.id, tool=call.name, approval_id=record.id),
             created_at=now,
             expires_at=record.expires_at,
         )

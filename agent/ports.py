@@ -88,6 +88,16 @@ class PlanStep(BaseModel):
     status: Literal["pending", "in_progress", "done", "skipped"] = "pending"
 
 
+class WaitingTarget(BaseModel):
+    """What a suspended turn's answer goes to: the call waiting on it, its tool, and for an
+    approval its id. Stored inside the turn's JSON with these keys (rows written when it was a
+    plain dict read the same)."""
+
+    call_id: str = ""
+    tool: str = ""
+    approval_id: str = ""
+
+
 class WaitingState(BaseModel):
     """The turn is suspended waiting for the user (seed 003). Silence is never consent."""
 
@@ -96,7 +106,7 @@ class WaitingState(BaseModel):
     intent: str = ""
     options: list[str] = Field(default_factory=list)
     pending_fields: list[str] = Field(default_factory=list)
-    confirmation_target: dict[str, Any] = Field(default_factory=dict)  # {call_id, tool, approval_id}
+    confirmation_target: WaitingTarget = Field(default_factory=WaitingTarget)
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: datetime | None = None
 

@@ -305,9 +305,9 @@ class AgentRuntime:
         if turn is None or turn.waiting is None:
             return
         target = turn.waiting.confirmation_target
-        call_id, tool = target.get("call_id", ""), target.get("tool", "ask_user")
+        call_id, tool = target.call_id, target.tool or "ask_user"
         if turn.waiting.kind == "approval":
-            approval_id = target.get("approval_id", "")
+            approval_id = target.approval_id
             new_status, msg = _UNDECIDED.get(status, _UNDECIDED["moved_on"])
             if not await self.store.resolve_approval(
                 approval_id, status=new_status, decided_by="", decision=status

@@ -1,0 +1,13 @@
+"""The chat front door. A message's path, from the platform to the model and back:
+
+1. an adapter (adapters/telegram.py, discord.py) turns the platform's update into an `Inbound`;
+2. the router (bot/gateway.py) checks access (bot/access.py), records the update once — its
+   storage retried while it fails (bot/retry.py) — and finds the chat's state (bot/chats.py);
+3. a button, or a reply to the card or question the chat waits on, goes to bot/waiting.py and is
+   read by agent/consent.read_consent (approvals) or bot/replies.py (questions); a command goes to
+   its handler (bot/commands.py);
+4. any other message goes to the chat's lane (bot/lanes.py), which runs one turn at a time:
+   agent/runtime.py's events, shown by bot/delivery.py (task notices, briefs, skills and resumed
+   turns queue in the same lane);
+5. after a restart bot/recovery.py takes up what was left; bot/app.py builds all of this.
+"""

@@ -12,8 +12,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agent.tools.workspace import LocalToolPolicy
+from bot.access import PlatformAccess
 from bot.cards import exec_note
-from bot.gateway import Gateway, PlatformAccess
+from bot.gateway import Gateway
 from bot.i18n import COMMAND_DESCRIPTIONS
 
 if TYPE_CHECKING:
@@ -53,13 +54,12 @@ def build_gateway(app: App) -> Gateway:
         models=app.model_ids(),
         default_model=app.default_model_id,
         context_window=app.context_window,
-        approval_ttl_minutes=app.settings.agent.approval_ttl_minutes,
     )
-    gateway.trade_facts = app.trade_facts
+    gateway.waiting.trade_facts = app.trade_facts
     gateway.memory = app.memory
     policy = app.deps.maybe(LocalToolPolicy)
     if policy is not None:
-        gateway.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
+        gateway.waiting.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
     gateway.system_dynamic = app.system_dynamic()
     from bot import commands_more, i18n_tasks
     from bot.toolcatalog import help_tools
@@ -68,8 +68,8 @@ def build_gateway(app: App) -> Gateway:
     gateway.status_extra = lambda state: i18n_tasks.status_extra(app, state)  # in the chat's language
     specs = app.runtime.tools.specs() if app.runtime is not None else []
     gateway.help_extra = lambda lang: help_tools(specs, lang)
-    app.task_listeners.append(gateway.notify_task)
-    app.on_stop(app.task_manager.subscribe(gateway.task_progress))
+    app.task_listeners.append(gateway.notices.notify_task)
+    app.on_stop(app.task_manager.subscribe(gateway.notices.task_progress))
     return gateway
 
 
@@ -144,7 +144,7 @@ async def _sweep_expired(gateway: Gateway, store: SqlStore) -> None:
     while True:
         await asyncio.sleep(EXPIRY_SWEEP_SECONDS)
         try:
-            await gateway.expire_due()
+            await gateway.waiting.expire_due()
         except Exception:
             log.exception("expiry sweep failed")
         sweeps += 1
@@ -167,13 +167,13 @@ async def start_chat(app: App) -> None:
         log.warning(
             "no chat platform is enabled: set TELEGRAM_BOT_TOKEN or DISCORD_BOT_TOKEN (or [telegram]/[discord] in config.toml)"
         )
-    await gateway.restore_paired()
+    await gateway.access.restore_paired()
     for platform, wanted in (
         ("telegram", s_pairing(app, "telegram")),
         ("discord", s_pairing(app, "discord")),
     ):
         if wanted and any(a.platform == platform for a in adapters):
-            code = gateway.enable_pairing(platform)
+            code = gateway.access.enable_pairing(platform)
             # the operator's terminal only; never sent anywhere
             print(
                 f"tapebot: {platform} pairing code {code} — send `/pair {code}` to the bot in a DM",
@@ -196,9 +196,9 @@ async def start_chat(app: App) -> None:
                 await adapter.stop()
 
     app.on_stop(stop_chat)
-    await gateway.expire_due()
+    await gateway.waiting.expire_due()
     assert app.store is not None
     await app.store.prune_processed_updates(UPDATE_IDS_KEPT)
-    await gateway.resume_interrupted()  # turns a crash or a stop left running
-    await gateway.take_up_received()  # what a crash or a stop left queued (behind those turns)
+    await gateway.recovery.resume_interrupted()  # turns a crash or a stop left running
+    await gateway.recovery.take_up_received()  # what a crash or a stop left queued (behind those turns)
     app.spawn(_sweep_expired(gateway, app.store), name="expiry-sweeper")

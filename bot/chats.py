@@ -1,5 +1,4 @@
-"""Chat key → conversation state: which session a chat is in, its language and model, whether a
-turn is running, and the messages queued behind it.
+"""Chat key → conversation state: which session a chat is in, its language, model and owner.
 
 A chat key is (platform, chat, thread/topic); in groups configured `per_user` the user is part of
 it. `/new` points the chat at a fresh session id; the mapping is persisted so a restart continues
@@ -10,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from adapters.base import ChatRef, UserRef
-from agent.ports import Queued
 
 
 class KeyValue(Protocol):
@@ -25,28 +23,15 @@ class KeyValue(Protocol):
 
 @dataclass
 class ChatState:
+    """What is stored about a chat. What runs in it (the turn, its queue) is its lane's
+    (bot/lanes.py)."""
+
     key: str
     chat: ChatRef
     session_id: str
     lang: str = "en"
     model: str | None = None
-    running: bool = False
-    cancel: asyncio.Event | None = None
-    inbox: asyncio.Queue[Queued] = field(default_factory=asyncio.Queue)
-    # messages that arrived while the chat waited on an approval only an admin can give
-    backlog: list[tuple[Queued, UserRef]] = field(default_factory=list)
-    # background-task notices that arrived during a turn: each batch gets a turn of its own after it
-    notices: list[Queued] = field(default_factory=list)
-    last_user: UserRef | None = None
-    # turns whose card or question could not be delivered: closed once the turn has suspended
-    undelivered: set[str] = field(default_factory=set)
-    # suspended turns answered or decided while the chat's worker ran: it resumes them
-    wake: set[str] = field(default_factory=set)
     owner: str = ""  # the user a DM belongs to / who last spoke: unattended turns act for them
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def __post_init__(self) -> None:
-        self.idle.set()
 
 
 def chat_key(chat: ChatRef, user: UserRef, group_sessions: str) -> str:

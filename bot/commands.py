@@ -33,32 +33,30 @@ async def cmd_help(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
 
 
 async def cmd_new(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-    if state.cancel is not None:
-        state.cancel.set()
+    gw.lane(state).cancel()
     await gw.runtime.end_session(state.session_id)
     await gw.chats.new_session(state)
     await gw.say(state, t(state.lang, "new_session"))
 
 
 async def cmd_clear(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-    if state.cancel is not None:
-        state.cancel.set()
+    gw.lane(state).cancel()
     await gw.runtime.end_session(state.session_id)
     await gw.store.replace_messages(state.session_id, [])
     await gw.say(state, t(state.lang, "cleared"))
 
 
 async def cmd_cancel(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-    if state.running and state.cancel is not None:
-        state.cancel.set()
+    lane = gw.lane(state)
+    if lane.is_running and lane.cancel():
         await gw.say(state, t(state.lang, "cancelled"))
         return
-    waiting = await gw._waiting_turn(state)
+    waiting = await gw.waiting_turn(state)
     if waiting is not None:
         if not gw.may_close(waiting, cmd.user.user_id):  # a member never closes an admin's card
             await gw.say(state, t(state.lang, "approval_not_allowed"))
             return
-        await gw._move_on(gw.adapters[state.chat.platform], state, waiting)
+        await gw.move_on(state, waiting)
         await gw.say(state, t(state.lang, "cancelled"))
         return
     await gw.say(state, t(state.lang, "nothing_to_cancel"))
@@ -92,12 +90,12 @@ async def cmd_status(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
     from agent.tokens import estimate_messages
 
     messages = await gw.store.load_messages(state.session_id)
-    waiting = await gw._waiting_turn(state)
+    waiting = await gw.waiting_turn(state)
     approvals = question = "—"
     if waiting is not None and waiting.waiting is not None:
         w = waiting.waiting
         if w.kind == "approval":
-            approvals = f"{w.confirmation_target.get('tool')} ({w.confirmation_target.get('approval_id')})"
+            approvals = f"{w.confirmation_target.tool} ({w.confirmation_target.approval_id})"
         else:
             question = w.question[:80]
     model = state.model or gw.default_model
@@ -109,7 +107,7 @@ async def cmd_status(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None
         messages=len(messages),
         tokens=f"{estimate_messages(messages):,}",
         window=f"{gw.context_window(state.model):,}",
-        running="yes" if state.running else "no",
+        running="yes" if gw.lane(state).is_running else "no",
         approvals=approvals,
         question=question,
     )
@@ -145,7 +143,7 @@ async def cmd_deny(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
 
 
 async def cmd_compact(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-    if state.running:
+    if gw.lane(state).is_running:
         await gw.say(state, t(state.lang, "busy_try_later"))
         return
     from agent.errors import CompactionFailed

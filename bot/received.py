@@ -4,8 +4,8 @@ A chat message that may have to wait — behind a running turn, behind an approv
 give — is recorded with its update id in one INSERT (`SqlStore.receive_message`), so the platform
 may be told it was received at once. The transaction that writes it into the history clears the
 record (`commit(received=...)`); a reply that answers a card or a question releases it. What is
-left after a crash or a stop is taken up by `Gateway.take_up_received` on the next start, oldest
-first, as if it had just arrived.
+left after a crash or a stop is taken up by `Recovery.take_up_received` (bot/recovery.py) on the
+next start, oldest first, as if it had just arrived.
 
 A background task's completion notice that has to wait for the chat's running turn is kept the
 same way, under ("task", task id): the task ledger has marked it delivered already.

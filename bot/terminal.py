@@ -29,10 +29,10 @@ from agent.runtime import AgentRuntime, TurnRequest
 from agent.tools import sandbox
 from agent.tools.workspace import LocalToolPolicy
 from bot import cards
-from bot.gateway import _short as short_reply  # the chats' "short unclear reply" rule, shared
 from bot.i18n import pick_language, t
 from bot.progress import failure_of
 from bot.signals import off_signals, on_signals
+from bot.waiting import is_short_reply as short_reply  # the chats' "short unclear reply" rule, shared
 
 TERMINAL_USER = "terminal"
 #: The terminal is one chat for its user, like a DM: its standing approvals ("Always allow") and

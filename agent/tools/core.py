@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from agent.approval import Suspend
 from agent.errors import InvalidToolArguments, ToolDenied
-from agent.ports import PlanStep, WaitingState, utcnow
+from agent.ports import PlanStep, WaitingState, WaitingTarget, utcnow
 from agent.tools.registry import ToolContext, Toolset
 
 core_tools = Toolset("core")
@@ -50,7 +50,7 @@ async def ask_user(
             intent=pending_field or "question",
             options=[o[:64] for o in options],
             pending_fields=[pending_field] if pending_field else [],
-            confirmation_target={"call_id": ctx.call_id, "tool": "ask_user"},
+            confirmation_target=WaitingTarget(call_id=ctx.call_id, tool="ask_user"),
             created_at=now,
             expires_at=now + timedelta(hours=QUESTION_TTL_HOURS),
         )

@@ -112,9 +112,11 @@ async def test_task_notice_during_a_turn_gets_its_own_turn_afterwards(harness):
     gw.runtime.tools.get("update_plan").fn = blocking_plan
     try:
         api.push_text(ALICE, "analyze 600519", user_id=ALICE)
-        state = await api.wait_for(lambda: next((s for s in gw.chats.loaded() if s.running), None))
-        gw.submit_system_turn(
-            state, "[SYSTEM NOTIFICATION - NOT USER INPUT]\n<task-notification>bg_1 done</task-notification>"
+        state = await api.wait_for(
+            lambda: next((s for s in gw.chats.loaded() if gw.lane(s).is_running), None)
+        )
+        gw.lane(state).submit_notice(
+            "[SYSTEM NOTIFICATION - NOT USER INPUT]\n<task-notification>bg_1 done</task-notification>"
         )
         release.set()
         await api.wait_for(lambda: any("your backtest finished" in t for t in api.texts(ALICE)), timeout=10)

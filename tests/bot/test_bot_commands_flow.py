@@ -108,11 +108,13 @@ async def test_cancel_while_the_model_is_blocked_stops_the_turn(harness):
         api.push_text(ALICE, "analyze 600519", user_id=ALICE)
         await asyncio.wait_for(started.wait(), 3)
         state = await _state(harness)
-        assert state.running
+        assert harness.app.gateway.lane(state).is_running
 
         api.push_text(ALICE, "/cancel", user_id=ALICE)
         await api.wait_for(lambda: _count(api, "Stopped the running turn.") == 1)
-        await asyncio.wait_for(state.idle.wait(), 2)  # the turn ended without the model's answer
+        await asyncio.wait_for(
+            harness.app.gateway.lane(state).wait_idle(), 2
+        )  # the turn ended without the model's answer
     finally:
         release.set()  # (a turn that was not stopped answers now)
     await asyncio.sleep(0.05)
@@ -169,7 +171,7 @@ async def test_cancel_during_a_slow_tool_answers_every_open_call_in_the_history(
         api.push_text(ALICE, "/cancel", user_id=ALICE)
         await api.wait_for(lambda: _count(api, "Stopped the running turn.") == 1)
         state = await _state(h)
-        await asyncio.wait_for(state.idle.wait(), 2)
+        await asyncio.wait_for(h.app.gateway.lane(state).wait_idle(), 2)
 
         history = await _history(h)
         answered = _all_calls_answered(history)
@@ -437,7 +439,7 @@ async def test_status_shows_model_session_and_what_is_pending(harness):
     api.push_text(ALICE, "write w.txt", user_id=ALICE)
     await api.wait_for(lambda: any("w.txt" in t for t in api.texts(ALICE)))
     turn = await harness.app.store.open_turn(state.session_id)
-    approval_id = turn.waiting.confirmation_target["approval_id"]
+    approval_id = turn.waiting.confirmation_target.approval_id
     waiting = await status()
     assert f"Pending approvals: write_file ({approval_id})" in waiting
     assert "Messages: 2" in waiting

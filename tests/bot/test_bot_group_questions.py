@@ -79,6 +79,6 @@ async def test_a_members_waiting_message_is_taken_up_when_the_question_expires(h
     api.push_text(GROUP, f"{MENTION} what is the market doing", user_id=BOB)
     await asyncio.sleep(0.3)
     assert still_open(api, q) and len(harness.script.requests) == 1
-    assert await app.gateway.expire_due(now=datetime.now(UTC) + timedelta(days=2)) == 1
+    assert await app.gateway.waiting.expire_due(now=datetime.now(UTC) + timedelta(days=2)) == 1
     await api.wait_for(lambda: "Noted, Bob." in api.texts(GROUP))
     assert "what is the market doing" in seen_by_model(harness.script.requests[2])

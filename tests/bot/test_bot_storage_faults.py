@@ -12,7 +12,7 @@ import sys
 
 from agent.errors import StorageError
 from agent.providers.scripted import ScriptedClient, reply
-from bot.gateway import StorageRetry
+from bot.retry import StorageRetry
 from tests.bot.conftest import ALICE, Harness
 from tests.bot.test_bot_received_restart import pending_texts
 from tests.fakes.telegram_api import FakeBotAPI
@@ -39,7 +39,7 @@ async def test_a_message_waits_out_a_database_locked_by_another_process(tmp_path
     locker = None
     try:
         app = await h.start()
-        app.gateway.storage_retry = FAST
+        app.gateway.retry.policy = FAST
         locker = await asyncio.create_subprocess_exec(
             sys.executable, "-c", LOCKER, str(h.home / "tapebot.db"),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -71,7 +71,7 @@ async def test_a_message_waits_out_a_full_disk(tmp_path):
     h = Harness(tmp_path / "home", api, ScriptedClient([reply("Got it now."), reply("And the second.")]))
     try:
         app = await h.start()
-        app.gateway.storage_retry = FAST
+        app.gateway.retry.policy = FAST
         store = app.gateway.store
         real = store.receive_message
         space = asyncio.Event()
@@ -114,7 +114,7 @@ async def test_after_the_retry_budget_the_user_is_asked_to_send_again(tmp_path):
     h = Harness(tmp_path / "home", api, ScriptedClient())
     try:
         app = await h.start()
-        app.gateway.storage_retry = StorageRetry(first_s=0.05, max_s=0.1, budget_s=0.3)
+        app.gateway.retry.policy = StorageRetry(first_s=0.05, max_s=0.1, budget_s=0.3)
 
         async def full_disk(*args, **kw):
             raise StorageError("database error (tapebot.db): database or disk is full")
@@ -135,7 +135,7 @@ async def test_a_turns_own_first_write_waits_out_a_full_disk(tmp_path):
     h = Harness(tmp_path / "home", api, ScriptedClient([reply("Answered after all.")]))
     try:
         app = await h.start()
-        app.gateway.storage_retry = FAST
+        app.gateway.retry.policy = FAST
         store = app.runtime.store
         real = store.commit
         space = asyncio.Event()
@@ -169,7 +169,7 @@ async def test_a_turns_own_first_write_waits_out_a_lock_held_by_another_process(
     locker = None
     try:
         app = await h.start()
-        app.gateway.storage_retry = FAST
+        app.gateway.retry.policy = FAST
         store = app.runtime.store
         real = store.commit
         locked = asyncio.Event()

@@ -220,7 +220,7 @@ async def test_chinese_client_gets_chinese_words(harness):
     await harness.start()
     api = harness.api
     api.user(2001, "张三", "zh-hans")
-    harness.app.gateway.access["telegram"].allowed_users.add("2001")
+    harness.app.gateway.access.platforms["telegram"].allowed_users.add("2001")
     api.push_text(2001, "/help", user_id=2001)
     await api.wait_for(lambda: any("命令" in t for t in api.texts(2001)))
 
@@ -316,7 +316,7 @@ async def test_group_sessions_per_user_keep_members_apart(tmp_path):
     h = Harness(tmp_path / "home", FakeBotAPI(), ScriptedClient([history, history]), env)
     try:
         app = await h.start()
-        assert app.gateway.access["discord"].group_sessions == "per_user"
+        assert app.gateway.access.platforms["discord"].group_sessions == "per_user"
         h.api.push_text(GROUP, "@tapebot_test_bot from alice", user_id=ALICE)
         await h.api.wait_for(lambda: any("History:" in t for t in h.api.texts(GROUP)))
         h.api.push_text(GROUP, "@tapebot_test_bot from bob", user_id=BOB)
@@ -360,7 +360,7 @@ async def test_a_member_message_behind_an_approval_that_expires_gets_its_own_tur
     await api.wait_for(lambda: any(buttons_of(m) for m in api.sent(GROUP)))
     api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)
     await asyncio.sleep(0.2)
-    assert await app.gateway.expire_due(now=datetime.now(UTC) + timedelta(hours=1)) == 1
+    assert await app.gateway.waiting.expire_due(now=datetime.now(UTC) + timedelta(hours=1)) == 1
     answer = await api.wait_for(lambda: next((t for t in api.texts(GROUP) if "Saw:" in t), None))
     assert "and also 000001" in answer
     assert any("approval expired" in t for t in api.texts(GROUP))

@@ -1,0 +1,330 @@
+"""One lane per chat: everything that runs a turn in a chat goes through its lane, one at a time —
+the user's messages, skills, scheduled briefs, background-task notices and resumed turns. Chats
+run in parallel.
+
+A message that arrives while a turn runs is folded into its next model call; anything left when
+it ends starts the next turn — nothing is dropped. Messages that wait on an approval only an
+approver can give are held until it is decided. A task notice waits for the user's turn to end,
+then gets a turn of its own. A turn answered or decided while the lane runs is resumed by the lane
+itself, never as a second turn at once.
+
+The lane's state (running, the queue, what is held, what to resume) is its own: callers use its
+methods."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import ChatAdapter, ChatRef, DeliveryError, UserRef
+from agent import events as ev
+from agent.approval import Requester
+from agent.cancel import CancelSignal
+from agent.messages import Message
+from agent.ports import Queued, Receipt, TurnRecord
+from agent.runtime import AgentRuntime, TurnRequest
+from bot.chats import ChatState
+from bot.delivery import TurnView, render_all
+from bot.i18n import t
+
+log = logging.getLogger(__name__)
+
+Events = AsyncIterator[ev.RuntimeEvent]
+
+
+@dataclass
+class LaneDeps:
+    """What a lane needs from the rest of the bot (bot/gateway.py wires it)."""
+
+    runtime: AgentRuntime
+    adapters: dict[str, ChatAdapter]
+    stop: CancelSignal  # set by drain(): turns end at their next durable step
+    stopping: Callable[[], bool]  # drain() began: queued work waits for the restart
+    spawn: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task[Any]]
+    say: Callable[[ChatState, str], Awaitable[Any]]
+    # a turn's first write, retried while storage fails (bot/retry.py)
+    begin: Callable[[ChatState, TurnRequest], Events]
+    view: Callable[[ChatState], TurnView]  # how a turn is shown in the chat
+    waiting_turn: Callable[[ChatState], Awaitable[TurnRecord | None]]
+    approvers_for: Callable[[ChatRef, UserRef], tuple[str, ...]]
+    dynamic_context: Callable[[ChatState], str]
+
+
+class Lane:
+    """A chat's lane. Its public methods are what commands, waiting, notices and the router use:
+    one submit method per kind of work (message, notice, skill, brief, resume) plus the few
+    queries and controls (is_running, cancel, hold, release_held) — about twenty methods, kept in
+    one class because they all guard the same private state."""
+
+    def __init__(self, state: ChatState, deps: LaneDeps):
+        self.state = state
+        self._deps = deps
+        self._running = False
+        self._cancel: CancelSignal | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._inbox: asyncio.Queue[Queued] = asyncio.Queue()
+        # messages that arrived while the chat waited on an approval only an approver can give
+        self._held: list[tuple[Queued, UserRef]] = []
+        # background-task notices that arrived during a turn: each batch gets a turn of its own after it
+        self._notices: list[Queued] = []
+        # turns whose card or question could not be delivered: closed once the turn has suspended
+        self._undelivered: set[str] = set()
+        # suspended turns answered or decided while the lane ran: it resumes them
+        self._wake: set[str] = set()
+        self._last_user: UserRef | None = None
+
+    # ---- reading -----------------------------------------------------------------------------
+    @property
+    def is_running(self) -> bool:
+        return self._running
+
+    @property
+    def notices_waiting(self) -> int:
+        return len(self._notices)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def spoke(self, user: UserRef) -> None:
+        """Who spoke last: queued messages and notices run as their turn."""
+        self._last_user = user
+
+    def cancel(self) -> bool:
+        """/cancel, /new, /clear: the running turn stops at its next step. False if none runs."""
+        if self._cancel is None:
+            return False
+        self._cancel.set()
+        return True
+
+    # ---- submitting --------------------------------------------------------------------------
+    def fold_in(self, text: str, receipt: Receipt | None) -> bool:
+        """While a turn runs, a message joins its next model call. False when none runs."""
+        if not self._running:
+            return False
+        self._inbox.put_nowait(Queued(Message.user(text), receipt))
+        return True
+
+    def submit_message(
+        self, text: str, user: UserRef, receipt: Receipt | None = None, *, no_open_turn: bool = False
+    ) -> None:
+        """A user's message starts a turn (the caller found the lane idle and nothing waiting)."""
+        receipts = (receipt,) if receipt is not None else ()
+        self._start(self._turn(text, user, no_open_turn=no_open_turn, receipts=receipts))
+
+    def hold(self, text: str, user: UserRef, receipt: Receipt | None) -> None:
+        """A message that waits until the approval or question the chat waits on is closed."""
+        self._held.append((Queued(Message.user(text), receipt), user))
+
+    def release_held(self) -> None:
+        """A decision was made: what waited for it joins the resumed turn (if that turn stops at
+        another card, the lane holds it again)."""
+        if not self._held:
+            return
+        for item, user in self._held:
+            self._inbox.put_nowait(item)
+            self._last_user = user
+        self._held.clear()
+        if not self._running:
+            queued = [self._inbox.get_nowait() for _ in range(self._inbox.qsize())]
+            self._start(self._queued_turn(queued, self._user()))
+
+    def submit_notice(self, text: str, receipt: Receipt | None = None) -> None:
+        """Wake a turn with a system notification (a background task finished); queued behind a
+        running turn, never mixed into the user's own message. `receipt`: the notice is recorded
+        until its turn has stored it."""
+        queued = Queued(Message.user(text), receipt)
+        if self._running:
+            self._notices.append(queued)  # its own turn once the running one ends
+            return
+        self._start(self._queued_turn([queued], self._user(), notification=True))
+
+    def run_skill(self, text: str, user: UserRef) -> None:
+        """A skill command (/checkup …): its instructions become this turn's message."""
+        if self._running:
+            self._inbox.put_nowait(Queued(Message.user(text)))
+            return
+        self._start(self._turn(text, user))
+
+    def resume_soon(self, turn_id: str) -> None:
+        """Resume a turn that was answered or decided. While the lane runs (the turn may still be
+        finishing its suspension) the lane resumes it, never a second turn at once."""
+        if self._running:
+            self._wake.add(turn_id)
+        else:
+            self._start(self._resume(turn_id))
+
+    def undelivered(self, turn_id: str) -> None:
+        """What the turn waits on reached nobody: the lane closes it once it has suspended."""
+        self._undelivered.add(turn_id)
+
+    async def run_brief(self, text: str) -> None:
+        """An unattended turn (approval-requiring tools are denied) whose answer is delivered into
+        the chat. Raises if it cannot be delivered, so the scheduler retries with backoff."""
+        state, deps = self.state, self._deps
+        while self._running:  # behind the user's own turn, never interleaved with it
+            await self._idle.wait()
+        self._running = True
+        self._idle.clear()
+        try:
+            request = TurnRequest(
+                session_id=state.session_id,
+                text=text,
+                who=Requester(state.owner, state.key, (), unattended=True),
+                model=state.model,
+                system_dynamic=deps.dynamic_context(state),
+                meta={"brief": True},
+                stop=deps.stop,
+            )
+            final = ""
+            async for event in deps.runtime.run(request):
+                if isinstance(event, ev.Done):
+                    if event.status == "interrupted":
+                        raise DeliveryError("the bot is stopping; the brief was not finished")
+                    final = event.text
+                elif isinstance(event, ev.ErrorEvent):
+                    raise DeliveryError(event.message)
+            await deps.adapters[state.chat.platform].send_text(state.chat, final or "(empty brief)")
+        finally:
+            self._running = False
+            self._idle.set()
+        if not self._inbox.empty() or self._notices:
+            self._start(None)  # what queued up behind the brief
+
+    # ---- running -----------------------------------------------------------------------------
+    def _user(self) -> UserRef:
+        return self._last_user or UserRef(self.state.chat.platform, "")
+
+    def _start(self, job: Events | None) -> None:
+        self._running = True
+        self._idle.clear()
+        self._cancel = self._cancel if self._cancel and not self._cancel.is_set() else CancelSignal()
+        self._deps.spawn(self._worker(job), f"turn:{self.state.key}")
+
+    def _turn(
+        self,
+        text: str,
+        user: UserRef,
+        no_open_turn: bool = False,
+        receipts: tuple[Receipt, ...] = (),
+        **meta: Any,
+    ) -> Events:
+        state, deps = self.state, self._deps
+        # The lane's signal is the one /cancel and shutdown set: this turn must watch that very one.
+        if self._cancel is None or self._cancel.is_set():
+            self._cancel = CancelSignal()
+        request = TurnRequest(
+            session_id=state.session_id,
+            text=text,
+            who=Requester(user.user_id, state.key, deps.approvers_for(state.chat, user)),
+            model=state.model,
+            system_dynamic=deps.dynamic_context(state),
+            inbox=self._inbox,
+            cancel=self._cancel,
+            stop=deps.stop,
+            meta=meta,
+            no_open_turn=no_open_turn,
+            receipts=receipts,
+        )
+        return deps.begin(state, request)
+
+    def _queued_turn(self, queued: list[Queued], user: UserRef, **meta: Any) -> Events:
+        """One turn for messages that queued up: their texts joined, their receipts with them."""
+        text = "\n\n".join(q.message.text for q in queued)
+        receipts = tuple(q.receipt for q in queued if q.receipt is not None)
+        return self._turn(text, user, receipts=receipts, **meta)
+
+    def _resume(self, turn_id: str) -> Events:
+        state, deps = self.state, self._deps
+        self._cancel = CancelSignal()
+        req = TurnRequest(
+            session_id=state.session_id,
+            inbox=self._inbox,
+            cancel=self._cancel,
+            stop=deps.stop,
+            model=state.model,
+            system_dynamic=deps.dynamic_context(state),
+        )
+        return deps.runtime.resume(turn_id, req)
+
+    async def _worker(self, job: Events | None) -> None:
+        """Runs `job`, then whatever queued up meanwhile (`None`: only the queue), one at a time."""
+        state, deps = self.state, self._deps
+        try:
+            while True:
+                done: ev.Done | None = None
+                if job is not None:
+                    try:
+                        done = await render_all(deps.view(state), job)
+                    except Exception:
+                        log.exception("turn in %s failed", state.key)
+                        await deps.say(
+                            state, t(state.lang, "error", error="internal error; the details are in the log")
+                        )
+                if deps.stopping():
+                    return  # queued messages stay recorded: the restart takes them up
+                if done is not None and done.turn_id in self._undelivered:
+                    await self._close_undelivered(done)
+                if self._wake:  # answered or decided while this lane ran: it goes on now
+                    job = self._resume(self._wake.pop())
+                    continue
+                # Messages that arrived after the last model call start the next turn: never dropped.
+                leftovers: list[Queued] = []
+                while not self._inbox.empty():
+                    leftovers.append(self._inbox.get_nowait())
+                user = self._user()
+                # a turn that ended (not suspended) leaves nothing waiting: no need to ask the store
+                ended = done is not None and done.status != "suspended"
+                if not ended and await deps.waiting_turn(state) is not None:
+                    # the turn is waiting on a card: these wait for the decision instead of
+                    # silently cancelling it as "moved on"
+                    self._held.extend((q, user) for q in leftovers)
+                    if self._wake:  # decided during the await above: resume it (loop top)
+                        job = None
+                        continue
+                    return
+                if self._held:  # they waited for a decision; nothing is waiting any more
+                    held, self._held = self._held, []
+                    if not leftovers:
+                        user = held[-1][1]
+                    leftovers = [q for q, _ in held] + leftovers
+                self._cancel = CancelSignal()
+                if leftovers:
+                    job = self._queued_turn(leftovers, user)
+                elif self._notices:
+                    # task notices wait for the user's turn to end, then get a turn of their own
+                    notices, self._notices = self._notices, []
+                    job = self._queued_turn(notices, user, notification=True)
+                elif self._wake:
+                    job = None  # the loop's top resumes it
+                else:
+                    return  # `_wake` was checked with no await since: nothing is left behind
+        finally:
+            self._running = False
+            self._cancel = None
+            self._idle.set()
+
+    async def _close_undelivered(self, done: ev.Done) -> None:
+        """What the turn waits on reached nobody: close it now (an approval is denied, a question
+        unanswered) rather than let the chat wait for its expiry."""
+        self._undelivered.discard(done.turn_id)
+        if done.status == "suspended":
+            await self._deps.runtime.answer(done.turn_id, "", status="undeliverable")
+            self._wake.add(done.turn_id)
+
+
+class Lanes:
+    """The lanes of the chats seen since the start, by chat key."""
+
+    def __init__(self, deps: LaneDeps):
+        self._deps = deps
+        self._lanes: dict[str, Lane] = {}
+
+    def of(self, state: ChatState) -> Lane:
+        lane = self._lanes.get(state.key)
+        if lane is None:  # the chat directory keeps one state per key: its lane follows it
+            lane = self._lanes[state.key] = Lane(state, self._deps)
+        return lane

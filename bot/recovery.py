@@ -1,0 +1,200 @@
+"""After a restart (a stop or a crash): turns left running are resumed, messages and task notices
+left queued are taken up, the progress message a stop paused shows its final state, and an answer a
+stop cut off mid-stream is replaced by the resumed turn's instead of repeated. What is older than
+its platform's `max_backlog_age_s` is not run; its chat is told."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from adapters.base import ChatAdapter, DeliveryError, InboundMessage, SentMessage, UserRef
+from agent.ports import ApprovalRecord, Receipt, TurnRecord
+from agent.runtime import AgentRuntime
+from bot.access import Access
+from bot.chats import ChatDirectory, ChatState, KeyValue
+from bot.i18n import pick_language, t
+from bot.lanes import Lanes
+from bot.progress import settled_text
+from bot.received import NOTICES, inbound_from_record, notice_from_record
+from bot.retry import preview
+from bot.sent import forget_sent, partial_key, progress_key, sent_ref
+
+log = logging.getLogger(__name__)
+
+
+class RecoveryStore(KeyValue, Protocol):
+    async def received_pending(self) -> list[tuple[Receipt, datetime, dict[str, Any]]]: ...
+
+    async def release_received(self, receipts: list[Receipt]) -> None: ...
+
+    async def open_turns(self) -> list[TurnRecord]: ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+
+class Recovery:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        store: RecoveryStore,
+        adapters: dict[str, ChatAdapter],
+        access: Access,
+        chats: ChatDirectory,
+        lanes: Lanes,
+        say: Callable[[ChatState, str], Awaitable[Any]],
+        on_message: Callable[[ChatState, InboundMessage, Receipt], Awaitable[None]],
+    ):
+        self._runtime = runtime
+        self._store = store
+        self._adapters = adapters
+        self._access = access
+        self._chats = chats
+        self._lanes = lanes
+        self._say = say
+        self._on_message = on_message  # the router's: a message taken up goes its usual way
+        # chat key -> the messages of an answer a stop cut off, for the resumed turn to replace
+        self._partials: dict[str, list[SentMessage]] = {}
+
+    def adopt_partial(self, chat_key: str) -> list[SentMessage] | None:
+        """The cut-off answer's messages, once: the resumed turn's view edits them."""
+        return self._partials.pop(chat_key, None)
+
+    async def take_up_received(self, now: datetime | None = None) -> int:
+        """Messages received but never written into a history (queued behind a turn or an
+        approval when the bot stopped or crashed) are handled now, oldest first, as if they had
+        just arrived. One older than its platform's `max_backlog_age_s` is not run; its chat is
+        told. Messages of a platform not running now stay for when it is. Returns how many were
+        taken up."""
+        now = now or datetime.now(UTC)
+        taken = 0
+        stale: dict[str, tuple[ChatState, int, str]] = {}
+        for receipt, received_at, record in await self._store.received_pending():
+            if receipt[0] == NOTICES:
+                await self._take_up_notice(receipt, record)
+                continue
+            if receipt[0] not in self._adapters:
+                continue
+            try:
+                msg = inbound_from_record(receipt[1], record)
+            except ValueError as exc:
+                log.warning("received message %s:%s dropped: %s", *receipt, exc)
+                await self._store.release_received([receipt])
+                continue
+            acc = self._access.platforms.get(msg.chat.platform)
+            if acc is None or not self._access.allowed(msg.user):  # access was withdrawn meanwhile
+                await self._store.release_received([receipt])
+                continue
+            lang = pick_language(msg.user.language_code)
+            state = await self._chats.get(msg.chat, msg.user, acc.group_sessions, lang)
+            if (now - received_at).total_seconds() > acc.max_backlog_age_s:
+                await self._store.release_received([receipt])
+                _, n, first = stale.get(state.key, (state, 0, msg.text))
+                stale[state.key] = (state, n + 1, first)
+                continue
+            state.chat = msg.chat
+            self._lanes.of(state).spoke(msg.user)
+            await self._on_message(state, msg, receipt)
+            taken += 1
+        for state, n, first in stale.values():
+            await self._say(state, t(state.lang, "not_taken_up", n=n, first=preview(first)))
+        if taken or stale:
+            log.info("after the restart: %d received message(s) taken up, %d too old", taken,
+                     sum(n for _, n, _ in stale.values()))  # fmt: skip
+        return taken
+
+    async def resume_interrupted(self, now: datetime | None = None) -> int:
+        """Each turn a stop or a crash left running is resumed now, without waiting for the user,
+        and its chat is told (which tool was cut off: it may or may not have completed and is not
+        run again). A suspended turn whose approval was given just before is resumed too: the
+        approval still holds. A turn older than its platform's `max_backlog_age_s` is closed
+        instead (its calls not run) and the chat told. Returns how many were resumed."""
+        now = now or datetime.now(UTC)
+        resumed = 0
+        for turn in await self._store.open_turns():
+            approved = await self._approved_tool(turn)
+            if turn.status == "suspended" and approved is None:
+                continue  # waiting on the user: the card or question is still there
+            state = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
+            if state is None or state.chat.platform not in self._adapters:
+                continue  # its platform is not running now: left for when it is
+            if (
+                turn.unattended  # a brief: the scheduler retries it
+                or turn.session_id != state.session_id  # the chat moved on to a new session
+                or not self._access.allowed(UserRef(state.chat.platform, turn.requester))  # withdrawn
+            ):
+                await self._runtime.close_turn(turn.id)
+                continue
+            acc = self._access.of(state.chat.platform)
+            if (now - turn.updated_at).total_seconds() > acc.max_backlog_age_s:
+                await self._settle_paused_progress(state)
+                await self._runtime.close_turn(turn.id)
+                await self._say(state, t(state.lang, "restart_not_resumed"))
+                continue
+            await self._settle_paused_progress(state)
+            await self._take_partial(state)
+            cut_off = await self._runtime.settle_interrupted(turn.id)
+            lines = [t(state.lang, "restart_resumed")]
+            lines += [t(state.lang, "restart_cut_off", tool=name) for name in cut_off]
+            if approved is not None:
+                lines.append(t(state.lang, "restart_approved", tool=approved))
+            await self._say(state, "\n".join(lines))
+            self._lanes.of(state).resume_soon(turn.id)
+            resumed += 1
+        if resumed:
+            log.info("after the restart: %d interrupted turn(s) resumed", resumed)
+        return resumed
+
+    async def _settle_paused_progress(self, state: ChatState) -> None:
+        """The progress message a stop left saying "paused" shows its final state."""
+        key = progress_key(state.key)
+        found = await sent_ref(self._store, self._adapters, key)
+        if found is None:
+            return
+        sent, adapter, record = found
+        await forget_sent(self._store, key)
+        text = settled_text(record, t(state.lang, "progress_cut_off"))
+        if text:
+            with contextlib.suppress(DeliveryError):
+                await adapter.edit_text(sent, text, format="plain")
+
+    async def _take_partial(self, state: ChatState) -> None:
+        """The messages of an answer a stop cut off mid-stream: the resumed turn's answer
+        replaces them (its TurnView adopts them) instead of repeating their text."""
+        key = partial_key(state.key)
+        found = await sent_ref(self._store, self._adapters, key)
+        if found is None:
+            return
+        sent, _adapter, record = found
+        await forget_sent(self._store, key)
+        ids = record.get("ids") or [sent.message_id]
+        self._partials[state.key] = [SentMessage(sent.chat, str(i)) for i in ids]
+
+    async def _approved_tool(self, turn: TurnRecord) -> str | None:
+        """The tool of a call approved but not started yet (its approval given before the stop)."""
+        for call_id, approval_id in turn.calls_approval.items():
+            if turn.calls.get(call_id) not in ("pending", "awaiting_approval"):
+                continue
+            record = await self._store.get_approval(approval_id)
+            if record is not None and record.status == "approved":
+                return record.tool
+        return None
+
+    async def _take_up_notice(self, receipt: Receipt, record: dict[str, Any]) -> None:
+        """A task notice that waited for a turn when the bot went down: its own turn now (a
+        notice is never stale: the task did finish). Kept while its platform is not running."""
+        try:
+            chat_key, text = notice_from_record(record)
+        except ValueError as exc:
+            log.warning("task notice %s dropped: %s", receipt[1], exc)
+            await self._store.release_received([receipt])
+            return
+        state = await self._chats.by_key(chat_key)
+        if state is None:
+            log.warning("task notice %s: chat %s is unknown; dropped", receipt[1], chat_key)
+            await self._store.release_received([receipt])
+        elif state.chat.platform in self._adapters:
+            self._lanes.of(state).submit_notice(text, receipt)

@@ -1,0 +1,392 @@
+"""What a suspended turn waits on — an approval card or a question — and every way it ends: a
+button, a typed reply, /approve or /deny, the user moving on, or its expiry (silence is never
+consent).
+
+Every answer to an approval card is read by the one decision function agent/consent.read_consent
+and applied by the runtime (`decide`); a question's answer by bot/replies.read_reply (`answer`).
+In a group, typed consent counts only from an approver (an admin) who replies to the card or
+mentions the bot; nobody else's message closes it — it is held in the chat's lane until the card
+is decided. The card or question then shows how it ended and the turn resumes in its lane."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from adapters.base import (
+    Button,
+    ButtonPress,
+    Card,
+    ChatAdapter,
+    ChatRef,
+    DeliveryError,
+    InboundMessage,
+    SentMessage,
+    UserRef,
+)
+from agent import events as ev
+from agent.approval import Decision
+from agent.consent import StandingApproval, normalize, read_consent
+from agent.errors import ApprovalError, ApprovalExpired, ApprovalForeignChat, ApprovalNotFound, NotAnApprover
+from agent.ports import ApprovalRecord, Receipt, TurnRecord
+from agent.runtime import AgentRuntime
+from bot import cards
+from bot.chats import ChatDirectory, ChatState, KeyValue
+from bot.i18n import t
+from bot.lanes import Lanes
+from bot.refusals import refusal_key
+from bot.replies import read_reply
+from bot.sent import card_key, question_key, remember_sent, sent_ref
+
+log = logging.getLogger(__name__)
+
+
+class WaitingStore(KeyValue, Protocol):
+    async def load_turn(self, turn_id: str) -> TurnRecord | None: ...
+
+    async def open_turn(self, session_id: str) -> TurnRecord | None: ...
+
+    async def open_turns(self) -> list[TurnRecord]: ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def release_received(self, receipts: list[Receipt]) -> None: ...
+
+    async def list_standing(
+        self, chat_key: str | None, now: datetime, tool: str | None = None
+    ) -> list[StandingApproval]: ...
+
+
+def is_short_reply(text: str) -> bool:
+    """A short reply to a card that is no decision ("3", "第三个", "👍", "what?"): it gets a hint and
+    the card stays; a longer message is a new request and closes the card (nothing runs)."""
+    word = normalize(text)
+    return len(word) <= 12 and " " not in word
+
+
+def is_waiting(turn: TurnRecord | None) -> bool:
+    """A suspended turn waiting on the user (an approval card or a question)."""
+    return turn is not None and turn.status == "suspended" and turn.waiting is not None
+
+
+def may_close(turn: TurnRecord, user_id: str) -> bool:
+    """Whose message or command may close a waiting card or question ("moved on"): an approver,
+    or the requester; never another member's."""
+    return user_id == turn.requester or user_id in turn.approvers
+
+
+class Waiting:
+    """Cards and questions of every chat. Public: `waiting_turn`, `move_on`, `answer_message`,
+    `on_button`, `decide_by_command`, `expire_due`, `send_card`, `send_question`, `card_info`."""
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        store: WaitingStore,
+        adapters: dict[str, ChatAdapter],
+        chats: ChatDirectory,
+        lanes: Lanes,
+        say: Callable[[ChatState, str], Awaitable[Any]],
+    ):
+        self._runtime = runtime
+        self._store = store
+        self._adapters = adapters
+        self._chats = chats
+        self._lanes = lanes
+        self._say = say
+        # the facts of a trade for its card (markets/preview.py), wired by bot/chat_setup.py
+        self.trade_facts: Callable[[ApprovalRecord], Coroutine[Any, Any, Any]] | None = None
+        # tool name -> (lang -> one line on the approval card, e.g. exec_command's sandbox)
+        self.card_notes: dict[str, Callable[[str], str]] = {}
+
+    # ---- what a chat waits on ------------------------------------------------------------------
+    async def waiting_turn(self, state: ChatState) -> TurnRecord | None:
+        turn = await self._store.open_turn(state.session_id)
+        return turn if is_waiting(turn) else None
+
+    async def move_on(self, state: ChatState, turn: TurnRecord) -> None:
+        """Close a waiting turn because the user moved on; the card shows it."""
+        assert turn.waiting is not None
+        approval_id = turn.waiting.confirmation_target.approval_id
+        await self._runtime.answer(turn.id, "", status="moved_on")
+        if approval_id:
+            await self._finalize_card(approval_id, "moved_on", "")
+        else:
+            await self._finalize_question(turn.id, "moved_on")
+        # the runtime closes the turn itself when the next run starts; mark it done now too
+        await self._runtime.close_turn(turn.id)
+
+    async def answer_message(
+        self, state: ChatState, turn: TurnRecord, msg: InboundMessage, receipt: Receipt | None = None
+    ) -> bool:
+        """A message while `turn` waits: True if it was consumed as the answer (or held until the
+        card is decided); False when it is a new request (the card or question was closed)."""
+        assert turn.waiting is not None
+        lane = self._lanes.of(state)
+        uid = msg.user.user_id
+        may_answer = may_close(turn, uid)
+        reading = read_reply(msg.text, turn.waiting)
+        if turn.waiting.kind == "approval":
+            approval_id = turn.waiting.confirmation_target.approval_id
+            if uid not in turn.approvers:
+                if msg.addressed:  # only an approver can unblock this chat: it waits for them
+                    lane.hold(msg.text, msg.user, receipt)
+                return True
+            card = await self._card_ref(approval_id)
+            replying_to_card = card is not None and msg.reply_to_message_id == card.message_id
+            # in a group, typed consent must be addressed: a reply to the card or a mention
+            if state.chat.is_group and not (replying_to_card or (msg.addressed and not msg.reply_to_bot)):
+                if msg.addressed:  # a reply to another of the bot's messages: waits for the decision
+                    lane.hold(msg.text, msg.user, receipt)
+                return True
+            record = await self._store.get_approval(approval_id)
+            scope = self._runtime.gate.scope_for(record) if record is not None else None
+            decision = read_consent("text", msg.text, scope=scope, replying_to_card=replying_to_card)
+            word = decision.gate_decision
+            if word is not None:
+                await self._release(receipt)
+                refused = await self._decide(state, approval_id, msg.user, word, decision.note, record)
+                if refused is not None:
+                    await self._say(state, t(state.lang, refusal_key(refused)))
+                return True
+            if is_short_reply(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
+                await self._release(receipt)
+                await self._say(state, t(state.lang, "approval_unclear"))
+                return True
+            await self.move_on(state, turn)  # a new request: the card closes, nothing runs
+            return False
+        if not may_answer:
+            if not msg.addressed:
+                return True
+            if state.chat.is_group:
+                # someone else's question (only its requester or an admin answers it): a member's
+                # message neither answers nor closes it; it waits until the question is closed
+                lane.hold(msg.text, msg.user, receipt)
+                return True
+            return False
+        if reading.kind == "moved_on":
+            await self.move_on(state, turn)
+            return False
+        answer = {"yes": "yes", "no": "no"}.get(reading.kind, reading.value)
+        await self._release(receipt)
+        await self._runtime.answer(turn.id, answer)
+        await self._finalize_question(turn.id, "question_answered", answer=cards.visible(answer))
+        lane.resume_soon(turn.id)
+        return True
+
+    async def _release(self, receipt: Receipt | None) -> None:
+        """The message was answered otherwise than by entering the history (a reply to a card or
+        a question): nothing to take up after a restart. Released before acting on it, so a crash
+        in between loses the reply (the card or question is still there) rather than repeat it."""
+        if receipt is not None:
+            await self._store.release_received([receipt])
+
+    # ---- buttons and commands ----------------------------------------------------------------
+    async def on_button(self, state: ChatState, press: ButtonPress) -> None:
+        parsed = cards.parse_callback(press.data)
+        if parsed is None:
+            await press.ack(t(state.lang, "approval_stale"), False)
+            return
+        kind, ident = parsed
+        if kind.startswith("q"):
+            await self._on_option(state, press, int(kind[1:]), ident)
+            return
+        record = await self._store.get_approval(ident)
+        scope = self._runtime.gate.scope_for(record) if record is not None else None
+        word = read_consent("button", kind, scope=scope).gate_decision
+        refused = (
+            await self._decide(state, ident, press.user, word, "", record)
+            if word
+            else ApprovalNotFound("this button is no longer valid")
+        )
+        if refused is not None:
+            await press.ack(t(state.lang, refusal_key(refused)), isinstance(refused, NotAnApprover))
+        else:
+            await press.ack("", False)
+
+    async def _on_option(self, state: ChatState, press: ButtonPress, index: int, turn_id: str) -> None:
+        """A question's option button (`index` from 1)."""
+        turn = await self._store.load_turn(turn_id)
+        if (
+            turn is None
+            or turn.waiting is None
+            or turn.status != "suspended"
+            or turn.session_id != state.session_id
+        ):
+            await press.ack(t(state.lang, "approval_stale"), False)
+            return
+        if not may_close(turn, press.user.user_id):
+            await press.ack(t(state.lang, "approval_not_allowed"), True)
+            return
+        if not 1 <= index <= len(turn.waiting.options):
+            await press.ack(t(state.lang, "approval_stale"), False)
+            return
+        await press.ack("", False)
+        choice = turn.waiting.options[index - 1]
+        await self._runtime.answer(turn.id, choice)
+        await self._finalize_question(turn.id, "question_answered", answer=cards.visible(choice))
+        self._lanes.of(state).resume_soon(turn.id)
+
+    async def decide_by_command(
+        self, state: ChatState, user: UserRef, approval_id: str, command: str
+    ) -> ApprovalError | None:
+        """/approve <id> or /deny <id>, read by the one decision function; None when applied."""
+        word = read_consent("command", command).gate_decision
+        if word is None:
+            return ApprovalError("unknown decision")
+        return await self._decide(state, approval_id, user, word)
+
+    async def _decide(
+        self,
+        state: ChatState,
+        approval_id: str,
+        user: UserRef,
+        decision: Decision,
+        note: str = "",
+        record: ApprovalRecord | None = None,
+    ) -> ApprovalError | None:
+        """Apply a decision; returns None on success or why it was refused. `record`: the
+        approval as the caller read it already (one read per tap)."""
+        record = record or await self._store.get_approval(approval_id)
+        if record is not None and record.chat_key and record.chat_key != state.key:
+            return ApprovalForeignChat()  # chat A never resolves B's approval
+        try:
+            record = await self._runtime.decide(approval_id, user.user_id, decision, note)
+        except ApprovalExpired as exc:
+            await self._expire(approval_id)
+            return exc
+        except ApprovalError as exc:
+            return exc
+        await self._finalize_card(approval_id, decision, user.display_name or user.user_id, record)
+        lane = self._lanes.of(state)
+        lane.resume_soon(record.turn_id)
+        lane.release_held()
+        return None
+
+    # ---- expiry ------------------------------------------------------------------------------
+    async def expire_due(self, now: datetime | None = None) -> int:
+        """Expire approvals and questions whose time ran out (silence is never consent)."""
+        now = now or datetime.now(UTC)
+        count = 0
+        for turn in await self._store.open_turns():
+            w = turn.waiting
+            if turn.status != "suspended" or w is None or w.expires_at is None or w.expires_at > now:
+                continue
+            count += 1
+            approval_id = w.confirmation_target.approval_id
+            if approval_id:
+                await self._expire(approval_id)
+            else:
+                await self._runtime.answer(turn.id, "", status="no_answer")
+                await self._finalize_question(turn.id, "question_expired")
+                self._resume_in_its_chat(turn)
+        return count
+
+    async def _expire(self, approval_id: str) -> None:
+        record = await self._store.get_approval(approval_id)
+        if record is None:
+            return
+        turn = await self._store.load_turn(record.turn_id)
+        await self._finalize_card(approval_id, "expired", "")
+        if turn is not None and turn.status == "suspended":
+            await self._runtime.answer(turn.id, "", status="no_answer")
+            self._resume_in_its_chat(turn)
+
+    def _resume_in_its_chat(self, turn: TurnRecord) -> None:
+        state = self._chats.find_by_session(turn.session_id)
+        if state is not None:
+            self._lanes.of(state).resume_soon(turn.id)
+
+    # ---- cards and questions in the chat -----------------------------------------------------
+    async def send_card(self, state: ChatState, event: ev.ApprovalRequired) -> None:
+        record = await self._store.get_approval(event.approval_id)
+        if record is None:
+            return
+        info = await self.card_info(record, state.chat, state.lang)
+        card, buttons = cards.approval_view(record, state.lang, info)
+        sent = await self._send_waiting(state, event.turn_id, card, buttons)
+        if sent is None:
+            return
+        await remember_sent(self._store, card_key(record.id), state, sent)
+        record = await self._store.get_approval(record.id)
+        if record is not None and record.status != "pending":  # decided while the card was in flight
+            await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
+
+    async def card_info(self, record: ApprovalRecord, chat: ChatRef, lang: str = "en") -> cards.CardInfo:
+        note = self.card_notes.get(record.tool)
+        trade = None
+        if self.trade_facts is not None:
+            try:
+                trade = await self.trade_facts(record)
+            except Exception:  # the card still shows the raw arguments
+                log.warning("no trade facts for the card of %s", record.id, exc_info=True)
+        return cards.CardInfo(
+            expires_at=record.expires_at,
+            group=chat.is_group,
+            scope=self._runtime.gate.scope_for(record),
+            standing_hours=self._runtime.gate.standing_ttl.total_seconds() / 3600,
+            trade=trade,
+            note=note(lang) if note else "",
+        )
+
+    async def send_question(self, state: ChatState, event: ev.Question) -> None:
+        turn = await self._store.load_turn(event.turn_id)
+        if turn is None or turn.waiting is None:
+            return
+        text, buttons = cards.question_prompt(turn.waiting, event.turn_id)
+        sent = await self._send_waiting(state, event.turn_id, text, buttons)
+        if sent is not None and buttons:  # its buttons are taken away once it is answered
+            await remember_sent(self._store, question_key(event.turn_id), state, sent, text=text)
+
+    async def _send_waiting(
+        self, state: ChatState, turn_id: str, text: str | Card, buttons: list[list[Button]]
+    ) -> SentMessage | None:
+        """Send what a suspended turn waits on. Nobody can answer what nobody sees: if it cannot
+        be delivered, the lane closes it as soon as the turn has suspended (an approval is then
+        denied, never allowed) instead of letting it wait for its expiry."""
+        adapter = self._adapters[state.chat.platform]
+        try:
+            if isinstance(text, Card):  # an approval card: an embed on Discord
+                return await adapter.send_card(state.chat, text, buttons=buttons or None)
+            return await adapter.send_text(state.chat, text, buttons=buttons or None)
+        except DeliveryError as exc:
+            log.warning("could not deliver what turn %s waits on; closing it: %s", turn_id, exc)
+            self._lanes.of(state).undelivered(turn_id)
+            return None
+
+    async def _card_ref(self, approval_id: str) -> SentMessage | None:
+        found = await sent_ref(self._store, self._adapters, card_key(approval_id))
+        return found[0] if found else None
+
+    async def _finalize_card(
+        self, approval_id: str, outcome: str, who: str, record: ApprovalRecord | None = None
+    ) -> None:
+        """The card shows how it ended and loses its buttons. `record`: the approval, when the
+        caller has it (its tool, arguments and chat do not change)."""
+        found = await sent_ref(self._store, self._adapters, card_key(approval_id))
+        record = record or await self._store.get_approval(approval_id)
+        if found is None or record is None:
+            return
+        msg, adapter, ref = found
+        rule = ""
+        if outcome == "always":
+            rules = await self._store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
+            rule = next((r.id for r in rules if r.approval_id == approval_id), "")
+        with contextlib.suppress(DeliveryError):
+            await adapter.edit_text(
+                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who, rule), buttons=None
+            )
+
+    async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
+        """The question's buttons go; a line says how it ended (`line`: an i18n key)."""
+        found = await sent_ref(self._store, self._adapters, question_key(turn_id))
+        if found is None:
+            return
+        msg, adapter, ref = found
+        with contextlib.suppress(DeliveryError):
+            await adapter.edit_text(
+                msg, f"{ref['text']}\n{t(ref.get('lang', 'en'), line, **fields)}", buttons=None
+            )
