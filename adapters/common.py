@@ -89,6 +89,6 @@ async def call_handler(handler: InboundHandler, event: Inbound, *, timeout: floa
     return True
 
 
-def _log_late_failure(task: asyncio.Future) -> None:
+def _log_late_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("late handler failure", exc_info=task.exception())

@@ -53,7 +53,7 @@ from adapters.breaker import DISCORD_LIMIT, BudgetExhausted, InvalidRequestBudge
 from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
-from adapters.render import render_parts, to_discord
+from adapters.render import RenderedPart, render_parts, to_discord
 from adapters.retry import RetryPolicy, with_retries
 from agent.errors import ConfigError
 from agent.text import scrub
@@ -233,14 +233,14 @@ class DiscordAdapter(ChatAdapter):
             guild_ready_timeout=guild_ready_timeout,  # how long READY waits for GUILD_CREATEs
         )
         self._handler: InboundHandler | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._locks = KeyedLocks()
         self._inflight = InflightTracker()
         self._pending: dict[str, _Pending] = {}  # chat key -> deferred slash command awaiting a reply
         self._webhook_msgs: dict[str, tuple[discord.WebhookMessage, float]] = {}
-        self._bg: set[asyncio.Task] = set()
-        self._commands: list[dict] | None = None
+        self._bg: set[asyncio.Task[None]] = set()
+        self._commands: list[dict[str, Any]] | None = None
         self._command_names: set[str] = set()
         self._locales: dict[str, str] = {}  # user id -> last seen client locale
         self._stopping = False
@@ -504,7 +504,7 @@ class DiscordAdapter(ChatAdapter):
     def _target(self, chat: ChatRef) -> discord.PartialMessageable:
         return self.client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
 
-    def _render(self, text: str, fmt: TextFormat):
+    def _render(self, text: str, fmt: TextFormat) -> list[RenderedPart]:
         text = self._outgoing(text)
         if fmt == "plain":
             text = discord.utils.escape_markdown(text)
@@ -724,7 +724,7 @@ def point_at(api_base_url: str | None, gateway_url: str | None) -> None:
 
 def command_payload(
     commands: Sequence[tuple[str, str]], translations: Mapping[str, Mapping[str, str]] | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The exact JSON we PUT to Discord: every command takes one optional free-text option `args`."""
     out = []
     for name, desc in commands:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import bisect
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 # ---------------------------------------------------------------------------------------------
 # Lengths
@@ -375,7 +376,12 @@ def _is_table_row(line: str) -> bool:
     return line.lstrip().startswith("|") and line.count("|") >= 2
 
 
-def _blocks(md: str):
+# (kind, payload): code → (lang, text), table → lines, quote → lines, line → text. The payload's
+# shape follows the kind; the two renderers below branch on the kind and read it accordingly.
+_Block = tuple[str, Any]
+
+
+def _blocks(md: str) -> Iterator[_Block]:
     """Yield (kind, payload) blocks: code(lang, text), table(lines), quote(lines), line(text)."""
     lines = md.replace("\r\n", "\n").split("\n")
     i = 0

@@ -31,7 +31,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Wait before attempt `attempt + 1` (1-based `attempt` failed): backoff with ±25% jitter."""
-        raw = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        raw = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
         return raw * random.uniform(0.75, 1.25)
 
 

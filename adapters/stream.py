@@ -74,7 +74,7 @@ class StreamingMessage:
         self._uncertain = False  # an intermediate send of unknown fate: no more partial sends
         self._last_push: float | None = None
         self._lock = asyncio.Lock()
-        self._pending: asyncio.Task | None = None
+        self._pending: asyncio.Task[None] | None = None
         self._pushing = False  # the pending flush is past its wait: its request may be in flight
         self._finished = False
         self.pushes: list[float] = []  # clock time of every flush that hit the network (for tests)

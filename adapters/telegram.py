@@ -46,7 +46,7 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter
+from telegram.ext import ApplicationBuilder, BaseRateLimiter, ExtBot
 from telegram.request import BaseRequest
 
 from adapters.base import (
@@ -69,7 +69,14 @@ from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.ratelimit import FloodLimiter, Sleep, retry_after_seconds
-from adapters.render import html_visible_text, render_parts, split_chunks, to_telegram_html, utf16_len
+from adapters.render import (
+    RenderedPart,
+    html_visible_text,
+    render_parts,
+    split_chunks,
+    to_telegram_html,
+    utf16_len,
+)
 from adapters.retry import RetryPolicy, with_retries
 from adapters.telegram_wire import (
     PRIVATE,
@@ -83,6 +90,9 @@ from adapters.telegram_wire import (
 from agent.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+# A Bot API JSON object as received (one update): telegram_wire turns it into typed values.
+WireObject = dict[str, Any]
 
 PLATFORM = "telegram"
 ALLOWED_UPDATES = ["message", "callback_query"]
@@ -169,7 +179,7 @@ class TelegramAdapter(ChatAdapter):
         handler_timeout: float = 60.0,
         stop_grace_s: float = 10.0,
         repoll_s: float = 1.0,
-        rate_limiter: BaseRateLimiter | None = None,
+        rate_limiter: BaseRateLimiter[int] | None = None,
         max_retries: int = 3,
         send_budget_s: float = 45.0,
         send_read_timeout: float = SEND_READ_TIMEOUT,
@@ -209,17 +219,17 @@ class TelegramAdapter(ChatAdapter):
             builder = builder.get_updates_request(get_updates_request)
         # The Application owns the bot's lifecycle (getMe, HTTP clients) and its rate limiter;
         # updates are parsed and dispatched here (telegram_wire), not by its handler machinery.
-        self.app: Application = builder.build()
+        self.app = builder.build()
         self._handler: InboundHandler | None = None
         self._locks = KeyedLocks()
         self._inflight = InflightTracker()
         self._stopping = asyncio.Event()
-        self._poll_task: asyncio.Task | None = None
+        self._poll_task: asyncio.Task[None] | None = None
         self._confirmed = 0  # highest offset Telegram has been told about
         self._handled = 0  # offset that would confirm exactly what we handled
         # polled updates: per-chat queues, each drained by a task of its own while it has work
         self._lanes: dict[str, deque[tuple[int, WireUpdate]]] = {}
-        self._lane_tasks: set[asyncio.Task] = set()
+        self._lane_tasks: set[asyncio.Task[None]] = set()
         self._unconfirmed: deque[int] = deque()  # dispatched update ids, oldest first
         self._done: set[int] = set()  # handled ids not yet at the front of `_unconfirmed`
         self._dispatched = -1  # highest update id handed to a lane
@@ -230,7 +240,7 @@ class TelegramAdapter(ChatAdapter):
         self.dropped_stale = 0
 
     @property
-    def bot(self):
+    def bot(self) -> ExtBot[Any]:
         return self.app.bot
 
     # ---------------------------------------------------------------- lifecycle
@@ -354,13 +364,14 @@ class TelegramAdapter(ChatAdapter):
                 except Exception:  # never let one bad batch stop polling
                     log.exception("telegram: failed while dispatching a batch of %d updates", len(raw))
 
-    async def _get_updates_raw(self, data: dict[str, Any], read_timeout: float) -> list[dict]:
+    async def _get_updates_raw(self, data: dict[str, Any], read_timeout: float) -> list[WireObject]:
         # Bot.get_updates parses the whole batch at once, so one malformed update would block the
         # queue forever; `_post` (PTB's internal, stable since v20) returns the raw JSON list.
         # It also routes getUpdates through the dedicated get_updates_request.
-        return await self.bot._post("getUpdates", data, read_timeout=read_timeout)
+        updates: list[WireObject] = await self.bot._post("getUpdates", data, read_timeout=read_timeout)
+        return updates
 
-    async def _dispatch(self, raw: list[dict]) -> None:
+    async def _dispatch(self, raw: list[WireObject]) -> None:
         """Hand new updates to their chat's lane; updates already dispatched (unconfirmed ones come
         back until the prefix before them is handled) are skipped."""
         stale: dict[str, list[WireUpdate]] = {}
@@ -414,7 +425,9 @@ class TelegramAdapter(ChatAdapter):
         if not self._unconfirmed:
             self._all_handled.set()
 
-    def _prepare(self, item: dict, stale: dict[str, list[WireUpdate]] | None = None) -> WireUpdate | None:
+    def _prepare(
+        self, item: WireObject, stale: dict[str, list[WireUpdate]] | None = None
+    ) -> WireUpdate | None:
         """Parse one raw update; None if it is malformed or a stale backlog message (dropped)."""
         try:
             update = parse_update(item)
@@ -438,7 +451,7 @@ class TelegramAdapter(ChatAdapter):
             except Exception:  # one bad update never stops the others
                 log.exception("telegram: error while handling update %s", update.update_id)
 
-    async def _process_raw(self, item: dict, stale: dict[str, list[WireUpdate]] | None = None) -> None:
+    async def _process_raw(self, item: WireObject, stale: dict[str, list[WireUpdate]] | None = None) -> None:
         update = self._prepare(item, stale)
         if update is not None:
             await self._deliver(update)
@@ -635,7 +648,7 @@ class TelegramAdapter(ChatAdapter):
 
     # ---------------------------------------------------------------- outbound
 
-    def _render(self, text: str, fmt: TextFormat, limit: int | None = None):
+    def _render(self, text: str, fmt: TextFormat, limit: int | None = None) -> list[RenderedPart]:
         return render_parts(
             self._outgoing(text),
             limit=limit or self.max_message_len,
@@ -745,7 +758,7 @@ class TelegramAdapter(ChatAdapter):
             ids.append(str(sent["message_id"]))
         return SentMessage(chat, ids[-1], tuple(ids[:-1]))
 
-    def _single(self, text: str, fmt: TextFormat, limit: int):
+    def _single(self, text: str, fmt: TextFormat, limit: int) -> RenderedPart | None:
         parts = self._render(text, fmt, limit)
         if len(parts) > 1:
             head = split_chunks(text, limit - 2, length=utf16_len)[0].text

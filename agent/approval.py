@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from agent.consent import StandingApproval, StandingScope, standing_scope
 from agent.errors import (
@@ -30,6 +30,7 @@ from agent.errors import (
 from agent.messages import ToolCallPart
 from agent.ports import (
     ApprovalRecord,
+    ApprovalStatus,
     ApprovalStore,
     Clock,
     SystemClock,
@@ -170,7 +171,7 @@ class ApprovalGate:
         scope = self.scope_for(record) if decision == "always" else None
         if decision == "always" and (scope is None or not record.chat_key):
             raise AlwaysNotOffered()
-        status: Any = "approved" if decision in ("once", "always") else "denied"
+        status: ApprovalStatus = "approved" if decision in ("once", "always") else "denied"
         if not await self.store.resolve_approval(
             approval_id, status=status, decided_by=user_id, decision=decision
         ):

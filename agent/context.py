@@ -18,7 +18,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Coroutine, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agent import events as ev
 from agent.compaction import Compactor
@@ -27,6 +27,7 @@ from agent.ports import SessionStore
 from agent.providers.base import ModelClient
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RECALL_OPEN, RECALL_CLOSE = "<relevant-memories>", "</relevant-memories>"
 CURRENT_OPEN, CURRENT_CLOSE = "<current-user-message>", "</current-user-message>"
@@ -62,7 +63,7 @@ class TaskTracker:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)

@@ -28,7 +28,8 @@ TapebotError
 from __future__ import annotations
 
 # `config` sits below `agent`, so the root and ConfigError live in config.errors; re-exported here.
-from config.errors import ConfigError, TapebotError  # noqa: F401
+from config.errors import ConfigError as ConfigError
+from config.errors import TapebotError as TapebotError
 
 
 class ModelError(TapebotError):

@@ -4,10 +4,13 @@ tests). Nobody re-implements the loop; they render these."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.messages import ToolCallPart
 from agent.usage import Usage
+
+if TYPE_CHECKING:  # annotations only: events stay a leaf module every layer can import cheaply
+    from agent.tools.registry import Attachment
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +62,7 @@ class ToolResult:
     name: str
     content: str
     elapsed: float = 0.0
-    attachments: tuple[Any, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
     kind: Literal["tool_result"] = "tool_result"
 
 

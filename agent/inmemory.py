@@ -3,11 +3,12 @@ the loop and the in-process benchmark. Production and integration tests use `mem
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from agent.consent import StandingApproval
 from agent.messages import Message
-from agent.ports import ApprovalRecord, ApprovalStatus, TurnRecord, UsageRecord
+from agent.ports import ApprovalRecord, ApprovalStatus, Receipt, TurnRecord, UsageRecord
 
 
 class InMemoryStore:
@@ -33,10 +34,10 @@ class InMemoryStore:
         self,
         session_id: str,
         *,
-        messages=(),
+        messages: Sequence[Message] = (),
         turn: TurnRecord | None = None,
         usage: UsageRecord | None = None,
-        received=(),
+        received: Sequence[Receipt] = (),
     ) -> None:
         await self.get_or_create_session(session_id)
         self.messages[session_id].extend(messages)

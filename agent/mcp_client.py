@@ -34,11 +34,16 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent.errors import InvalidToolArguments, ToolFailed, ToolTimedOut
 from agent.tools.registry import Attachment, Tool, ToolContext, ToolOutput, Toolset, ToolSpec
 from config.settings import McpServerConfig
+
+if TYPE_CHECKING:  # the SDK is imported when a server starts, not with this module
+    from mcp import Client, StdioServerParameters
+    from mcp.types import CallToolResult, ImageContent
+    from mcp.types import Tool as RemoteTool
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +116,9 @@ def server_environment(config: McpServerConfig, environ: Mapping[str, str] | Non
     return env
 
 
-def stdio_parameters(config: McpServerConfig, environ: Mapping[str, str] | None = None) -> Any:
+def stdio_parameters(
+    config: McpServerConfig, environ: Mapping[str, str] | None = None
+) -> StdioServerParameters:
     """StdioServerParameters that start the server with ONLY `server_environment()`. The SDK
     always merges a few variables of ours (HOME, USER, SHELL, ...) into the child's environment,
     so on POSIX the command runs through `env -u NAME ...` to drop the ones not allow-listed
@@ -185,7 +192,7 @@ def _schema(raw: Any) -> dict[str, Any]:
     return schema
 
 
-def build_spec(config: McpServerConfig, remote: Any) -> ToolSpec:
+def build_spec(config: McpServerConfig, remote: RemoteTool) -> ToolSpec:
     """The tapebot spec for one listed MCP tool: namespaced, approval per config (the server's
     annotations are hints from a third party: they set the side-effect label, never approval)."""
     ann = getattr(remote, "annotations", None)
@@ -229,13 +236,13 @@ class McpServerConnection:
     error: str = ""
     tools: list[McpTool] = field(default_factory=list)
     reconnects: int = 0  # successful reconnections
-    _client: Any = None
+    _client: Client | None = None
     _task: asyncio.Task[None] | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _session_over: asyncio.Event = field(default_factory=asyncio.Event)
     _was_ready: bool = False
-    _errlog: Any = None
+    _errlog: TextIO | None = None
 
     @property
     def name(self) -> str:
@@ -340,8 +347,8 @@ class McpServerConnection:
                 self._errlog = None
         return became_ready
 
-    async def _list_tools(self, client: Any) -> list[Any]:
-        tools: list[Any] = []
+    async def _list_tools(self, client: Client) -> list[RemoteTool]:
+        tools: list[RemoteTool] = []
         cursor = None
         for _ in range(50):  # a paginator that never ends cannot hang the start
             page = await client.list_tools(cursor=cursor)
@@ -400,28 +407,28 @@ class McpServerConnection:
             raise ToolFailed(f"MCP server {self.name} failed on {remote_name}: {message}") from None
         return self._convert(remote_name, result, ctx)
 
-    def _convert(self, remote_name: str, result: Any, ctx: ToolContext) -> Any:
+    def _convert(self, remote_name: str, result: CallToolResult, ctx: ToolContext) -> str | ToolOutput:
         texts: list[str] = []
         attachments: list[Attachment] = []
         for item in result.content or []:
-            kind = getattr(item, "type", "")
-            if kind == "text":
+            # the SDK's content blocks are a union tagged by `type`: comparing it narrows the block
+            if item.type == "text":
                 texts.append(item.text)
-            elif kind == "image":
+            elif item.type == "image":
                 saved = self._save_image(item, ctx)
                 if saved is not None:
                     attachments.append(saved)
                     texts.append(f"[image sent to the chat: {saved.path.name}]")
                 else:
                     texts.append(f"[image ({item.mime_type}) not shown]")
-            elif kind == "resource":
+            elif item.type == "resource":
                 res = item.resource
                 text = getattr(res, "text", None)
                 texts.append(text if text is not None else f"[binary resource {res.uri}]")
-            elif kind == "resource_link":
+            elif item.type == "resource_link":
                 texts.append(f"[resource: {item.uri}]")
             else:
-                texts.append(f"[{kind or 'unknown'} content not shown]")
+                texts.append(f"[{getattr(item, 'type', '') or 'unknown'} content not shown]")
         if not texts and result.structured_content is not None:
             texts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
         text = "\n".join(texts)
@@ -431,7 +438,7 @@ class McpServerConnection:
             raise ToolFailed(f"{self.name}/{remote_name} returned an error: {text[:2000] or '(no details)'}")
         return ToolOutput(text, attachments) if attachments else text
 
-    def _save_image(self, item: Any, ctx: ToolContext) -> Attachment | None:
+    def _save_image(self, item: ImageContent, ctx: ToolContext) -> Attachment | None:
         if self.results_dir is None:
             return None
         ext = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}.get(

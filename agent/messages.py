@@ -127,7 +127,8 @@ _MESSAGES = TypeAdapter(list[Message])
 
 
 def dump_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    return _MESSAGES.dump_python(messages, mode="json")
+    dumped: list[dict[str, Any]] = _MESSAGES.dump_python(messages, mode="json")  # pydantic returns Any
+    return dumped
 
 
 def load_messages(data: list[dict[str, Any]]) -> list[Message]:

@@ -30,7 +30,7 @@ from agent.errors import (
     StreamInterrupted,
     TurnNotBegun,
 )
-from agent.executor import CallOutcome, ToolExecutor, TurnScope, error_outcome
+from agent.executor import BackgroundRunner, CallOutcome, ToolExecutor, TurnScope, error_outcome
 from agent.guards import (
     MAX_REQUIRED_TOOL_RETRIES,
     MAX_TOOL_ROUNDS,
@@ -193,7 +193,7 @@ class AgentRuntime:
         results_dir: Path | None = None,
         trace_factory: Callable[[str, str], Trace] | None = None,
         clock: Clock | None = None,
-        background: Any = None,
+        background: BackgroundRunner | None = None,
         spill_chars: int = 8_000,
         snapshot: Callable[[TurnRecord, str], Awaitable[str]] | None = None,
         redactor: Redactor | None = None,

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Protocol
 
 import orjson
@@ -319,9 +320,11 @@ class Scratchpad:
     def __enter__(self) -> Scratchpad:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc is not None:
-            self.record("error", error=f"{exc_type.__name__}: {exc}")
+            self.record("error", error=f"{type(exc).__name__}: {exc}")
         self.close()
 
 
@@ -346,7 +349,9 @@ class NullScratchpad:
     def __enter__(self) -> NullScratchpad:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         return None
 
 

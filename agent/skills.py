@@ -21,11 +21,11 @@ it; invalid files are reported (`check_skills`, `tapebot skills check`), never c
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from agent.errors import ToolFailed
 from agent.tools.registry import ToolContext, Toolset
@@ -261,7 +261,7 @@ class SkillLibrary:
             overrides_builtin=skill.overrides_builtin,
         )
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Skill]:
         return iter(self.skills.values())
 
 
@@ -334,7 +334,7 @@ async def execute_skill(ctx: ToolContext, name: str, arguments: str = "") -> dic
 
 
 # ---- command line -----------------------------------------------------------------------------
-def skills_cli(argv: list[str], skills_dir: Path, out: Any = None) -> int:
+def skills_cli(argv: list[str], skills_dir: Path, out: TextIO | None = None) -> int:
     """`tapebot skills [list|check]`: list the skills (built-in, user, overrides) or check the
     user folder. `check` exits 1 when a file has a problem."""
     import sys

@@ -36,10 +36,11 @@ from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
 from agent.errors import ToolDenied, ToolTimedOut
+from agent.executor import BackgroundRunner
 from agent.inmemory import InMemoryStore
 from agent.messages import Message
 from agent.providers.base import ModelClient, ToolSchema
-from agent.runtime import ROUNDS_EXHAUSTED, AgentRuntime, RuntimeConfig, TurnRequest
+from agent.runtime import ROUNDS_EXHAUSTED, AgentRuntime, RuntimeConfig, Trace, TurnRequest
 from agent.tokens import estimate_messages, estimate_tokens
 from agent.tools.registry import Deps, Tool, ToolContext, Toolset, ToolSpec
 
@@ -172,9 +173,9 @@ class SubAgentServices:
     toolset: Toolset  # the parent's toolset; each sub-agent sees a whitelisted proxy of it
     workspace: Path | None = None
     results_dir: Path | None = None
-    background: Any = None  # the parent's BackgroundRunner (agent.background_tools.BackgroundSubmitter)
+    background: BackgroundRunner | None = None  # the parent's (agent.background_tools.BackgroundSubmitter)
     model: str | None = None  # model id for sub-agents (None: the default model)
-    trace_factory: Callable[[str, str], Any] | None = None  # scratchpad traces for sub-agent turns
+    trace_factory: Callable[[str, str], Trace] | None = None  # scratchpad traces for sub-agent turns
 
 
 class SubAgentPolicy(BaseModel):
@@ -301,7 +302,7 @@ class _BudgetHooks:
         return None
 
     async def compact(
-        self, session_id: str, messages: list[Message], client: Any, overhead_tokens: int, force: bool
+        self, session_id: str, messages: list[Message], client: ModelClient, overhead_tokens: int, force: bool
     ) -> tuple[list[Message], ev.Compaction] | None:
         if estimate_messages(messages, self.system, self.schemas) <= self.budget:
             return None

@@ -10,9 +10,9 @@ import hmac
 import logging
 import secrets
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from adapters.base import ButtonPress, ChatAdapter, ChatRef, DeliveryError, Inbound, InboundCommand, UserRef
-from bot.chats import KeyValue
 from bot.i18n import pick_language, t
 
 log = logging.getLogger(__name__)
@@ -20,6 +20,14 @@ log = logging.getLogger(__name__)
 PAIRING_MAX_ATTEMPTS = 5
 # Commands that change a shared chat's settings or policy: admins only, in groups.
 ADMIN_ONLY_IN_GROUPS = frozenset({"model", "lang", "brief", "clear", "rules"})
+
+
+class PairedStore(Protocol):
+    """The `paired_users` table (memory.chat_tables)."""
+
+    async def paired_users(self, platform: str) -> list[str]: ...
+
+    async def add_paired_user(self, platform: str, user_id: str) -> None: ...
 
 
 @dataclass
@@ -39,7 +47,7 @@ class _Pairing:
 class Access:
     """The allow-lists of every platform (`platforms`, shared with whoever built them)."""
 
-    def __init__(self, platforms: dict[str, PlatformAccess], store: KeyValue):
+    def __init__(self, platforms: dict[str, PlatformAccess], store: PairedStore):
         self.platforms = platforms
         self._store = store
         self._pairing: dict[str, _Pairing] = {}
@@ -75,7 +83,7 @@ class Access:
 
     async def restore_paired(self) -> None:
         for platform, acc in self.platforms.items():
-            for uid in await paired_users(self._store, platform):
+            for uid in await self._store.paired_users(platform):
                 acc.allowed_users.add(uid)
                 acc.admins.add(uid)
 
@@ -100,7 +108,7 @@ class Access:
         acc = self.platforms.setdefault(inbound.chat.platform, PlatformAccess())
         acc.allowed_users.add(uid)
         acc.admins.add(uid)
-        await add_paired_user(self._store, inbound.chat.platform, uid)
+        await self._store.add_paired_user(inbound.chat.platform, uid)
         log.warning("paired %s user %s: allowed and admin from now on", inbound.chat.platform, uid)
         lang = pick_language(inbound.user.language_code)
         with contextlib.suppress(DeliveryError):
@@ -126,13 +134,3 @@ class Access:
             await adapter.send_text(
                 inbound.chat, t(lang, "not_allowed", user_id=inbound.user.user_id), format="plain"
             )
-
-
-# ---- where paired users are kept -----------------------------------------------------------------
-async def paired_users(store: KeyValue, platform: str) -> list[str]:
-    return list(await store.kv_get(f"paired:{platform}") or [])
-
-
-async def add_paired_user(store: KeyValue, platform: str, user_id: str) -> None:
-    key = f"paired:{platform}"
-    await store.kv_set(key, sorted({*(await store.kv_get(key) or []), user_id}))

@@ -10,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from adapters.base import ChatRef, UserRef
+from memory.chat_tables import ChatRecord
 
 
-class KeyValue(Protocol):
-    async def kv_get(self, key: str) -> Any: ...
+class ChatStore(Protocol):
+    """The `chats` table (memory.chat_tables)."""
 
-    async def kv_set(self, key: str, value: Any) -> None: ...
+    async def load_chat(self, key: str) -> ChatRecord | None: ...
+
+    async def save_chat(self, chat: ChatRecord) -> None: ...
 
 
 @dataclass
@@ -41,8 +44,8 @@ def chat_key(chat: ChatRef, user: UserRef, group_sessions: str) -> str:
 
 
 class ChatDirectory:
-    def __init__(self, kv: KeyValue):
-        self.kv = kv
+    def __init__(self, store: ChatStore):
+        self.store = store
         self._states: dict[str, ChatState] = {}
         self._lock = asyncio.Lock()
 
@@ -54,16 +57,16 @@ class ChatDirectory:
         async with self._lock:
             state = self._states.get(key)
             if state is None:
-                saved = await self.kv.kv_get(f"chat:{key}") or {}
+                saved = await self.store.load_chat(key)
                 state = ChatState(
                     key=key,
                     chat=chat,
-                    session_id=saved.get("session_id") or self._new_session_id(key),
-                    lang=saved.get("lang") or default_lang,
-                    model=saved.get("model"),
-                    owner=saved.get("owner") or "",
+                    session_id=(saved and saved.session_id) or self._new_session_id(key),
+                    lang=(saved and saved.lang) or default_lang,
+                    model=saved.model if saved else None,
+                    owner=saved.owner if saved else "",
                 )
-                if not saved:
+                if saved is None or not saved.chat_id:  # a row from before addresses were kept
                     await self.save(state)
                 self._states[key] = state
         return state
@@ -74,21 +77,20 @@ class ChatDirectory:
         state = self._states.get(key)
         if state is not None:
             return state
-        saved = await self.kv.kv_get(f"chat:{key}")
-        if not saved or not saved.get("chat"):
+        saved = await self.store.load_chat(key)
+        if saved is None or not saved.chat_id:  # never seen, or its address was never recorded
             return None
-        c = saved["chat"]
-        chat = ChatRef(c["platform"], c["chat_id"], c.get("thread_id"), c.get("is_group", False))
+        chat = ChatRef(saved.platform, saved.chat_id, saved.thread_id, saved.is_group)
         async with self._lock:
             state = self._states.get(key)
             if state is None:
                 state = ChatState(
                     key=key,
                     chat=chat,
-                    session_id=saved.get("session_id") or self._new_session_id(key),
-                    lang=saved.get("lang") or "en",
-                    model=saved.get("model"),
-                    owner=saved.get("owner") or "",
+                    session_id=saved.session_id or self._new_session_id(key),
+                    lang=saved.lang or "en",
+                    model=saved.model,
+                    owner=saved.owner,
                 )
                 self._states[key] = state
         return state
@@ -110,18 +112,16 @@ class ChatDirectory:
 
     async def save(self, state: ChatState) -> None:
         c = state.chat
-        await self.kv.kv_set(
-            f"chat:{state.key}",
-            {
-                "session_id": state.session_id,
-                "lang": state.lang,
-                "model": state.model,
-                "owner": state.owner,
-                "chat": {
-                    "platform": c.platform,
-                    "chat_id": c.chat_id,
-                    "thread_id": c.thread_id,
-                    "is_group": c.is_group,
-                },
-            },
+        await self.store.save_chat(
+            ChatRecord(
+                key=state.key,
+                platform=c.platform,
+                chat_id=c.chat_id,
+                thread_id=c.thread_id,
+                is_group=c.is_group,
+                session_id=state.session_id,
+                lang=state.lang,
+                model=state.model,
+                owner=state.owner,
+            )
         )

@@ -18,6 +18,7 @@ from agent import events as ev
 from bot.i18n import t
 from bot.i18n_tasks import failure_text
 from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of, paused_record
+from memory.chat_tables import PausedProgress
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class TurnView:
         key: str | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         stop: asyncio.Event | None = None,
-        on_paused: Callable[[SentMessage, dict[str, Any]], Awaitable[None]] | None = None,
+        on_paused: Callable[[SentMessage, PausedProgress], Awaitable[None]] | None = None,
         on_partial: Callable[[list[SentMessage]], Awaitable[None]] | None = None,
         adopt: list[SentMessage] | None = None,
     ):

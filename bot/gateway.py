@@ -34,8 +34,8 @@ from agent.errors import ApprovalError
 from agent.messages import Message
 from agent.ports import Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
-from bot.access import Access, PlatformAccess
-from bot.chats import ChatDirectory, ChatState
+from bot.access import Access, PairedStore, PlatformAccess
+from bot.chats import ChatDirectory, ChatState, ChatStore
 from bot.delivery import TurnView
 from bot.i18n import pick_language, t
 from bot.lanes import Events, Lane, LaneDeps, Lanes
@@ -44,7 +44,7 @@ from bot.progress import ProgressBoard
 from bot.received import pending_record
 from bot.recovery import Recovery, RecoveryStore
 from bot.retry import StoragePatience
-from bot.sent import partial_key, progress_key, remember_sent
+from bot.sent import remember_sent
 from bot.waiting import Waiting, WaitingStore, is_waiting, may_close
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 MAX_INBOUND_CHARS = 16_000
 
 
-class GatewayStore(WaitingStore, RecoveryStore, Protocol):
+class GatewayStore(WaitingStore, RecoveryStore, ChatStore, PairedStore, Protocol):
     async def mark_update_processed(self, platform: str, update_id: str) -> bool: ...
 
     async def receive_message(
@@ -321,10 +321,10 @@ class Gateway:
             sleep=self.typing_sleep,
             stop=self.stop_signal,
             on_paused=lambda sent, record: remember_sent(
-                store, progress_key(state.key), state, sent, **record
+                store, "progress", state.key, state, sent, progress=record
             ),
             on_partial=lambda sent: remember_sent(
-                store, partial_key(state.key), state, sent[0], ids=[m.message_id for m in sent]
+                store, "partial", state.key, state, sent[0], message_ids=[m.message_id for m in sent]
             ),
             adopt=self.recovery.adopt_partial(state.key),
         )

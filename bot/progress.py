@@ -16,9 +16,9 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from adapters.base import ChatAdapter, ChatRef, DeliveryError, SentMessage
+from memory.chat_tables import PausedProgress
 
 log = logging.getLogger(__name__)
 
@@ -136,18 +136,18 @@ class ProgressBoard:
         return self._parked.pop(key, None)
 
 
-def paused_record(progress: ProgressLine, running: list[str]) -> dict[str, Any]:
+def paused_record(progress: ProgressLine, running: list[str]) -> PausedProgress:
     """What a stopped turn's progress message needs to be settled after the restart."""
     lines = {c: line for c, line in progress.lines.items() if c != PAUSED}
-    return {"lines": lines, "names": progress.names, "cut": running}
+    return PausedProgress(lines=lines, names=dict(progress.names), cut=list(running))
 
 
-def settled_text(record: dict[str, Any], cut_note: str) -> str:
+def settled_text(record: PausedProgress, cut_note: str) -> str:
     """The stopped turn's progress after the restart: its lines without the "paused" line, a tool
     cut off by the stop marked with `cut_note` (the chat is told it may or may not have run)."""
-    lines: dict[str, str] = dict(record.get("lines") or {})
-    names: dict[str, str] = record.get("names") or {}
-    for call_id in record.get("cut") or []:
+    lines = dict(record.lines)
+    names = record.names
+    for call_id in record.cut:
         if call_id in lines:
             lines[call_id] = f"{FAILED} {names.get(call_id, '?')}: {cut_note}"
     return "\n".join(list(lines.values())[-MAX_LINES:])

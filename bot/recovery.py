@@ -15,18 +15,19 @@ from adapters.base import ChatAdapter, DeliveryError, InboundMessage, SentMessag
 from agent.ports import ApprovalRecord, Receipt, TurnRecord
 from agent.runtime import AgentRuntime
 from bot.access import Access
-from bot.chats import ChatDirectory, ChatState, KeyValue
+from bot.chats import ChatDirectory, ChatState
 from bot.i18n import pick_language, t
 from bot.lanes import Lanes
 from bot.progress import settled_text
 from bot.received import NOTICES, inbound_from_record, notice_from_record
 from bot.retry import preview
-from bot.sent import forget_sent, partial_key, progress_key, sent_ref
+from bot.sent import SentStore, forget_sent, sent_ref
+from memory.chat_tables import PausedProgress
 
 log = logging.getLogger(__name__)
 
 
-class RecoveryStore(KeyValue, Protocol):
+class RecoveryStore(SentStore, Protocol):
     async def received_pending(self) -> list[tuple[Receipt, datetime, dict[str, Any]]]: ...
 
     async def release_received(self, receipts: list[Receipt]) -> None: ...
@@ -150,13 +151,12 @@ class Recovery:
 
     async def _settle_paused_progress(self, state: ChatState) -> None:
         """The progress message a stop left saying "paused" shows its final state."""
-        key = progress_key(state.key)
-        found = await sent_ref(self._store, self._adapters, key)
+        found = await sent_ref(self._store, self._adapters, "progress", state.key)
         if found is None:
             return
-        sent, adapter, record = found
-        await forget_sent(self._store, key)
-        text = settled_text(record, t(state.lang, "progress_cut_off"))
+        sent, adapter, ref = found
+        await forget_sent(self._store, "progress", state.key)
+        text = settled_text(ref.progress or PausedProgress(), t(state.lang, "progress_cut_off"))
         if text:
             with contextlib.suppress(DeliveryError):
                 await adapter.edit_text(sent, text, format="plain")
@@ -164,13 +164,12 @@ class Recovery:
     async def _take_partial(self, state: ChatState) -> None:
         """The messages of an answer a stop cut off mid-stream: the resumed turn's answer
         replaces them (its TurnView adopts them) instead of repeating their text."""
-        key = partial_key(state.key)
-        found = await sent_ref(self._store, self._adapters, key)
+        found = await sent_ref(self._store, self._adapters, "partial", state.key)
         if found is None:
             return
-        sent, _adapter, record = found
-        await forget_sent(self._store, key)
-        ids = record.get("ids") or [sent.message_id]
+        sent, _adapter, ref = found
+        await forget_sent(self._store, "partial", state.key)
+        ids = ref.message_ids or (sent.message_id,)
         self._partials[state.key] = [SentMessage(sent.chat, str(i)) for i in ids]
 
     async def _approved_tool(self, turn: TurnRecord) -> str | None:

@@ -34,17 +34,17 @@ from agent.errors import ApprovalError, ApprovalExpired, ApprovalForeignChat, Ap
 from agent.ports import ApprovalRecord, Receipt, TurnRecord
 from agent.runtime import AgentRuntime
 from bot import cards
-from bot.chats import ChatDirectory, ChatState, KeyValue
+from bot.chats import ChatDirectory, ChatState
 from bot.i18n import t
 from bot.lanes import Lanes
 from bot.refusals import refusal_key
 from bot.replies import read_reply
-from bot.sent import card_key, question_key, remember_sent, sent_ref
+from bot.sent import SentStore, card_ref, forget_sent, remember_card, remember_sent, sent_ref
 
 log = logging.getLogger(__name__)
 
 
-class WaitingStore(KeyValue, Protocol):
+class WaitingStore(SentStore, Protocol):
     async def load_turn(self, turn_id: str) -> TurnRecord | None: ...
 
     async def open_turn(self, session_id: str) -> TurnRecord | None: ...
@@ -135,14 +135,14 @@ class Waiting:
                 if msg.addressed:  # only an approver can unblock this chat: it waits for them
                     lane.hold(msg.text, msg.user, receipt)
                 return True
-            card = await self._card_ref(approval_id)
-            replying_to_card = card is not None and msg.reply_to_message_id == card.message_id
+            record = await self._store.get_approval(approval_id)
+            card = await card_ref(self._chats, self._adapters, record) if record is not None else None
+            replying_to_card = card is not None and msg.reply_to_message_id == card[0].message_id
             # in a group, typed consent must be addressed: a reply to the card or a mention
             if state.chat.is_group and not (replying_to_card or (msg.addressed and not msg.reply_to_bot)):
                 if msg.addressed:  # a reply to another of the bot's messages: waits for the decision
                     lane.hold(msg.text, msg.user, receipt)
                 return True
-            record = await self._store.get_approval(approval_id)
             scope = self._runtime.gate.scope_for(record) if record is not None else None
             decision = read_consent("text", msg.text, scope=scope, replying_to_card=replying_to_card)
             word = decision.gate_decision
@@ -310,7 +310,7 @@ class Waiting:
         sent = await self._send_waiting(state, event.turn_id, card, buttons)
         if sent is None:
             return
-        await remember_sent(self._store, card_key(record.id), state, sent)
+        await remember_card(self._store, record.id, sent)
         record = await self._store.get_approval(record.id)
         if record is not None and record.status != "pending":  # decided while the card was in flight
             await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
@@ -339,7 +339,7 @@ class Waiting:
         text, buttons = cards.question_prompt(turn.waiting, event.turn_id)
         sent = await self._send_waiting(state, event.turn_id, text, buttons)
         if sent is not None and buttons:  # its buttons are taken away once it is answered
-            await remember_sent(self._store, question_key(event.turn_id), state, sent, text=text)
+            await remember_sent(self._store, "question", event.turn_id, state, sent, text=text)
 
     async def _send_waiting(
         self, state: ChatState, turn_id: str, text: str | Card, buttons: list[list[Button]]
@@ -357,36 +357,30 @@ class Waiting:
             self._lanes.of(state).undelivered(turn_id)
             return None
 
-    async def _card_ref(self, approval_id: str) -> SentMessage | None:
-        found = await sent_ref(self._store, self._adapters, card_key(approval_id))
-        return found[0] if found else None
-
     async def _finalize_card(
         self, approval_id: str, outcome: str, who: str, record: ApprovalRecord | None = None
     ) -> None:
         """The card shows how it ended and loses its buttons. `record`: the approval, when the
         caller has it (its tool, arguments and chat do not change)."""
-        found = await sent_ref(self._store, self._adapters, card_key(approval_id))
-        record = record or await self._store.get_approval(approval_id)
+        if record is None or not record.message_ref:  # read before its card was sent: read again
+            record = await self._store.get_approval(approval_id)
+        found = await card_ref(self._chats, self._adapters, record) if record is not None else None
         if found is None or record is None:
             return
-        msg, adapter, ref = found
+        msg, adapter, lang = found
         rule = ""
         if outcome == "always":
             rules = await self._store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
             rule = next((r.id for r in rules if r.approval_id == approval_id), "")
         with contextlib.suppress(DeliveryError):
-            await adapter.edit_text(
-                msg, cards.approval_final(record, ref.get("lang", "en"), outcome, who, rule), buttons=None
-            )
+            await adapter.edit_text(msg, cards.approval_final(record, lang, outcome, who, rule), buttons=None)
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
         """The question's buttons go; a line says how it ended (`line`: an i18n key)."""
-        found = await sent_ref(self._store, self._adapters, question_key(turn_id))
+        found = await sent_ref(self._store, self._adapters, "question", turn_id)
         if found is None:
             return
         msg, adapter, ref = found
         with contextlib.suppress(DeliveryError):
-            await adapter.edit_text(
-                msg, f"{ref['text']}\n{t(ref.get('lang', 'en'), line, **fields)}", buttons=None
-            )
+            await adapter.edit_text(msg, f"{ref.text}\n{t(ref.lang, line, **fields)}", buttons=None)
+        await forget_sent(self._store, "question", turn_id)  # a question ends once

@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic_settings import EnvSettingsSource
@@ -21,6 +21,9 @@ from pydantic_settings.exceptions import SettingsError
 
 from config.errors import ConfigError
 from config.settings import ModelConfig, Settings, default_home
+
+if TYPE_CHECKING:  # pydantic's own type for one validation error
+    from pydantic_core import ErrorDetails
 
 ENV_PREFIX = "TAPEBOT_"
 INIT_HINT = "run `tapebot init` for a commented starter config"
@@ -323,7 +326,7 @@ def _explain(exc: ValidationError, path: Path, env: Mapping[str, str]) -> Config
     return ConfigError(f"{message}{shown}{tail}", **source)
 
 
-def _also(rest: list[Any], env: Mapping[str, str], shown: int = 3) -> str:
+def _also(rest: list[ErrorDetails], env: Mapping[str, str], shown: int = 3) -> str:
     """The other problems, named briefly on the same line, so one run of `config check` shows what
     to fix instead of one problem per run."""
     if not rest:
@@ -340,7 +343,7 @@ def _also(rest: list[Any], env: Mapping[str, str], shown: int = 3) -> str:
     return f" (also {'; '.join(items)})"
 
 
-def _source(loc: tuple[Any, ...], env: Mapping[str, str], path: Path) -> dict[str, str]:
+def _source(loc: tuple[int | str, ...], env: Mapping[str, str], path: Path) -> dict[str, str]:
     """Where a value came from: the TAPEBOT_* variable if one supplied it, else the file."""
     env_var = _env_var_for(loc, env)
     if env_var:
@@ -348,7 +351,7 @@ def _source(loc: tuple[Any, ...], env: Mapping[str, str], path: Path) -> dict[st
     return {"file": str(path), "key": _dotted(loc)}
 
 
-def _dotted(loc: tuple[Any, ...]) -> str:
+def _dotted(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -358,7 +361,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _env_var_for(loc: tuple[Any, ...], env: Mapping[str, str]) -> str | None:
+def _env_var_for(loc: tuple[int | str, ...], env: Mapping[str, str]) -> str | None:
     """The TAPEBOT_* variable that supplied this value, if one did (it then wins over the file)."""
     names = {k.upper(): k for k in env}
     parts = [str(p) for p in loc if not isinstance(p, int)]
@@ -369,7 +372,7 @@ def _env_var_for(loc: tuple[Any, ...], env: Mapping[str, str]) -> str | None:
     return None
 
 
-def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
     model: type[BaseModel] = Settings
     for part in loc:
         if isinstance(part, int):
@@ -429,7 +432,7 @@ def mask(settings: Settings) -> dict[str, Any]:
     dc["token"] = mask_secret(settings.discord.resolved_token(env))
     out["discord"] = dc
     out["mcp_servers"] = data["mcp_servers"]
-    return _plain(out)
+    return {key: _plain(value) for key, value in out.items()}
 
 
 def _mask_url(url: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -56,7 +56,9 @@ def day64(value: str | date | np.datetime64) -> np.datetime64:
     """`2025-09-03`, `20250903`, a date or a datetime64 → datetime64[D]."""
     if isinstance(value, str) and len(value) == 8 and value.isdigit():
         value = f"{value[:4]}-{value[4:6]}-{value[6:]}"
-    return np.datetime64(value, "D")  # type: ignore[call-overload]
+    # numpy's stubs have no overload for this union (each member alone is accepted)
+    day: np.datetime64 = np.datetime64(value, "D")  # type: ignore[call-overload]
+    return day
 
 
 def as_date64(value: str | date | np.datetime64 | None) -> np.datetime64 | None:
@@ -95,7 +97,7 @@ class Bars:
     def from_columns(
         cls,
         symbol: str,
-        dates: Sequence | np.ndarray,
+        dates: Sequence[str] | Sequence[date] | np.ndarray,
         open: Sequence[float] | np.ndarray,
         high: Sequence[float] | np.ndarray,
         low: Sequence[float] | np.ndarray,
@@ -196,7 +198,7 @@ class Bars:
             out[1:] = self.close[1:] / self.close[:-1] - 1.0
         return out
 
-    def to_records(self, limit: int | None = None) -> list[dict]:
+    def to_records(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Plain dicts for tool output (newest last)."""
         b = self.tail(limit) if limit else self
         return [

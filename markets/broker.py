@@ -42,16 +42,29 @@ from typing import Any, Literal
 import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from markets.bars import Bars
 from markets.calendar import exchange_today
 from markets.data import MarketData
-from markets.errors import IdempotencyConflict, NotFound, TradeRejected
-from markets.models import MarketTrade
+from markets.errors import IdempotencyConflict, MarketError, NotFound, TradeRejected
+from markets.models import MarketTrade, SessionFactory
 from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side, limit_block
 from markets.settings import MarketSettings
+from markets.symbols import Instrument
+from memory.tasks import rowcount
 
 log = logging.getLogger(__name__)
+
+
+async def _ledger_row(s: AsyncSession, trade_id: int, *, refresh: bool = False) -> MarketTrade:
+    """A trade row this call reserved or claimed. Rows are never deleted, so a missing one means
+    the ledger was changed underneath: stop with a clear error rather than guess."""
+    t = await s.get(MarketTrade, trade_id, populate_existing=refresh)
+    if t is None:
+        raise MarketError(f"order #{trade_id} is missing from the trade ledger")
+    return t
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +75,8 @@ class TradeResult:
 
     @property
     def status(self) -> str:
-        return self.trade["status"]
+        status: str = self.trade["status"]
+        return status
 
     def to_dict(self) -> dict[str, Any]:
         out = {**self.trade, "replayed": self.replayed}
@@ -84,7 +98,7 @@ class PaperBroker:
 
     def __init__(
         self,
-        sessions: Any,
+        sessions: SessionFactory,
         data: MarketData,
         settings: MarketSettings | None = None,
         clock: Callable[[], datetime] | None = None,
@@ -194,7 +208,7 @@ class PaperBroker:
 
     async def _finish(self, trade_id: int, status: str, **fields: Any) -> dict[str, Any]:
         async with self.sessions() as s, s.begin():
-            t = await s.get(MarketTrade, trade_id)
+            t = await _ledger_row(s, trade_id)
             t.status = status
             for k, v in fields.items():
                 setattr(t, k, v)
@@ -202,7 +216,7 @@ class PaperBroker:
             return trade_dict(t)
 
     async def _fill(
-        self, trade_id: int, user_id: str, inst: Any, market: str, side: Side, qty: float
+        self, trade_id: int, user_id: str, inst: Instrument, market: str, side: Side, qty: float
     ) -> dict[str, Any]:
         rules = rules_for(market, self.settings)
         bars = self.data.bars(inst)
@@ -220,7 +234,7 @@ class PaperBroker:
         )
 
         async with self.sessions() as s, s.begin():
-            t = await s.get(MarketTrade, trade_id)
+            t = await _ledger_row(s, trade_id)
             if t.status != "pending":  # reconciled meanwhile
                 return trade_dict(t)
             t.trade_date, t.price_date = day, bar_day
@@ -250,10 +264,10 @@ class PaperBroker:
 
     async def _check(
         self,
-        s: Any,
+        s: AsyncSession,
         rules: MarketRules,
         user_id: str,
-        inst: Any,
+        inst: Instrument,
         market: str,
         side: Side,
         qty: float,
@@ -291,7 +305,7 @@ class PaperBroker:
         return None
 
     @staticmethod
-    async def _bought_in(s: Any, user_id: str, symbol: str, day: date) -> float:
+    async def _bought_in(s: AsyncSession, user_id: str, symbol: str, day: date) -> float:
         got = (
             await s.execute(
                 select(func.coalesce(func.sum(MarketTrade.quantity), 0.0)).where(
@@ -307,11 +321,11 @@ class PaperBroker:
 
     async def _apply(
         self,
-        s: Any,
+        s: AsyncSession,
         t: MarketTrade,
         rules: MarketRules,
         user_id: str,
-        inst: Any,
+        inst: Instrument,
         market: str,
         side: Side,
         qty: float,
@@ -393,9 +407,9 @@ class PaperBroker:
                 .values(status="retrying")
                 .execution_options(synchronize_session=False)
             )
-            if claim.rowcount != 1:
+            if rowcount(claim) != 1:
                 return None
-            t = await s.get(MarketTrade, trade_id, populate_existing=True)
+            t = await _ledger_row(s, trade_id, refresh=True)
             if k is None:
                 bar = bars.dates[last].astype(object)
                 t.status, t.price_date = "waiting", bar
@@ -435,8 +449,8 @@ class PaperBroker:
                 .values(status="cancelled", reason=f"cancelled by {by} while waiting; was: {t.reason}")
                 .execution_options(synchronize_session=False)
             )
-            t = await s.get(MarketTrade, order_id, populate_existing=True)
-            if done.rowcount != 1:
+            t = await _ledger_row(s, order_id, refresh=True)
+            if rowcount(done) != 1:
                 raise TradeRejected(f"order #{order_id} is {t.status}, not waiting: nothing to cancel")
             return TradeResult(trade_dict(t))
 
@@ -458,7 +472,7 @@ class PaperBroker:
             return [trade_dict(t) for t in rows]
 
 
-def _limit(inst: Any, market: str, rules: MarketRules) -> float | None:
+def _limit(inst: Instrument, market: str, rules: MarketRules) -> float | None:
     return inst.limit_pct if market == "cn" and rules.limits else None
 
 
@@ -470,7 +484,7 @@ def _pending_note(blocked: str) -> str:
 
 
 def first_open_off_the_limit(
-    bars: Any, after: date, side: Side, limit: float | None
+    bars: Bars, after: date, side: Side, limit: float | None
 ) -> tuple[int | None, str | None, int | None]:
     """Walk the bars after `after` as the backtester walks a pending order: (index of the first bar
     whose open `rules.limit_block` lets through, None), else (None, the last bar's block reason);
@@ -503,7 +517,7 @@ class LiveCcxtBroker(PaperBroker):
 
     venue = "live"
 
-    def __init__(self, sessions: Any, data: MarketData, settings: MarketSettings, exchange: Any):
+    def __init__(self, sessions: SessionFactory, data: MarketData, settings: MarketSettings, exchange: Any):
         if not settings.live:
             raise RuntimeError("live trading is off: set [markets] live = true to enable it")
         super().__init__(sessions, data, settings)
@@ -511,7 +525,7 @@ class LiveCcxtBroker(PaperBroker):
         log.warning("LIVE TRADING ENABLED on %s: orders will be sent to the exchange", settings.live_exchange)
 
     async def _fill(
-        self, trade_id: int, user_id: str, inst: Any, market: str, side: Side, qty: float
+        self, trade_id: int, user_id: str, inst: Instrument, market: str, side: Side, qty: float
     ) -> dict[str, Any]:
         if market != "crypto":
             return await self._finish(trade_id, "rejected", reason="live trading supports crypto (ccxt) only")

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import cast
 
 import numpy as np
 from sqlalchemy import delete, func, select
 
-from markets.bars import Bars, day64
-from markets.models import MarketBarCache
+from markets.bars import Adjust, Bars, day64
+from markets.models import MarketBarCache, SessionFactory
 from markets.providers.base import BarProvider
 from markets.symbols import Instrument
 
@@ -23,7 +23,7 @@ LOCAL = {"bundled", "csv"}
 
 
 class BarCache:
-    def __init__(self, sessions: Any, ttl: timedelta = timedelta(hours=12)):
+    def __init__(self, sessions: SessionFactory, ttl: timedelta = timedelta(hours=12)):
         self.sessions = sessions
         self.ttl = ttl
 
@@ -53,7 +53,7 @@ class BarCache:
             col("volume"),
             col("amount"),
             market="crypto" if "/" in symbol else "cn",
-            adjust=rows[0].adjust,
+            adjust=cast(Adjust, rows[0].adjust),  # stored from a Bars' adjust by store()
             source=f"{source} (cached)",
         )
 

@@ -52,7 +52,8 @@ def _to_date(d: date | str) -> date:
     if isinstance(d, str):
         return date.fromisoformat(d if "-" in d else f"{d[:4]}-{d[4:6]}-{d[6:]}")
     if hasattr(d, "date") and type(d) is not date:  # datetime → date
-        return d.date()
+        day: date = d.date()
+        return day
     return d
 
 

@@ -99,7 +99,8 @@ class Overlay:
 
     @property
     def first_date(self) -> date:
-        return self.dates[0].astype(object)
+        day: date = self.dates[0].astype(object)  # datetime64[D] → date
+        return day
 
     def x_of(self, d: date) -> int | None:
         x = int(np.searchsorted(self.dates, np.datetime64(d, "D")))

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markets.bars import Bars
 from markets.calendar import TradingCalendar
@@ -30,13 +30,16 @@ from markets.providers.base import BarProvider
 from markets.providers.bundled import BundledProvider
 from markets.symbols import Instrument, board_of, exchange_of
 
+if TYPE_CHECKING:  # the cache needs the database; the bundled data does not
+    from markets.cache import BarCache
+
 
 class MarketData:
     def __init__(
         self,
         providers: Sequence[BarProvider] | None = None,
         directory: Directory | None = None,
-        cache: Any = None,
+        cache: BarCache | None = None,
         calendar_dir: Path | str | None = None,
         minute_providers: Sequence[MinuteProvider] = (),
     ):

@@ -91,9 +91,10 @@ def wilder(x: np.ndarray, n: int) -> np.ndarray:
 def true_range(high: np.ndarray, low: np.ndarray, close: np.ndarray) -> np.ndarray:
     """max(high, previous close) - min(low, previous close); NaN on a row's first bar (TA-Lib's TRANGE)."""
     prev = shift(close)
-    return np.fmax(high - low, np.fmax(np.abs(high - prev), np.abs(low - prev))) + np.where(
+    out: np.ndarray = np.fmax(high - low, np.fmax(np.abs(high - prev), np.abs(low - prev))) + np.where(
         np.isnan(prev), np.nan, 0.0
     )
+    return out
 
 
 def atr(high: np.ndarray, low: np.ndarray, close: np.ndarray, n: int = 14) -> np.ndarray:
@@ -129,7 +130,8 @@ def rolling(x: np.ndarray, n: int, fn: str) -> np.ndarray:
 def slope(x: np.ndarray, n: int) -> np.ndarray:
     """Relative change over n bars: x[t] / x[t-n] - 1."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return x / shift(x, n) - 1.0
+        out: np.ndarray = x / shift(x, n) - 1.0
+    return out
 
 
 def swing_points(high: np.ndarray, low: np.ndarray, k: int = 3) -> tuple[np.ndarray, np.ndarray]:

@@ -55,7 +55,10 @@ class MinuteBars:
     ) -> MinuteBars:
         t = np.asarray(times).astype("datetime64[m]")
         order = np.argsort(t, kind="stable")
-        f = lambda x: np.asarray(x, dtype=np.float64)[order]  # noqa: E731
+
+        def f(x: np.ndarray) -> np.ndarray:
+            return np.asarray(x, dtype=np.float64)[order]
+
         amt = f(amount) if amount is not None else np.full(len(t), np.nan)
         return cls(symbol, t[order], f(open_), f(high), f(low), f(close), f(volume), amt, source)
 
@@ -72,11 +75,13 @@ class MinuteBars:
     @property
     def day(self) -> date:
         """The session of the last bar."""
-        return self.times[-1].astype("datetime64[D]").astype(object)
+        day: date = self.times[-1].astype("datetime64[D]").astype(object)  # numpy: a date
+        return day
 
     @property
     def last_time(self) -> datetime:
-        return self.times[-1].astype(object)
+        last: datetime = self.times[-1].astype(object)  # datetime64[m] → datetime
+        return last
 
     def _take(self, mask: np.ndarray) -> MinuteBars:
         return replace(

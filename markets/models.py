@@ -23,10 +23,14 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Date, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.base import Base
 from memory.models import UTCDateTime
+
+# What the stores here are given: `async with sessions() as s` opens one database session.
+SessionFactory = async_sessionmaker[AsyncSession]
 
 
 def _now() -> datetime:

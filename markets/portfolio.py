@@ -10,6 +10,7 @@ from datetime import date
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from markets.data import MarketData
 from markets.errors import NoData, TradeRejected
@@ -20,6 +21,7 @@ from markets.models import (
     MarketPosition,
     MarketRecord,
     MarketTrade,
+    SessionFactory,
 )
 from markets.settings import MarketSettings
 
@@ -55,7 +57,7 @@ def market_of(symbol: str) -> str:
 
 
 class Portfolio:
-    def __init__(self, sessions: Any, data: MarketData, settings: MarketSettings | None = None):
+    def __init__(self, sessions: SessionFactory, data: MarketData, settings: MarketSettings | None = None):
         self.sessions = sessions
         self.data = data
         self.settings = settings or MarketSettings()
@@ -64,7 +66,7 @@ class Portfolio:
     def initial_cash(self, market: str) -> float:
         return self.settings.initial_cash_crypto if market == "crypto" else self.settings.initial_cash_cn
 
-    async def _account(self, s: Any, user_id: str, market: str) -> MarketAccount:
+    async def _account(self, s: AsyncSession, user_id: str, market: str) -> MarketAccount:
         acc = (
             await s.execute(
                 select(MarketAccount).where(MarketAccount.user_id == user_id, MarketAccount.market == market)
@@ -150,7 +152,7 @@ class Portfolio:
                     .group_by(MarketTrade.market)
                 )
             ).all()
-        return {m: float(v) for m, v in rows}
+        return {m: float(v or 0.0) for m, v in rows}  # coalesce: never None
 
     async def waiting(self, user_id: str, market: str | None = None) -> list[dict[str, Any]]:
         """Paper orders waiting for a bar off the price limit (markets/broker.py), oldest first."""
@@ -277,7 +279,13 @@ class Portfolio:
         return {"book": "recorded", "market": market, "cash": cash}
 
     async def _position(
-        self, s: Any, user_id: str, market: str, symbol: str, name: str = "", model: Any = MarketPosition
+        self,
+        s: AsyncSession,
+        user_id: str,
+        market: str,
+        symbol: str,
+        name: str = "",
+        model: Any = MarketPosition,
     ) -> Any:
         pos = (
             await s.execute(

@@ -8,9 +8,12 @@ and the "as of" date.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markets.wyckoff.engine import WyckoffAnalysis
+
+if TYPE_CHECKING:
+    from agent.providers.base import ModelClient
 
 SYSTEM = (
     "You are a disciplined equity analyst using the Wyckoff method. Write only from the FACTS JSON you are "
@@ -91,7 +94,7 @@ def template_report(f: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def write(model: Any, f: dict[str, Any], task: str) -> tuple[str, str | None]:
+async def write(model: ModelClient | None, f: dict[str, Any], task: str) -> tuple[str, str | None]:
     """(text, model name or None). Falls back to the template when the model call fails."""
     if model is None:
         return template_report(

@@ -20,8 +20,11 @@ from markets.errors import ServiceMissing
 from markets.settings import MarketSettings
 
 if TYPE_CHECKING:
+    from agent.providers.base import ModelClient
     from agent.tools.registry import ToolContext
+    from markets.broker import LiveCcxtBroker
     from markets.data import MarketData
+    from markets.models import SessionFactory
 
 __all__ = ["MarketServices", "MarketSettings", "build_live_broker", "build_market_data", "require"]
 
@@ -29,12 +32,12 @@ __all__ = ["MarketServices", "MarketSettings", "build_live_broker", "build_marke
 @dataclass
 class MarketServices:
     data: MarketData
-    session_factory: Any = None  # async_sessionmaker[AsyncSession]
+    session_factory: SessionFactory | None = None
     results_dir: Path = field(default_factory=lambda: Path.cwd() / "results")
     charts_dir: Path | None = None
     settings: MarketSettings = field(default_factory=MarketSettings)
-    model: Any = None  # agent ModelClient for AI write-ups (optional)
-    live_broker: Any = None  # a LiveBroker, only when settings.live is true
+    model: ModelClient | None = None  # for AI write-ups (optional)
+    live_broker: LiveCcxtBroker | None = None  # only when settings.live is true
     clock: Callable[[], datetime] | None = (
         None  # wall clock (paper "today", calendar warnings); tests inject it
     )
@@ -56,7 +59,7 @@ class MarketServices:
     def now(self) -> datetime:
         return self.clock() if self.clock is not None else datetime.now(UTC)
 
-    def sessions(self) -> Any:
+    def sessions(self) -> SessionFactory:
         if self.session_factory is None:
             raise ServiceMissing(
                 "the database is not configured for market tools (portfolio, trades, strategies)"
@@ -95,7 +98,7 @@ class LazyMarketData:
         return getattr(self.get(), name)
 
 
-def build_market_data(settings: MarketSettings, session_factory: Any = None) -> MarketData:
+def build_market_data(settings: MarketSettings, session_factory: SessionFactory | None = None) -> MarketData:
     """Providers in the configured order (`bundled`, `csv`, `akshare`, `yfinance`, `ccxt`); network
     providers' bars are cached in the database when a session factory is given. `akshare` also
     serves A-share minute bars (the intraday and tail-session tools); minute bars are not cached."""
@@ -135,8 +138,8 @@ def build_market_data(settings: MarketSettings, session_factory: Any = None) -> 
 
 
 def build_live_broker(
-    settings: MarketSettings, session_factory: Any, data: MarketData, exchange: Any = None
-) -> Any:
+    settings: MarketSettings, session_factory: SessionFactory, data: MarketData, exchange: Any = None
+) -> LiveCcxtBroker | None:
     """The live ccxt broker, only when `settings.live` is true (it logs a start-up banner)."""
     if not settings.live:
         return None

@@ -12,19 +12,25 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, field_validator, model_validator
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from markets.data import MarketData
 from markets.errors import MarketError, NotFound
 from markets.indicators import sma
-from markets.models import MarketStrategy, MarketTrader
+from markets.models import MarketStrategy, MarketTrader, SessionFactory
 from markets.panel import Panel
 from markets.wyckoff import signals
 from markets.wyckoff.params import DEFAULT_PARAMS, WyckoffParams
+
+if TYPE_CHECKING:  # both import this module's neighbours: named for annotations only
+    from markets.broker import PaperBroker
+    from markets.rules import Side
+    from markets.services import MarketServices
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +173,7 @@ def trader_dict(t: MarketTrader) -> dict[str, Any]:
 
 
 class StrategyStore:
-    def __init__(self, sessions: Any):
+    def __init__(self, sessions: SessionFactory):
         self.sessions = sessions
 
     async def strategies(self, user_id: str) -> list[dict[str, Any]]:
@@ -185,7 +191,7 @@ class StrategyStore:
             )
             return [strategy_dict(r) for r in rows]
 
-    async def _get(self, s: Any, user_id: str, ref: int | str) -> MarketStrategy:
+    async def _get(self, s: AsyncSession, user_id: str, ref: int | str) -> MarketStrategy:
         q = select(MarketStrategy).where(MarketStrategy.user_id == user_id)
         q = (
             q.where(MarketStrategy.id == int(ref))
@@ -275,7 +281,7 @@ class StrategyStore:
             )
             return [trader_dict(r) for r in rows]
 
-    async def _trader(self, s: Any, user_id: str, ref: int | str) -> MarketTrader:
+    async def _trader(self, s: AsyncSession, user_id: str, ref: int | str) -> MarketTrader:
         q = select(MarketTrader).where(MarketTrader.user_id == user_id)
         q = (
             q.where(MarketTrader.id == int(ref))
@@ -337,7 +343,7 @@ class StrategyStore:
 
 
 async def run_trader_once(
-    store: StrategyStore, broker: Any, data: MarketData, user_id: str, trader_ref: int | str
+    store: StrategyStore, broker: PaperBroker, data: MarketData, user_id: str, trader_ref: int | str
 ) -> dict[str, Any]:
     """One scheduled step of a running trader: evaluate its strategy as of the last bar and send
     paper orders. Keys are `trader:<id>:<session>:<symbol>:<side>` with the wall-clock trading
@@ -376,7 +382,7 @@ async def run_trader_once(
             continue
         waiting.add((w["symbol"], w["side"]))
     buys_waiting = sum(side == "buy" and sym not in held for sym, side in waiting)
-    orders = []
+    orders: list[tuple[str, Side, float, str]] = []  # (symbol, side, quantity, why)
     for i, sym in enumerate(panel.symbols):
         if sym in held and sig.exits[i, -1]:
             if (sym, "sell") not in waiting:
@@ -415,7 +421,7 @@ async def run_trader_once(
     return out
 
 
-async def run_all_traders(services: Any) -> list[dict[str, Any]]:
+async def run_all_traders(services: MarketServices) -> list[dict[str, Any]]:
     """The daily job: retry paper orders waiting at a price limit, then one step of every running
     trader of every user, on the paper broker (live only when explicitly enabled). A failing trader
     is reported and never stops the others."""

@@ -20,7 +20,7 @@ from agent.ports import client_key, execution_key
 from agent.tools.registry import Attachment, ToolContext, ToolOutput
 from markets.errors import IdempotencyConflict, MarketError, NoData
 from markets.services import MarketServices, require
-from markets.toolset import market_tools
+from markets.toolset import market_tools as market_tools  # re-exported: the app installs it from here
 from markets.toolset import source_note as _source
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ async def _record(
         pass
 
 
-def _progress_bridge(ctx: ToolContext) -> Any:
+def _progress_bridge(ctx: ToolContext) -> bt.ProgressCb:
     loop = asyncio.get_running_loop()
 
     def prog(stage: str, detail: str = "", percent: float | None = None) -> None:
@@ -113,7 +113,7 @@ def _progress_bridge(ctx: ToolContext) -> Any:
 
 # ---- search and market data ---------------------------------------------------------------------
 @market_tools.tool(concurrency_safe=True)
-def search_stock_by_name(ctx: ToolContext, query: str, limit: int = 10) -> dict:
+def search_stock_by_name(ctx: ToolContext, query: str, limit: int = 10) -> dict[str, Any]:
     """Find stocks (or BTC/ETH) by code, name, or pinyin initials.
 
     Args:
@@ -198,7 +198,7 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
 
 
 @market_tools.tool(concurrency_safe=True)
-async def get_market_price(ctx: ToolContext, code: str) -> dict:
+async def get_market_price(ctx: ToolContext, code: str) -> dict[str, Any]:
     """Latest price of a stock or coin (the close of the last bar) with its change and the as-of date.
 
     Args:
@@ -224,7 +224,7 @@ async def get_market_price(ctx: ToolContext, code: str) -> dict:
 @market_tools.tool(concurrency_safe=True)
 async def get_market_history(
     ctx: ToolContext, code: str, start: str | None = None, end: str | None = None, limit: int = 60
-) -> dict:
+) -> dict[str, Any]:
     """Daily OHLCV bars of a stock, index (沪深300) or coin, newest last, with a short summary.
 
     Args:
@@ -263,7 +263,7 @@ async def get_market_history(
 
 
 @market_tools.tool(concurrency_safe=True)
-async def get_market_overview(ctx: ToolContext) -> dict:
+async def get_market_overview(ctx: ToolContext) -> dict[str, Any]:
     """Market overview: CSI 300 trend, breadth (advancers/decliners, share above MA50/MA200), and the strongest industries."""
     svc = require(ctx)
     out = await asyncio.to_thread(_overview, svc)
@@ -272,7 +272,7 @@ async def get_market_overview(ctx: ToolContext) -> dict:
     return out
 
 
-def _overview(svc: MarketServices) -> dict:
+def _overview(svc: MarketServices) -> dict[str, Any]:
     from markets.indicators import sma
 
     data = svc.data
@@ -337,7 +337,7 @@ async def screen_stocks(
     min_amount_yi: float = 1.0,
     require_trigger: bool = False,
     require_strong_industry: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Whole-market Wyckoff screen: liquidity filter, trend/range/accumulation/relative-strength channels, industry resonance, Spring/SOS/LPS triggers; ranked with reasons.
 
     Args:
@@ -372,7 +372,7 @@ async def screen_stocks(
     return out
 
 
-def _save(svc: MarketServices, kind: str, payload: dict) -> Path:
+def _save(svc: MarketServices, kind: str, payload: dict[str, Any]) -> Path:
     svc.results_dir.mkdir(parents=True, exist_ok=True)
     path = (
         svc.results_dir
@@ -477,7 +477,7 @@ def _backtest(
     start: str | None,
     end: str | None,
     cash: float,
-    prog: Any,
+    prog: bt.ProgressCb,
     equal_weights: bool = False,
 ) -> tuple[bt.BacktestResult, Any]:
     data = svc.data
@@ -521,7 +521,7 @@ def _backtest(
 
 # ---- portfolio ----------------------------------------------------------------------------------
 @market_tools.tool(concurrency_safe=True)
-async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view") -> dict:
+async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view") -> dict[str, Any]:
     """The user's portfolio in two labelled books, the paper account (simulated trades, with realized P&L) and the recorded real holdings, at the last close; `diagnose` adds a Wyckoff health rating per position.
 
     Each book lists positions with price, value and P&L, cash and totals; prices are the last bar's close, as of the date stated. The health rating is green/yellow/red with reasons and stop levels.
@@ -571,7 +571,7 @@ async def update_portfolio(
     cost: float | None = None,
     market: Literal["cn", "crypto"] = "cn",
     cash: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Record the user's real holdings (bookkeeping, no trade; kept apart from the paper account): set a holding's quantity and average cost, remove it, or set cash.
 
     Args:
@@ -604,7 +604,7 @@ async def update_portfolio(
 
 
 @market_tools.tool(concurrency_safe=True)
-async def get_positions(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict:
+async def get_positions(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict[str, Any]:
     """Current positions of the paper account and the recorded real holdings (two lists), with prices, value and unrealized P&L, as of the last bar; `pending` lists paper orders waiting at a price limit.
 
     Args:
@@ -623,7 +623,7 @@ async def get_positions(ctx: ToolContext, market: Literal["cn", "crypto"] | None
 
 
 @market_tools.tool(concurrency_safe=True)
-async def get_balance(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict:
+async def get_balance(ctx: ToolContext, market: Literal["cn", "crypto"] | None = None) -> dict[str, Any]:
     """Cash balance of the paper account per market (it starts with the configured amount); recorded real cash is in `portfolio`.
 
     Args:
@@ -639,7 +639,7 @@ async def get_balance(ctx: ToolContext, market: Literal["cn", "crypto"] | None =
 
 
 @market_tools.tool(concurrency_safe=True)
-async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: int = 20) -> dict:
+async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: int = 20) -> dict[str, Any]:
     """Past trades (fills, rejections, orders waiting at a price limit, cancellations, unknown outcomes) newest first, plus recent analyses and recommendations.
 
     Args:
@@ -657,7 +657,9 @@ async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: in
 
 
 @market_tools.tool(requires_approval=True, side_effect="mutating")
-async def execute_trade(ctx: ToolContext, code: str, side: Literal["buy", "sell"], quantity: float) -> dict:
+async def execute_trade(
+    ctx: ToolContext, code: str, side: Literal["buy", "sell"], quantity: float
+) -> dict[str, Any]:
     """Buy or sell on the paper account (live only when explicitly enabled) at the last close, with A-share rules (lots of 100, T+1 on the trading calendar, price limits, fees) or crypto rules. The same approved call never fills twice.
 
     An order blocked by a price limit waits (status `waiting`) and is retried at the next bar's open; cancel_order cancels it.
@@ -699,7 +701,7 @@ async def execute_trade(ctx: ToolContext, code: str, side: Literal["buy", "sell"
 
 
 @market_tools.tool(requires_approval=True, side_effect="mutating")
-async def cancel_order(ctx: ToolContext, order_id: int) -> dict:
+async def cancel_order(ctx: ToolContext, order_id: int) -> dict[str, Any]:
     """Cancel a paper order that is waiting at a price limit (status `waiting`, listed under pending orders in `portfolio`). Filled or rejected orders cannot be cancelled; cancelling twice returns the first outcome.
 
     Args:
@@ -722,7 +724,7 @@ async def cancel_order(ctx: ToolContext, order_id: int) -> dict:
 
 # ---- strategies and traders ---------------------------------------------------------------------
 @market_tools.tool(concurrency_safe=True)
-async def get_strategies(ctx: ToolContext) -> dict:
+async def get_strategies(ctx: ToolContext) -> dict[str, Any]:
     """List saved strategies and traders, plus the default strategy config."""
     svc = require(ctx)
     store = StrategyStore(svc.sessions())
@@ -740,7 +742,7 @@ async def manage_strategy(
     strategy: str | None = None,
     name: str | None = None,
     config: dict[str, Any] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Manage strategy templates (independent of exchanges and models): list, get_default_config, create, update, delete, activate, duplicate. For read-only listing prefer get_strategies (no approval needed).
 
     Args:
@@ -781,7 +783,7 @@ async def manage_trader(
     name: str | None = None,
     strategy: str | None = None,
     config: dict[str, Any] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Manage traders: a trader runs a strategy on the paper broker on schedule (once per trading day after the close). Actions: list, create, update, delete, start, stop.
 
     Args:
@@ -817,7 +819,7 @@ async def manage_trader(
 
 # ---- AI write-ups (background) --------------------------------------------------------------------
 @market_tools.tool(background=True, timeout=300)
-async def generate_ai_report(ctx: ToolContext, code: str) -> dict:
+async def generate_ai_report(ctx: ToolContext, code: str) -> dict[str, Any]:
     """A written Wyckoff report on one stock, grounded in the engine's output (phase, range, events, health), stating the model and sources used.
 
     Args:
@@ -843,7 +845,7 @@ async def generate_ai_report(ctx: ToolContext, code: str) -> dict:
 
 
 @market_tools.tool(background=True, timeout=300)
-async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) -> dict:
+async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) -> dict[str, Any]:
     """A rule-based decision (consider_buy / watch / avoid, or for holdings hold / hold_with_caution / reduce_or_exit) with a written rationale grounded in the engine's output; for one stock, or for every holding when no code is given.
 
     Args:

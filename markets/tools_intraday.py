@@ -136,7 +136,7 @@ def _minute_source(m: MinuteBars) -> str:
 
 
 @market_tools.tool(concurrency_safe=True)
-async def intraday_analysis(ctx: ToolContext, code: str, day: str | None = None) -> dict:
+async def intraday_analysis(ctx: ToolContext, code: str, day: str | None = None) -> dict[str, Any]:
     """Intraday read of one stock from 1-minute bars: VWAP and where the price sits against it, the session's high/low and their times, volume at the open and the close, and what the daily Wyckoff support/resistance did today. Needs a live minute-data provider (akshare).
 
     Args:
@@ -156,7 +156,7 @@ async def intraday_analysis(ctx: ToolContext, code: str, day: str | None = None)
 @market_tools.tool(concurrency_safe=True)
 async def intraday_rescue_check(
     ctx: ToolContext, code: str, level: float | None = None, cost: float | None = None, day: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     """Rescue check from 1-minute bars: whether today's break of a stop or support was reclaimed (no_break, rescued = reclaimed and above VWAP, reclaimed_under_vwap, not_rescued), with the low's time and the rebound's volume. Needs a live minute-data provider (akshare).
 
     Args:
@@ -198,7 +198,7 @@ async def intraday_rescue_check(
 
 
 @market_tools.tool(concurrency_safe=True)
-async def query_tail_buy(ctx: ToolContext, codes: list[str], day: str | None = None) -> dict:
+async def query_tail_buy(ctx: ToolContext, codes: list[str], day: str | None = None) -> dict[str, Any]:
     """Tail-session (尾盘, after 14:45) second confirmation for buy candidates, from 1-minute bars: support held, price above VWAP, close position, no extreme-volume spike that fades; verdict ok / wait / no_buy per stock with each check. Needs a live minute-data provider (akshare).
 
     Args:
@@ -248,7 +248,7 @@ async def _tail_one(svc: MarketServices, code: str, day: date | None) -> dict[st
 
 
 @market_tools.tool(concurrency_safe=True)
-async def market_regime(ctx: ToolContext) -> dict:
+async def market_regime(ctx: ToolContext) -> dict[str, Any]:
     """Market regime (risk_on / neutral / risk_off) from the CSI 300's trend (MA50/MA200, slope, drawdown, volatility) and the universe's breadth, with the scored reasons and the index's Wyckoff read."""
     svc = require(ctx)
     out = (await asyncio.to_thread(regime_of, svc.data)).to_dict()
@@ -257,7 +257,9 @@ async def market_regime(ctx: ToolContext) -> dict:
 
 
 @market_tools.tool(concurrency_safe=True)
-async def wyckoff_diagnose(ctx: ToolContext, codes: list[str], costs: dict[str, float] | None = None) -> dict:
+async def wyckoff_diagnose(
+    ctx: ToolContext, codes: list[str], costs: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Wyckoff health diagnosis of the codes given (no stored portfolio needed): phase, health rating green/yellow/red with dangers, warnings and stop levels (hard stop under a given cost), range and recent events, per code.
 
     Args:

@@ -16,12 +16,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TextIO
 
+from agent.messages import Message
 from memory.longterm import TYPE_RULES, MemoryRecord, MemoryStore
 from memory.recall import MemoryRecall
 from memory.terms import containment
+
+if TYPE_CHECKING:  # annotations only: the settings module is loaded by the caller
+    from config.settings import Settings
+
+# Loads one session's messages (`SessionStore.load_messages`), to show what a memory came from.
+SessionMessages = Callable[[str], Awaitable[list[Message]]]
+
 
 # `/memory` speaks the chat's language; the bot's own table lives in bot/, above memory/, so the
 # words are here (English is also what `tapebot memory` prints)
@@ -55,10 +63,9 @@ MEMORY_STRINGS: dict[str, dict[str, str]] = {
         "user_said": "  用户说过（重合 {score}）：{text}",
     },
 }
-USAGE = MEMORY_STRINGS["en"]["usage"]
 
 
-def say(lang: str, key: str, **kw: Any) -> str:
+def say(lang: str, key: str, **kw: object) -> str:
     table = MEMORY_STRINGS.get(lang) or MEMORY_STRINGS["en"]
     return (table.get(key) or MEMORY_STRINGS["en"][key]).format(**kw)
 
@@ -85,7 +92,11 @@ def format_record(r: MemoryRecord) -> str:
 
 
 async def trace_text(
-    store: MemoryStore, record: MemoryRecord, session_messages: Any = None, *, lang: str = "en"
+    store: MemoryStore,
+    record: MemoryRecord,
+    session_messages: SessionMessages | None = None,
+    *,
+    lang: str = "en",
 ) -> str:
     """What a memory came from. `session_messages` loads a session's messages (`SessionStore.load_messages`)."""
     ref = record.source_ref or say(lang, "no_source")
@@ -135,7 +146,7 @@ async def memory_command(
     scope: str,
     text: str,
     *,
-    session_messages: Any = None,
+    session_messages: SessionMessages | None = None,
     lang: str = "en",
 ) -> str:
     """The chat `/memory` command for one user (`text` is what follows `/memory`)."""
@@ -169,7 +180,7 @@ async def memory_command(
     return say(lang, "usage")
 
 
-async def run_memory_cli(args: argparse.Namespace, settings: Any, out: TextIO) -> int:
+async def run_memory_cli(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     from memory.db import Database
     from memory.stores import SqlStore
 
@@ -202,7 +213,9 @@ async def run_memory_cli(args: argparse.Namespace, settings: Any, out: TextIO) -
         return 0
 
 
-def memory_cli(args: argparse.Namespace | Sequence[str], settings: Any, *, out: TextIO | None = None) -> int:
+def memory_cli(
+    args: argparse.Namespace | Sequence[str], settings: Settings, *, out: TextIO | None = None
+) -> int:
     """`tapebot memory …`: `args` is the parsed namespace or the raw arguments after `memory`."""
     import sys
 

@@ -1,4 +1,5 @@
-"""Core tables: sessions, messages, turns, approvals, approval rules, usage, processed updates, kv.
+"""Core tables: sessions, messages, turns, approvals, approval rules, usage, processed updates, kv;
+chats, paired users and sent-message references.
 
 Rich values (a `Message`, a `TurnRecord`) are stored whole as JSON in `payload`, with the columns
 we query on (status, session, seq) alongside. The schema is created by the hand-written migration
@@ -166,13 +167,65 @@ class ProcessedUpdateRow(Base):
 
 
 class KvRow(Base):
-    """Small named state (offsets, the scheduler lease holder, ...)."""
+    """Small named state with no shape of its own (the Discord command digest, ...)."""
 
     __tablename__ = "kv"
 
     key: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
     value: Mapped[Any] = mapped_column(sa.JSON, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+
+
+class ChatRow(Base):
+    """One conversation (a chat key: platform, chat, thread; a user too in `per_user` groups): the
+    session it is in, its language and model, who it acts for, and where it is (briefs and task
+    notices address chats that have not spoken since a restart)."""
+
+    __tablename__ = "chats"
+
+    key: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    platform: Mapped[str] = mapped_column(sa.String(32))
+    chat_id: Mapped[str] = mapped_column(sa.String(128))
+    thread_id: Mapped[str | None] = mapped_column(sa.String(128), nullable=True)
+    is_group: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    session_id: Mapped[str] = mapped_column(sa.String(255))
+    lang: Mapped[str] = mapped_column(sa.String(16), default="en")
+    model: Mapped[str | None] = mapped_column(sa.String(128), nullable=True)
+    owner: Mapped[str] = mapped_column(sa.String(64), default="")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+
+
+class PairedUserRow(Base):
+    """A user admitted by a one-time pairing code: allowed and admin on its platform."""
+
+    __tablename__ = "paired_users"
+
+    platform: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    user_id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    paired_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+
+
+class SentMessageRow(Base):
+    """Where a message the bot sent went, to edit it to its final state later: a question's
+    buttons (`kind` "question", by turn id), the progress a stop left "paused" and the partial
+    answer a stop cut off ("progress", "partial", by chat key). Approval cards use
+    `approvals.message_ref` instead (their chat is the approval's chat)."""
+
+    __tablename__ = "sent_messages"
+
+    kind: Mapped[str] = mapped_column(sa.String(16), primary_key=True)
+    ref_id: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    platform: Mapped[str] = mapped_column(sa.String(32))
+    chat_id: Mapped[str] = mapped_column(sa.String(128))
+    thread_id: Mapped[str | None] = mapped_column(sa.String(128), nullable=True)
+    is_group: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    message_id: Mapped[str] = mapped_column(sa.String(128))
+    lang: Mapped[str] = mapped_column(sa.String(16), default="en")
+    text: Mapped[str] = mapped_column(sa.Text, default="")  # a question's text, shown again when it ends
+    message_ids: Mapped[list[str]] = mapped_column(sa.JSON)  # a partial answer's messages, in order
+    # a paused progress message: {"lines": {call: line}, "names": {call: tool}, "cut": [call]}
+    progress: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(none_as_null=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
 
 
 CORE_TABLES = (
@@ -185,3 +238,6 @@ CORE_TABLES = (
     "processed_updates",
     "kv",
 )
+
+# Added by 0012_chat_tables (state that lived in `kv` under "chat:", "paired:", "card:", ... keys).
+CHAT_TABLES = ("chats", "paired_users", "sent_messages")

@@ -1,7 +1,8 @@
 """`SqlStore`: the runtime's storage ports (SessionStore, TurnStore, ApprovalStore, UsageStore from
 `agent.ports`) over the core tables, plus the small extras the bot needs (usage totals, inbound
 de-duplication and the messages received but not yet in a history, session listing, /clear, a
-key-value corner).
+key-value corner for state with no shape of its own; chats, paired users and sent-message
+references are typed tables, `memory.chat_tables`).
 
 Every method is one short transaction. Inserts that may race use the dialect's
 `ON CONFLICT DO NOTHING / DO UPDATE` (SQLite and PostgreSQL both have it), so "create if absent"
@@ -32,6 +33,7 @@ from agent.consent import StandingApproval, StandingScope
 from agent.messages import Message
 from agent.ports import ApprovalRecord, ApprovalStatus, Receipt, TurnRecord, UsageRecord, utcnow
 from agent.redact import redact_message
+from memory.chat_tables import ChatTables
 from memory.db import Database
 from memory.models import (
     ApprovalRow,
@@ -135,8 +137,9 @@ class _HistoryCache:
             self._size -= len(oldest.messages)
 
 
-class SqlStore:
-    """Implements agent.ports.SessionStore, TurnStore, ApprovalStore and UsageStore."""
+class SqlStore(ChatTables):
+    """Implements agent.ports.SessionStore, TurnStore, ApprovalStore and UsageStore; the bot's
+    chats, paired users and sent-message references come from `ChatTables`."""
 
     def __init__(self, database: Database, *, redact: Callable[[str], str] | None = None):
         self.db = database

@@ -27,7 +27,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import CursorResult
+from sqlalchemy.engine import CursorResult, Row
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -130,7 +130,7 @@ async def create_tables(engine: AsyncEngine) -> None:
 
 
 # ---- the task ledger ------------------------------------------------------------------------------
-def _to_record(row: Any) -> TaskRecord:
+def _to_record(row: Row[Any]) -> TaskRecord:
     return TaskRecord(
         id=row.id,
         session_id=row.session_id,

@@ -22,7 +22,7 @@ from agent.compaction import message_text
 from agent.errors import InvalidToolArguments, ToolFailed
 from agent.messages import Message
 from agent.tools.registry import ToolContext, Toolset
-from memory.archive import FileArchiveStore, query_terms
+from memory.archive import ArchiveMeta, FileArchiveStore, query_terms
 from memory.extraction import Candidate, MemoryExtractor
 from memory.hygiene import UNTRUSTED, MemoryRefused, check_memory, recallable
 from memory.longterm import MemoryRecord, MemoryStore
@@ -165,7 +165,7 @@ async def query_history(
     return {"source": source, "result": await handler(ctx, query, limit)}
 
 
-def _archive_row(meta: Any) -> dict[str, Any]:
+def _archive_row(meta: ArchiveMeta) -> dict[str, Any]:
     return {
         "archive_ref": meta.archive_ref,
         "created_at": meta.created_at.strftime("%Y-%m-%d %H:%M"),

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 from zoneinfo import ZoneInfo
 
 from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
@@ -66,6 +66,11 @@ from scheduler.specs import DailyTrigger, normalize_timezone, spread_second
 from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+# apscheduler.job.Job. APScheduler 3 ships no type information, so its values are Any to mypy;
+# the alias says which value is meant, and results read from it are given their types here.
+Job: TypeAlias = Any
 
 LEASE_NAME = "scheduler"
 HOUSEKEEPING_PREFIX = "housekeeping:"
@@ -109,7 +114,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-class _ContextExecutor(AsyncIOExecutor):
+class _ContextExecutor(AsyncIOExecutor):  # type: ignore[misc]  # APScheduler 3 ships no types
     """Runs job coroutines on the loop, from whichever thread `_process_jobs` runs in, with the
     owning scheduler's JobContext bound (see `scheduler.jobs`)."""
 
@@ -130,7 +135,7 @@ class _ContextExecutor(AsyncIOExecutor):
         for f in futures:
             f.cancel()
 
-    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
+    def _do_submit_job(self, job: Job, run_times: list[datetime]) -> None:
         def callback(f: concurrent.futures.Future[Any]) -> None:
             with self._lock:
                 self._pending_futures.discard(f)
@@ -158,7 +163,7 @@ class _ContextExecutor(AsyncIOExecutor):
         self._pending_futures.add(f)
 
 
-class _BatchingJobStore(SQLAlchemyJobStore):
+class _BatchingJobStore(SQLAlchemyJobStore):  # type: ignore[misc]  # APScheduler 3 ships no types
     """SQLAlchemyJobStore that, during a scheduling pass, buffers the per-job writes (next run
     time after a firing, removal of finished jobs) and writes them in one transaction when the
     pass asks for the next wake-up time. Stock APScheduler commits once per fired job, which at
@@ -167,8 +172,8 @@ class _BatchingJobStore(SQLAlchemyJobStore):
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self._batch: dict[str, Any] | None = None  # job id -> Job to update, or None to delete
-        self._adds: dict[str, Any] = {}  # job id -> new Job (replacing any stored one)
+        self._batch: dict[str, Job | None] | None = None  # job id -> Job to update, or None to delete
+        self._adds: dict[str, Job] = {}  # job id -> new Job (replacing any stored one)
 
     def begin_batch(self) -> None:
         self._batch = {}
@@ -207,7 +212,7 @@ class _BatchingJobStore(SQLAlchemyJobStore):
             if removed:
                 conn.execute(t.delete().where(t.c.id.in_(removed)))
 
-    def _insert(self, adds: dict[str, Any]) -> None:
+    def _insert(self, adds: dict[str, Job]) -> None:
         t = self.jobs_t
         rows = [
             {
@@ -223,7 +228,7 @@ class _BatchingJobStore(SQLAlchemyJobStore):
                 conn.execute(t.delete().where(t.c.id.in_(ids[i : i + 500])))
             conn.execute(t.insert(), rows)
 
-    def add_job(self, job: Any) -> None:
+    def add_job(self, job: Job) -> None:
         """Inside a batch the insert waits for the flush: only `AppScheduler` adds jobs during a
         batch, and always meaning "add or replace" (replace_existing=True)."""
         if self._batch is None:
@@ -232,15 +237,16 @@ class _BatchingJobStore(SQLAlchemyJobStore):
             self._batch.pop(job.id, None)
             self._adds[job.id] = job
 
-    def lookup_job(self, job_id: str) -> Any:
+    def lookup_job(self, job_id: str) -> Job | None:
         self._flush()
         return super().lookup_job(job_id)
 
-    def get_all_jobs(self) -> list[Any]:
+    def get_all_jobs(self) -> list[Job]:
         self._flush()
-        return super().get_all_jobs()
+        jobs: list[Job] = super().get_all_jobs()
+        return jobs
 
-    def update_job(self, job: Any) -> None:
+    def update_job(self, job: Job) -> None:
         if self._batch is None:
             super().update_job(job)
         else:
@@ -254,10 +260,11 @@ class _BatchingJobStore(SQLAlchemyJobStore):
 
     def get_next_run_time(self) -> datetime | None:
         self._flush()  # the pass is done with this store: persist before answering
-        return super().get_next_run_time()
+        when: datetime | None = super().get_next_run_time()
+        return when
 
 
-class _AppAsyncIOScheduler(AsyncIOScheduler):
+class _AppAsyncIOScheduler(AsyncIOScheduler):  # type: ignore[misc]  # APScheduler 3 ships no types
     """AsyncIOScheduler whose job-store work happens in one worker thread (see module docstring)."""
 
     def __init__(self, io: concurrent.futures.Executor, **options: Any):
@@ -277,7 +284,8 @@ class _AppAsyncIOScheduler(AsyncIOScheduler):
         for store in stores:
             store.begin_batch()
         try:
-            return super()._process_jobs()
+            wait: float | None = super()._process_jobs()  # seconds to the next wake-up
+            return wait
         finally:
             for store in stores:
                 store.end_batch()
@@ -492,7 +500,8 @@ class AppScheduler:
             misfire_grace_time=self.brief_grace_time,
             **extra,
         )
-        return job.next_run_time
+        first: datetime | None = job.next_run_time
+        return first
 
     def _brief_trigger(self, schedule: Schedule) -> DailyTrigger:
         second = spread_second(schedule.id) if self.spread_briefs else 0
@@ -624,7 +633,7 @@ class AppScheduler:
             await self.store.note_status(schedule_id, note)
 
     # ---- job-store work (runs in the scheduler's I/O thread) ---------------------------------------
-    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _call(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if self._io is None:
             raise RuntimeError("scheduler is not running")
         return await asyncio.get_running_loop().run_in_executor(self._io, partial(fn, *args, **kwargs))

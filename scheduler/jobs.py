@@ -15,7 +15,7 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Literal
@@ -55,12 +55,12 @@ class JobContext:
 _CURRENT: ContextVar[weakref.ref[JobContext] | None] = ContextVar("tapebot_scheduler_context", default=None)
 
 
-def bind_context(ctx: JobContext) -> Any:
+def bind_context(ctx: JobContext) -> Token[weakref.ref[JobContext] | None]:
     """Set the context for tasks created from here on (in this context). Returns a reset token."""
     return _CURRENT.set(weakref.ref(ctx))
 
 
-def unbind_context(token: Any) -> None:
+def unbind_context(token: Token[weakref.ref[JobContext] | None]) -> None:
     _CURRENT.reset(token)
 
 
@@ -75,11 +75,11 @@ def current_context() -> JobContext | None:
 _FIRE: ContextVar[tuple[datetime, Any] | None] = ContextVar("tapebot_scheduler_fire", default=None)
 
 
-def bind_fire(scheduled: datetime, trigger: Any) -> Any:
+def bind_fire(scheduled: datetime, trigger: Any) -> Token[tuple[datetime, Any] | None]:
     return _FIRE.set((scheduled, trigger))
 
 
-def unbind_fire(token: Any) -> None:
+def unbind_fire(token: Token[tuple[datetime, Any] | None]) -> None:
     _FIRE.reset(token)
 
 

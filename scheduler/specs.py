@@ -231,7 +231,7 @@ def spread_second(schedule_id: str) -> int:
     return zlib.crc32(schedule_id.encode()) % 60
 
 
-class DailyTrigger(BaseTrigger):
+class DailyTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler 3 ships no types: Any to mypy
     """APScheduler trigger: once per allowed local date at HH:MM (plus `second`, see
     `spread_second`) in an IANA zone."""
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel
 from sqlalchemy import Integer, Table, bindparam, case, delete, func, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -78,7 +79,7 @@ _L = cast(Table, SchedulerLeaseRow.__table__)
 _Z = cast(Table, ChatTimezoneRow.__table__)
 
 
-def _schedule(row: Any) -> Schedule:
+def _schedule(row: Row[Any]) -> Schedule:
     return Schedule.model_validate(dict(row._mapping))
 
 
@@ -104,19 +105,27 @@ class _Completion:
     failed: bool
 
 
-class _GroupCommit:
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+
+
+class _GroupCommit(Generic[_Item, _Result]):
     """Batches write requests: everything queued while a transaction runs goes into the next."""
 
     MAX_BATCH = 500
 
-    def __init__(self, store: ScheduleStore, handler: Any):
+    def __init__(
+        self,
+        store: ScheduleStore,
+        handler: Callable[[AsyncConnection, list[_Item]], Awaitable[list[_Result]]],
+    ):
         self._store = store
         self._handler = handler  # async (conn, items) -> results, one per item
-        self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
+        self._pending: list[tuple[_Item, asyncio.Future[_Result]]] = []
         self._task: asyncio.Task[None] | None = None
 
-    async def submit(self, item: Any) -> Any:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    async def submit(self, item: _Item) -> _Result:
+        fut: asyncio.Future[_Result] = asyncio.get_running_loop().create_future()
         self._pending.append((item, fut))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())

@@ -6,13 +6,17 @@ imported inside the client constructors, so importing this package stays cheap.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from agent.providers.base import ModelClient, ModelInfo
 from agent.providers.fallback import FallbackClient, SwitchCallback
 from agent.providers.metadata import infer_context_window, infer_supports_reasoning
+
+if TYPE_CHECKING:  # only for annotations: config.settings is not needed to import this package
+    from config.settings import ModelConfig
 
 __all__ = [
     "FallbackClient",
@@ -23,10 +27,15 @@ __all__ = [
     "model_info",
 ]
 
-_UNSET: Any = object()
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
 
 
-def model_info(cfg: Any) -> ModelInfo:
+_UNSET: Final = _Unset.UNSET  # "not given" for `api_key`, where None means "no key"
+
+
+def model_info(cfg: ModelConfig) -> ModelInfo:
     """ModelInfo from a model config: configured context window, else inferred from the name."""
     return ModelInfo(
         id=cfg.id,
@@ -39,10 +48,12 @@ def model_info(cfg: Any) -> ModelInfo:
     )
 
 
-def _api_key(cfg: Any) -> str | None:
+def _api_key(cfg: ModelConfig) -> str | None:
+    # getattr: stand-ins with only some of ModelConfig's attributes are accepted (tests, benches)
     resolve = getattr(cfg, "resolved_api_key", None)
     if callable(resolve):
-        return resolve()
+        resolved: str | None = resolve()
+        return resolved
     key = getattr(cfg, "api_key", None)
     if key is not None and hasattr(key, "get_secret_value"):
         key = key.get_secret_value()
@@ -62,11 +73,13 @@ def anthropic_thinking(model: str, max_tokens: int | None) -> Literal["adaptive"
     return "adaptive"
 
 
-def build_model_client(cfg: Any, *, idle_timeout: float = 60.0, api_key: str | None = _UNSET) -> ModelClient:
+def build_model_client(
+    cfg: ModelConfig, *, idle_timeout: float = 60.0, api_key: str | _Unset | None = _UNSET
+) -> ModelClient:
     """One client for a model config (`config.ModelConfig` or anything with its attributes:
     id, provider, model, base_url, api_key, context_window, input_per_1m, output_per_1m,
     max_tokens, reasoning). `api_key` overrides the key resolved from `cfg`."""
-    key = _api_key(cfg) if api_key is _UNSET else api_key
+    key = _api_key(cfg) if isinstance(api_key, _Unset) else api_key
     info = model_info(cfg)
     max_tokens = getattr(cfg, "max_tokens", None)
     base_url = getattr(cfg, "base_url", None)
@@ -95,7 +108,7 @@ def build_model_client(cfg: Any, *, idle_timeout: float = 60.0, api_key: str | N
 SDK_MODULES = {"anthropic": "anthropic", "openai": "openai"}
 
 
-def sdk_modules(cfgs: Sequence[Any]) -> list[str]:
+def sdk_modules(cfgs: Sequence[ModelConfig]) -> list[str]:
     """The SDK modules the configured models need, each once, in order."""
     return list(dict.fromkeys(SDK_MODULES[c.provider] for c in cfgs if c.provider in SDK_MODULES))
 
@@ -112,7 +125,7 @@ def import_sdks(modules: Sequence[str]) -> None:
 
 
 def build_model_chain(
-    cfgs: Sequence[Any],
+    cfgs: Sequence[ModelConfig],
     *,
     idle_timeout: float = 60.0,
     on_switch: SwitchCallback | None = None,

@@ -23,7 +23,15 @@ from agent.errors import (
     StreamInterrupted,
     StreamStalled,
 )
-from agent.providers.base import Chunk, TextChunk, ThinkingChunk, ToolCallChunk
+from agent.providers.base import (
+    Chunk,
+    ModelInfo,
+    ModelRequest,
+    SdkObject,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+)
 
 T = TypeVar("T")
 
@@ -58,7 +66,7 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, email.utils.mktime_tz(parsed) - time.time())
 
 
-def _error_type(body: Any) -> str:
+def _error_type(body: object) -> str:
     """The vendor's error type/code from an error body, lowercased ("" if none)."""
     if isinstance(body, Mapping):
         inner = body.get("error", body)
@@ -169,22 +177,22 @@ class SdkClient(ABC):
     costs start-up time and ~20 MB a process that never calls this model should not pay), and
     `stream()` wraps the vendor's `_stream()` in the shared error classification and idle guard."""
 
-    info: Any
+    info: ModelInfo
     _sdk_args: dict[str, Any]
 
     def _init_sdk(self, api_key: str | None, base_url: str | None, max_retries: int) -> None:
         if api_key is None and base_url:
             api_key = "not-needed"  # local servers and proxies accept anything; the SDKs insist on one
         self._sdk_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
-        self._sdk_client: Any = None
+        self._sdk_client: SdkObject = None
         self._connection_errors: tuple[type[BaseException], ...] = ()
 
     @abstractmethod
-    def _make_sdk(self) -> tuple[Any, tuple[type[BaseException], ...]]:
+    def _make_sdk(self) -> tuple[SdkObject, tuple[type[BaseException], ...]]:
         """The vendor's SDK client and its connection-error types."""
 
     @property
-    def _client(self) -> Any:
+    def _client(self) -> SdkObject:
         if self._sdk_client is None:
             self._sdk_client, self._connection_errors = self._make_sdk()
         return self._sdk_client
@@ -194,10 +202,10 @@ class SdkClient(ABC):
             await self._sdk_client.close()
 
     @abstractmethod
-    def _stream(self, request: Any) -> AsyncIterator[Chunk]:
+    def _stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """The vendor's raw chunk stream for one request."""
 
-    def stream(self, request: Any) -> AsyncIterator[Chunk]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         self._client  # noqa: B018 - builds the SDK client and its error types
         return guarded(
             self._stream(request), model=self.info.model, connection_errors=self._connection_errors

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from agent.errors import RetryableModelError
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
@@ -27,10 +27,12 @@ from agent.providers.base import (
     FinishChunk,
     ModelInfo,
     ModelRequest,
+    SdkObject,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
     UsageChunk,
+    WireObject,
 )
 from agent.usage import Usage
 
@@ -73,12 +75,12 @@ class AnthropicClient(SdkClient):
         return anthropic.AsyncAnthropic(**self._sdk_args), (anthropic.APIConnectionError,)
 
     # ---- request ------------------------------------------------------------------------------
-    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+    def build_params(self, request: ModelRequest) -> WireObject:
         """The `messages.create` keyword arguments for `request` (public for tests and traces)."""
         max_tokens = request.max_tokens
         if self.max_tokens:
             max_tokens = min(max_tokens, self.max_tokens)
-        params: dict[str, Any] = {
+        params: WireObject = {
             "model": self.info.model,
             "max_tokens": max_tokens,
             "messages": to_wire_messages(request.messages, request.context),
@@ -107,7 +109,7 @@ class AnthropicClient(SdkClient):
         async with asyncio.timeout(self.idle_timeout):  # stall before the response headers
             sdk_stream = await self._client.messages.create(stream=True, **params)
         try:
-            blocks: dict[int, dict[str, Any]] = {}
+            blocks: dict[int, WireObject] = {}
             usage: dict[str, int] = {}
             stop_reason: str | None = None
             complete = False
@@ -129,7 +131,7 @@ class AnthropicClient(SdkClient):
                         blocks.setdefault(event.index, {"type": "thinking"})["signature"] = delta.signature
                 elif etype == "content_block_start":
                     block = event.content_block
-                    entry: dict[str, Any] = {"type": block.type}
+                    entry: WireObject = {"type": block.type}
                     if block.type == "tool_use":
                         entry.update(id=block.id, name=block.name, input=block.input)
                     elif block.type == "text" and block.text:
@@ -171,7 +173,7 @@ class AnthropicClient(SdkClient):
             await sdk_stream.close()
 
 
-def _merge_usage(acc: dict[str, int], usage: Any) -> None:
+def _merge_usage(acc: dict[str, int], usage: SdkObject) -> None:
     # message_delta usage is cumulative and overwrites message_start; omitted fields keep theirs.
     if usage is None:
         return
@@ -181,7 +183,7 @@ def _merge_usage(acc: dict[str, int], usage: Any) -> None:
             acc[name] = value
 
 
-def _tool_call(entry: dict[str, Any]) -> ToolCallPart:
+def _tool_call(entry: WireObject) -> ToolCallPart:
     raw = "".join(entry.get("json", ()))
     if not raw:
         initial = entry.get("input")
@@ -197,8 +199,8 @@ def _tool_call(entry: dict[str, Any]) -> ToolCallPart:
 
 
 # ---- wire mapping (pure functions) --------------------------------------------------------------
-def system_blocks(static: str, dynamic: str) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+def system_blocks(static: str, dynamic: str) -> list[WireObject]:
+    blocks: list[WireObject] = []
     if static:
         blocks.append({"type": "text", "text": static, "cache_control": _EPHEMERAL})
     if dynamic:
@@ -206,8 +208,8 @@ def system_blocks(static: str, dynamic: str) -> list[dict[str, Any]]:
     return blocks
 
 
-def _blocks_of(message: Message) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+def _blocks_of(message: Message) -> list[WireObject]:
+    blocks: list[WireObject] = []
     for part in message.parts:
         if isinstance(part, TextPart):
             if part.text:
@@ -222,7 +224,7 @@ def _blocks_of(message: Message) -> list[dict[str, Any]]:
                 {"type": "tool_use", "id": part.id, "name": part.name, "input": part.arguments or {}}
             )
         elif isinstance(part, ToolResultPart):
-            result: dict[str, Any] = {
+            result: WireObject = {
                 "type": "tool_result",
                 "tool_use_id": part.call_id,
                 "content": part.content or "(no output)",
@@ -233,11 +235,11 @@ def _blocks_of(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def to_wire_messages(messages: list[Message], context: str = "") -> list[dict[str, Any]]:
+def to_wire_messages(messages: list[Message], context: str = "") -> list[WireObject]:
     """Our messages as Anthropic `messages`: tool messages become user turns, consecutive
     same-role turns are merged (tool_result blocks first, as the API requires), and the last
     block of the newest message carries the sliding cache breakpoint."""
-    wire: list[dict[str, Any]] = []
+    wire: list[WireObject] = []
     for message in messages:
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks_of(message)

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 
 from agent.messages import Message, ToolCallPart
 from agent.usage import Usage
+
+# A JSON object in a vendor's wire format (request parameters, content blocks, tool arguments as
+# sent): built and read only inside the provider modules, its shape is the vendor's documentation.
+WireObject: TypeAlias = dict[str, Any]
+# An object from a vendor SDK (its client, stream events, usage): the SDKs are imported lazily and
+# read duck-typed (both are Stainless-generated with the same shapes), so no SDK type is named here.
+SdkObject: TypeAlias = Any
 
 
 # ---- chunks ------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ class Cooldowns:
     def failed(self, model_id: str, reason: str) -> float:
         state = self._state.setdefault(model_id, _Breaker())
         state.failures += 1
-        rest = min(self.max_s, self.base_s * 2 ** (state.failures - 1))
+        rest = min(self.max_s, self.base_s * 2.0 ** (state.failures - 1))
         state.until = self.clock() + rest
         log.warning("model %s failed (%s); skipped for %.0f s", model_id, reason, rest)
         return rest

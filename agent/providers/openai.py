@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent.errors import RetryableModelError
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
@@ -26,10 +26,12 @@ from agent.providers.base import (
     FinishChunk,
     ModelInfo,
     ModelRequest,
+    SdkObject,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
     UsageChunk,
+    WireObject,
 )
 from agent.usage import Usage
 
@@ -75,12 +77,12 @@ class OpenAICompatClient(SdkClient):
         return openai.AsyncOpenAI(**self._sdk_args), (openai.APIConnectionError,)
 
     # ---- request ------------------------------------------------------------------------------
-    def build_params(self, request: ModelRequest, compat: _Compat | None = None) -> dict[str, Any]:
+    def build_params(self, request: ModelRequest, compat: _Compat | None = None) -> WireObject:
         compat = compat or self.compat
         max_tokens = request.max_tokens
         if self.max_tokens:
             max_tokens = min(max_tokens, self.max_tokens)
-        params: dict[str, Any] = {
+        params: WireObject = {
             "model": self.info.model,
             "messages": to_wire_messages(
                 request.messages, request.system, request.system_dynamic, request.context
@@ -104,7 +106,7 @@ class OpenAICompatClient(SdkClient):
             params["temperature"] = request.temperature
         return params
 
-    async def _open(self, request: ModelRequest) -> Any:
+    async def _open(self, request: ModelRequest) -> SdkObject:
         """Start the stream, downgrading what a 400 says (or seems to say) the endpoint rejects.
         A downgrade is kept only if the downgraded call then succeeds, so a 400 with another
         cause (e.g. a too-long prompt) does not permanently strip usage reporting."""
@@ -134,7 +136,7 @@ class OpenAICompatClient(SdkClient):
         try:
             calls: dict[int, _PendingCall] = {}
             tags = ToolTagFilter()
-            usage: Any = None
+            usage: SdkObject = None
             finish: str | None = None
             async for chunk in with_idle_timeout(sdk_stream, self.idle_timeout):
                 if getattr(chunk, "usage", None) is not None:
@@ -175,7 +177,7 @@ class OpenAICompatClient(SdkClient):
             await sdk_stream.close()
 
 
-def _downgrade(compat: _Compat, message: str, params: dict[str, Any]) -> bool:
+def _downgrade(compat: _Compat, message: str, params: WireObject) -> bool:
     """Relax one setting for the next attempt; False when nothing is left to relax."""
     if "max_completion_tokens" in message and compat.token_param == "max_tokens":
         compat.token_param = "max_completion_tokens"
@@ -206,7 +208,7 @@ class _PendingCall:
         return make_call(self.id or _new_call_id(), self.name, "".join(self.fragments))
 
 
-def _accumulate(calls: dict[int, _PendingCall], fragment: Any) -> None:
+def _accumulate(calls: dict[int, _PendingCall], fragment: SdkObject) -> None:
     index = fragment.index
     if index is None:  # some endpoints omit it: a new id starts a new call
         known = {c.id for c in calls.values()}
@@ -226,7 +228,7 @@ def _new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:12]}"
 
 
-def make_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCallPart:
+def make_call(call_id: str, name: str, raw: str | WireObject | None) -> ToolCallPart:
     """A ToolCallPart from raw argument text; anything but a JSON object gives arguments=None."""
     if isinstance(raw, dict):
         return ToolCallPart(
@@ -244,7 +246,7 @@ def make_call(call_id: str, name: str, raw: str | dict[str, Any] | None) -> Tool
     )
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(usage: SdkObject) -> Usage:
     if usage is None:
         return Usage()
     prompt = usage.prompt_tokens or 0
@@ -334,8 +336,8 @@ def _parse_tag(inner: str) -> ToolCallPart | None:
 # ---- wire mapping -------------------------------------------------------------------------------
 def to_wire_messages(
     messages: list[Message], system: str = "", system_dynamic: str = "", context: str = ""
-) -> list[dict[str, Any]]:
-    wire: list[dict[str, Any]] = []
+) -> list[WireObject]:
+    wire: list[WireObject] = []
     # One system message: several endpoints' chat templates reject a second one.
     system_text = "\n\n".join(s for s in (system, system_dynamic) if s)
     if system_text:
@@ -344,7 +346,7 @@ def to_wire_messages(
         if message.role == "assistant":
             text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
             calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
-            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            entry: WireObject = {"role": "assistant", "content": text or None}
             if calls:
                 entry["tool_calls"] = [
                     {

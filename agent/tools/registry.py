@@ -26,14 +26,17 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agent.errors import InvalidToolArguments, ToolFailed, ToolNotFound
+from agent.ports import TurnRecord
 
 SideEffect = Literal["read_only", "idempotent", "mutating"]
 T = TypeVar("T")
+# A tool function keeps its own signature through `@toolset.tool` (it is returned unchanged).
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +101,7 @@ class Deps:
         except LookupError:
             return None
 
-    def named(self, name: str) -> Any:
+    def named(self, name: str) -> object:
         return self._by_name.get(name)
 
 
@@ -122,7 +125,7 @@ class ToolContext:
     workspace: Path = field(default_factory=lambda: Path.cwd())
     deps: Deps = field(default_factory=Deps)
     unattended: bool = False
-    turn: Any = None  # the live TurnRecord (update_plan edits its plan)
+    turn: TurnRecord | None = None  # the live turn (update_plan edits its plan)
     # Where the call came from ("chat", "mcp"): recorded on what it changes (trades).
     source: str = "chat"
     # A caller-supplied idempotency key (an MCP client's): it binds the change by itself, across
@@ -263,9 +266,14 @@ class Toolset:
         self._tools[tool.name] = tool
         return tool
 
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
     def tool(
         self,
-        fn: Callable[..., Any] | None = None,
+        fn: None = None,
+        /,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -274,10 +282,24 @@ class Toolset:
         background: bool = False,
         side_effect: SideEffect | None = None,
         timeout: float | None = None,
-    ) -> Any:
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        concurrency_safe: bool = False,
+        requires_approval: bool = False,
+        background: bool = False,
+        side_effect: SideEffect | None = None,
+        timeout: float | None = None,
+    ) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (`@ts.tool`) or with flags."""
 
-        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+        def register(f: F) -> F:
             effect: SideEffect = side_effect or ("mutating" if requires_approval else "read_only")
             self.add(
                 build_tool(

@@ -14,10 +14,13 @@ import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import InvalidToolArguments, ToolDenied
 from agent.redact import Redactor
+
+if TYPE_CHECKING:  # httpx is imported by the web tool when it runs, not with the policy
+    import httpx
 
 # Names that are never readable or writable wherever they appear (defence in depth: the app also
 # lists the real files under TAPEBOT_HOME in `protected`).
@@ -80,7 +83,7 @@ class LocalToolPolicy:
     allow_private_urls: bool = False
     secret_values: list[str] = field(default_factory=list)
     redactor: Redactor | None = None  # share the app's redactor; else built from secret_values
-    transport: Any = None  # an httpx.AsyncBaseTransport (tests pass httpx.MockTransport)
+    transport: httpx.AsyncBaseTransport | None = None  # tests pass an httpx.MockTransport
     resolver: Resolver | None = None  # host → IPs; default netguard.resolve_host
 
     def __post_init__(self) -> None:

@@ -29,7 +29,10 @@ EARLIEST, LATEST = "1979-09-01 09:32:00", "2222-01-01 09:32:00"  # akshare's own
 def parse_akshare_minute(records: Sequence[Mapping[str, Any]], symbol: str) -> MinuteBars:
     if not records:
         raise NoMinuteData(f"akshare returned no minute bars for {symbol}")
-    f = lambda k: np.array([float(r[k]) for r in records])  # noqa: E731
+
+    def f(k: str) -> np.ndarray:
+        return np.array([float(r[k]) for r in records])
+
     close = f("收盘")
     op = f("开盘")
     op = np.where(op > 0, op, close)

@@ -145,7 +145,10 @@ def parse_crypto_csv(text: str) -> dict[str, Bars]:
 def parse_index_csv(text: str, code: str) -> Bars:
     """csindex export `date,open,high,low,close,amount_yi,pe` (no volume; amount in 亿 CNY)."""
     rows = list(csv.DictReader(io.StringIO(text)))
-    f = lambda k: np.array([float(r[k]) for r in rows])  # noqa: E731
+
+    def f(k: str) -> np.ndarray:
+        return np.array([float(r[k]) for r in rows])
+
     return Bars.from_columns(
         code,
         [r["date"] for r in rows],

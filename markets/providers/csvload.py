@@ -48,7 +48,10 @@ def ymd_to_date64(v: np.ndarray) -> np.ndarray:
     v = v.astype(np.int64)
     y, m, d = v // 10000, (v // 100) % 100, v % 100
     months = (y - 1970) * 12 + (m - 1)
-    return months.astype("datetime64[M]").astype("datetime64[D]") + (d - 1).astype("timedelta64[D]")
+    days: np.ndarray = months.astype("datetime64[M]").astype("datetime64[D]") + (d - 1).astype(
+        "timedelta64[D]"
+    )
+    return days
 
 
 def read_bytes(path: Path) -> bytes:

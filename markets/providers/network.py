@@ -37,7 +37,8 @@ def _records(frame: Any) -> list[Mapping[str, Any]]:
     if isinstance(frame, list):
         return frame
     if hasattr(frame, "reset_index") and hasattr(frame, "to_dict"):
-        return frame.reset_index().to_dict("records")
+        records: list[Mapping[str, Any]] = frame.reset_index().to_dict("records")  # pandas
+        return records
     raise TypeError(f"unexpected response type {type(frame).__name__}")
 
 
@@ -50,7 +51,10 @@ def parse_akshare_hist(records: Sequence[Mapping[str, Any]], symbol: str, adjust
     """`ak.stock_zh_a_hist` rows: 日期, 开盘, 收盘, 最高, 最低, 成交量 (lots), 成交额 (元), ..."""
     if not records:
         raise NoData(f"akshare returned no bars for {symbol}")
-    col = lambda k: [float(r[k]) for r in records]  # noqa: E731
+
+    def col(k: str) -> list[float]:
+        return [float(r[k]) for r in records]
+
     return Bars.from_columns(
         symbol,
         [str(r["日期"])[:10] for r in records],
@@ -128,7 +132,10 @@ def parse_yfinance(records: Sequence[Mapping[str, Any]], symbol: str, market: st
     rows = [r for r in records if r.get("Close") is not None and r["Close"] == r["Close"]]  # drop NaN rows
     if not rows:
         raise NoData(f"yfinance returned no bars for {symbol}")
-    col = lambda k: [float(r[k]) for r in rows]  # noqa: E731
+
+    def col(k: str) -> list[float]:
+        return [float(r[k]) for r in rows]
+
     dates = [str(r.get("Date") or r.get("Datetime"))[:10] for r in rows]
     return Bars.from_columns(
         symbol,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class WyckoffAnalysis:
         """Events on the last `bars` bars."""
         return [e for e in self.events if e.index >= self.bars_used - bars]
 
-    def to_dict(self, max_events: int = 12) -> dict:
+    def to_dict(self, max_events: int = 12) -> dict[str, Any]:
         return {
             "symbol": self.symbol,
             "name": self.name,
@@ -79,7 +80,8 @@ def limit_locked(bars: Bars, limit: float | None, tol: float) -> np.ndarray:
     one_price = bars.high == bars.low
     if limit is None:
         return np.zeros(len(bars), dtype=bool)
-    return one_price & (np.abs(np.nan_to_num(pct)) >= limit - tol)
+    locked: np.ndarray = one_price & (np.abs(np.nan_to_num(pct)) >= limit - tol)
+    return locked
 
 
 def has_volume(bars: Bars) -> bool:

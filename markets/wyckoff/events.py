@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class Event:
     status: str = ""  # spring/UT test: confirmed | awaiting_test | untested | failed
     bias: Literal["bullish", "bearish", "neutral"] = "neutral"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "date": str(self.date),
@@ -89,7 +89,8 @@ class Series:
         return f", volume {self.vr(i):.1f}× average" if self.has_volume else ""
 
     def d(self, i: int) -> date:
-        return self.dates[i].astype(object)
+        day: date = self.dates[i].astype(object)  # datetime64[D] → date
+        return day
 
 
 def _fmt(x: float) -> str:

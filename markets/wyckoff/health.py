@@ -15,7 +15,7 @@ Without a cost, only market-structure reasons are used.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class Health:
     def reasons(self) -> list[str]:
         return [*self.dangers, *self.warnings, *self.positives]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "rating": self.rating,
             "dangers": self.dangers,

@@ -22,7 +22,7 @@ MA200 with a rising MA50 is mark-up, the mirror is mark-down, anything else is u
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class Phase:
     confidence: float
     evidence: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schematic": self.schematic,
             "phase": self.phase,

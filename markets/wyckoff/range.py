@@ -31,6 +31,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import asdict, dataclass
 from datetime import date
+from typing import Any
 
 import numpy as np
 
@@ -157,7 +158,7 @@ class TradingRange:
         """0 at support, 1 at resistance (below 0 / above 1 outside the range)."""
         return (price - self.support) / self.width if self.width else 0.5
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(
             start_date=str(self.start_date),

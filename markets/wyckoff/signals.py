@@ -168,10 +168,11 @@ def _lps(
     sos_vol = V[rows, li]
     peak = shift(rolling(C, p.lps_window, "max"))
     with np.errstate(all="ignore"):
-        return (
+        lps: np.ndarray = (
             has
             & (level * (1 - p.lps_tol) <= L)
             & (peak * 0.98 >= L)
             & (p.lps_vol * sos_vol >= V)
             & (vavg >= V)
         )
+    return lps

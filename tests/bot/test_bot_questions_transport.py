@@ -134,6 +134,8 @@ async def test_the_question_card_is_finalised_once_answered(harness, how):
     final = api.messages[(ALICE, q["message_id"])]
     assert not buttons_of(final), "the answered question still shows its option buttons"
     assert final["text"].endswith("✅ Answered: SOS")
+    # its reference is used up: nothing is left to edit
+    assert await harness.app.store.load_sent("question", q_turn(harness)) is None
 
 
 async def test_a_question_left_for_a_new_request_shows_it_was_skipped(harness):
@@ -516,3 +518,14 @@ async def test_a_card_tapped_before_the_turn_has_suspended_runs_the_tool_once(tm
         assert (h.home / "workspace" / "fast.txt").read_text() == "z"
     finally:
         await h.stop()
+
+
+def q_turn(harness) -> str:
+    """The id of the test's first turn (the one that asked)."""
+    import sqlite3
+
+    con = sqlite3.connect(harness.home / "tapebot.db")
+    try:
+        return con.execute("SELECT id FROM turns ORDER BY created_at LIMIT 1").fetchone()[0]
+    finally:
+        con.close()

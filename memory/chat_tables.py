@@ -1,0 +1,225 @@
+"""The bot's own records, typed: chats (`chats`), users admitted by pairing (`paired_users`) and
+where the messages it will edit later went (`sent_messages`; an approval card's message id is
+`approvals.message_ref`). `SqlStore` inherits these methods; `bot/` reads them through its
+protocols. They replace `kv` rows under "chat:", "paired:", "card:", "question:", "progress:" and
+"partial:" keys (migration 0012_chat_tables moved the old rows).
+
+None of these is on a message's hot path (a chat is read once per process and cached; references
+are written when a card or question is sent), so they are plain ORM/Core statements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from agent.ports import utcnow
+from memory.db import Database
+from memory.models import ApprovalRow, ChatRow, PairedUserRow, SentMessageRow
+
+SentKind = Literal["question", "progress", "partial"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRecord:
+    """One conversation: its key, where it is, and its settings. `chat_id` "" means its address was
+    never recorded (a row from before addresses were kept): nothing can be sent to it unprompted."""
+
+    key: str
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    is_group: bool
+    session_id: str
+    lang: str = "en"
+    model: str | None = None
+    owner: str = ""  # the user a DM belongs to / who last spoke: unattended turns act for them
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PausedProgress:
+    """A progress message a stop left saying "paused": its lines by call id, the tools' names, and
+    the calls the stop cut off (settled after the restart)."""
+
+    lines: dict[str, str] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+    cut: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lines": dict(self.lines), "names": dict(self.names), "cut": list(self.cut)}
+
+    @classmethod
+    def from_json(cls, value: Any) -> PausedProgress:
+        """Whatever was stored: a part in another shape reads as empty (the message then stays
+        as the stop left it, or loses only what was unreadable)."""
+        v = value if isinstance(value, dict) else {}
+
+        def mapping(x: Any) -> dict[str, str]:
+            return {str(k): str(y) for k, y in x.items()} if isinstance(x, dict) else {}
+
+        cut = v.get("cut")
+        return cls(
+            lines=mapping(v.get("lines")),
+            names=mapping(v.get("names")),
+            cut=[str(c) for c in cut] if isinstance(cut, list) else [],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SentRef:
+    """Where a message went: a question (`ref_id` its turn id), a paused progress message or a
+    partial answer (`ref_id` the chat key)."""
+
+    kind: SentKind
+    ref_id: str
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    is_group: bool
+    message_id: str
+    lang: str = "en"
+    text: str = ""  # a question's text, shown again with how it ended
+    message_ids: tuple[str, ...] = ()  # a partial answer's messages, in order
+    progress: PausedProgress | None = None
+
+
+class ChatTables:
+    """Typed storage for chats, paired users and sent-message references."""
+
+    db: Database
+
+    def _upsert(self, model: Any) -> Any:
+        """The dialect's INSERT construct (it has on_conflict_do_nothing / do_update)."""
+        if self.db.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(model)
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(model)
+
+    # ---- chats -------------------------------------------------------------------------------
+    async def load_chat(self, key: str) -> ChatRecord | None:
+        async with self.db.read() as s:
+            row = await s.get(ChatRow, key)
+            return None if row is None else _chat(row)
+
+    async def save_chat(self, chat: ChatRecord) -> None:
+        """Insert or replace the chat's row."""
+        values = {
+            "key": chat.key,
+            "platform": chat.platform,
+            "chat_id": chat.chat_id,
+            "thread_id": chat.thread_id,
+            "is_group": chat.is_group,
+            "session_id": chat.session_id,
+            "lang": chat.lang,
+            "model": chat.model,
+            "owner": chat.owner,
+            "updated_at": utcnow(),
+        }
+        stmt = self._upsert(ChatRow).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["key"], set_={k: stmt.excluded[k] for k in values if k != "key"}
+        )
+        async with self.db.session() as s:
+            await s.execute(stmt)
+
+    # ---- paired users ------------------------------------------------------------------------
+    async def paired_users(self, platform: str) -> list[str]:
+        async with self.db.read() as s:
+            ids = await s.execute(
+                sa.select(PairedUserRow.user_id)
+                .where(PairedUserRow.platform == platform)
+                .order_by(PairedUserRow.user_id)
+            )
+            return list(ids.scalars())
+
+    async def add_paired_user(self, platform: str, user_id: str) -> None:
+        stmt = (
+            self._upsert(PairedUserRow)
+            .values(platform=platform, user_id=user_id, paired_at=utcnow())
+            .on_conflict_do_nothing(index_elements=["platform", "user_id"])
+        )
+        async with self.db.session() as s:
+            await s.execute(stmt)
+
+    # ---- where sent messages went --------------------------------------------------------------
+    async def save_sent(self, ref: SentRef) -> None:
+        """Insert or replace the reference of (`ref.kind`, `ref.ref_id`)."""
+        values = {
+            "kind": ref.kind,
+            "ref_id": ref.ref_id,
+            "platform": ref.platform,
+            "chat_id": ref.chat_id,
+            "thread_id": ref.thread_id,
+            "is_group": ref.is_group,
+            "message_id": ref.message_id,
+            "lang": ref.lang,
+            "text": ref.text,
+            "message_ids": list(ref.message_ids),
+            "progress": None if ref.progress is None else ref.progress.to_json(),
+            "created_at": utcnow(),
+        }
+        stmt = self._upsert(SentMessageRow).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["kind", "ref_id"],
+            set_={k: stmt.excluded[k] for k in values if k not in ("kind", "ref_id")},
+        )
+        async with self.db.session() as s:
+            await s.execute(stmt)
+
+    async def load_sent(self, kind: SentKind, ref_id: str) -> SentRef | None:
+        async with self.db.read() as s:
+            row = await s.get(SentMessageRow, (kind, ref_id))
+            return None if row is None else _sent(row)
+
+    async def forget_sent(self, kind: SentKind, ref_id: str) -> bool:
+        async with self.db.session() as s:
+            result = await s.execute(
+                sa.delete(SentMessageRow).where(SentMessageRow.kind == kind, SentMessageRow.ref_id == ref_id)
+            )
+            return int(getattr(result, "rowcount", 0) or 0) > 0
+
+    async def set_card_message(self, approval_id: str, message_id: str) -> bool:
+        """Where an approval's card went (its chat is the approval's chat): `approvals.message_ref`."""
+        async with self.db.session() as s:
+            result = await s.execute(
+                sa.update(ApprovalRow).where(ApprovalRow.id == approval_id).values(message_ref=message_id)
+            )
+            return int(getattr(result, "rowcount", 0) or 0) == 1
+
+
+def _chat(row: ChatRow) -> ChatRecord:
+    return ChatRecord(
+        key=row.key,
+        platform=row.platform,
+        chat_id=row.chat_id,
+        thread_id=row.thread_id,
+        is_group=bool(row.is_group),
+        session_id=row.session_id,
+        lang=row.lang,
+        model=row.model,
+        owner=row.owner,
+        updated_at=row.updated_at,
+    )
+
+
+def _sent(row: SentMessageRow) -> SentRef:
+    return SentRef(
+        kind=row.kind,  # type: ignore[arg-type]
+        ref_id=row.ref_id,
+        platform=row.platform,
+        chat_id=row.chat_id,
+        thread_id=row.thread_id,
+        is_group=bool(row.is_group),
+        message_id=row.message_id,
+        lang=row.lang,
+        text=row.text,
+        message_ids=tuple(row.message_ids or ()),
+        progress=None if row.progress is None else PausedProgress.from_json(row.progress),
+    )
