@@ -135,13 +135,28 @@ def _sub_pattern(m: re.Match[str]) -> str:
     return (keep or "") + MASK
 
 
+# The texts redacted last, by identity: a turn masks the same text object again on its way to
+# the history, the trace and the chat (a 2 KB answer is a ~0.1 ms scan each time). Bounded: at
+# most MEMO_ENTRIES texts of at most MEMO_MAX_CHARS each.
+MEMO_ENTRIES = 256
+MEMO_MAX_CHARS = 16_000
+
+
 class Redactor:
-    """Masks secrets in text and in nested values. Cheap to call; safe to call twice."""
+    """Masks secrets in text and in nested values. Cheap to call; safe to call twice (and a second
+    call with the same text object is a dictionary lookup). Thread-safe: the bot's trace writer
+    redacts on its own thread."""
 
     def __init__(self, secret_values: Iterable[str] = (), *, extra_patterns: Iterable[str] = ()):
         self._secrets: list[str] = []  # longest first, so a secret containing another goes whole
         self._prefix_ends: dict[str, list[tuple[str, int]]] = {}
         self._extra = [re.compile(p) for p in extra_patterns]
+        # id(text) → (text, its redaction, generation); the entry holds the text, so its id is
+        # not reused. No lock: single dictionary operations are atomic, and a lock shared with
+        # the trace writer's thread could stall the event loop when that thread is preempted.
+        self._memo: dict[int, tuple[str, str, int]] = {}
+        self._generation = 0  # bumped by add_secrets: what was remembered before is not used
+        self.scans = 0  # texts actually scanned (benches count them)
         self.add_secrets(secret_values)
 
     # -- configuration --------------------------------------------------------------------------
@@ -156,6 +171,8 @@ class Redactor:
                 continue  # too short to mask without mangling ordinary text
             known.update({v, urllib.parse.quote(v, safe="")})
         self._secrets = sorted(known, key=len, reverse=True)
+        self._generation += 1  # what was clean may not be any more
+        self._memo = {}
         # char → (secret, length of each proper prefix ending in it), longest first: a stream
         # holds back a tail that starts a secret (safe_length)
         ends: dict[str, list[tuple[str, int]]] = {}
@@ -172,6 +189,28 @@ class Redactor:
     def text(self, s: str) -> str:
         if not s or len(s) < MIN_SECRET_LEN:
             return s
+        known = self._memo.get(id(s))
+        if known is not None and known[0] is s and known[2] == self._generation:
+            return known[1]
+        generation = self._generation
+        out = self._scan(s)
+        if len(s) <= MEMO_MAX_CHARS:
+            self._remember(s, out, generation)
+        return out
+
+    def _remember(self, s: str, out: str, generation: int) -> None:
+        # Only `s` itself: masking is not strictly idempotent (a configured value can overlap a
+        # mask's edge), so what came out is scanned again when it is masked again.
+        memo = self._memo
+        memo[id(s)] = (s, out, generation)
+        while len(memo) > MEMO_ENTRIES:
+            try:
+                del memo[next(iter(memo))]  # the oldest
+            except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+                break
+
+    def _scan(self, s: str) -> str:
+        self.scans += 1
         for secret in self._secrets:
             if secret in s:
                 s = s.replace(secret, MASK)

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Sequence
 
+from agent.memo import MessageMemo
 from agent.messages import Message
 
 KINDS = ("stock", "strategy", "trader", "file")
@@ -37,21 +38,33 @@ def current_references(messages: Sequence[Message]) -> dict[str, str]:
     for msg in reversed(messages[-SCAN_LIMIT:]):
         if len(found) == len(KINDS):
             break
-        if msg.role == "tool":
-            for r in msg.tool_results:
-                for k, v in _from_result(r.content).items():
-                    found.setdefault(k, v)
-        elif msg.role == "assistant":
-            for call in msg.tool_calls:
-                path = (call.arguments or {}).get("path")
-                if isinstance(path, str) and path:
-                    found.setdefault("file", path)
-        elif msg.role == "user" and not msg.meta.get("notification"):
-            text = msg.text
-            m = _CODE.search(text) or _CRYPTO.search(text)
-            if m:
-                found.setdefault("stock", m.group(1).upper())
+        for k, v in _named_in(msg).items():
+            found.setdefault(k, v)
     return found
+
+
+def _references_of(msg: Message) -> dict[str, str]:
+    """What one message names (the first of each kind in it). Read-only: it is remembered."""
+    found: dict[str, str] = {}
+    if msg.role == "tool":
+        for r in msg.tool_results:
+            for k, v in _from_result(r.content).items():
+                found.setdefault(k, v)
+    elif msg.role == "assistant":
+        for call in msg.tool_calls:
+            path = (call.arguments or {}).get("path")
+            if isinstance(path, str) and path:
+                found.setdefault("file", path)
+    elif msg.role == "user" and not msg.meta.get("notification"):
+        text = msg.text
+        m = _CODE.search(text) or _CRYPTO.search(text)
+        if m:
+            found.setdefault("stock", m.group(1).upper())
+    return found
+
+
+# every model round scans up to SCAN_LIMIT messages of the history: each is read once
+_named_in = MessageMemo(_references_of)
 
 
 def render_references(refs: dict[str, str]) -> str:

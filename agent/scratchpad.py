@@ -1,13 +1,15 @@
 """Per-turn JSONL trace: traces/<YYYY-MM-DD>/<turn_id>.jsonl.
 
 One line per event (input, thinking, model_call, tool_call, tool_result, compaction, retry, usage,
-final, error), every value passed through the Redactor. Called from the hot loop, so a record is a
-dict build, a redaction pass and a line kept in memory: the file is written when the turn ends
-(`close()`), on `flush()`, and at once for `error` records. Where it is written is the
-`TraceWriter`'s business: `DirectWriter` writes in the caller's thread; the bot uses a
-`BackgroundWriter`, because creating a file per turn is a filesystem metadata operation (0.1–0.6 ms
-on some disks) that the event loop should not wait for. A trace that cannot be written costs one
-warning; it never fails the turn.
+final, error), every value passed through the Redactor. Called from the hot loop, so a record only
+keeps its fields (containers copied, since the caller may change them afterwards): redacting them,
+encoding the lines and writing the file happen when the turn ends (`close()`), on `flush()`, and at
+once for `error` records — in the `TraceWriter`'s thread. `DirectWriter` does it in the caller's
+thread (the terminal, tests, tools run outside the bot); the bot uses a `BackgroundWriter`, which
+takes the ended turns of a moment in one batch on a thread of its own, so the event loop spends
+neither the redaction, nor the encoding, nor the file creation (a filesystem metadata operation,
+0.1–0.6 ms on some disks) on a trace. A trace that cannot be written costs one warning; it never
+fails the turn.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -151,9 +154,13 @@ def _redacted_mapping(items: Any, redactor: Redactor, max_string: int, depth: in
     return out
 
 
+Render = Callable[[], list[str]]
+
+
 class TraceWriter(Protocol):
-    def write(self, path: Path, lines: list[str]) -> None:
-        """Append `lines` (each ending in a newline) to the file at `path`, creating it."""
+    def write(self, path: str, render: Render) -> None:
+        """Append the lines `render()` makes (each ending in a newline) to the file at `path`,
+        creating it. `render` redacts and encodes: it is called once, in the writer's thread."""
         ...
 
 
@@ -165,71 +172,124 @@ class DirectWriter:
     def __init__(self) -> None:
         self._failed: set[str] = set()
         self._folders: set[str] = set()  # made already: one mkdir per day, not per turn
+        self.lines = 0  # written (benches count them)
 
-    def write(self, path: Path, lines: list[str]) -> None:
-        target = str(path)
-        if target in self._failed:
+    def write(self, path: str, render: Render) -> None:
+        if path in self._failed:
             return
+        lines = render()
+        if not lines:
+            return
+        self.lines += len(lines)
         try:
             data = memoryview("".join(lines).encode("utf-8", "replace"))  # lone surrogates: "?"
-            folder = os.path.dirname(target)
+            folder = os.path.dirname(path)
             if folder not in self._folders:
                 os.makedirs(folder, mode=0o700, exist_ok=True)
                 self._folders.add(folder)
             try:  # traces hold conversations: private whatever the umask (C9)
-                fd = os.open(target, _APPEND, 0o600)
+                fd = os.open(path, _APPEND, 0o600)
             except FileNotFoundError:  # the folder was removed meanwhile (pruned)
                 self._folders.discard(folder)
                 os.makedirs(folder, mode=0o700, exist_ok=True)
-                fd = os.open(target, _APPEND, 0o600)
+                fd = os.open(path, _APPEND, 0o600)
             try:
                 while data:
                     data = data[os.write(fd, data) :]
             finally:
                 os.close(fd)
         except OSError as exc:
-            self._failed.add(target)
+            self._failed.add(path)
             log.warning("trace %s not written: %s", path, exc)
 
 
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
-class BackgroundWriter:
-    """Writes trace files on one thread of its own, in the order they were handed over. `close()`
-    writes what is queued and stops the thread (the App does it at shutdown)."""
+class _Worker:
+    """One writer thread and how to wake or stop it."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Path, list[str]] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self.wake: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self.asleep = False  # waits (or is about to wait) for a token
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+
+
+class BackgroundWriter:
+    """Renders and writes trace files on one thread of its own, in the order they were handed
+    over. The thread wakes once for what a moment brings (`batch_delay` after the first of them),
+    not once per turn: 200 chats answering at once hand the GIL over a few times instead of 200.
+    No lock is shared with the event loop (a thread preempted while holding one would stall the
+    loop): the queue is a deque, the wake-up a token. `close()` writes what is queued and stops
+    the thread (the App does it at shutdown)."""
+
+    def __init__(self, batch_delay: float = 0.05) -> None:
+        self.batch_delay = batch_delay
+        self._queue: deque[tuple[str, Render]] = deque()
+        self._worker: _Worker | None = None
+        self._start_lock = threading.Lock()
         self._direct = DirectWriter()
 
-    def write(self, path: Path, lines: list[str]) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="trace-writer", daemon=True)
-                    self._thread.start()
-        self._queue.put((path, lines))
+    def write(self, path: str, render: Render) -> None:
+        worker = self._worker or self._start()
+        self._queue.append((path, render))
+        if worker.asleep:
+            worker.asleep = False
+            worker.wake.put(None)
 
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            self._direct.write(*item)
+    def _start(self) -> _Worker:
+        with self._start_lock:
+            if self._worker is None:
+                worker = _Worker()
+                worker.thread = threading.Thread(
+                    target=self._run, args=(worker,), name="trace-writer", daemon=True
+                )
+                worker.thread.start()
+                self._worker = worker
+            return self._worker
+
+    def _run(self, worker: _Worker) -> None:
+        while True:
+            worker.asleep = True
+            # checked after saying so: a write in between is either seen here or sends a token
+            if not self._queue and not worker.stopping:
+                worker.wake.get()
+            worker.asleep = False
+            if not worker.stopping:
+                time.sleep(self.batch_delay)  # let the moment's other turns join this batch
+            while self._queue:
+                try:
+                    path, render = self._queue.popleft()
+                except IndexError:  # a thread started after a close took it
+                    break
+                self._direct.write(path, render)
+            if worker.stopping and not self._queue:
+                return
+
+    @property
+    def lines(self) -> int:
+        """Lines written so far (benches count them)."""
+        return self._direct.lines
 
     def close(self, timeout: float = 10.0) -> None:
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join(timeout)
+        with self._start_lock:
+            worker, self._worker = self._worker, None
+        if worker is not None and worker.thread is not None:
+            worker.stopping = True
+            worker.wake.put(None)
+            worker.thread.join(timeout)
 
 
 _DIRECT = DirectWriter()
+# Values that cannot change after `record()`: kept as they are until the line is made. Anything
+# else (a dict, a list, a model) is copied into plain JSON values at once.
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), datetime, date})
 
 
 @functools.lru_cache(maxsize=64)
-def _day_folder(traces_dir: str, day: str) -> Path:
-    return Path(traces_dir) / day
+def _day_folder(traces_dir: str, day: str) -> str:
+    return os.path.join(traces_dir, day)
 
 
 class Scratchpad:
@@ -237,7 +297,7 @@ class Scratchpad:
 
     def __init__(
         self,
-        traces_dir: Path,
+        traces_dir: Path | str,
         turn_id: str,
         session_id: str = "",
         redactor: Redactor | None = None,
@@ -246,20 +306,29 @@ class Scratchpad:
         max_string: int = MAX_STRING,
         writer: TraceWriter | None = None,
     ):
-        started = now or datetime.now().astimezone()
+        self._t0, self._wall0 = time.perf_counter(), time.time()
+        if now is None:
+            day = time.strftime("%Y-%m-%d", time.localtime(self._wall0))
+            started: datetime | float = self._wall0  # a local datetime when the line is made
+        else:
+            day, started = now.strftime("%Y-%m-%d"), now
         safe_turn = _SAFE_ID.sub("_", turn_id) or "turn"
-        self.path = _day_folder(str(traces_dir), started.strftime("%Y-%m-%d")) / f"{safe_turn}.jsonl"
+        self._path = os.path.join(_day_folder(str(traces_dir), day), f"{safe_turn}.jsonl")
         self.turn_id = turn_id
         self.session_id = session_id
         self.redactor = redactor or Redactor()
         self.max_string = max_string
         self.writer = writer or _DIRECT
-        self._t0 = time.perf_counter()
         self._seq = 0
-        self._lines: list[str] = []
+        # (seq, perf_counter, kind, fields) per record, made into lines by `_render`
+        self._entries: list[tuple[int, float, str, dict[str, Any]]] = []
         self._disabled = False
         self._closed = False
-        self.record("start", turn_id=turn_id, session_id=session_id, started_at=started.isoformat())
+        self.record("start", turn_id=turn_id, session_id=session_id, started_at=started)
+
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
 
     # -- writing --------------------------------------------------------------------------------
     def record(self, kind: str, **fields: Any) -> None:
@@ -267,22 +336,34 @@ class Scratchpad:
         if self._disabled or self._closed:
             return
         try:
+            for key, value in fields.items():
+                if type(value) not in _IMMUTABLE:  # the caller may change it after this call
+                    fields[key] = to_jsonable(value, self.max_string)
             self._seq += 1
-            entry = {
-                "seq": self._seq,
-                "t": round(time.perf_counter() - self._t0, 4),
-                "ts": round(time.time(), 3),
-                "kind": kind,
-            }
-            for key, value in redacted_jsonable(fields, self.redactor, self.max_string).items():
-                entry.setdefault(key, value)  # the header fields cannot be overwritten
-            self._lines.append(_line(entry))
+            self._entries.append((self._seq, time.perf_counter(), kind, fields))
         except Exception as exc:  # noqa: BLE001 — tracing must never break a turn
             self._disabled = True
-            log.warning("trace %s disabled: %s", self.path, exc)
+            log.warning("trace %s disabled: %s", self._path, exc)
             return
         if kind == "error":
             self.flush()
+
+    def _render(self, entries: list[tuple[int, float, str, dict[str, Any]]]) -> list[str]:
+        """The entries as redacted JSON lines (in the writer's thread)."""
+        lines = []
+        for seq, perf, kind, fields in entries:
+            try:
+                started = fields.get("started_at") if kind == "start" else None
+                if isinstance(started, float):
+                    fields["started_at"] = datetime.fromtimestamp(started).astimezone()
+                t = perf - self._t0
+                entry = {"seq": seq, "t": round(t, 4), "ts": round(self._wall0 + t, 3), "kind": kind}
+                for key, value in redacted_jsonable(fields, self.redactor, self.max_string).items():
+                    entry.setdefault(key, value)  # the header fields cannot be overwritten
+                lines.append(_line(entry))
+            except Exception as exc:  # noqa: BLE001 — a record that cannot be encoded is left out
+                log.warning("trace %s: a %s record left out: %s", self._path, kind, exc)
+        return lines
 
     @contextmanager
     def span(self, kind: str, **fields: Any) -> Iterator[dict[str, Any]]:
@@ -302,14 +383,14 @@ class Scratchpad:
         self.record(kind, **fields, **extra, duration_ms=ms, ok=True)
 
     def flush(self) -> None:
-        """Hand the lines recorded so far to the writer."""
-        lines, self._lines = self._lines, []
-        if lines:
+        """Hand the records kept so far to the writer."""
+        entries, self._entries = self._entries, []
+        if entries:
             try:
-                self.writer.write(self.path, lines)
+                self.writer.write(self._path, lambda: self._render(entries))
             except Exception as exc:  # noqa: BLE001 — a writer must not fail the turn either
                 self._disabled = True
-                log.warning("trace %s disabled: %s", self.path, exc)
+                log.warning("trace %s disabled: %s", self._path, exc)
 
     def close(self) -> None:
         if self._closed:

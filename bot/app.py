@@ -29,6 +29,7 @@ from agent.tools.registry import Deps, Toolset
 from agent.tools.workspace import LocalToolPolicy
 from bot.logs import configure_logging
 from bot.signals import on_signals
+from config.errors import TapebotError
 from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
     from markets.data import MarketData
 
 log = logging.getLogger("tapebot")
+
+#: How long the chats wait at start for the model SDK's warm-up (`App.warm_sdks`) before opening
+#: anyway (a first reply then finishes it).
+WARM_WAIT_S = 20.0
 
 
 class App:
@@ -53,6 +58,7 @@ class App:
         self.adapter_options = adapter_options or {}
         self.redactor = Redactor(settings.secret_values())
         self.trace_writer = BackgroundWriter()
+        self._traces_dir: str | None = None
         self._model_factory = model_factory
         self.db: Database | None = None
         self.store: SqlStore | None = None
@@ -77,6 +83,7 @@ class App:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Any]] = []
         self._clients: dict[str, ModelClient] = {}
+        self._before_open: Callable[[], None] | None = None
 
     # ---- models ------------------------------------------------------------------------------
     @property
@@ -256,17 +263,24 @@ class App:
         return await dynamic_snapshot(self.market, turn.requester or "default", text)
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    async def start(self, *, adapters: bool = True, scheduler: bool | None = None) -> None:
+    async def start(
+        self,
+        *,
+        adapters: bool = True,
+        scheduler: bool | None = None,
+        before_open: Callable[[], None] | None = None,
+    ) -> None:
         """Build and start everything. `adapters` starts Telegram/Discord (tapebot run);
-        `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`."""
+        `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`.
+        `before_open` runs once everything is built, just before the chats start receiving
+        (`run_bot` settles the heap there, so no message waits behind that collection)."""
         s = self.settings
         # Everything the bot writes under TAPEBOT_HOME is private whatever the umask (C9); given
         # back on stop.
         if self._umask is None:
             self._umask = private_umask()
         s.ensure_dirs()
-        if adapters:
-            self.warm_sdks()
+        warming = self.warm_sdks() if adapters else None
         self._uninstall_redaction = install_log_redaction(self.redactor)
         for loose in loose_modes(s.home):
             log.warning("%s", loose)
@@ -305,16 +319,28 @@ class App:
             trace_factory=self._trace,
             redactor=self.redactor,
         )
+        self._before_open = before_open
+        run_scheduler = (adapters if scheduler is None else scheduler) and s.scheduler.enabled
+        if run_scheduler:
+            self._build_scheduler()  # built before the chats open, started after (briefs deliver)
         if adapters:
+            if warming is not None:
+                # the chats open once the model client is ready: the first reply then costs what
+                # the later ones do (the warm-up ran alongside everything above; issue 21)
+                await asyncio.wait([warming], timeout=WARM_WAIT_S)
             await self._start_chat()
-        if (adapters if scheduler is None else scheduler) and s.scheduler.enabled:
-            await self._start_scheduler()
+        else:
+            self.opening()
+        if run_scheduler:
+            await self.scheduler.start()
+            self.on_stop(self.scheduler.stop)
         # tasks that finished (or were lost) while we were down are reported now, into the chat
         await self.task_manager.start()
 
     def warm_sdks(self) -> asyncio.Task[Any] | None:
-        """Import the configured models' SDKs in a worker thread while the rest starts, so the
-        first reply does not pay the import (issue 21). Tracked: `stop` cancels the wait."""
+        """Import the configured models' SDKs in a worker thread while the rest starts, then build
+        their SDK clients and load what a first call loads, so the first reply pays none of it
+        (issue 21). Tracked: `stop` cancels the wait."""
         from agent.providers import import_sdks, sdk_modules
 
         s = self.settings
@@ -322,7 +348,26 @@ class App:
         names = sdk_modules([m for m in s.models if m.id in wanted])
         if not names or self._model_factory is not None:
             return None
-        return self.spawn(asyncio.to_thread(import_sdks, names), name="warm-sdks")
+        try:
+            chains = [
+                self.model_for(i) for i in dict.fromkeys([s.agent.model, s.memory.model or s.agent.model])
+            ]
+        except TapebotError:  # reported by the start itself, where the model is first needed
+            chains = []
+        clients = [c for chain in chains for c in getattr(chain, "clients", [chain])]
+
+        def warm() -> None:
+            from agent.tokens import estimate_tokens
+
+            estimate_tokens("预热 warm-up")  # its character tables are built on first use (~30 ms)
+            import_sdks(names)
+            for client in clients:
+                try:
+                    getattr(client, "warm", lambda: None)()
+                except Exception:
+                    log.debug("warming the %s client failed", client.info.id, exc_info=True)
+
+        return self.spawn(asyncio.to_thread(warm), name="warm-sdks")
 
     async def trade_facts(self, record: Any) -> Any:
         """The facts a trade's approval card shows (markets/preview.py); None for other tools."""
@@ -333,9 +378,9 @@ class App:
         return await trade_preview(self.market, record.requester or "default", record.arguments)
 
     def _trace(self, turn_id: str, session_id: str) -> Scratchpad:
-        return Scratchpad(
-            self.settings.traces_dir, turn_id, session_id, self.redactor, writer=self.trace_writer
-        )
+        if self._traces_dir is None:  # a str, once: a Path per turn is measurable at 200 chats
+            self._traces_dir = str(self.settings.traces_dir)
+        return Scratchpad(self._traces_dir, turn_id, session_id, self.redactor, writer=self.trace_writer)
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
     async def _start_tasks(self) -> None:
@@ -404,7 +449,13 @@ class App:
 
         return skills_prompt(self.skills.skills) if self.skills is not None else ""
 
-    async def _start_scheduler(self) -> None:
+    def opening(self) -> None:
+        """Everything is built; the chats are about to start receiving (bot/chat_setup.py)."""
+        before, self._before_open = self._before_open, None
+        if before is not None:
+            before()
+
+    def _build_scheduler(self) -> None:
         from bot.briefs import BriefRunner
         from markets.calendar import TradingCalendar
         from scheduler.app import AppScheduler
@@ -416,12 +467,12 @@ class App:
         if self.memory is not None:
             housekeeping["prune_memory"] = self.memory.store.prune
         if self.market is not None:
-            from markets.strategies import run_all_traders
-
             market = self.market
 
             async def run_traders() -> None:
                 # daily, after the previous session's close: each running trader takes one step
+                from markets.strategies import run_all_traders  # with numpy: not at start (issue 21)
+
                 await run_all_traders(market)
 
             housekeeping["run_traders"] = run_traders
@@ -437,8 +488,6 @@ class App:
             trace_retention_days=s.scheduler.trace_retention_days,
         )
         self.schedules.scheduler = self.scheduler
-        await self.scheduler.start()
-        self.on_stop(self.scheduler.stop)
 
     async def _start_chat(self) -> None:
         from bot.chat_setup import start_chat
@@ -536,8 +585,7 @@ async def run_bot(settings: Settings) -> int:
     app = App(settings)
     stop = asyncio.Event()
     on_signals((signal.SIGTERM, signal.SIGINT), stop.set)
-    await app.start(adapters=True)
-    settle_heap()
+    await app.start(adapters=True, before_open=settle_heap)
     log.info("tapebot is running; press Ctrl-C to stop")
     try:
         await stop.wait()

@@ -11,16 +11,18 @@ bundled one.
 
 from __future__ import annotations
 
+import bisect
 import importlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 CALENDAR_FILE = "cn_trade_calendar.json"
 WARN_DAYS = 30  # warn this long before the known range ends
@@ -48,6 +50,13 @@ def exchange_today(now: datetime | None = None) -> date:
     return (now or datetime.now(UTC)).astimezone(EXCHANGE_TZ).date()
 
 
+def _day(d: Any) -> date:
+    """A calendar day from a date, a datetime, an ISO string or a numpy datetime64."""
+    if hasattr(d, "astype") and not isinstance(d, date):  # numpy datetime64 → date
+        d = d.astype("datetime64[D]").astype(object)
+    return _to_date(d)
+
+
 def _to_date(d: date | str) -> date:
     if isinstance(d, str):
         return date.fromisoformat(d if "-" in d else f"{d[:4]}-{d[4:6]}-{d[6:]}")
@@ -58,13 +67,14 @@ def _to_date(d: date | str) -> date:
 
 
 class TradingCalendar:
-    """Sorted set of trading days with fast neighbour lookups."""
+    """Sorted set of trading days with fast neighbour lookups. Plain dates and `bisect`, no numpy:
+    the scheduler asks it every day, and `tapebot run` should not load numpy for that (issue 21)."""
 
     def __init__(self, days: list[date] | np.ndarray | None, name: str = "SSE", source: str = "bundled"):
         self.name = name
         self.source = source
         self.every_day = days is None
-        self._days = np.array(sorted(set(days if days is not None else [])), dtype="datetime64[D]")
+        self._days: list[date] = sorted({_day(d) for d in (days if days is not None else [])})
 
     @classmethod
     def sse(cls, data_dir: Path | str | None = None) -> TradingCalendar:
@@ -81,11 +91,11 @@ class TradingCalendar:
 
     @property
     def first(self) -> date | None:
-        return None if self.every_day or not len(self._days) else self._days[0].astype(object)
+        return None if self.every_day or not self._days else self._days[0]
 
     @property
     def last(self) -> date | None:
-        return None if self.every_day or not len(self._days) else self._days[-1].astype(object)
+        return None if self.every_day or not self._days else self._days[-1]
 
     def covers(self, d: date | str) -> bool:
         d = _to_date(d)
@@ -113,9 +123,8 @@ class TradingCalendar:
             return True
         if not self.covers(d):
             return d.weekday() < 5
-        x = np.datetime64(d, "D")
-        i = int(np.searchsorted(self._days, x))
-        return i < len(self._days) and self._days[i] == x
+        i = bisect.bisect_left(self._days, d)
+        return i < len(self._days) and self._days[i] == d
 
     def next_trading_day(self, d: date | str, n: int = 1) -> date:
         """The n-th trading day strictly after `d`."""
@@ -182,7 +191,7 @@ def update_calendar(data_dir: Path | str, akshare: Any = None) -> CalendarUpdate
         raise ValueError(
             f"akshare's calendar ends {fetched[-1]}, before the current one ({current.last}); nothing written"
         )
-    keep = [d for d in current._days.astype(object) if d < fetched[0]]
+    keep = [d for d in current._days if d < fetched[0]]
     days = keep + fetched
     path = Path(data_dir) / CALENDAR_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

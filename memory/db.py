@@ -448,6 +448,21 @@ class Database:
                 await self.close()
                 raise storage_error(exc, self.url) from exc
 
+    def count_statements(self) -> Callable[[], int]:
+        """Start counting the SQL statements sent to the database (transaction control included;
+        each row of an executemany is one); returns a function that reads the count. For benches:
+        it costs a Python call per statement."""
+        count = [0]
+
+        def seen(_sql: object = None, *_args: object) -> None:
+            count[0] += 1
+
+        if self._runner is not None:  # the store's hot path: plain sqlite3
+            for conn in (self._runner.reader._conn, self._runner.writer._conn):
+                conn.set_trace_callback(seen)
+        event.listen(self.engine.sync_engine, "before_cursor_execute", seen)
+        return lambda: count[0]
+
     async def close(self) -> None:
         engine, self._engine, self._writer, self._reader = self._engine, None, None, None
         self._sync_writer = self._sync_reader = None
@@ -513,6 +528,7 @@ class Database:
         *,
         write: bool = False,
         sqlite: Callable[[sqlite3.Connection], T] | None = None,
+        snapshot: bool = True,
     ) -> T:
         """`fn(connection)` in one transaction — a write transaction (IMMEDIATE, queued behind our
         other writers) if `write`, else a deferred read — committed when `fn` returns, rolled back
@@ -523,7 +539,10 @@ class Database:
         `sqlite`, the same operation in plain SQL on a `sqlite3` connection, is what runs on a
         SQLite file in WAL mode (the default set-up): on connections of its own, without
         SQLAlchemy at all — another several times cheaper — and, for writes, group-committed with
-        the other writes of the same moment (`InlineRunner.write`). Elsewhere `fn` runs."""
+        the other writes of the same moment (`InlineRunner.write`). Elsewhere `fn` runs.
+
+        `snapshot=False` (reads on that path only): `sqlite` runs one statement, or its statements
+        need not see one snapshot — no BEGIN/ROLLBACK around it."""
         if self._sync_writer is None or self._sync_reader is None or self._engine is None:
             raise StorageError("the database is not started (call Database.start() first)")
         try:
@@ -533,7 +552,7 @@ class Database:
             if not write:
                 runner = self._runner
                 if sqlite is not None and runner is not None and not runner.busy(write=False):
-                    return runner.read(sqlite)
+                    return runner.read(sqlite, snapshot=snapshot)
                 return await self._run_sqlite(fn, sqlite, write=False)
             if self._write_lock is None:
                 self._write_lock = asyncio.Lock()

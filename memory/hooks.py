@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from agent.compaction import Compactor
 from agent.context import CompactingHooks, TaskTracker, unwrap_recall
+from agent.memo import MessageMemo
 from agent.messages import Message
 from agent.ports import Clock, SessionStore
 from agent.providers.base import ModelClient
@@ -38,10 +39,15 @@ DEFAULT_SCOPE = "default"
 
 def _content_chars(messages: Sequence[Message]) -> int:
     """How much a stretch of dialogue says: its text, tool results, and a little per tool call."""
-    total = 0
-    for m in messages:
-        total += len(m.text) + 40 * len(m.tool_calls) + sum(len(r.content) for r in m.tool_results)
-    return total
+    return sum(map(_says, messages))
+
+
+def _message_chars(m: Message) -> int:
+    return len(m.text) + 40 * len(m.tool_calls) + sum(len(r.content) for r in m.tool_results)
+
+
+# counted after every turn over the messages since the last TaskState: each message once
+_says = MessageMemo(_message_chars)
 
 
 def session_scope_resolver(db: Database) -> ScopeOf:
@@ -66,7 +72,7 @@ def session_scope_resolver(db: Database) -> ScopeOf:
 
         scope = DEFAULT_SCOPE
         try:
-            row = await db.run(core, sqlite=raw)
+            row = await db.run(core, sqlite=raw, snapshot=False)
             if row is not None:
                 scope = row[0] or row[1] or DEFAULT_SCOPE
                 cache[session_id] = scope

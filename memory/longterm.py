@@ -424,7 +424,7 @@ class MemoryStore:
                 is not None
             )
 
-        return await self.db.run(core, sqlite=raw)
+        return await self.db.run(core, sqlite=raw, snapshot=False)
 
     async def count(self, scope: str | None = None) -> int:
         q = sa.select(sa.func.count()).select_from(MemoryRow)

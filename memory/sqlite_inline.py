@@ -333,12 +333,16 @@ class InlineRunner:
         another path rather than interleave)."""
         return (self.writer if write else self.reader).in_transaction
 
-    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = True) -> T:
         """`fn` in one deferred read transaction, right now: in WAL a read never waits for a lock,
         so there is nothing to await (no coroutine layers per SELECT). On the writer's connection
-        when it is idle (its page cache is still valid), else on the reader."""
+        when it is idle (its page cache is still valid), else on the reader. Without `snapshot`,
+        no BEGIN/ROLLBACK around `fn`: each of its statements is a read transaction of its own
+        (for one statement, the same thing, two statements cheaper)."""
         idle = not self._writing and not self.writer.in_transaction
         db = (self.writer if idle else self.reader)._conn
+        if not snapshot:
+            return fn(db)
         db.execute("BEGIN")
         try:
             return fn(db)

@@ -138,9 +138,9 @@ class SqliteOps:
         return None if row is None else row[0]
 
     def ensure_session(
-        self, db: sqlite3.Connection, session_id: str, chat_key: str, user_id: str, now: datetime
+        self, db: sqlite3.Connection, session_id: str, chat_key: str, user_id: str, t: str
     ) -> None:
-        t = self.time(now)
+        """`t`: the time as stored (`self.time(now)`), converted once per transaction."""
         db.execute(
             "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, archived) "
             "VALUES (?, ?, ?, '', '', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
@@ -153,9 +153,8 @@ class SqliteOps:
         session_id: str,
         rows: Sequence[tuple[str, dict[str, Any]]],
         start: int,
-        now: datetime,
+        t: str,
     ) -> None:
-        t = self.time(now)
         if rows:
             db.executemany(
                 "INSERT INTO messages (session_id, seq, role, payload, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -163,13 +162,36 @@ class SqliteOps:
             )
         db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
 
-    def upsert_turn(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
+    def advance_session(self, db: sqlite3.Connection, session_id: str, version: Any, t: str) -> bool:
+        """Set the session's version (`updated_at`) to `t` if it is still `version`, i.e. nobody
+        wrote its messages since we read them: True if so. One statement where reading the
+        version and then setting it were two."""
+        return (
+            db.execute(
+                "UPDATE sessions SET updated_at = ? WHERE id = ? AND updated_at = ?", (t, session_id, version)
+            ).rowcount
+            == 1
+        )
+
+    def append_rows(
+        self, db: sqlite3.Connection, session_id: str, rows: Sequence[tuple[str, dict[str, Any]]], t: str
+    ) -> None:
+        """The rows after the session's last message: each one's seq is the highest + 1, looked up
+        through the unique (session_id, seq) index by the INSERT itself."""
+        db.executemany(
+            "INSERT INTO messages (session_id, seq, role, payload, created_at) "
+            "SELECT ?1, coalesce(max(seq), -1) + 1, ?2, ?3, ?4 FROM messages WHERE session_id = ?1",
+            [(session_id, role, self.json(p), t) for role, p in rows],
+        )
+
+    def upsert_turn(self, db: sqlite3.Connection, row: dict[str, Any], t: str) -> None:
+        """`t`: `row["updated_at"]` as stored."""
         db.execute(
             "INSERT INTO turns (id, session_id, status, payload, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
             "payload = excluded.payload, updated_at = excluded.updated_at",
             (row["id"], row["session_id"], row["status"], self.json(row["payload"]),
-             self.time(row["created_at"]), self.time(row["updated_at"])),
+             self.time(row["created_at"]), t),
         )  # fmt: skip
 
     def insert_usage(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from functools import cached_property
 from typing import Any
 
 import sqlalchemy as sa
+from pydantic import TypeAdapter
 from sqlalchemy.engine import Connection
 
 from agent.consent import StandingApproval, StandingScope
@@ -54,6 +55,10 @@ from memory.store_sql import (
     HotStatements,
     SqliteOps,
 )
+
+# A datetime as pydantic writes it in JSON (the turn payload's `updated_at`), without copying the
+# whole record to change that one field
+_JSON_TIME = TypeAdapter(datetime)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,11 @@ class _HistoryCache:
         if entry is not None:
             self._entries.move_to_end(session_id)
         return entry
+
+    def version(self, session_id: str) -> Any:
+        """The version of the session's history held, or None."""
+        entry = self._entries.get(session_id)
+        return None if entry is None else entry.version
 
     def put(self, session_id: str, version: Any, messages: list[Message]) -> None:
         self.drop(session_id)
@@ -295,7 +305,9 @@ class SqlStore(ChatTables):
                 return version, None
             return version, list(c.execute(self._sql.load_messages, {"session_id": session_id}).scalars())
 
-        version, payloads = await self.db.run(core, sqlite=raw if lite else None)
+        # No snapshot needed: messages read after the version are at least as new as it, and a
+        # history newer than its label is only read again at the next load.
+        version, payloads = await self.db.run(core, sqlite=raw if lite else None, snapshot=False)
         if payloads is None:
             assert cached is not None
             return list(cached.messages)
@@ -351,22 +363,29 @@ class SqlStore(ChatTables):
 
         def raw(db: sqlite3.Connection) -> tuple[Any, Any]:
             assert lite is not None
+            t = lite.time(now)
             before = None
             if rows:
-                # the version read also says whether the session exists: created only if not
-                before, last = lite.version_and_last_seq(db, session_id)
-                if before is None:
-                    lite.ensure_session(db, session_id, chat_key, user_id, now)
-                lite.insert_rows(db, session_id, rows, 0 if last is None else last + 1, now)
+                cached = self._history.version(session_id)
+                if cached is not None and lite.advance_session(db, session_id, cached, t):
+                    # the history we hold is the stored one: append after it
+                    before = cached
+                    lite.append_rows(db, session_id, rows, t)
+                else:
+                    # the version read also says whether the session exists: created only if not
+                    before, last = lite.version_and_last_seq(db, session_id)
+                    if before is None:
+                        lite.ensure_session(db, session_id, chat_key, user_id, t)
+                    lite.insert_rows(db, session_id, rows, 0 if last is None else last + 1, t)
             else:
-                lite.ensure_session(db, session_id, chat_key, user_id, now)
+                lite.ensure_session(db, session_id, chat_key, user_id, t)
             if turn_row is not None:
-                lite.upsert_turn(db, turn_row)
+                lite.upsert_turn(db, turn_row, t)
             if usage_row is not None:
                 lite.insert_usage(db, usage_row)
             if received:
                 lite.clear_pending(db, received)
-            return before, lite.time(now)
+            return before, t
 
         before, after = await self.db.run(work, write=True, sqlite=raw if lite else None)
         if messages:
@@ -444,19 +463,23 @@ class SqlStore(ChatTables):
 
         def raw(db: sqlite3.Connection) -> None:
             assert lite is not None
-            lite.ensure_session(db, turn.session_id, "", "", now)
-            lite.upsert_turn(db, row)
+            t = lite.time(now)
+            lite.ensure_session(db, turn.session_id, "", "", t)
+            lite.upsert_turn(db, row, t)
 
         await self.db.run(work, write=True, sqlite=raw if lite else None)
 
     @staticmethod
     def _turn_row(turn: TurnRecord, now: datetime) -> dict[str, Any]:
+        # the payload carries its own write time: start-up recovery reads how old a turn is
+        # (`updated_at` is the record's last field: set in the dump, it stays last)
+        payload = turn.model_dump(mode="json")
+        payload["updated_at"] = _JSON_TIME.dump_python(now, mode="json")
         return {
             "id": turn.id,
             "session_id": turn.session_id,
             "status": turn.status,
-            # the payload carries its own write time: start-up recovery reads how old a turn is
-            "payload": turn.model_copy(update={"updated_at": now}).model_dump(mode="json"),
+            "payload": payload,
             "created_at": turn.created_at,
             "updated_at": now,
         }
@@ -468,6 +491,7 @@ class SqlStore(ChatTables):
             sqlite=(lambda db: lite.payload(db, "SELECT payload FROM turns WHERE id = ?", (turn_id,)))
             if lite
             else None,
+            snapshot=False,
         )
         return None if payload is None else TurnRecord.model_validate(payload)
 
@@ -479,6 +503,7 @@ class SqlStore(ChatTables):
             sqlite=(lambda db: lite.payload(db, OPEN_TURN_SQL, (session_id, *OPEN_TURN_STATUSES)))
             if lite
             else None,
+            snapshot=False,
         )
         return None if payload is None else TurnRecord.model_validate(payload)
 
@@ -800,7 +825,9 @@ class SqlStore(ChatTables):
             return None if found is None else (lite.kv_out(found[0]),)
 
         row = await self.db.run(
-            lambda c: c.execute(self._sql.kv_get, {"key": key}).first(), sqlite=raw if lite else None
+            lambda c: c.execute(self._sql.kv_get, {"key": key}).first(),
+            sqlite=raw if lite else None,
+            snapshot=False,
         )
         return default if row is None else row[0]
 

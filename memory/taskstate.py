@@ -176,7 +176,7 @@ class TaskStateStore:
             row = conn.execute("SELECT data FROM task_states WHERE session_id = ?", (session_id,)).fetchone()
             return None if row is None else self._convert()[2](row[0])
 
-        data = await self.db.run(core, sqlite=raw)
+        data = await self.db.run(core, sqlite=raw, snapshot=False)
         if data is None:
             return None
         try:

@@ -11,12 +11,10 @@ import asyncio
 import builtins
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.ports import Clock, SystemClock
-from scheduler.app import AppScheduler
 from scheduler.i18n import day_time_text, days_text, error_text, say, status_text, when_text
-from scheduler.jobs import BriefOutcome
 from scheduler.specs import (
     BriefCommand,
     BriefSpec,
@@ -28,6 +26,10 @@ from scheduler.specs import (
     parse_brief_spec,
 )
 from scheduler.store import Schedule, ScheduleStore, new_schedule_id
+
+if TYPE_CHECKING:  # APScheduler loads only where a scheduler runs (`tapebot chat` has none; issue 21)
+    from scheduler.app import AppScheduler
+    from scheduler.jobs import BriefOutcome
 
 log = logging.getLogger(__name__)
 

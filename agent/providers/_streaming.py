@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
@@ -186,16 +187,28 @@ class SdkClient(ABC):
         self._sdk_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
         self._sdk_client: SdkObject = None
         self._connection_errors: tuple[type[BaseException], ...] = ()
+        self._sdk_lock = threading.Lock()  # `warm` builds it in a worker thread; a call may race it
 
     @abstractmethod
     def _make_sdk(self) -> tuple[SdkObject, tuple[type[BaseException], ...]]:
         """The vendor's SDK client and its connection-error types."""
 
+    def _warm_resources(self, sdk: SdkObject) -> None:  # noqa: B027 - optional hook
+        """Touch what the SDK loads on a client's first call (e.g. its resource modules)."""
+
     @property
     def _client(self) -> SdkObject:
         if self._sdk_client is None:
-            self._sdk_client, self._connection_errors = self._make_sdk()
+            with self._sdk_lock:
+                if self._sdk_client is None:
+                    sdk, self._connection_errors = self._make_sdk()
+                    self._sdk_client = sdk
         return self._sdk_client
+
+    def warm(self) -> None:
+        """Build the SDK client and load what its first call would (called in a worker thread
+        when `tapebot run` starts, so the first reply pays none of it; issue 21)."""
+        self._warm_resources(self._client)
 
     async def aclose(self) -> None:
         if self._sdk_client is not None:

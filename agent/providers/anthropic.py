@@ -34,6 +34,7 @@ from agent.providers.base import (
     UsageChunk,
     WireObject,
 )
+from agent.providers.sdkload import import_sdk
 from agent.usage import Usage
 
 if TYPE_CHECKING:
@@ -70,9 +71,11 @@ class AnthropicClient(SdkClient):
         self._init_sdk(api_key, base_url, max_retries)
 
     def _make_sdk(self) -> tuple[AsyncAnthropic, tuple[type[BaseException], ...]]:
-        import anthropic
-
+        anthropic = import_sdk("anthropic")
         return anthropic.AsyncAnthropic(**self._sdk_args), (anthropic.APIConnectionError,)
+
+    def _warm_resources(self, sdk: SdkObject) -> None:
+        sdk.messages  # noqa: B018 - the resource classes load on first access
 
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest) -> WireObject:

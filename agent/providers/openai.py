@@ -33,6 +33,7 @@ from agent.providers.base import (
     UsageChunk,
     WireObject,
 )
+from agent.providers.sdkload import import_sdk
 from agent.usage import Usage
 
 if TYPE_CHECKING:
@@ -72,9 +73,11 @@ class OpenAICompatClient(SdkClient):
         self._init_sdk(api_key, base_url, max_retries)
 
     def _make_sdk(self) -> tuple[AsyncOpenAI, tuple[type[BaseException], ...]]:
-        import openai
-
+        openai = import_sdk("openai")
         return openai.AsyncOpenAI(**self._sdk_args), (openai.APIConnectionError,)
+
+    def _warm_resources(self, sdk: SdkObject) -> None:
+        sdk.chat.completions  # noqa: B018 - the resource classes load on first access
 
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest, compat: _Compat | None = None) -> WireObject:

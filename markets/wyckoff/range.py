@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from markets.indicators import shift, swing_points
+from markets.indicators import swing_points
 from markets.wyckoff.params import WyckoffParams
 
 
@@ -55,11 +55,68 @@ def _sorted_pick(x: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _median_last(values: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Median of the last n values where mask is set (along the last axis) and how many were used."""
+    """Median of the last n values where mask is set (along the last axis) and how many were used.
+    The (at most n) chosen values are gathered into n slots first, so the sort is over n values,
+    not the whole window: the same sorted values, so the same median to the bit."""
     m = mask & ~np.isnan(values)
-    rc = np.cumsum(m[..., ::-1], axis=-1)[..., ::-1]
-    sel = m & (rc <= n)
-    return _sorted_pick(np.where(sel, values, np.nan), 0.5)
+    rc = np.cumsum(m[..., ::-1], axis=-1, dtype=np.int32)[..., ::-1]
+    where = np.nonzero(m & (rc <= n))
+    picked = np.full((*values.shape[:-1], n), np.nan)
+    slot: tuple[np.ndarray, ...] = (*where[:-1], rc[where] - 1)
+    picked[slot] = values[where]
+    return _sorted_pick(picked, 0.5)
+
+
+def _visits(touching: np.ndarray) -> np.ndarray:
+    """Separate visits along the last axis: bars touching whose previous bar did not."""
+    visits: np.ndarray = touching[..., 0] + (touching[..., 1:] & ~touching[..., :-1]).sum(axis=-1)
+    return visits
+
+
+def _quantile_where(x: np.ndarray, q: float, need: np.ndarray) -> np.ndarray:
+    """`_sorted_pick(x, q)` for the windows where `need` is set (NaN elsewhere): the fallback
+    levels are wanted only for the few windows with fewer than two swing points."""
+    out = np.full(x.shape[:-1], np.nan)
+    if need.any():
+        out[need] = _sorted_pick(x[need], q)[0]
+    return out
+
+
+def series_pivots(mask: np.ndarray, n: int) -> np.ndarray:
+    """For every bar of a series, the indices of the last `n` bars at or before it where `mask` is
+    set, most recent first (-1 where there are fewer): shape [..., n, T]."""
+    t = mask.shape[-1]
+    last = np.where(mask, np.arange(t), -1)
+    np.maximum.accumulate(last, axis=-1, out=last)
+    before = np.concatenate([np.full((*mask.shape[:-1], 1), -1), last[..., :-1]], axis=-1)
+    out = [last]
+    for _ in range(n - 1):  # the one before bar i is the last set bar at or before i - 1
+        out.append(np.take_along_axis(before, np.maximum(out[-1], 0), axis=-1))
+    return np.stack(out, axis=-2)
+
+
+def window_pivot_median(
+    values: np.ndarray, pivots: np.ndarray, k: np.ndarray, lb: int, swing_window: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_median_last` of the swing points of the windows of `lb` bars starting at bars `k`
+    (shape [S, len(k)]), from the whole series' `values` [S, T] and `series_pivots` of its swing
+    mask: what `range_levels` computes per window, without a per-window pass over `lb` bars.
+
+    A bar at least `swing_window` bars from both ends of its window sees the same neighbours in
+    the window as in the series, so it is a swing point of the window exactly when it is one of the
+    series; bars nearer the ends cannot be the window's swing points. So the window's last n swing
+    points are the series' last n at or before its last inner bar that are not before its first
+    inner bar — the same values, hence the same median to the bit."""
+    s = values.shape[0]
+    if lb < 2 * swing_window + 1:  # too short for any swing point (as in `swing_points`)
+        return np.full((s, len(k)), np.nan), np.zeros((s, len(k)), dtype=np.int64)
+    idx = pivots[:, :, k + lb - 1 - swing_window]  # [S, n, D]
+    inside = idx >= (k + swing_window)[None, None, :]
+    got = np.take_along_axis(
+        values, np.maximum(idx, 0).reshape(s, idx.shape[1] * idx.shape[2]), axis=-1
+    ).reshape(idx.shape)
+    picked = np.where(inside, got, np.nan).transpose(0, 2, 1)  # [S, D, n]
+    return _sorted_pick(picked, 0.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +135,26 @@ class RangeLevels:
 
 
 def range_levels(
-    H: np.ndarray, L: np.ndarray, C: np.ndarray, atr_pct: np.ndarray, p: WyckoffParams
+    H: np.ndarray,
+    L: np.ndarray,
+    C: np.ndarray,
+    atr_pct: np.ndarray,
+    p: WyckoffParams,
+    pivot_medians: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> RangeLevels:
-    """Levels and acceptance of windows H/L/C shaped [..., W] (NaN where no bar)."""
+    """Levels and acceptance of windows H/L/C shaped [..., W] (NaN where no bar).
+    `pivot_medians`: ((support, swing lows used), (resistance, swing highs used)) when the caller
+    has them (`window_pivot_median`), else computed here from the windows' swing points."""
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        sh, sl = swing_points(H, L, p.swing_window)
-        sup, ns = _median_last(L, sl, p.range_pivots)
-        res, nr = _median_last(H, sh, p.range_pivots)
-        sup = np.where(ns >= 2, sup, _sorted_pick(L, 0.10)[0])
-        res = np.where(nr >= 2, res, _sorted_pick(H, 0.90)[0])
+        if pivot_medians is None:
+            sh, sl = swing_points(H, L, p.swing_window)
+            sup, ns = _median_last(L, sl, p.range_pivots)
+            res, nr = _median_last(H, sh, p.range_pivots)
+        else:
+            (sup, ns), (res, nr) = pivot_medians
+        sup = np.where(ns >= 2, sup, _quantile_where(L, 0.10, ns < 2))
+        res = np.where(nr >= 2, res, _quantile_where(H, 0.90, nr < 2))
         width = (res - sup) / sup
         have = ~np.isnan(C)
         n_have = have.sum(axis=-1)
@@ -100,8 +167,7 @@ def range_levels(
         containment = inside.sum(axis=-1) / np.maximum(n_have, 1)
         ts_bar = (sup * (1 + tol))[..., None] >= L
         tr_bar = (res * (1 - tol))[..., None] <= H
-        ts = (ts_bar & ~(shift(ts_bar.astype(float), 1, 0.0) > 0)).sum(axis=-1)
-        tr = (tr_bar & ~(shift(tr_bar.astype(float), 1, 0.0) > 0)).sum(axis=-1)
+        ts, tr = _visits(ts_bar), _visits(tr_bar)
         touch_score = np.minimum(1.0, np.minimum(ts, tr) / 3.0)
         width_score = np.minimum(1.0, width / np.maximum(4.0 * atr_pct, 1e-9))
         drift_score = np.clip(1.0 - drift / p.range_max_drift, 0.0, 1.0)

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from markets.indicators import atr, rolling, shift, sma
+from markets.indicators import atr, rolling, shift, sma, swing_points
 from markets.wyckoff.params import WyckoffParams
-from markets.wyckoff.range import range_levels
+from markets.wyckoff.range import range_levels, series_pivots, window_pivot_median
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,10 @@ def rolling_levels(
     valid = np.zeros((n, t), dtype=bool)
     best_q = np.full((n, t), -np.inf)
     all_days = np.arange(t) if days is None else np.asarray(days)
+    # swing points of the whole series once; each window's pivots are read off them
+    sw = p.swing_window
+    swing_h, swing_l = swing_points(H, L, sw)
+    piv_h, piv_l = series_pivots(swing_h, p.range_pivots), series_pivots(swing_l, p.range_pivots)
     for lb in sorted(lookbacks):
         if t <= lb:
             continue
@@ -80,7 +84,11 @@ def rolling_levels(
                 continue
             k = dd - lb
             ap = atr_pct[:, dd - 1]
-            lv = range_levels(wh[:, k], wl[:, k], wc[:, k], np.nan_to_num(ap, nan=0.02), p)
+            pivots = (window_pivot_median(L, piv_l, k, lb, sw), window_pivot_median(H, piv_h, k, lb, sw))
+            # consecutive days (a whole backtest): a slice of the window views, not a copy
+            run = np.array_equal(k, np.arange(k[0], k[0] + len(k)))
+            at: slice | np.ndarray = slice(k[0], k[0] + len(k)) if run else k
+            lv = range_levels(wh[:, at], wl[:, at], wc[:, at], np.nan_to_num(ap, nan=0.02), p, pivots)
             ok = lv.valid
             better = ok & (lv.quality >= best_q[:, dd] - p.quality_tie)  # longer lookbacks come later
             for arr, val in ((sup, lv.support), (res, lv.resistance)):

@@ -106,3 +106,46 @@ def test_c2_stream_shows_the_redacted_text_and_nothing_else(parts, secret, cuts)
     assert states[-1] == redactor.text(text)
     for a, b in itertools.pairwise(states):
         assert b.startswith(a)
+
+
+kv_words = st.sampled_from(
+    ["api_key=", "Authorization: Bearer ", "password: ", '"token": "', "?token=", "secret=", "bearer ", " "]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.one_of(prose, configured, shaped, kv_words), max_size=10), secret=configured)
+def test_a_remembered_redaction_is_the_scanned_one(parts, secret):
+    """The Redactor remembers what it made of a text object: asked again, with that object or with
+    what it returned, it answers exactly what scanning would (masking twice may mask more, when a
+    configured value overlaps a mask's edge, so a result is not assumed to be final)."""
+    redactor = Redactor([secret])
+    text = "".join(parts) + secret
+    once = Redactor([secret])._scan(text)
+    twice = Redactor([secret])._scan(once)
+    assert redactor.text(text) == once
+    scans = redactor.scans
+    assert redactor.text(text) == once
+    assert redactor.scans == scans  # answered from memory
+    assert redactor.text(redactor.text(text)) == twice
+
+
+def test_remembered_texts_are_forgotten_when_a_secret_is_added():
+    redactor = Redactor()
+    text = "the new token is abcdef-123456-zzz"
+    assert redactor.text(text) == text
+    redactor.add_secrets(["abcdef-123456-zzz"])
+    assert redactor.text(text) == "the new token is ***"
+
+
+def test_memory_of_texts_is_bounded():
+    from agent import redact
+
+    redactor = Redactor(["a-secret-value"])
+    texts = [f"text number {i} " * 50 for i in range(redact.MEMO_ENTRIES * 2)]
+    for t in texts:
+        redactor.text(t)
+    assert len(redactor._memo) <= redact.MEMO_ENTRIES
+    huge = "x" * (redact.MEMO_MAX_CHARS + 1)
+    redactor.text(huge)
+    assert id(huge) not in redactor._memo  # too long to keep

@@ -50,8 +50,10 @@ async def exercise(store: SqlStore) -> dict:
         received=[("telegram", "42")],
     )
     running = await store.open_turn("s1")
+    held = await store.load_messages("s1")  # held: the next commit appends after it
     turn.status = "completed"
     await store.commit("s1", messages=[Message.assistant("done")], turn=turn, usage=usage)
+    await store.commit("s1", messages=[Message.user("two"), Message.assistant("at once")])
     await store.append_messages("s2", [Message.user("other session")])
     await store.save_turn(
         TurnRecord(id="t2", session_id="s3", status="suspended", created_at=NOW, updated_at=NOW)
@@ -63,6 +65,7 @@ async def exercise(store: SqlStore) -> dict:
         "suspended": await store.open_turn("s3"),
         "turn": await store.load_turn("t1"),
         "missing": await store.load_turn("nope"),
+        "held": held,
         "messages": await store.load_messages("s1"),
         "kv": await store.kv_get("chat:1"),
         "kv_empty": await store.kv_get("empty", "default"),
@@ -93,7 +96,7 @@ async def test_plain_sql_and_core_paths_store_the_same_rows(tmp_path, monkeypatc
     assert fast == core
     assert fast["open"] is not None and fast["open"].status == "running"
     assert fast["closed"] is None and fast["suspended"] is not None
-    assert [m.text for m in fast["messages"]] == ["你好 <b>&", "", "done"]
+    assert [m.text for m in fast["messages"]] == ["你好 <b>&", "", "done", "two", "at once"]
     assert fast["kv"] == {"session_id": "s1", "lang": "en"}
     assert fast["kv_empty"] is None and fast["kv_missing"] == "default"
     # only the message neither committed nor released is still pending
@@ -119,3 +122,42 @@ async def test_fast_path_errors_are_storage_errors(tmp_path):
         conn.close()
         with pytest.raises(StorageError, match="no such table"):
             await store.kv_set("k", 1)
+
+
+async def test_an_append_after_another_writer_is_numbered_after_its_messages(tmp_path, monkeypatch):
+    """The history a store holds is appended to with one statement while the session is as it was
+    read; when another process wrote its messages meanwhile, the append goes after those, and the
+    next read brings the whole history."""
+    from memory.store_sql import SqliteOps
+
+    held: list[bool] = []
+    advance = SqliteOps.advance_session
+
+    def watched(self, *args):
+        held.append(advance(self, *args))
+        return held[-1]
+
+    monkeypatch.setattr(SqliteOps, "advance_session", watched)
+    path = tmp_path / "t.db"
+    async with Database(f"sqlite+aiosqlite:///{path}") as db:
+        store = SqlStore(db)
+        await store.append_messages("s", [Message.user("one")])
+        assert [m.text for m in await store.load_messages("s")] == ["one"]
+        await store.append_messages("s", [Message.user("two")])  # after what it holds
+        async with Database(f"sqlite+aiosqlite:///{path}") as other_db:
+            await SqlStore(other_db).append_messages("s", [Message.user("elsewhere")])
+        await store.append_messages("s", [Message.user("three"), Message.user("four")])
+        assert [m.text for m in await store.load_messages("s")] == [
+            "one",
+            "two",
+            "elsewhere",
+            "three",
+            "four",
+        ]
+    conn = sqlite3.connect(path)
+    try:
+        seqs = [r[0] for r in conn.execute("SELECT seq FROM messages WHERE session_id = 's' ORDER BY seq")]
+    finally:
+        conn.close()
+    assert seqs == [0, 1, 2, 3, 4]
+    assert held == [True, False]  # "two" appended after the history held; "three" was not

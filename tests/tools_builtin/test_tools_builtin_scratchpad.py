@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.redact import Redactor
-from agent.scratchpad import NullScratchpad, Scratchpad, prune_traces, read_trace
+from agent.scratchpad import BackgroundWriter, NullScratchpad, Scratchpad, prune_traces, read_trace
 
 
 @dataclasses.dataclass
@@ -123,3 +123,67 @@ def test_values_the_fast_encoder_refuses_are_still_written(tmp_path: Path):
     sp.close()
     events = read_trace(sp.path)
     assert events[-1]["arguments"] == {"qty": 2**70, "price": 1.5, "名称": "贵州茅台"}
+
+
+def test_a_record_keeps_its_values_as_they_were_when_recorded(tmp_path: Path, secret):
+    """Lines are made when the turn's trace is written (off the event loop): a container the
+    caller changes after `record()` is traced as it was, and still redacted."""
+    pad = Scratchpad(tmp_path, "t_later", "s", Redactor([secret]))
+    arguments = {"command": f"echo {secret}", "api_key": "k1234567"}
+    pad.record("tool_call", arguments=arguments, text=f"key {secret}")
+    arguments["command"] = "changed"
+    arguments["extra"] = 1
+    pad.close()
+    raw = pad.path.read_text()
+    assert secret not in raw and "k1234567" not in raw
+    call = read_trace(pad.path)[-1]
+    assert call["arguments"] == {"command": "echo ***", "api_key": "***"}
+    assert call["text"] == "key ***"
+
+
+def test_background_writer_batches_and_writes_everything_on_close(tmp_path: Path, secret):
+    """The bot's writer: turns' traces handed over in a burst are written by its thread, every
+    value redacted there; `close()` writes whatever is still queued."""
+    writer = BackgroundWriter(batch_delay=0.5)
+    pads = [Scratchpad(tmp_path, f"t{i}", "s", Redactor([secret]), writer=writer) for i in range(20)]
+    for i, pad in enumerate(pads):
+        pad.record("input", text=f"{i}: {secret}")
+        pad.record("final", text="ok")
+        pad.close()
+    writer.close()
+    for i, pad in enumerate(pads):
+        events = read_trace(pad.path)
+        assert [e["kind"] for e in events] == ["start", "input", "final"]
+        assert events[1]["text"] == f"{i}: ***"
+        assert events[0]["started_at"]  # an ISO local time, made by the writer
+        datetime.fromisoformat(events[0]["started_at"])
+    assert secret not in "".join(p.path.read_text() for p in pads)
+    # a writer closed once starts again for a late trace (and is closed again)
+    late = Scratchpad(tmp_path, "late", writer=writer)
+    late.close()
+    writer.close()
+    assert late.path.exists()
+
+
+def test_background_writer_wakes_again_after_a_batch(tmp_path: Path):
+    """A trace handed over after the thread wrote its last batch and went back to sleep is written
+    without waiting for `close()`."""
+    import time
+
+    def written(n: int) -> bool:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if writer.lines >= n:
+                return True
+            time.sleep(0.01)
+        return False
+
+    writer = BackgroundWriter(batch_delay=0.001)
+    try:
+        for i in range(1, 6):
+            pad = Scratchpad(tmp_path, f"t{i}", writer=writer)
+            pad.close()
+            assert written(i)  # the start line of each, one after the other
+            assert read_trace(pad.path)[0]["kind"] == "start"
+    finally:
+        writer.close()

@@ -1,0 +1,146 @@
+"""First reply after `tapebot run` starts, against the later ones.
+
+    python -m bench.first_reply [--runs 5] [--later 5] [--vendor openai|anthropic] [--root OTHER_TREE]
+
+Each run starts the real bot (`python -m bot.cli run`, a temporary TAPEBOT_HOME) with Telegram
+pointed at the fake Bot API (tests/fakes/telegram_api.py, `[telegram] api_base_url`) and the model
+at the scripted LLM server (tests/fakes/llm_server.py), which answers at once. As soon as the bot
+polls for updates (it is up), a user's message is pushed; the time until the bot's answer reaches
+the Bot API is the first reply. Then `--later` more messages, one at a time, each timed the same
+way. The vendor SDK is imported in the background from the start (`App.warm_sdks`); without that
+the first reply paid the import (1.3–2.1 s against 0.05–0.12 s for the later ones at the issue's
+filing).
+
+Prints, per tree, the medians over `--runs` runs of: start to ready, the first reply, the later
+replies, and first / later (target ≤ 1.5). `--root` times another checkout too (e.g. the commit
+before a change), interleaved run by run so both see the same load. Prints figures; asserts
+nothing.
+
+Measured 2026-12-03 on the 2-core machine, BUSY (load average 10–12), 5 runs each, interleaved:
+first reply 520 ms against later ones 219 ms (ratio 2.66; 1.5–3.8 over runs); the code before issue
+21's warm-up work: 1,990 ms against 232 ms (ratio 10.3). Start to ready 21.0 s against 24.1 s. What
+is left of the first turn's extra cost is cold caches, not imports (`-X importtime` shows none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._env import add_runs_arg, footer, header, spread  # noqa: E402
+from tests.fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
+from tests.fakes.telegram_api import FakeBotAPI  # noqa: E402
+
+TOKEN = "123456:TEST-token-abcdef"
+USER = CHAT = 1001
+TARGET = 1.5
+
+
+def env_for(home: Path, llm: ScriptedLLMServer, vendor: str, root: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TAPEBOT_") and not k.endswith(("_API_KEY", "_BASE_URL", "_BOT_TOKEN"))
+    }
+    env.update(TAPEBOT_HOME=str(home), PYTHONPATH=str(root), TELEGRAM_BOT_TOKEN=TOKEN)
+    if vendor == "openai":
+        env.update(OPENAI_API_KEY="sk-bench-0123456789", OPENAI_BASE_URL=llm.openai_base_url)
+    else:
+        env.update(ANTHROPIC_API_KEY="sk-ant-bench-0123456789", ANTHROPIC_BASE_URL=llm.url)
+    return env
+
+
+async def one_run(root: Path, vendor: str, later: int) -> tuple[float, float, list[float]]:
+    """(start to ready, first reply, later replies) in seconds for one fresh `tapebot run`."""
+    api = FakeBotAPI(token=TOKEN)
+    await api.serve()
+    try:
+        async with ScriptedLLMServer() as llm:
+            llm.default = Reply("ok")
+            with tempfile.TemporaryDirectory() as tmp:
+                home = Path(tmp) / "home"
+                home.mkdir()
+                (home / "config.toml").write_text(
+                    f'[telegram]\napi_base_url = "{api.base_url}"\nallowed_users = [{USER}]\n',
+                    encoding="utf-8",
+                )
+                t0 = time.perf_counter()
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "bot.cli",
+                    "run",
+                    cwd=root,
+                    env=env_for(home, llm, vendor, root),
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL,
+                )
+                try:
+                    await api.wait_for(lambda: api.calls_to("getUpdates"), timeout=120)
+                    ready = time.perf_counter() - t0
+                    replies = []
+                    for i in range(later + 1):
+                        before = len(api.sent(CHAT))
+                        t = time.perf_counter()
+                        api.push_text(CHAT, f"hello {i}", user_id=USER)
+                        await api.wait_for(
+                            lambda n=before: any(m.get("text") == "ok" for m in api.sent(CHAT)[n:]),
+                            timeout=120,
+                        )
+                        replies.append(time.perf_counter() - t)
+                finally:
+                    if proc.returncode is None:
+                        proc.terminate()
+                        try:
+                            await asyncio.wait_for(proc.wait(), 30)
+                        except TimeoutError:
+                            proc.kill()
+                            await proc.wait()
+                return ready, replies[0], replies[1:]
+    finally:
+        await api.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    add_runs_arg(parser)
+    parser.add_argument("--later", type=int, default=5, help="replies timed after the first")
+    parser.add_argument("--vendor", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument("--root", type=Path, help="also time this checkout (before/after, interleaved)")
+    args = parser.parse_args()
+    header(f"first reply after `tapebot run` starts ({args.vendor} SDK, fake Telegram, scripted model)")
+    trees = {"this tree": ROOT, **({str(args.root): args.root.resolve()} if args.root else {})}
+    got: dict[str, list[tuple[float, float, list[float]]]] = {name: [] for name in trees}
+    for _ in range(args.runs):
+        for name, root in trees.items():
+            got[name].append(asyncio.run(one_run(root, args.vendor, args.later)))
+    for name, runs in got.items():
+        ready = [r[0] for r in runs]
+        first = [r[1] for r in runs]
+        later = [statistics.median(r[2]) for r in runs]
+        ratio = [f / max(lat, 1e-9) for f, lat in zip(first, later, strict=True)]
+        med = statistics.median(ratio)
+        print(f"-- {name}")
+        print(
+            f"start to ready (first getUpdates): median {statistics.median(ready):.2f} s {spread(ready, 1, ' s')}"
+        )
+        print(f"first reply:  median {statistics.median(first) * 1000:7.1f} ms {spread(first, 1000, ' ms')}")
+        print(f"later replies (median of {args.later} per run): median {statistics.median(later) * 1000:7.1f} ms "
+              f"{spread(later, 1000, ' ms')}")  # fmt: skip
+        print(
+            f"first / later: median {med:.2f} {spread(ratio)}  target ≤ {TARGET}  {'ok' if med <= TARGET else 'MISSED'}"
+        )
+    footer()
+
+
+if __name__ == "__main__":
+    main()
