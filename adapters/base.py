@@ -50,7 +50,10 @@ class ChatRef:
 
     @property
     def key(self) -> str:
-        """Stable session key, e.g. "telegram:123", "telegram:-100987:topic7", "discord:300:thread555"."""
+        """Stable session key, e.g. "telegram:123", "telegram:-100987:topic7", "discord:300:thread555";
+        a platform that is one chat (the terminal: empty `chat_id`) is keyed by its name, "terminal"."""
+        if not self.chat_id and self.thread_id is None:
+            return self.platform
         base = f"{self.platform}:{self.chat_id}"
         if self.thread_id is None:
             return base

@@ -1,6 +1,7 @@
 """The chat front door. A message's path, from the platform to the model and back:
 
-1. an adapter (adapters/telegram.py, discord.py) turns the platform's update into an `Inbound`;
+1. an adapter (adapters/telegram.py, discord.py, console.py for `tapebot chat`) turns the
+   platform's update (or a typed line) into an `Inbound`;
 2. the router (bot/gateway.py) checks access (bot/access.py), records the update once — its
    storage retried while it fails (bot/retry.py) — and finds the chat's state (bot/chats.py);
 3. a button, or a reply to the card or question the chat waits on, goes to bot/waiting.py and is

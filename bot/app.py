@@ -14,7 +14,7 @@ import gc
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,6 +36,7 @@ from memory.db import Database
 from memory.stores import SqlStore
 
 if TYPE_CHECKING:
+    from adapters.base import ChatAdapter
     from markets.data import MarketData
 
 log = logging.getLogger("tapebot")
@@ -266,12 +267,13 @@ class App:
     async def start(
         self,
         *,
-        adapters: bool = True,
+        adapters: bool | Sequence[ChatAdapter] = True,
         scheduler: bool | None = None,
         before_open: Callable[[], None] | None = None,
     ) -> None:
-        """Build and start everything. `adapters` starts Telegram/Discord (tapebot run);
-        `scheduler` defaults to the same and only ever runs with `[scheduler] enabled`.
+        """Build and start everything. `adapters`: True starts Telegram/Discord as configured
+        (tapebot run), a list starts the gateway with those (tapebot chat: the console);
+        `scheduler` defaults to whether any start and only ever runs with `[scheduler] enabled`.
         `before_open` runs once everything is built, just before the chats start receiving
         (`run_bot` settles the heap there, so no message waits behind that collection)."""
         s = self.settings
@@ -320,7 +322,7 @@ class App:
             redactor=self.redactor,
         )
         self._before_open = before_open
-        run_scheduler = (adapters if scheduler is None else scheduler) and s.scheduler.enabled
+        run_scheduler = (bool(adapters) if scheduler is None else scheduler) and s.scheduler.enabled
         if run_scheduler:
             self._build_scheduler()  # built before the chats open, started after (briefs deliver)
         if adapters:
@@ -328,7 +330,7 @@ class App:
                 # the chats open once the model client is ready: the first reply then costs what
                 # the later ones do (the warm-up ran alongside everything above; issue 21)
                 await asyncio.wait([warming], timeout=WARM_WAIT_S)
-            await self._start_chat()
+            await self._start_chat(None if adapters is True else list(adapters))
         else:
             self.opening()
         if run_scheduler:
@@ -489,10 +491,10 @@ class App:
         )
         self.schedules.scheduler = self.scheduler
 
-    async def _start_chat(self) -> None:
+    async def _start_chat(self, adapters: list[ChatAdapter] | None) -> None:
         from bot.chat_setup import start_chat
 
-        await start_chat(self)
+        await start_chat(self, adapters)
 
     def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name or None)

@@ -18,6 +18,7 @@ from bot.gateway import Gateway
 from bot.i18n import COMMAND_DESCRIPTIONS
 
 if TYPE_CHECKING:
+    from adapters.base import ChatAdapter
     from bot.app import App
     from memory.stores import SqlStore
 
@@ -162,10 +163,13 @@ def s_pairing(app: App, platform: str) -> bool:
     return bool(getattr(app.settings, platform).pairing)
 
 
-async def start_chat(app: App) -> None:
+async def start_chat(app: App, given: list[ChatAdapter] | None = None) -> None:
+    """The gateway with the configured chat adapters, or with `given` ones (the console)."""
     gateway = build_gateway(app)
     app.gateway = gateway
-    adapters = build_adapters(app)
+    adapters = build_adapters(app) if given is None else given
+    for adapter in given or ():  # no configured secret or key shape reaches a chat (C2)
+        adapter.outbound = app.redactor.text
     if not adapters:
         log.warning(
             "no chat platform is enabled: set TELEGRAM_BOT_TOKEN or DISCORD_BOT_TOKEN (or [telegram]/[discord] in config.toml)"

@@ -119,11 +119,12 @@ def test_property_typed_reply_in_a_chat_allows_only_for_listed_words(text, reply
 @settings(max_examples=300, deadline=None)
 @given(text=any_text)
 def test_property_terminal_prompt_allows_only_for_listed_words(text):
-    """The terminal reads its prompt through the same function; see also the pty test in
-    tests/cli/test_cli_consent_terminal.py."""
-    from bot import terminal
+    """The terminal is a chat: a line typed at its card reaches the gateway as a message (see
+    tests/adapters/test_console_adapter.py), read by the same function as in the chats; see also
+    the pty tests in tests/cli/test_cli_consent_terminal.py and tests/cli/test_console_chat.py."""
+    from bot import waiting
 
-    assert terminal.read_consent is read_consent  # one function, not a copy
+    assert waiting.read_consent is read_consent  # one function, not a copy
     decision = read_consent("text", text, scope=TRADE_SCOPE)
     assert decision.allows == (normalize(text) in ALLOW_WORDS)
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from bot.terminal import flush_typed_ahead
+from adapters.console import flush_typed_ahead
 from tests.cli.test_cli_chat_e2e import ROOT, openai_env, run_cli, server  # noqa: F401
 from tests.fakes.llm_server import Reply, ToolCall
 

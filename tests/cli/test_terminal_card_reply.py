@@ -1,36 +1,36 @@
-"""How the terminal reads a reply typed at a card (issue 15): a decision only through the chats'
-function, a longer message or a command moves on, a short unclear reply stays — never an allow
-for anything but the listed words."""
+"""How a reply typed at a terminal card is read (issues 15 and 18): the terminal is a chat, so the
+line reaches the gateway as a message and is read as the chats read it — a decision only through
+agent/consent.read_consent, a longer message or a command moves on (the card closes unrun), a
+short unclear reply gets the hint and the card stays. Silence (an empty line) is a no. The console
+itself never turns a line into anything that could allow: see the property test in
+tests/adapters/test_console_adapter.py."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import pytest
 
-from agent.consent import AFFIRMATIVE, STANDING, normalize, read_consent, standing_scope
-from bot.terminal import read_card_reply
+from tests.cli.test_cli_chat_e2e import openai_env, run_cli, server  # noqa: F401
+from tests.fakes.llm_server import Reply, ToolCall
 
-SCOPE = standing_scope("write_file", {"path": "plan.txt", "content": "x"}, live_trading=False)
-
-
-def test_examples():
-    assert read_card_reply("yes", SCOPE) == "once"
-    assert read_card_reply("总是允许", SCOPE) == "always"
-    assert read_card_reply("no", SCOPE) == "deny"
-    assert read_card_reply("", SCOPE) == "deny"  # silence is a no
-    assert read_card_reply("3", SCOPE) == "unclear"
-    assert read_card_reply("👍", SCOPE) == "unclear"
-    assert read_card_reply("what is my biggest position?", SCOPE) == "moved_on"
-    assert read_card_reply("/exit", SCOPE) == "moved_on"
-    assert read_card_reply("/new", SCOPE) == "moved_on"
+WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content": "x"})])
 
 
-@settings(max_examples=300, deadline=None)
-@given(text=st.text(max_size=60) | st.sampled_from(sorted(AFFIRMATIVE | STANDING)))
-def test_property_only_listed_words_allow_and_only_long_or_commands_move_on(text):
-    reading = read_card_reply(text, SCOPE)
-    if reading in ("once", "always"):
-        assert normalize(text) in AFFIRMATIVE | STANDING
-        assert reading == read_consent("text", text, scope=SCOPE).gate_decision
-    if reading == "moved_on":
-        assert text.strip().startswith("/") or " " in normalize(text) or len(normalize(text)) > 12
+@pytest.mark.parametrize(
+    ("reply", "written", "says"),
+    [
+        ("yes", True, "Approved by you"),
+        ("总是允许", True, "with a standing approval"),
+        ("no", False, "Denied by you"),
+        ("", False, "Denied by you"),  # silence is a no
+        ("3\nno", False, "not an answer"),  # unclear: the hint, and the card stays until the "no"
+        ("👍\nno", False, "not an answer"),
+        ("what is my biggest position?", False, "moved on"),
+        ("/new", False, "moved on"),
+    ],
+)
+def test_a_reply_at_the_card(tmp_path, server, reply, written, says):  # noqa: F811
+    server.script(WRITE, Reply("done."), Reply("next."))
+    r = run_cli(tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{reply}\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "workspace" / "plan.txt").exists() == written
+    assert says in r.stdout + r.stderr
