@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
+
+from adapters.commandspec import CommandSpec, Completer
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +193,9 @@ class ChatAdapter(ABC):
     #: applied to every text before it is rendered and sent (message, edit, caption): the
     #: composition root sets the secret redactor here, the last wall before a chat (C2)
     outbound: Callable[[str], str] | None = None
+    #: suggestions for an option with an autocomplete source (/model, time zones), set by the
+    #: composition root; a platform that can show them asks it while the user types
+    completer: Completer | None = None
 
     def _outgoing(self, text: str) -> str:
         return self.outbound(text) if self.outbound is not None and text else text
@@ -249,14 +254,11 @@ class ChatAdapter(ABC):
         await press.ack(text, alert)
 
     @abstractmethod
-    async def set_commands(
-        self,
-        commands: Sequence[tuple[str, str]],
-        *,
-        translations: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> None:
-        """Publish the command menu: [(name, description)], plus optional per-language descriptions
-        {"zh": {"new": "开始新会话"}}. Discord syncs only when the set changed."""
+    async def set_commands(self, commands: Sequence[CommandSpec]) -> None:
+        """Publish the commands (adapters/commandspec.py): the menu in each language, typed options
+        where the platform has them. Discord syncs only when the set changed. Whatever the
+        platform's shape of the arguments, they come back as `InboundCommand.args` text
+        (`commandspec.args_text`)."""
 
     # Helpers shared by implementations -------------------------------------------------------
 

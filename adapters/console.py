@@ -23,7 +23,7 @@ import os
 import secrets
 import signal
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +43,7 @@ from adapters.base import (
     TextFormat,
     UserRef,
 )
+from adapters.commandspec import CommandSpec
 from adapters.console_screen import Screen, default_streams, is_tty
 
 log = logging.getLogger(__name__)
@@ -405,13 +406,8 @@ class ConsoleAdapter(ChatAdapter):
         self.screen.note(f"saved {path}" + (f"\n  {self._text(caption)}" if caption else ""))
         return self._sent()
 
-    async def set_commands(
-        self,
-        commands: Sequence[tuple[str, str]],
-        *,
-        translations: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> None:
-        self.commands = [name for name, _ in commands]
+    async def set_commands(self, commands: Sequence[CommandSpec]) -> None:
+        self.commands = [c.name for c in commands]
 
 
 def flush_typed_ahead(stream: Any) -> None:

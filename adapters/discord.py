@@ -5,10 +5,12 @@
 - Messages: DMs always; in servers only when the bot is mentioned or replied to (that is also exactly
   what Discord delivers content for without the privileged message-content intent). A thread is its
   own channel, so its chat key is simply its channel id.
-- Slash commands: one generic route. Every command takes one optional string option `args`; the
-  payload is synced with a bulk PUT only when its hash differs from the one stored through the
-  `kv_get`/`kv_set` pair (Discord limits command creates per day). Interactions are deferred at once
-  (well inside 3 s); the gateway's first reply in that chat becomes the interaction's followup.
+- Slash commands: built from the bot's `CommandSpec`s (typed options, choices, subcommands,
+  autocomplete answered from `completer`); an invocation comes back as the `InboundCommand.args`
+  text a person would have typed (`args_text`). The payload is synced with a bulk PUT only when its
+  hash differs from the one stored through the `kv_get`/`kv_set` pair (Discord limits command
+  creates per day). Interactions are deferred at once (well inside 3 s); the gateway's first reply
+  in that chat becomes the interaction's followup.
 - Buttons: custom_id = "tb:" + our short id, on views we never register in memory. Any component
   interaction with that prefix is routed from `on_interaction`, so a button keeps working after a
   restart with no View objects to re-add (the same effect as persistent views / DynamicItem).
@@ -50,6 +52,14 @@ from adapters.base import (
     UserRef,
 )
 from adapters.breaker import DISCORD_LIMIT, BudgetExhausted, InvalidRequestBudget
+from adapters.commandspec import (
+    MAX_COMPLETIONS,
+    CommandSpec,
+    CompletionQuery,
+    OptionSpec,
+    Words,
+    args_text,
+)
 from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
@@ -70,8 +80,8 @@ _STYLES = {
     "success": discord.ButtonStyle.success,
     "danger": discord.ButtonStyle.danger,
 }
-# our translation keys → Discord locales
-_LOCALES = {"zh": ("zh-CN", "zh-TW"), "en": ("en-US", "en-GB")}
+_OPTION_TYPES = {"string": 3, "integer": 4, "choice": 3}
+_SUBCOMMAND = 1
 
 #: one attempt of a REST call may take this long (discord.py itself waits out 500/502/504 for up to
 #: ~25 s inside an attempt); aiohttp's own default is five minutes
@@ -242,6 +252,7 @@ class DiscordAdapter(ChatAdapter):
         self._bg: set[asyncio.Task[None]] = set()
         self._commands: list[dict[str, Any]] | None = None
         self._command_names: set[str] = set()
+        self._specs: dict[str, CommandSpec] = {}
         self._locales: dict[str, str] = {}  # user id -> last seen client locale
         self._stopping = False
         self.synced = 0  # how many times we actually PUT the command set (tests)
@@ -387,6 +398,8 @@ class DiscordAdapter(ChatAdapter):
             self._locales[str(interaction.user.id)] = str(interaction.locale)
             if interaction.type == discord.InteractionType.application_command:
                 await self._on_command(interaction)
+            elif interaction.type == discord.InteractionType.autocomplete:
+                await self._on_autocomplete(interaction)
             elif interaction.type == discord.InteractionType.component:
                 data: Any = interaction.data or {}
                 custom_id = str(data.get("custom_id", ""))
@@ -410,7 +423,9 @@ class DiscordAdapter(ChatAdapter):
         # acknowledge first: Discord allows 3 s; the real answer arrives as a followup
         await interaction.response.defer(thinking=True)
         data: Any = interaction.data or {}
-        args = scrub(" ".join(str(o.get("value", "")) for o in data.get("options", []) if "value" in o))
+        name = str(data.get("name", "")).lower()
+        sub, values = _invoked(data.get("options") or [])
+        args = scrub(args_text(self._specs.get(name), sub, values))
         chat = self._interaction_chat(interaction)
         self._pending[chat.key] = _Pending(interaction, self._clock())
 
@@ -434,13 +449,33 @@ class DiscordAdapter(ChatAdapter):
             update_id=str(interaction.id),
             chat=chat,
             user=self._user_of(interaction.user),
-            name=str(data.get("name", "")).lower(),
+            name=name,
             args=args.strip(),
             sent_at=interaction.created_at.astimezone(UTC),
             private_reply=private_reply,
         )
         await self._deliver(chat.key, event)
         self._spawn(self._expire_pending(chat.key, interaction))
+
+    async def _on_autocomplete(self, interaction: discord.Interaction) -> None:
+        """Suggestions while the user types an option with an autocomplete source (type 4 → 8).
+        Always answered (an empty list at worst), so the client never shows a failed load."""
+        data: Any = interaction.data or {}
+        spec = self._specs.get(str(data.get("name", "")).lower())
+        sub, focused = _focused(data.get("options") or [])
+        found = spec.subcommand(sub) if spec is not None and sub is not None else None
+        specs = found.options if found is not None else (spec.options if spec is not None else ())
+        option = next((o for o in specs if focused is not None and o.name == focused.get("name")), None)
+        values: list[str] = []
+        if option is not None and option.autocomplete and self.completer is not None and focused is not None:
+            lang = "zh" if str(interaction.locale).lower().startswith("zh") else "en"
+            query = CompletionQuery(option.autocomplete, scrub(str(focused.get("value", ""))), lang)
+            try:
+                values = await self.completer(query)
+            except Exception:  # a failing source answers nothing rather than leave the client waiting
+                log.exception("discord: completion for /%s failed", data.get("name"))
+        choices = [discord.app_commands.Choice(name=v[:100], value=v[:100]) for v in values[:MAX_COMPLETIONS]]
+        await interaction.response.autocomplete(choices)
 
     async def _expire_pending(self, key: str, interaction: discord.Interaction) -> None:
         """If the gateway never replied, remove the "is thinking…" placeholder before the token dies."""
@@ -677,14 +712,10 @@ class DiscordAdapter(ChatAdapter):
 
     # ---------------------------------------------------------------- slash commands
 
-    async def set_commands(
-        self,
-        commands: Sequence[tuple[str, str]],
-        *,
-        translations: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> None:
-        self._commands = command_payload(commands, translations)
+    async def set_commands(self, commands: Sequence[CommandSpec]) -> None:
+        self._commands = command_payload(commands)
         self._command_names = {c["name"] for c in self._commands}
+        self._specs = {c.name.lower()[:32]: c for c in commands}
         if self._ready.is_set():
             await self._sync_commands()
 
@@ -722,27 +753,76 @@ def point_at(api_base_url: str | None, gateway_url: str | None) -> None:
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
 
 
-def command_payload(
-    commands: Sequence[tuple[str, str]], translations: Mapping[str, Mapping[str, str]] | None = None
-) -> list[dict[str, Any]]:
-    """The exact JSON we PUT to Discord: every command takes one optional free-text option `args`."""
+def _invoked(options: list[Any]) -> tuple[str | None, dict[str, object]]:
+    """An invocation's options → (subcommand or None, option values by name)."""
+    if options and options[0].get("type") == _SUBCOMMAND:
+        return str(options[0].get("name", "")), _invoked(options[0].get("options") or [])[1]
+    return None, {str(o.get("name", "")): o.get("value", "") for o in options if "value" in o}
+
+
+def _focused(options: list[Any]) -> tuple[str | None, dict[str, Any] | None]:
+    """An autocomplete request's options → (subcommand or None, the option being typed)."""
+    if options and options[0].get("type") == _SUBCOMMAND:
+        return str(options[0].get("name", "")), _focused(options[0].get("options") or [])[1]
+    return None, next((o for o in options if o.get("focused")), None)
+
+
+def _localized(words: Words) -> dict[str, str]:
+    """Simplified Chinese under zh-CN; zh-TW only when a Traditional text exists."""
+    loc = {"zh-CN": words.zh[:100]}
+    if words.zh_tw:
+        loc["zh-TW"] = words.zh_tw[:100]
+    return loc
+
+
+def _option(o: OptionSpec) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "type": _OPTION_TYPES[o.kind],
+        "name": o.name[:32],
+        "description": o.description.en[:100],
+        "description_localizations": _localized(o.description),
+        "required": o.required,
+    }
+    if o.choices:
+        item["choices"] = [
+            {"name": c.label.en[:100], "name_localizations": _localized(c.label), "value": c.value}
+            for c in o.choices
+        ]
+    elif o.autocomplete:
+        item["autocomplete"] = True
+    return item
+
+
+def _options(options: Sequence[OptionSpec]) -> list[dict[str, Any]]:
+    # Discord wants required options first
+    return [_option(o) for o in sorted(options, key=lambda o: not o.required)]
+
+
+def command_payload(commands: Sequence[CommandSpec]) -> list[dict[str, Any]]:
+    """The exact JSON we PUT to Discord: typed options, choices, subcommands and autocomplete, with
+    Chinese descriptions under zh-CN (and zh-TW only where a Traditional text exists)."""
     out = []
-    for name, desc in commands:
-        n = name.lower()[:32]
+    for c in commands:
         item: dict[str, Any] = {
-            "name": n,
-            "description": (desc or n)[:100],
+            "name": c.name.lower()[:32],
+            "description": (c.description.en or c.name)[:100],
+            "description_localizations": _localized(c.description),
             "type": 1,
             "contexts": [0, 1],  # servers and DMs with the bot
             "integration_types": [0],
-            "options": [{"type": 3, "name": "args", "description": "arguments", "required": False}],
         }
-        loc: dict[str, str] = {}
-        for lang, table in (translations or {}).items():
-            if table.get(name):
-                for locale in _LOCALES.get(lang.split("-")[0].lower(), (lang,)):
-                    loc[locale] = table[name][:100]
-        if loc:
-            item["description_localizations"] = dict(sorted(loc.items()))
+        if c.subcommands:
+            item["options"] = [
+                {
+                    "type": _SUBCOMMAND,
+                    "name": sc.name[:32],
+                    "description": sc.description.en[:100],
+                    "description_localizations": _localized(sc.description),
+                    "options": _options(sc.options),
+                }
+                for sc in c.subcommands
+            ]
+        elif c.options:
+            item["options"] = _options(c.options)
         out.append(item)
     return out

@@ -65,6 +65,7 @@ from adapters.base import (
     TextFormat,
     UserRef,
 )
+from adapters.commandspec import CommandSpec
 from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
@@ -821,17 +822,14 @@ class TelegramAdapter(ChatAdapter):
             raise DeliveryError(f"telegram sendPhoto failed: {e}") from e
         return SentMessage(chat, str(sent.message_id))
 
-    async def set_commands(
-        self,
-        commands: Sequence[tuple[str, str]],
-        *,
-        translations: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> None:
-        cmds = [BotCommand(n.lower()[:32], (d or n)[:256]) for n, d in commands]
-        await self.bot.set_my_commands(cmds)
-        for lang, table in (translations or {}).items():
-            localized = [BotCommand(c.command, (table.get(c.command) or c.description)[:256]) for c in cmds]
-            await self.bot.set_my_commands(localized, language_code=lang.split("-")[0].lower()[:2])
+    async def set_commands(self, commands: Sequence[CommandSpec]) -> None:
+        """The menu in English for everyone, and in Chinese for clients set to Chinese (Telegram's
+        language codes are two letters: "zh" covers Simplified and Traditional alike)."""
+        for lang, code in (("en", None), ("zh", "zh")):
+            menu = [
+                BotCommand(c.name.lower()[:32], (c.description.get(lang) or c.name)[:256]) for c in commands
+            ]
+            await self.bot.set_my_commands(menu, language_code=code)
 
 
 def webhook_auth(header: str | None, secret: str) -> int:

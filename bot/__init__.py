@@ -6,7 +6,8 @@
    storage retried while it fails (bot/retry.py) — and finds the chat's state (bot/chats.py);
 3. a button, or a reply to the card or question the chat waits on, goes to bot/waiting.py and is
    read by agent/consent.read_consent (approvals) or bot/replies.py (questions); a command goes to
-   its handler (bot/commands.py);
+   its handler in bot/commands/ (one `CommandSpec` per command, which also makes the menus and
+   /help), called with a narrow `CommandContext` built in one place (bot/commands/binding.py);
 4. any other message goes to the chat's lane (bot/lanes.py), which runs one turn at a time:
    agent/runtime.py's events, shown by bot/delivery.py (task notices, briefs, skills and resumed
    turns queue in the same lane);

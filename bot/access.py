@@ -18,8 +18,6 @@ from bot.i18n import pick_language, t
 log = logging.getLogger(__name__)
 
 PAIRING_MAX_ATTEMPTS = 5
-# Commands that change a shared chat's settings or policy: admins only, in groups.
-ADMIN_ONLY_IN_GROUPS = frozenset({"model", "lang", "brief", "clear", "rules"})
 
 
 class PairedStore(Protocol):
@@ -70,10 +68,6 @@ class Access:
         if chat.is_group:
             return tuple(sorted(self.of(chat.platform).admins))
         return (user.user_id,)
-
-    def may_run(self, command: str, chat: ChatRef, user: UserRef) -> bool:
-        """A command that changes a shared chat's settings or policy runs for admins only."""
-        return command not in ADMIN_ONLY_IN_GROUPS or self.is_admin(chat, user)
 
     # ---- pairing -----------------------------------------------------------------------------
     def enable_pairing(self, platform: str) -> str:

@@ -8,14 +8,15 @@ import asyncio
 import contextlib
 import logging
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from adapters.base import ChatAdapter
 from agent.tools.workspace import LocalToolPolicy
 from bot.access import PlatformAccess
 from bot.cards import exec_note
 from bot.gateway import Gateway
-from bot.i18n import COMMAND_DESCRIPTIONS
 
 if TYPE_CHECKING:
     from adapters.base import ChatAdapter
@@ -57,29 +58,40 @@ def build_gateway(app: App) -> Gateway:
         context_window=app.context_window,
     )
     gateway.waiting.trade_facts = app.trade_facts
-    gateway.memory = app.memory
     policy = app.deps.maybe(LocalToolPolicy)
     if policy is not None:
         gateway.waiting.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
     gateway.system_dynamic = app.system_dynamic()
-    from bot import commands_more, i18n_tasks
-    from bot.toolcatalog import help_tools
-
-    commands_more.install(gateway, app)
-    gateway.status_extra = lambda state: i18n_tasks.status_extra(app, state)  # in the chat's language
-    specs = app.runtime.tools.specs() if app.runtime is not None else []
-    gateway.help_extra = lambda lang: help_tools(specs, lang)
+    install_commands(gateway, app)
     app.task_listeners.append(gateway.notices.notify_task)
     app.on_stop(app.task_manager.subscribe(gateway.notices.task_progress))
     return gateway
 
 
-def command_menu(gateway: Gateway) -> tuple[list[tuple[str, str]], dict[str, dict[str, str]]]:
-    en = COMMAND_DESCRIPTIONS["en"]
-    names = [n for n in gateway.commands if n in en] + [n for n in gateway.commands if n not in en]
-    menu = [(n, gateway.command_help.get(n, en.get(n, n))) for n in names]
-    zh = {n: COMMAND_DESCRIPTIONS["zh"][n] for n in names if n in COMMAND_DESCRIPTIONS["zh"]}
-    return menu, {"zh": zh}
+def install_commands(gateway: Gateway, app: App) -> None:
+    """The services commands use, and one command per skill (a skill never shadows a built-in)."""
+    from bot.commands.background import StatusExtras, skill_commands
+
+    gateway.command_services = replace(
+        gateway.command_services,
+        memory=app.memory,
+        tasks=app.task_manager,
+        schedules=app.schedules,
+        skills=app.skills,
+        status_extra=StatusExtras(app.market, app.task_manager, app.schedules, app.mcp),
+    )
+    if app.skills is not None:
+        for command in skill_commands(app.skills):
+            gateway.commands.setdefault(command)
+
+
+async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:
+    """Give an adapter (Telegram, Discord, the terminal) the command definitions and the source
+    of their suggestions: its menu, slash commands or completion come from them."""
+    from bot.commands.complete import completer
+
+    adapter.completer = completer(lambda: gateway.command_services.models)
+    await adapter.set_commands(gateway.commands.specs())
 
 
 def build_adapters(app: App) -> list[Any]:
@@ -186,11 +198,10 @@ async def start_chat(app: App, given: list[ChatAdapter] | None = None) -> None:
                 f"tapebot: {platform} pairing code {code} — send `/pair {code}` to the bot in a DM",
                 file=sys.stderr,
             )
-    menu, translations = command_menu(gateway)
     app.opening()  # e.g. the heap is settled now, not while the first message waits (issue 21)
     for adapter in adapters:
         gateway.attach(adapter)
-        await adapter.set_commands(menu, translations=translations)
+        await publish_commands(gateway, adapter)
         await adapter.start(gateway.handle)
         app.adapters.append(adapter)
         log.info("%s adapter started", adapter.platform)

@@ -36,6 +36,9 @@ from agent.ports import Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
 from bot.access import Access, PairedStore, PlatformAccess
 from bot.chats import ChatDirectory, ChatState, ChatStore
+from bot.commands import CommandRegistry, Handler, builtin_commands
+from bot.commands.binding import bind
+from bot.commands.context import CommandServices
 from bot.delivery import TurnView
 from bot.i18n import pick_language, t
 from bot.lanes import Events, Lane, LaneDeps, Lanes
@@ -66,11 +69,6 @@ class GatewayStore(WaitingStore, RecoveryStore, ChatStore, PairedStore, Protocol
     async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int: ...
 
 
-CommandHandler = Callable[["Gateway", ChatState, InboundCommand], Coroutine[Any, Any, None]]
-# Commands that leave a pending card or question as it is (the rest close it: "moved on").
-KEEPS_WAITING = frozenset({"approve", "deny", "status", "help", "lang", "cancel", "rules"})
-
-
 def _may_queue(msg: InboundMessage) -> bool:
     """Could this message wait in a queue (behind a running turn or an approval) or start a
     turn? Then it is recorded until it is in the history. Empty, oversized and unaddressed
@@ -80,7 +78,7 @@ def _may_queue(msg: InboundMessage) -> bool:
 
 class Gateway:
     """The router and the composition of the chat parts. Beyond routing it keeps, for the chat
-    commands (bot/commands.py), the few methods they call: `say`, `lane`, `waiting_turn`,
+    commands (bot/commands/binding.py), the few methods they call: `say`, `lane`, `waiting_turn`,
     `may_close`, `move_on`, `decide_by_command`, `run_skill`, `run_brief` — hence its ~20 methods."""
 
     def __init__(
@@ -92,7 +90,6 @@ class Gateway:
         models: list[str] | None = None,
         default_model: str = "",
         context_window: Callable[[str | None], int] | None = None,
-        status_extra: Callable[[ChatState], Coroutine[Any, Any, str]] | None = None,
     ):
         self.runtime = runtime
         self.store = store
@@ -102,12 +99,12 @@ class Gateway:
         self.models = models or []
         self.default_model = default_model
         self.context_window = context_window or (lambda _m: 65_536)
-        self.status_extra = status_extra
-        self.memory: Any = None  # memory.tools.MemoryServices, when memory is on
         self.system_dynamic = ""  # the stable part after the static prompt (skills list)
-        self.help_extra: Callable[[str], str] | None = None  # the tool list for /help
-        self.commands: dict[str, CommandHandler] = {}
-        self.command_help: dict[str, str] = {}
+        # the commands (bot/commands/), and the services their handlers use (completed by chat_setup)
+        self.commands = CommandRegistry(builtin_commands())
+        self.command_services = CommandServices(
+            runtime, store, self.models, default_model, self.context_window, specs=self.commands.specs
+        )
         self._tasks: set[asyncio.Task[Any]] = set()
         self.stopping = False  # drain() began: queued messages wait for the restart
         # set by drain(): every turn ends at its next durable step and is resumed after the restart
@@ -136,9 +133,6 @@ class Gateway:
         self.recovery = Recovery(
             runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message
         )
-        from bot.commands import BUILTIN_COMMANDS
-
-        self.commands.update(BUILTIN_COMMANDS)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def attach(self, adapter: ChatAdapter) -> None:
@@ -236,24 +230,28 @@ class Gateway:
     async def _on_command(self, state: ChatState, cmd: InboundCommand) -> None:
         """Admin-only commands are refused to members in groups; a command that does not keep
         what the chat waits on closes it ("moved on"); an unknown one is answered."""
-        if not self.access.may_run(cmd.name, cmd.chat, cmd.user):
+        if self.commands.admin_only_in_groups(cmd.name) and not self.access.is_admin(cmd.chat, cmd.user):
             await self.say(state, t(state.lang, "admin_only", name=cmd.name))
             return
         waiting = await self.waiting_turn(state)
-        if waiting is not None and cmd.name not in KEEPS_WAITING and may_close(waiting, cmd.user.user_id):
+        if (
+            waiting is not None
+            and not self.commands.keeps_waiting(cmd.name)
+            and may_close(waiting, cmd.user.user_id)
+        ):
             await self.waiting.move_on(state, waiting)
-        handler = self.commands.get(cmd.name)
-        if handler is None:
+        command = self.commands.get(cmd.name)
+        if command is None:
             await self.say(state, t(state.lang, "unknown_command", name=cmd.name[:32]))
             return
-        await self._run_command(handler, state, cmd)
+        await self._run_command(command.handler, state, cmd)
 
-    async def _run_command(self, handler: CommandHandler, state: ChatState, cmd: InboundCommand) -> None:
+    async def _run_command(self, handler: Handler, state: ChatState, cmd: InboundCommand) -> None:
         """The one place a command handler is called. Every command answers: a handler that fails
         is logged and the chat gets a short error in its language (never the exception's text,
         which may carry internals)."""
         try:
-            await handler(self, state, cmd)
+            await handler(bind(self, self.command_services, state, cmd))
         except Exception:
             log.exception("command /%s failed in %s", cmd.name, state.key)
             await self.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))

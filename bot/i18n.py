@@ -65,10 +65,6 @@ STRINGS: dict[str, dict[str, str]] = {
         "unsupported": "I can only read text messages for now.",
         "not_taken_up": "{n} message(s) you sent before I restarted were too old to run now, so I "
         "did not act on them: “{first}”. Send again if still needed.",
-        "help": "Commands:\n/new — start a new conversation\n/clear — clear this conversation\n"
-        "/status — model, context, pending items\n/cancel — stop the running turn\n/model — show or switch model\n"
-        "/lang — English / 中文\n/approve <id>, /deny <id> — decide an approval by text\n"
-        "/memory — your saved preferences and decisions\n/compact — compact the context now",
         "paired": "Paired: you can talk to me now, and you approve actions. Send /help to start.",
         "busy_try_later": "A turn is running; try again when it finishes (or /cancel it).",
         "compact_nothing": "Nothing to compact.",
@@ -155,9 +151,6 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_long": "消息太长（{size} 个字符，上限 {limit}）。请精简，或把内容放到工作区文件中。",
         "unsupported": "目前我只能读取文字消息。",
         "not_taken_up": "重启前你发来的 {n} 条消息已超过时限，未执行：“{first}”。如仍需要请重新发送。",
-        "help": "命令：\n/new — 开始新对话\n/clear — 清空本对话\n/status — 模型、上下文、待处理事项\n"
-        "/cancel — 停止当前任务\n/model — 查看或切换模型\n/lang — English / 中文\n/approve <id>、/deny <id> — 用文字处理确认\n"
-        "/memory — 你保存的偏好与决策\n/compact — 立即压缩上下文",
         "paired": "配对成功：现在可以和我对话，并由你确认操作。发送 /help 开始。",
         "busy_try_later": "当前有任务在运行；请等它完成后再试（或 /cancel）。",
         "compact_nothing": "没有需要压缩的内容。",
@@ -189,37 +182,6 @@ STRINGS: dict[str, dict[str, str]] = {
     },
 }
 
-COMMAND_DESCRIPTIONS: dict[str, dict[str, str]] = {
-    "en": {
-        "start": "Introduction",
-        "help": "List commands",
-        "new": "Start a new conversation",
-        "clear": "Clear this conversation",
-        "status": "Model, context and pending items",
-        "cancel": "Stop the running turn",
-        "model": "Show or switch the model",
-        "lang": "Switch language (en / zh)",
-        "approve": "Approve by id",
-        "deny": "Deny by id",
-        "compact": "Compact this conversation's context now",
-        "memory": "Your memories: list, search, forget <id>, trace <id>",
-    },
-    "zh": {
-        "start": "介绍",
-        "help": "命令列表",
-        "new": "开始新对话",
-        "clear": "清空本对话",
-        "status": "模型、上下文与待处理事项",
-        "cancel": "停止当前任务",
-        "model": "查看或切换模型",
-        "lang": "切换语言 (en / zh)",
-        "approve": "按 ID 批准",
-        "deny": "按 ID 拒绝",
-        "compact": "立即压缩本对话的上下文",
-        "memory": "你的记忆：list、search、forget <id>、trace <id>",
-    },
-}
-
 
 def pick_language(client_language: str | None) -> str:
     return "zh" if (client_language or "").lower().startswith("zh") else "en"
@@ -232,14 +194,13 @@ def t(lang: str, key: str, **kw: Any) -> str:
 
 
 def _merge_tables() -> None:
-    from bot.i18n_consent import CONSENT_COMMANDS, CONSENT_STRINGS
+    from bot.i18n_commands import COMMAND_STRINGS
+    from bot.i18n_consent import CONSENT_STRINGS
     from bot.i18n_tasks import TASK_STRINGS
 
-    for strings in (CONSENT_STRINGS, TASK_STRINGS):
-        for lang, table in strings.items():
+    for tables in (CONSENT_STRINGS, COMMAND_STRINGS, TASK_STRINGS):
+        for lang, table in tables.items():
             STRINGS[lang].update(table)
-    for lang, table in CONSENT_COMMANDS.items():
-        COMMAND_DESCRIPTIONS[lang].update(table)
 
 
 _merge_tables()

@@ -57,8 +57,3 @@ CONSENT_STRINGS: dict[str, dict[str, str]] = {
         "rules_status": "长期允许规则：{n} 条（/rules）",
     },
 }
-
-CONSENT_COMMANDS: dict[str, dict[str, str]] = {
-    "en": {"rules": "Standing approvals: list, revoke <id>, revoke all"},
-    "zh": {"rules": "长期允许规则：列出、revoke <id>、revoke all"},
-}

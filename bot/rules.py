@@ -9,15 +9,10 @@ import argparse
 import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from adapters.base import InboundCommand
 from agent.consent import StandingApproval
-from bot.chats import ChatState
 from bot.i18n import t
-
-if TYPE_CHECKING:
-    from bot.gateway import Gateway
 
 
 class RulesStore(Protocol):
@@ -66,11 +61,6 @@ async def rules_command(
             return t(lang, "rules_unknown", id=target[:32])
         return t(lang, "rules_revoked", n=n)
     return t(lang, "rules_usage")
-
-
-async def cmd_rules(gw: Gateway, state: ChatState, cmd: InboundCommand) -> None:
-    # admins only in groups: the gateway checks before calling (ADMIN_ONLY_IN_GROUPS)
-    await gw.say(state, await rules_command(gw.store, state.key, cmd.args, state.lang))
 
 
 async def active_count(store: RulesStore, chat_key: str) -> int:

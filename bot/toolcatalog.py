@@ -3,8 +3,8 @@
 `ToolSpec` is the single definition of a tool (name, description, input schema, safety flags).
 Everything a person or another program sees is generated from it here: the Anthropic and OpenAI
 tool schemas (the providers convert `ToolSchema` themselves; these are for tests and MCP), the
-README's tool table between `<!-- tools:start -->` and `<!-- tools:end -->`, and the chat's
-/help tool list. The MCP server (`bot/mcp_server.py`) builds its MCP tools from the same specs.
+README's tool table between `<!-- tools:start -->` and `<!-- tools:end -->`. (The chat's /help
+lists commands, not tools: bot/commands/.) The MCP server (`bot/mcp_server.py`) builds its MCP tools from the same specs.
 
 Regenerate the README table with `python -m bot.toolcatalog --write README.md`;
 `tests/mcp/test_toolcatalog_readme.py` fails when it is stale.
@@ -37,20 +37,6 @@ CATALOG_MODULES: tuple[str, ...] = (
     "agent.tools.core",
     "agent.tools.builtin",
 )
-
-TOOLSET_TITLES: dict[str, tuple[str, str]] = {
-    # toolset name: (English, 中文)
-    "markets": ("Markets and analysis", "行情与分析"),
-    "memory": ("Memory and history", "记忆与历史"),
-    "history": ("Memory and history", "记忆与历史"),
-    "scheduler": ("Schedules and briefs", "定时与简报"),
-    "schedule": ("Schedules and briefs", "定时与简报"),
-    "subagents": ("Sub-agents", "子智能体"),
-    "skills": ("Skills", "技能"),
-    "background": ("Background tasks", "后台任务"),
-    "core": ("Conversation", "对话"),
-    "local": ("Files, shell and web", "文件、命令与网页"),
-}
 
 _EFFECT = {
     "en": {"read_only": "read-only", "idempotent": "idempotent", "mutating": "writes"},
@@ -178,28 +164,6 @@ def update_readme(path: Path, specs: Iterable[ToolSpec]) -> bool:
         return False
     path.write_text(text.replace(current, new, 1), encoding="utf-8")
     return True
-
-
-# ---- chat /help -------------------------------------------------------------------------------
-def help_tools(specs: Iterable[ToolSpec], lang: str = "en", *, max_summary: int = 90) -> str:
-    """The /help tool list, grouped by toolset, in the chat's language (en or zh)."""
-    zh = lang == "zh"
-    groups: dict[str, list[ToolSpec]] = {}
-    for spec in specs:
-        groups.setdefault(spec.toolset or "other", []).append(spec)
-    lines = [
-        "可用工具（🔐 需要你确认，⏳ 后台运行）："
-        if zh
-        else "Tools (🔐 needs your approval, ⏳ runs in the background):"
-    ]
-    for toolset, items in groups.items():
-        title = TOOLSET_TITLES.get(toolset, (toolset, toolset))[1 if zh else 0]
-        lines.append(f"\n{title}")
-        for spec in items:
-            marks = ("🔐" if spec.requires_approval else "") + ("⏳" if spec.background else "")
-            summary = _cell(summarize(spec, max_summary))
-            lines.append(f"• {spec.name}{' ' + marks if marks else ''} — {summary}")
-    return "\n".join(lines)
 
 
 # ---- command line -----------------------------------------------------------------------------

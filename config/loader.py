@@ -11,9 +11,9 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic_settings import EnvSettingsSource
@@ -21,9 +21,6 @@ from pydantic_settings.exceptions import SettingsError
 
 from config.errors import ConfigError
 from config.settings import ModelConfig, Settings, default_home
-
-if TYPE_CHECKING:  # pydantic's own type for one validation error
-    from pydantic_core import ErrorDetails
 
 ENV_PREFIX = "TAPEBOT_"
 INIT_HINT = "run `tapebot init` for a commented starter config"
@@ -326,7 +323,7 @@ def _explain(exc: ValidationError, path: Path, env: Mapping[str, str]) -> Config
     return ConfigError(f"{message}{shown}{tail}", **source)
 
 
-def _also(rest: list[ErrorDetails], env: Mapping[str, str], shown: int = 3) -> str:
+def _also(rest: Sequence[Mapping[str, Any]], env: Mapping[str, str], shown: int = 3) -> str:
     """The other problems, named briefly on the same line, so one run of `config check` shows what
     to fix instead of one problem per run."""
     if not rest:

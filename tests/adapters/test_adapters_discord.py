@@ -16,6 +16,7 @@ from adapters.base import (
     SentMessage,
 )
 from adapters.breaker import BudgetExhausted, InvalidRequestBudget
+from adapters.commandspec import CommandSpec, Words
 from adapters.discord import DiscordAdapter, command_payload
 from tests.fakes.discord_fake import APP_ID, BOT
 
@@ -121,20 +122,22 @@ async def test_button_survives_restart(make_dc, dc_fake, recorder):
 
 
 async def test_command_sync_only_when_changed(make_dc, dc_fake, recorder):
-    cmds = [("new", "Start a new session"), ("status", "Show status")]
-    tr = {"zh": {"new": "开始新会话"}}
+    cmds = [
+        CommandSpec("new", Words("Start a new session", "开始新会话"), "session"),
+        CommandSpec("status", Words("Show status", "查看状态"), "session"),
+    ]
     a = await make_dc(recorder)
-    await a.set_commands(cmds, translations=tr)
+    await a.set_commands(cmds)
     assert len(dc_fake.command_syncs) == 1
     payload = dc_fake.command_syncs[0]["payload"]
-    assert payload == command_payload(cmds, tr)
-    assert payload[0]["description_localizations"]["zh-CN"] == "开始新会话"
+    assert payload == command_payload(cmds)
+    assert payload[0]["description_localizations"] == {"zh-CN": "开始新会话"}  # no Simplified under zh-TW
     assert dc_fake.command_syncs[0]["path"] == f"/applications/{APP_ID}/commands"
     await a.stop()
     b = await make_dc(recorder)  # restart: same command set → no PUT
-    await b.set_commands(cmds, translations=tr)
+    await b.set_commands(cmds)
     assert len(dc_fake.command_syncs) == 1 and b.synced == 0
-    await b.set_commands([*cmds, ("cancel", "Stop the running turn")])
+    await b.set_commands([*cmds, CommandSpec("cancel", Words("Stop the running turn", "停止"), "session")])
     assert len(dc_fake.command_syncs) == 2
 
 
@@ -145,7 +148,7 @@ async def test_text_commands_and_errors_do_not_kill(make_dc, dc_fake, recorder):
 
     recorder.on = on
     ad = await make_dc(recorder)
-    await ad.set_commands([("approve", "Approve")])
+    await ad.set_commands([CommandSpec("approve", Words("Approve", "批准"), "approvals")])
     await dc_fake.push_dm(300, 42, "crash")
     await dc_fake.push_dm(300, 42, "/approve ab12")
     await dc_fake.push_dm(300, 42, "/notacommand x")

@@ -19,6 +19,7 @@ from adapters.base import (
     InboundMessage,
     MessageGone,
 )
+from adapters.commandspec import CommandSpec, Words
 from adapters.telegram import TelegramAdapter, WebhookConfig
 from tests.fakes.telegram_api import BOT_USER, FakeRequest, cant_parse, retry_after
 
@@ -262,12 +263,15 @@ async def test_image_and_commands(make_tg, tg_api, recorder, tmp_path):
     m = tg_api.messages[(5, int(sent.message_id))]
     assert m["caption"] == "600519 weekly" and m["photo"][0]["file_size"] == len(png.read_bytes())
     await ad.set_commands(
-        [("new", "Start a new session"), ("status", "Show status")],
-        translations={"zh": {"new": "开始新会话"}},
+        [
+            CommandSpec("new", Words("Start a new session", "开始新会话"), "session"),
+            CommandSpec("status", Words("Show status", "查看状态"), "session"),
+        ]
     )
     assert [c["command"] for c in tg_api.commands[""]] == ["new", "status"]
+    assert tg_api.commands[""][1]["description"] == "Show status"
     assert tg_api.commands["zh"][0]["description"] == "开始新会话"
-    assert tg_api.commands["zh"][1]["description"] == "Show status"
+    assert tg_api.commands["zh"][1]["description"] == "查看状态"
 
 
 async def test_token_never_logged(make_tg, tg_api, recorder, caplog):

@@ -4,6 +4,8 @@ Fake Telegram Bot API → adapter → gateway, real SQLite."""
 
 from __future__ import annotations
 
+from adapters.commandspec import CommandSpec, Words
+from bot.commands import Command
 from tests.bot.conftest import ALICE
 
 
@@ -19,10 +21,10 @@ async def test_skills_lists_the_skills(harness):
 async def test_a_failing_command_answers_with_a_short_error(harness):
     app = await harness.start()
 
-    async def broken(gw, state, cmd):
+    async def broken(ctx):
         raise AttributeError("'str' object has no attribute 'name'")
 
-    app.gateway.commands["broken"] = broken
+    app.gateway.commands.add(Command(CommandSpec("broken", Words("Broken", "坏的"), "session"), broken))
     api = harness.api
     api.push_text(ALICE, "/broken", user_id=ALICE)
     await api.wait_for(lambda: any("/broken" in t for t in api.texts(ALICE)))

@@ -28,7 +28,8 @@ def test_a_streamed_answer_is_shown_once_and_status_needs_no_model(tmp_path, ser
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("Moutai closed at 1,480.55 on 2025-09-03.") == 1, r.stdout
     assert "Model: main" in r.stderr and "Session: terminal:" in r.stderr  # the chats' /status
-    assert "/rules" in r.stderr  # the chats' /help
+    assert "/rules" in r.stderr  # the chats' /help, grouped as in the chats, no tool names
+    assert "Background tasks and briefs" in r.stderr and "screen_stocks" not in r.stderr
     assert len(server.requests) == 1  # /status and /help never reached the model
 
 

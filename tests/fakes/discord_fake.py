@@ -256,6 +256,22 @@ class FakeDiscord:
         await self.dispatch("INTERACTION_CREATE", payload)
         return payload
 
+    async def push_command(self, name: str, options: list[dict], *, user_id: int | str = 42,
+                           channel_id: int | str = 300, guild_id: int | str | None = None,
+                           locale: str = "en-US", itype: int = 2) -> dict:  # fmt: skip
+        """A slash command with typed options as Discord sends them: `options` is the invocation's
+        option list (a subcommand is `{"type": 1, "name": "off", "options": [...]}`). `itype` 4 is
+        an autocomplete request (the option being typed carries `"focused": true`)."""
+        data: dict[str, Any] = {"id": "9000", "name": name, "type": 1, "options": options}
+        payload = self._interaction(
+            itype, data, user_id=user_id, channel_id=channel_id, guild_id=guild_id, locale=locale
+        )
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return payload
+
+    async def push_autocomplete(self, name: str, options: list[dict], **kw: Any) -> dict:
+        return await self.push_command(name, options, itype=4, **kw)
+
     async def push_button(self, custom_id: str, *, message_id: str | None = None, user_id: int | str = 42,
                           channel_id: int | str = 300, guild_id: int | str | None = None,
                           locale: str = "en-US") -> dict:  # fmt: skip

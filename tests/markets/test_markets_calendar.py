@@ -125,15 +125,16 @@ def test_config_check_warns_outside_the_calendar(tmp_path, monkeypatch):
 
 async def test_status_and_brief_carry_the_warning():
     from bot.briefs import BriefRunner
-    from bot.i18n_tasks import status_extra
+    from bot.commands.background import StatusExtras
     from markets.services import MarketServices
 
     app = SimpleNamespace(
         task_manager=None, schedules=None, mcp=None, skills=None, market=MarketServices(data=MarketData())
     )
     late = datetime(2027, 1, 4, 1, tzinfo=UTC)
-    assert "trading calendar ends 2026-12-31" in await status_extra(app, SimpleNamespace(), now=late)
-    assert "calendar" not in await status_extra(app, SimpleNamespace(), now=datetime(2026, 6, 1, tzinfo=UTC))
+    status_extra = StatusExtras(market=app.market)
+    assert "trading calendar ends 2026-12-31" in "\n".join(await status_extra("k", "s", "en", now=late))
+    assert not await status_extra("k", "s", "en", now=datetime(2026, 6, 1, tzinfo=UTC))
     text = BriefRunner(app, now=lambda: late).brief_text()  # type: ignore[arg-type]
     assert "trading calendar ends 2026-12-31" in text
     assert "calendar" not in BriefRunner(app, now=lambda: datetime(2026, 6, 1, tzinfo=UTC)).brief_text()  # type: ignore[arg-type]

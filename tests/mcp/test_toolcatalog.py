@@ -14,7 +14,6 @@ from bot.toolcatalog import (
     anthropic_schema,
     catalog_specs,
     extract_block,
-    help_tools,
     main,
     openai_schema,
     readme_block,
@@ -89,15 +88,6 @@ def test_pipes_in_descriptions_are_escaped():
         return ""
 
     assert "A \\| B" in render_tool_table(ts.specs())
-
-
-def test_help_list_in_both_languages():
-    en = help_tools(demo.specs(), "en")
-    assert en.splitlines()[0].startswith("Tools (🔐 needs your approval")
-    assert "Markets and analysis" in en and "• update_portfolio 🔐 — Set the shares held of one stock." in en
-    assert "• screen_stocks ⏳ —" in en
-    zh = help_tools(demo.specs(), "zh")
-    assert "行情与分析" in zh and zh.startswith("可用工具")
 
 
 def test_readme_update_round_trip(tmp_path):

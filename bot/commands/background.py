@@ -1,0 +1,244 @@
+"""Background work: /tasks, /brief (scheduled briefs), /skills and one command per skill, and the
+lines they add to /status."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from adapters.commandspec import Choice, CommandSpec, OptionSpec, SubcommandSpec, Words
+from agent.task_ledger import TaskRecord
+from bot.commands.context import CommandContext, ScheduleOps, SkillOps, TaskOps
+from bot.commands.registry import Command
+from bot.i18n import t
+
+RESULT_PREVIEW = 1500
+
+
+def _took(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def task_line(record: TaskRecord, lang: str, now: datetime | None = None) -> str:
+    """One task for /tasks, its status in the chat's language."""
+    line = f"{record.id} · {record.tool_name} · {t(lang, 'task_' + record.status)}"
+    if record.status == "running":
+        if record.stage:
+            line += f" · {record.stage}"
+        if record.percent is not None:
+            line += f" {record.percent:.0f}%"
+    took = _took(record.elapsed(now))
+    if took:
+        line += f" · {took}"
+    if record.error and record.status != "succeeded":
+        line += f" · {record.error[:120]}"
+    return line
+
+
+async def cmd_tasks(ctx: CommandContext) -> None:
+    tasks = ctx.services.tasks
+    if tasks is None:
+        await ctx.say(t(ctx.lang, "tasks_off"))
+        return
+    argv, lang = ctx.argv, ctx.lang
+    if argv[:1] == ["cancel"] and len(argv) > 1:
+        record = await tasks.cancel(argv[1], session_id=ctx.session_id)
+        key = "tasks_cancelled" if record else "tasks_not_running"
+        await ctx.say(t(lang, key, id=argv[1][:40]))
+        return
+    if argv[:1] == ["show"] and len(argv) > 1:
+        record = await tasks.get(argv[1])
+        if record is None or record.chat_key != ctx.chat_key:
+            await ctx.say(t(lang, "tasks_unknown", id=argv[1][:40]))
+            return
+        detail = task_line(record, lang)
+        if record.error:
+            detail += "\n" + t(lang, "task_error", error=record.error)
+        if record.result is not None:
+            detail += "\n" + t(lang, "task_result", result=str(record.result)[:RESULT_PREVIEW])
+        await ctx.say(detail)
+        return
+    if argv and argv != ["list"]:
+        await ctx.say(t(lang, "tasks_usage"))
+        return
+    records = await tasks.list(ctx.session_id)
+    lines = [task_line(r, lang) for r in records] or [t(lang, "tasks_none")]
+    await ctx.say("\n".join(lines) + "\n\n" + t(lang, "tasks_hint"))
+
+
+def _with_lang(method: Callable[..., Any], lang: str) -> dict[str, str]:
+    """`lang=` for scheduler methods that take it (they are being localized; older ones do not)."""
+    return {"lang": lang} if "lang" in inspect.signature(method).parameters else {}
+
+
+async def cmd_brief(ctx: CommandContext) -> None:
+    schedules = ctx.services.schedules
+    if schedules is None:
+        await ctx.say(t(ctx.lang, "briefs_off"))
+        return
+    handle = schedules.handle_brief_command
+    await ctx.say(await handle(ctx.chat_key, ctx.user.user_id, ctx.args, **_with_lang(handle, ctx.lang)))
+
+
+def skill_description(name: str, description: str) -> Words:
+    """A built-in skill's description in each language; another skill's as its author wrote it."""
+    zh = _SKILL_ZH.get(name)
+    if zh is None:
+        return Words(description, description)
+    return Words(_SKILL_EN.get(name, description), zh)
+
+
+async def cmd_skills(ctx: CommandContext) -> None:
+    skills = ctx.services.skills
+    if skills is None or not skills.skills:
+        await ctx.say(t(ctx.lang, "skills_none"))
+        return
+    lines = [t(ctx.lang, "skills_head")]
+    for s in skills.skills.values():
+        lines.append(f"/{s.name} — {skill_description(s.name, s.description).get(ctx.lang)}")
+    await ctx.say("\n".join(lines))
+
+
+def skill_command(name: str, description: str) -> Command:
+    """/checkup …: the skill's instructions become this turn's message."""
+
+    async def run(ctx: CommandContext) -> None:
+        from agent.skills import skill_turn_text
+
+        skill = ctx.services.skills.get(name) if ctx.services.skills is not None else None
+        if skill is None:
+            await ctx.say(t(ctx.lang, "skill_gone", name=name))
+            return
+        ctx.turn.run_skill(skill_turn_text(skill, ctx.args))
+
+    focus = OptionSpec("focus", Words("What to focus on (optional)", "关注点（可选）"))
+    return Command(CommandSpec(name, skill_description(name, description), "skills", options=(focus,)), run)
+
+
+def skill_commands(skills: SkillOps) -> list[Command]:
+    from agent.skills import skill_commands as menu
+
+    return [skill_command(name, description) for name, description in menu(skills.skills)]
+
+
+@dataclass
+class StatusExtras:
+    """The lines background work adds to /status: the market calendar's warning, running tasks,
+    briefs and MCP servers."""
+
+    market: Any = None  # markets.services.MarketServices
+    tasks: TaskOps | None = None
+    schedules: ScheduleOps | None = None
+    mcp: Any = None  # agent.mcp_client.McpManager
+
+    async def __call__(
+        self, chat_key: str, session_id: str, lang: str, now: datetime | None = None
+    ) -> list[str]:
+        lines: list[str] = []
+        if self.market is not None and (warning := self.market.calendar_warning(now)):
+            lines.append(t(lang, "status_calendar", warning=warning))
+        if self.tasks is not None:
+            running = [r for r in await self.tasks.list(session_id) if not r.terminal]
+            if running:
+                tasks = ", ".join(f"{r.id} {r.tool_name} {t(lang, 'task_' + r.status)}" for r in running)
+                lines.append(t(lang, "status_tasks", tasks=tasks))
+        if self.schedules is not None:
+            status = self.schedules.status_lines
+            lines += await status(chat_key, **_with_lang(status, lang))
+        if self.mcp is not None:
+            lines += self.mcp.status()
+        return lines
+
+
+_SKILL_EN = {
+    "screen": "Whole-market screen for Wyckoff setups (springs, SOS, LPS)",
+    "checkup": "Portfolio health check",
+    "report": "In-depth research report on one stock",
+    "strategy": "Attack or defend? Position decisions for today",
+    "backtest": "Backtest a strategy on history (A-share rules)",
+    "daily_brief": "The daily brief: holdings, alerts, market, watch list",
+}
+_SKILL_ZH = {
+    "screen": "全市场漏斗筛选（威科夫 spring、SOS、LPS）",
+    "checkup": "持仓健康体检",
+    "report": "单只股票的 AI 深度研报",
+    "strategy": "攻守决策：今天的仓位怎么做",
+    "backtest": "策略回测（按 A 股规则）",
+    "daily_brief": "每日简报：持仓、提醒、大盘、自选、纪律",
+}
+
+TASK_ID = OptionSpec("id", Words("The task's id (see /tasks)", "任务 ID（见 /tasks）"), required=True)
+ZONE = OptionSpec(
+    "zone", Words("Time zone, e.g. Asia/Shanghai", "时区，例如 Asia/Shanghai"), autocomplete="timezones"
+)
+DAYS = OptionSpec(
+    "days",
+    Words("Which days", "哪些日子"),
+    kind="choice",
+    choices=(
+        Choice("daily", Words("Every day", "每天")),
+        Choice("weekdays", Words("Weekdays (Mon–Fri)", "工作日（周一至周五）")),
+        Choice("trading_days", Words("Trading days", "交易日")),
+    ),
+)
+_BRIEF_SUBCOMMANDS: Sequence[SubcommandSpec] = (
+    SubcommandSpec("show", Words("The brief's schedule", "查看简报时间")),
+    SubcommandSpec(
+        "set",
+        Words("Set the time (and days, zone)", "设置时间（及日子、时区）"),
+        (
+            OptionSpec(
+                "time", Words("HH:MM, 24-hour, e.g. 08:30", "HH:MM，24 小时制，例如 08:30"), required=True
+            ),
+            DAYS,
+            ZONE,
+        ),
+        word="",  # "/brief 08:30 weekdays": the spec itself
+    ),
+    SubcommandSpec("now", Words("Prepare a brief now", "立即生成一份简报")),
+    SubcommandSpec("pause", Words("Pause the brief", "暂停简报")),
+    SubcommandSpec("resume", Words("Resume the brief", "恢复简报")),
+    SubcommandSpec("off", Words("Turn the brief off", "关闭简报")),
+    SubcommandSpec(
+        "tz",
+        Words("Set this chat's time zone", "设置本对话的时区"),
+        (OptionSpec(ZONE.name, ZONE.description, required=True, autocomplete="timezones"),),
+    ),
+)
+
+COMMANDS = (
+    Command(
+        CommandSpec(
+            "tasks",
+            Words("Background tasks: list, show, cancel", "后台任务：查看、详情、取消"),
+            "background",
+            subcommands=(
+                SubcommandSpec("list", Words("This conversation's tasks", "本对话的任务")),
+                SubcommandSpec("show", Words("One task's result", "一个任务的结果"), (TASK_ID,)),
+                SubcommandSpec("cancel", Words("Cancel a running task", "取消正在运行的任务"), (TASK_ID,)),
+            ),
+        ),
+        cmd_tasks,
+    ),
+    Command(
+        CommandSpec(
+            "brief",
+            Words("Daily brief: time, days, zone, now, off", "每日简报：时间、日子、时区、立即、关闭"),
+            "background",
+            admin_only_in_groups=True,
+            subcommands=tuple(_BRIEF_SUBCOMMANDS),
+        ),
+        cmd_brief,
+    ),
+    Command(CommandSpec("skills", Words("List skills", "技能列表"), "skills"), cmd_skills),
+)
