@@ -1,6 +1,6 @@
-"""What a chat sees of background tasks, briefs and the extra `/status` lines, in its language
-(issue 18). The words are merged into bot/i18n.STRINGS; the formatters below are what the gateway's
-task notices (`notify_task`, `task_progress`) and `/status` call with the chat's language.
+"""What a chat sees of background tasks and tool failures, in its language (issue 18). The words
+are merged into bot/i18n.STRINGS; the formatters below are what the gateway's task notices
+(`notify_task`, `task_progress`) and the turn's progress lines call with the chat's language.
 
 The task *notification* (agent/background_tools.task_notification_text) is a message to the model,
 which writes the user's reply in the chat's language: it stays English.
@@ -8,7 +8,6 @@ which writes the user's reply in the chat's language: it stays English.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,8 +18,6 @@ if TYPE_CHECKING:
 
 TASK_STRINGS: dict[str, dict[str, str]] = {
     "en": {
-        "status_market_calendar": "Market calendar: {warning}",
-        "status_tasks": "Tasks: {tasks}",
         "brief_empty": "(empty brief)",
         # why a tool's progress line ends in ✗ (a tool's reported status or the runtime's error code)
         "failure_rejected": "rejected",
@@ -36,8 +33,6 @@ TASK_STRINGS: dict[str, dict[str, str]] = {
         "failure_aborted": "aborted",
     },
     "zh": {
-        "status_market_calendar": "交易日历：{warning}",
-        "status_tasks": "后台任务：{tasks}",
         "brief_empty": "（简报为空）",
         "failure_rejected": "被拒绝",
         "failure_failed": "失败",
@@ -80,31 +75,3 @@ def task_done_text(lang: str, record: TaskRecord) -> str:
 
     mark = "✓" if record.status == "succeeded" else "✗"
     return f"{mark} {record.tool_name} · {record.id} · {task_word(lang, record.status)}"
-
-
-def task_list_line(lang: str, record: TaskRecord, now: datetime | None = None) -> str:
-    """One `/tasks` line."""
-    from agent.background_tools import describe_task
-
-    return describe_task(record, now, lang=lang)
-
-
-async def status_extra(app: Any, state: Any, now: datetime | None = None) -> str:
-    """The `/status` lines below the chat's own (market calendar, running tasks, briefs, MCP
-    servers), in `state.lang`. A drop-in for bot/commands_more.status_extra."""
-    from agent.background_tools import task_word
-
-    lang = getattr(state, "lang", "en")
-    lines = []
-    if getattr(app, "market", None) is not None and (warn := app.market.calendar_warning(now, lang=lang)):
-        lines.append(_say(lang, "status_market_calendar", warning=warn) or warn)
-    if app.task_manager is not None:
-        running = [r for r in await app.task_manager.list(state.session_id) if not r.terminal]
-        if running:
-            tasks = ", ".join(f"{r.id} {r.tool_name} {task_word(lang, r.status)}" for r in running)
-            lines.append(_say(lang, "status_tasks", tasks=tasks) or tasks)
-    if app.schedules is not None:
-        lines += await app.schedules.status_lines(state.key, lang=lang)
-    if app.mcp is not None:
-        lines += app.mcp.status(lang)
-    return "\n".join(lines)

@@ -3,17 +3,9 @@ Bot API (issue 18): every reply is Chinese, errors and usage included; English a
 
 from __future__ import annotations
 
-import pytest
-
 from agent.providers.scripted import ScriptedClient
 from tests.bot.conftest import ALICE, Harness
 from tests.fakes.telegram_api import FakeBotAPI
-
-# strict: once the call site passes the language this XPASSes, failing, so the marker is removed
-CALL_SITE = (
-    "the /brief command (bot/commands*, being moved by helper B) must pass lang=state.lang to "
-    "ScheduleService.handle_brief_command"
-)
 
 
 def _new(api: FakeBotAPI, seen: int) -> list[str]:
@@ -27,7 +19,6 @@ async def _ask(api: FakeBotAPI, text: str) -> str:
     return replies[0]
 
 
-@pytest.mark.xfail(strict=True, reason=CALL_SITE)
 async def test_brief_replies_in_chinese_after_lang_zh(tmp_path):
     api = FakeBotAPI()
     h = Harness(tmp_path / "home", api, ScriptedClient(), extra_env={"TAPEBOT_SCHEDULER__ENABLED": "true"})

@@ -1,8 +1,9 @@
 """Every user-facing string table is complete in English and Chinese (issue 18).
 
 Tables are found, not listed: any module-level dict literal in the project's packages shaped
-`{"en": {key: text}, "zh": {key: text}}` (or `{key: {"en": text, "zh": text}}`) is a table, so a
-new table module (a command family's words, the console's) is checked without touching this file.
+`{"en": {key: text}, "zh": {key: text}}` (or `{key: {"en": text, "zh": text}}`, or a pair
+`X_EN = {…}` / `X_ZH = {…}`) is a table, so a new table module (a command family's words, the
+console's) is checked without touching this file; so is every `Words` of the command definitions.
 For each table: both languages have the same keys; the `{placeholders}` agree; a Chinese text
 contains Chinese (or nothing that reads as words); no Chinese text carries an English sentence
 (three English words in a row outside `code`, /commands, paths and identifiers); no English text
@@ -33,14 +34,20 @@ NOT_PROSE = re.compile(r"\S*[/_$=<>#@.\d]\S*")
 
 # (table, key, language) whose text is right without the usual property, and why
 ALLOWED = {
-    ("bot.i18n.STRINGS", "help", "en"): "names the Chinese language choice: /lang — English / 中文",
+    ("commands", "lang.description", "en"): "names the Chinese choice in Chinese: English / 中文",
+    (
+        "commands",
+        "lang.options[0] language.choices[1] zh.label",
+        "en",
+    ): "the Chinese choice, named in Chinese",
 }
 # tables every run must find (a discovery that finds nothing must not pass silently)
 EXPECTED_TABLES = {
     "bot.i18n.STRINGS",
-    "bot.i18n.COMMAND_DESCRIPTIONS",
     "bot.i18n_consent.CONSENT_STRINGS",
-    "bot.i18n_consent.CONSENT_COMMANDS",
+    "bot.i18n_commands.COMMAND_STRINGS",
+    "bot.commands.background._SKILL",
+    "commands",  # the command definitions' Words
     "bot.i18n_tasks.TASK_STRINGS",
     "scheduler.i18n.SCHEDULE_STRINGS",
     "memory.cli.MEMORY_STRINGS",
@@ -70,6 +77,8 @@ def discover_tables() -> dict[str, dict[str, dict[str, str]]]:
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             tree = ast.parse(path.read_text("utf-8"))
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found |= _split_tables(module, tree)
             for stmt in tree.body:
                 if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                     target, value = stmt.targets[0], stmt.value
@@ -79,12 +88,55 @@ def discover_tables() -> dict[str, dict[str, dict[str, str]]]:
                     continue
                 if not isinstance(target, ast.Name) or not _is_table(value):
                     continue
-                module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
                 table = getattr(importlib.import_module(module), target.id)
                 by_lang = _by_language(table)
                 if by_lang is not None:
                     found[f"{module}.{target.id}"] = by_lang
+    found["commands"] = _command_words()
     return found
+
+
+def _split_tables(module: str, tree: ast.Module) -> dict[str, dict[str, dict[str, str]]]:
+    """`X_EN = {key: text}` with `X_ZH = {key: text}` beside it: one table "module.X"."""
+    names = {
+        t.id
+        for stmt in tree.body
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and isinstance(stmt.value, ast.Dict)
+        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+        if isinstance(t, ast.Name)
+    }
+    out = {}
+    for name in names:
+        if name.endswith("_EN") and name[:-3] + "_ZH" in names:
+            mod = importlib.import_module(module)
+            en, zh = getattr(mod, name), getattr(mod, name[:-3] + "_ZH")
+            if all(isinstance(v, str) for v in [*en.values(), *zh.values()]):
+                out[f"{module}.{name[:-3]}"] = {"en": dict(en), "zh": dict(zh)}
+    return out
+
+
+def _command_words() -> dict[str, dict[str, str]]:
+    """Every `Words` of the built-in command definitions (descriptions, options, subcommands,
+    choices), keyed by where it sits: "/brief now", "/lang language"."""
+    from adapters.commandspec import Words
+    from bot.commands import builtin_commands
+
+    out: dict[str, dict[str, str]] = {"en": {}, "zh": {}}
+
+    def add(where: str, node: object) -> None:
+        if isinstance(node, Words):
+            out["en"][where], out["zh"][where] = node.en, node.zh
+        elif isinstance(node, tuple | list):
+            for i, item in enumerate(node):
+                add(f"{where}[{i}]", item)
+        elif hasattr(node, "__dataclass_fields__"):
+            label = getattr(node, "name", "") or getattr(node, "value", "")
+            for field in node.__dataclass_fields__:
+                add(f"{where} {label}.{field}".strip(), getattr(node, field))
+
+    for command in builtin_commands():
+        add("", command.spec)
+    return out
 
 
 def _by_language(table: object) -> dict[str, dict[str, str]] | None:
