@@ -8,8 +8,6 @@ import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from agent.background import TaskManager
 from agent.background_tools import describe_task, task_notification_text
 from agent.task_ledger import InMemoryTaskStore, TaskRecord
@@ -69,11 +67,6 @@ class _Schedules:
         return []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bot/commands/background.StatusExtras (helper B's) must pass lang= to market.calendar_warning "
-    "and mcp.status; the task and brief lines already follow the chat's language",
-)
 async def test_status_extra_speaks_the_chats_language():
     manager = TaskManager(InMemoryTaskStore())
     gate = asyncio.Event()
@@ -148,3 +141,19 @@ async def test_a_turns_cross_line_names_the_failure_in_chinese():
     await view.close()
     (progress,) = ad.sent.values()
     assert progress.splitlines() == ["✗ execute_trade: 被拒绝", "✗ backtest: 超时"], progress
+
+
+def test_rules_list_describes_each_scope_in_the_chats_language():
+    from datetime import UTC, datetime, timedelta
+
+    from agent.consent import StandingApproval, StandingScope
+    from bot.rules import format_rules
+
+    now = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+    scope = StandingScope(
+        tool="execute_trade", kind="trade", instrument="600519", side="buy", max_quantity=100
+    )
+    rule = StandingApproval("r1", "telegram:1", scope, "42", now, now + timedelta(hours=24))
+    zh, en = format_rules([rule], "zh"), format_rules([rule], "en")
+    assert scope.describe("zh") in zh and scope.describe("en") not in zh
+    assert scope.describe("en") in en
