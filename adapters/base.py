@@ -190,6 +190,8 @@ class ChatAdapter(ABC):
     typing_interval: float = 4.0
     #: the bot's own identity on this platform, known after `start()`
     me: UserRef | None = None
+    #: a card's buttons can be tapped here (the terminal: answers are typed, so its hints say so)
+    has_buttons: bool = True
     #: applied to every text before it is rendered and sent (message, edit, caption): the
     #: composition root sets the secret redactor here, the last wall before a chat (C2)
     outbound: Callable[[str], str] | None = None

@@ -71,7 +71,6 @@ class ConsoleHooks:
     busy: Callable[[], bool]  # a turn is running now
     on_start: Callable[[], Awaitable[None]] | None = None
     on_quit: Callable[[], Awaitable[None]] | None = None  # background work finishes and is reported
-    rewrite: Callable[[str], str] = lambda text: text  # chat-only words → the terminal's
     banner: str = ""
     idle_hint: str = "(Ctrl-D or /exit quits)"
     typed_before_hint: str = ""  # said when a line typed before a card is not used for it
@@ -89,6 +88,7 @@ class ConsoleAdapter(ChatAdapter):
     max_message_len = 1_000_000  # no splitting: the terminal scrolls
     edit_interval = group_edit_interval = 0.1
     typing_interval = 1.0
+    has_buttons = False  # a card is answered by typing yes / always / no
 
     def __init__(
         self,
@@ -225,7 +225,7 @@ class ConsoleAdapter(ChatAdapter):
 
     async def _ack(self, text: str, alert: bool) -> None:
         if text:
-            self.screen.note(self._outgoing(self.hooks.rewrite(text)))
+            self.screen.note(self._outgoing(text))
 
     def _on_sigint(self) -> None:
         if self._card is not None:  # a card waits: a no, said as such (never a cancel of it)
@@ -343,7 +343,7 @@ class ConsoleAdapter(ChatAdapter):
         return SentMessage(self.chat, f"m{next(self._ids)}")
 
     def _text(self, text: str) -> str:
-        return self._outgoing(self.hooks.rewrite(text))
+        return self._outgoing(text)
 
     async def send_text(
         self,

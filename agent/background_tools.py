@@ -17,15 +17,51 @@ PREVIEW_CHARS = 1_500
 
 
 # ---- texts for the chat and the model ---------------------------------------------------------
-def _duration(seconds: float | None) -> str:
+# What a chat sees of a task (`/tasks`, /status, the progress message) in its language; agent sits
+# below bot/, so the words are here. The notification for the model stays English.
+TASK_WORDS: dict[str, dict[str, str]] = {
+    "en": {
+        "queued": "queued",
+        "running": "running",
+        "succeeded": "succeeded",
+        "failed": "failed",
+        "cancelled": "cancelled",
+        "timed_out": "timed out",
+        "lost": "lost",
+        "secs": "{s}s",
+        "mins": "{m}m {s:02d}s",
+        "hours": "{h}h {m:02d}m",
+    },
+    "zh": {
+        "queued": "排队中",
+        "running": "运行中",
+        "succeeded": "已完成",
+        "failed": "失败",
+        "cancelled": "已取消",
+        "timed_out": "超时",
+        "lost": "已丢失",
+        "secs": "{s} 秒",
+        "mins": "{m} 分 {s:02d} 秒",
+        "hours": "{h} 小时 {m:02d} 分",
+    },
+}
+
+
+def task_word(lang: str, key: str) -> str:
+    """A task status (or duration pattern) in `lang`; an unknown status is shown as it is."""
+    table = TASK_WORDS.get(lang) or TASK_WORDS["en"]
+    return table.get(key) or TASK_WORDS["en"].get(key) or key.replace("_", " ")
+
+
+def _duration(seconds: float | None, lang: str = "en") -> str:
     if seconds is None:
         return ""
     s = round(seconds)
     if s < 60:
-        return f"{s}s"
+        return task_word(lang, "secs").format(s=s)
     if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+        return task_word(lang, "mins").format(m=s // 60, s=s % 60)
+    return task_word(lang, "hours").format(h=s // 3600, m=s % 3600 // 60)
 
 
 def task_notification_text(record: TaskRecord, *, preview_chars: int = PREVIEW_CHARS) -> str:
@@ -69,15 +105,15 @@ def task_notification_text(record: TaskRecord, *, preview_chars: int = PREVIEW_C
     return "\n".join(lines)
 
 
-def describe_task(record: TaskRecord, now: datetime | None = None) -> str:
-    """One line for `/tasks`."""
-    line = f"{record.id} · {record.tool_name} · {record.status.replace('_', ' ')}"
+def describe_task(record: TaskRecord, now: datetime | None = None, *, lang: str = "en") -> str:
+    """One line for `/tasks`, in the chat's language."""
+    line = f"{record.id} · {record.tool_name} · {task_word(lang, record.status)}"
     if record.status == "running":
         if record.stage:
             line += f" · {record.stage}"
         if record.percent is not None:
             line += f" {record.percent:.0f}%"
-    took = _duration(record.elapsed(now))
+    took = _duration(record.elapsed(now), lang)
     if took:
         line += f" · {took}"
     if record.error and record.status != "succeeded":

@@ -90,6 +90,23 @@ def normalize(text: str) -> str:
     return _SPACES.sub(" ", s).translate(_ASCII_LOWER)
 
 
+# the scope of a standing approval as a card and /rules show it (agent sits below bot/)
+SCOPE_WORDS: dict[str, dict[str, str]] = {
+    "en": {
+        "trade": "{tool} {side} {instrument} ≤ {max} per order",
+        "exact": "{tool} with exactly these arguments",
+        "side_buy": "buy",
+        "side_sell": "sell",
+    },
+    "zh": {
+        "trade": "{tool} {side} {instrument}，每笔 ≤ {max}",
+        "exact": "{tool}，且参数完全相同",
+        "side_buy": "买入",
+        "side_sell": "卖出",
+    },
+}
+
+
 @dataclass(frozen=True, slots=True)
 class StandingScope:
     """What a standing approval covers. `kind`: trade (instrument + side, up to `max_quantity`
@@ -119,13 +136,17 @@ class StandingScope:
             return isinstance(args.get("path"), str) and _path(args["path"]) == self.path
         return _hash(tool, args) == self.args_hash
 
-    def describe(self) -> str:
-        """One line, the same in every language (codes, paths and numbers)."""
+    def describe(self, lang: str = "en") -> str:
+        """One line in `lang` (en or zh): codes, paths and numbers, and the few words around them."""
+        words = SCOPE_WORDS.get(lang) or SCOPE_WORDS["en"]
         if self.kind == "trade":
-            return f"{self.tool} {self.side} {self.instrument} ≤ {self.max_quantity:g} per order"
+            side = words.get(f"side_{self.side}", self.side)
+            return words["trade"].format(
+                tool=self.tool, side=side, instrument=self.instrument, max=f"{self.max_quantity:g}"
+            )
         if self.kind == "path":
             return f"{self.tool} {self.path}"
-        return f"{self.tool} with exactly these arguments"
+        return words["exact"].format(tool=self.tool)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -56,6 +56,31 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
 
 State = Literal["starting", "ready", "failed", "disconnected", "stopped"]
 
+# a server's /status line in the chat's language (agent sits below bot/, so the words are here);
+# the error detail after the state stays as the server or the SDK said it
+MCP_WORDS: dict[str, dict[str, str]] = {
+    "en": {
+        "ready": "{name}: ready, {n} tool(s) ({transport})",
+        "state": "{name}: {state}{detail}{again}",
+        "detail": ": {error}",
+        "reconnecting": "; reconnecting",
+        "starting": "starting",
+        "failed": "failed",
+        "disconnected": "disconnected",
+        "stopped": "stopped",
+    },
+    "zh": {
+        "ready": "{name}：就绪，{n} 个工具（{transport}）",
+        "state": "{name}：{state}{detail}{again}",
+        "detail": "：{error}",
+        "reconnecting": "；正在重连",
+        "starting": "启动中",
+        "failed": "失败",
+        "disconnected": "已断开",
+        "stopped": "已停止",
+    },
+}
+
 
 def _clean(text: str) -> str:
     return _UNSAFE.sub("_", text).strip("_") or "x"
@@ -430,13 +455,14 @@ class McpServerConnection:
         path.write_bytes(data)
         return Attachment(path=path, mime=item.mime_type, caption="")
 
-    def status_line(self) -> str:
+    def status_line(self, lang: str = "en") -> str:
+        words = MCP_WORDS.get(lang) or MCP_WORDS["en"]
         transport = self.config.url or " ".join(self.config.command or [])
         if self.state == "ready":
-            return f"{self.name}: ready, {len(self.tools)} tool(s) ({transport})"
-        detail = f": {self.error}" if self.error else ""
-        again = "; reconnecting" if self.state == "disconnected" and self.reconnect_delay > 0 else ""
-        return f"{self.name}: {self.state}{detail}{again}"
+            return words["ready"].format(name=self.name, n=len(self.tools), transport=transport)
+        detail = words["detail"].format(error=self.error) if self.error else ""
+        again = words["reconnecting"] if self.state == "disconnected" and self.reconnect_delay > 0 else ""
+        return words["state"].format(name=self.name, state=words[self.state], detail=detail, again=again)
 
 
 # ---- all servers ------------------------------------------------------------------------------
@@ -494,8 +520,8 @@ class McpManager:
     def toolset(self) -> Toolset:
         return self._toolset
 
-    def status(self) -> list[str]:
-        return [c.status_line() for c in self.connections]
+    def status(self, lang: str = "en") -> list[str]:
+        return [c.status_line(lang) for c in self.connections]
 
     async def __aenter__(self) -> McpManager:
         await self.start()

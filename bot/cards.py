@@ -133,7 +133,7 @@ def approval_view(
         body.append(t(lang, "card_expires", at=info.expires_at.strftime("%Y-%m-%d %H:%M"), minutes=minutes))
     if info.scope is not None:
         body.append(
-            t(lang, "card_always", scope=visible(info.scope.describe()), hours=f"{info.standing_hours:g}")
+            t(lang, "card_always", scope=visible(info.scope.describe(lang)), hours=f"{info.standing_hours:g}")
         )
     else:
         body.append(t(lang, "card_no_always"))

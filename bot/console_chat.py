@@ -21,7 +21,7 @@ from adapters.console import CardPrompt, ConsoleAdapter, ConsoleHooks
 from adapters.console_screen import ConsoleLogHandler
 from bot import cards
 from bot.access import PlatformAccess
-from bot.i18n import pick_language, t
+from bot.i18n import pick_language
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -37,8 +37,6 @@ TERMINAL_STRINGS: dict[str, dict[str, str]] = {
     "en": {
         "hint": "Type yes or no; a longer message is a new request (the card closes unrun).",
         "hint_always": "Type yes, always or no; a longer message is a new request (the card closes unrun).",
-        "unclear": "not an answer: type yes or no",
-        "unclear_always": "not an answer: type yes, always or no",
         "prompt": "Allow {tool}? [yes] once / [no]: ",
         "prompt_always": "Allow {tool}? [yes] once / [always] / [no]: ",
         "interrupted": "Ctrl-C: {tool} denied; nothing was run",
@@ -53,8 +51,6 @@ TERMINAL_STRINGS: dict[str, dict[str, str]] = {
     "zh": {
         "hint": "输入“好”或“不”；较长的消息视为新的请求（卡片关闭，不执行）。",
         "hint_always": "输入“好”、“总是允许”或“不”；较长的消息视为新的请求（卡片关闭，不执行）。",
-        "unclear": "这不是回答：请输入“好”或“不”",
-        "unclear_always": "这不是回答：请输入“好”、“总是允许”或“不”",
         "prompt": "允许 {tool}？[好] 一次 / [不]：",
         "prompt_always": "允许 {tool}？[好] 一次 / [总是允许] / [不]：",
         "interrupted": "Ctrl-C：已拒绝 {tool}；未执行任何操作",
@@ -90,7 +86,6 @@ class TerminalChat:
         self.app, self.session, self.lang, self.model = app, session, lang, model
         self.user = UserRef("terminal", TERMINAL_USER, tt(lang, "you"), language_code=lang)
         self._state: ChatState | None = None
-        self._always = False  # the last card offered "always" (the unclear hint names it)
 
     @property
     def gateway(self) -> Gateway:
@@ -150,27 +145,20 @@ class TerminalChat:
         taps = [(b.data, cards.parse_callback(b.data)) for row in buttons for b in row]
         parsed = [(data, tap) for data, tap in taps if isinstance(tap, cards.CardTap)]
         deny = next((data for data, tap in parsed if tap.choice == "deny"), None)
-        self._always = any(tap.choice == "always" for _, tap in parsed)
+        offers_always = any(tap.choice == "always" for _, tap in parsed)
         approval_id = next((tap.approval_id for _, tap in parsed), "")
         record = await self.app.store.get_approval(approval_id) if self.app.store and approval_id else None
         tool = record.tool if record is not None else "?"
         text = card.text
         if card.footer:
             text = text.removesuffix(f"_{card.footer}_").rstrip()
-        always = "_always" if self._always else ""
+        always = "_always" if offers_always else ""
         return CardPrompt(
             text=f"\n{cards.plain(text)}\n{tt(lang, 'hint' + always)}",
             prompt=tt(lang, "prompt" + always, tool=tool),
             deny=deny,
             interrupted=tt(lang, "interrupted", tool=tool),
         )
-
-    def rewrite(self, text: str) -> str:
-        """The chats' "not an answer … tap a button" is the terminal's "type yes, always or no"."""
-        for lang in ("en", "zh"):
-            if text == t(lang, "approval_unclear"):
-                return tt(lang, "unclear_always" if self._always else "unclear")
-        return text
 
 
 def build_console(app: App, session: str, model: str | None = None) -> ConsoleAdapter:
@@ -182,7 +170,6 @@ def build_console(app: App, session: str, model: str | None = None) -> ConsoleAd
         busy=chat.busy,
         on_start=chat.on_start,
         on_quit=chat.on_quit,
-        rewrite=chat.rewrite,
         banner=tt(lang, "banner", model=model or app.default_model_id, session=session),
         idle_hint=tt(lang, "idle"),
         typed_before_hint=tt(lang, "typed_before", line="{line}"),

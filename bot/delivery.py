@@ -16,6 +16,7 @@ from adapters.base import ChatAdapter, ChatRef, DeliveryError, DeliveryUncertain
 from adapters.stream import StreamingMessage
 from agent import events as ev
 from bot.i18n import t
+from bot.i18n_tasks import failure_text
 from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of, paused_record
 from memory.chat_tables import PausedProgress
 
@@ -165,7 +166,9 @@ class TurnView:
             ):
                 failed = failure_of(content)
                 if failed:
-                    await self._tool_line(call_id, name, FAILED, f": {failed}", now=True)
+                    await self._tool_line(
+                        call_id, name, FAILED, f": {failure_text(self.lang, failed)}", now=True
+                    )
                 else:
                     await self._tool_line(call_id, name, OK, f" ({elapsed:.1f}s)")
                 for att in atts:
@@ -174,7 +177,7 @@ class TurnView:
                         with contextlib.suppress(DeliveryError, OSError):
                             await self.adapter.send_image(self.chat, path, getattr(att, "caption", ""))
             case ev.ToolErrorEvent(call_id=call_id, name=name, code=code):
-                await self._tool_line(call_id, name, FAILED, f": {code}", now=True)
+                await self._tool_line(call_id, name, FAILED, f": {failure_text(self.lang, code)}", now=True)
             case ev.PlanUpdate(steps=steps):
                 marks = {"done": "✅", "in_progress": "▶️", "skipped": "⏭"}
                 text = f"📋 {t(self.lang, 'plan')}\n" + "\n".join(

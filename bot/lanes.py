@@ -187,7 +187,9 @@ class Lane:
                     final = event.text
                 elif isinstance(event, ev.ErrorEvent):
                     raise DeliveryError(event.message)
-            await deps.adapters[state.chat.platform].send_text(state.chat, final or "(empty brief)")
+            await deps.adapters[state.chat.platform].send_text(
+                state.chat, final or t(state.lang, "brief_empty")
+            )
         finally:
             self._running = False
             self._idle.set()

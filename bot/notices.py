@@ -12,6 +12,7 @@ from adapters.base import ChatAdapter, DeliveryError, SentMessage
 from agent.background_tools import task_notification_text
 from agent.task_ledger import TaskRecord
 from bot.chats import ChatDirectory, ChatState
+from bot.i18n_tasks import task_done_text, task_progress_text
 from bot.lanes import Lanes
 from bot.received import NOTICES, notice_record
 
@@ -49,9 +50,8 @@ class TaskNotices:
         msg = self._progress.pop(record.id, None)
         if msg is not None:
             with contextlib.suppress(DeliveryError):
-                mark = "✓" if record.status == "succeeded" else "✗"
                 await self._adapters[state.chat.platform].edit_text(
-                    msg, f"{mark} {record.tool_name} · {record.id} · {record.status}", format="plain"
+                    msg, task_done_text(state.lang, record), format="plain"
                 )
         # The ledger counts the notice as delivered once this returns: record it until its turn
         # has stored it, so a crash before then does not lose it.
@@ -82,16 +82,13 @@ class TaskNotices:
         state = await self._chat_of(record)
         if state is None or record.terminal:
             return
-        pct = f" {record.percent:.0f}%" if record.percent is not None else ""
-        text = (
-            f"⏳ {record.tool_name} · {record.id}: {record.stage or record.status}{pct} {record.detail or ''}"
-        )
+        text = task_progress_text(state.lang, record)
         adapter = self._adapters[state.chat.platform]
         try:
             msg = self._progress.get(record.id)
             if msg is None:
-                self._progress[record.id] = await adapter.send_text(state.chat, text.rstrip(), format="plain")
+                self._progress[record.id] = await adapter.send_text(state.chat, text, format="plain")
             else:
-                await adapter.edit_text(msg, text.rstrip(), format="plain")
+                await adapter.edit_text(msg, text, format="plain")
         except DeliveryError as exc:
             log.debug("task progress not shown: %s", exc)

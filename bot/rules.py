@@ -37,7 +37,7 @@ def format_rules(rules: Sequence[StandingApproval], lang: str, *, chat: bool = T
             "rules_line",
             id=r.id,
             tool=r.tool,
-            scope=r.scope.describe(),
+            scope=r.scope.describe(lang),
             who=r.granted_by,
             at=_when(r.created_at),
             expires=_when(r.expires_at),

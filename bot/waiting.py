@@ -114,6 +114,14 @@ class Waiting:
         self._say = say
         self._facts = card_facts or CardFacts()
 
+    def _unclear_key(self, state: ChatState, always: bool) -> str:
+        """The hint for a reply that is no decision: "tap a button" where the card has buttons;
+        in the terminal, the words to type ("always" only where the card offers it)."""
+        adapter = self._adapters.get(state.chat.platform)
+        if adapter is None or adapter.has_buttons:
+            return "approval_unclear"
+        return "approval_unclear_typed_always" if always else "approval_unclear_typed"
+
     # ---- what a chat waits on ------------------------------------------------------------------
     async def waiting_turn(self, state: ChatState) -> TurnRecord | None:
         turn = await self._store.open_turn(state.session_id)
@@ -166,7 +174,7 @@ class Waiting:
                 return True
             if is_short_reply(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
-                await self._say(state, t(state.lang, "approval_unclear"))
+                await self._say(state, t(state.lang, self._unclear_key(state, scope is not None)))
                 return True
             await self.move_on(state, turn)  # a new request: the card closes, nothing runs
             return False

@@ -28,6 +28,22 @@ CALENDAR_FILE = "cn_trade_calendar.json"
 WARN_DAYS = 30  # warn this long before the known range ends
 EXCHANGE_TZ = ZoneInfo("Asia/Shanghai")
 
+# the warning reaches chats (/status) in their language; markets sits below bot/, so the words are here
+CALENDAR_STRINGS: dict[str, dict[str, str]] = {
+    "en": {
+        "fix": "run `tapebot data update-calendar` (akshare extra) or put a newer {file} into $TAPEBOT_HOME/data/",
+        "outside": "the {name} trading calendar ends {last} ({source}); {day} is outside it, so weekdays are "
+        "assumed to be trading days (holidays are not known): {fix}",
+        "ends_soon": "the {name} trading calendar ends {last} ({source}), in {left} days: {fix}",
+    },
+    "zh": {
+        "fix": "运行 `tapebot data update-calendar`（需 akshare 扩展），或把更新的 {file} 放到 $TAPEBOT_HOME/data/",
+        "outside": "{name} 交易日历只到 {last}（{source}）；{day} 不在其中，因此把工作日都当作交易日"
+        "（不知道节假日）：{fix}",
+        "ends_soon": "{name} 交易日历只到 {last}（{source}），还剩 {left} 天：{fix}",
+    },
+}
+
 
 def exchange_today(now: datetime | None = None) -> date:
     """Today's date at the exchange (Asia/Shanghai) for a wall-clock instant (default: now)."""
@@ -85,23 +101,20 @@ class TradingCalendar:
         d = _to_date(d)
         return self.every_day or (self.first is not None and self.first <= d <= self.last)  # type: ignore[operator]
 
-    def warning(self, today: date | str, horizon: int = WARN_DAYS) -> str | None:
-        """What to tell the user about the calendar's range on `today`, or None when all is well."""
+    def warning(self, today: date | str, horizon: int = WARN_DAYS, *, lang: str = "en") -> str | None:
+        """What to tell the user about the calendar's range on `today` (in `lang`: en or zh), or
+        None when all is well."""
         d = _to_date(today)
         if self.every_day or self.last is None:
             return None
-        fix = (
-            "run `tapebot data update-calendar` (akshare extra) or put a newer "
-            f"{CALENDAR_FILE} into $TAPEBOT_HOME/data/"
-        )
+        words = CALENDAR_STRINGS.get(lang) or CALENDAR_STRINGS["en"]
+        about = {"name": self.name, "last": self.last, "source": self.source}
+        fix = words["fix"].format(file=CALENDAR_FILE)
         if not self.covers(d):
-            return (
-                f"the {self.name} trading calendar ends {self.last} ({self.source}); {d} is outside it, "
-                f"so weekdays are assumed to be trading days (holidays are not known): {fix}"
-            )
+            return words["outside"].format(day=d, fix=fix, **about)
         left = (self.last - d).days
         if left < horizon:
-            return f"the {self.name} trading calendar ends {self.last} ({self.source}), in {left} days: {fix}"
+            return words["ends_soon"].format(left=left, fix=fix, **about)
         return None
 
     def is_trading_day(self, d: date | str) -> bool:

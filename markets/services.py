@@ -50,11 +50,11 @@ class MarketServices:
     def chart_dir(self) -> Path:
         return self.charts_dir or self.results_dir / "charts"
 
-    def calendar_warning(self, now: datetime | None = None) -> str | None:
-        """The A-share calendar's range warning for today at the exchange, or None."""
+    def calendar_warning(self, now: datetime | None = None, *, lang: str = "en") -> str | None:
+        """The A-share calendar's range warning for today at the exchange (in `lang`), or None."""
         from markets.calendar import exchange_today  # numpy: loaded with the first market call
 
-        return self.data.calendar("cn").warning(exchange_today(now or self.now()))
+        return self.data.calendar("cn").warning(exchange_today(now or self.now()), lang=lang)
 
     def now(self) -> datetime:
         return self.clock() if self.clock is not None else datetime.now(UTC)

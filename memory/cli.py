@@ -30,7 +30,44 @@ if TYPE_CHECKING:  # annotations only: the settings module is loaded by the call
 # Loads one session's messages (`SessionStore.load_messages`), to show what a memory came from.
 SessionMessages = Callable[[str], Awaitable[list[Message]]]
 
-USAGE = "用法 / usage: /memory [list [type]] | search <text> | forget <id> | trace <id>"
+
+# `/memory` speaks the chat's language; the bot's own table lives in bot/, above memory/, so the
+# words are here (English is also what `tapebot memory` prints)
+MEMORY_STRINGS: dict[str, dict[str, str]] = {
+    "en": {
+        "usage": "Usage: /memory [list [type]] | search <text> | forget <id> | trace <id>",
+        "none_yet": "(no memories yet)",
+        "search_head": "Memories matching “{q}”:",
+        "search_none": "No memories match “{q}”.",
+        "forgot": "forgot {record}",
+        "not_found": "no memory #{id}",
+        "source": "source: {ref} ({kind})",
+        "no_source": "(none)",
+        "from": "  from {record}",
+        "from_deleted": "  from #{id} (deleted)",
+        "session_unavailable": "  (session {session} unavailable: {error})",
+        "user_said": "  user said ({score} overlap): {text}",
+    },
+    "zh": {
+        "usage": "用法：/memory [list [类型]] | search <文字> | forget <id> | trace <id>",
+        "none_yet": "（还没有记忆）",
+        "search_head": "与“{q}”相关的记忆：",
+        "search_none": "没有与“{q}”相关的记忆。",
+        "forgot": "已删除：{record}",
+        "not_found": "没有记忆 #{id}",
+        "source": "来源：{ref}（{kind}）",
+        "no_source": "（无）",
+        "from": "  来自 {record}",
+        "from_deleted": "  来自 #{id}（已删除）",
+        "session_unavailable": "  （会话 {session} 无法读取：{error}）",
+        "user_said": "  用户说过（重合 {score}）：{text}",
+    },
+}
+
+
+def say(lang: str, key: str, **kw: object) -> str:
+    table = MEMORY_STRINGS.get(lang) or MEMORY_STRINGS["en"]
+    return (table.get(key) or MEMORY_STRINGS["en"][key]).format(**kw)
 
 
 def build_memory_parser(prog: str = "tapebot memory") -> argparse.ArgumentParser:
@@ -55,23 +92,30 @@ def format_record(r: MemoryRecord) -> str:
 
 
 async def trace_text(
-    store: MemoryStore, record: MemoryRecord, session_messages: SessionMessages | None = None
+    store: MemoryStore,
+    record: MemoryRecord,
+    session_messages: SessionMessages | None = None,
+    *,
+    lang: str = "en",
 ) -> str:
     """What a memory came from. `session_messages` loads a session's messages (`SessionStore.load_messages`)."""
-    lines = [format_record(record), f"source: {record.source_ref or '(none)'} ({record.source_kind})"]
+    ref = record.source_ref or say(lang, "no_source")
+    lines = [format_record(record), say(lang, "source", ref=ref, kind=record.source_kind)]
     if record.meta:
         lines.append(
             "meta: " + ", ".join(f"{k}={v}" for k, v in sorted(record.meta.items()) if k != "source_l1_ids")
         )
     for l1_id in record.meta.get("source_l1_ids", [])[:30]:
         src = await store.get(int(l1_id))
-        lines.append(f"  from {format_record(src)}" if src else f"  from #{l1_id} (deleted)")
+        lines.append(
+            say(lang, "from", record=format_record(src)) if src else say(lang, "from_deleted", id=l1_id)
+        )
     if record.source_ref.startswith("chat_log:") and session_messages is not None:
         session_id = record.source_ref.split(":", 1)[1]
         try:
             messages = await session_messages(session_id)
         except Exception as exc:  # noqa: BLE001 — shown in the listing; the rest still prints
-            lines.append(f"  (session {session_id} unavailable: {exc})")
+            lines.append(say(lang, "session_unavailable", session=session_id, error=exc))
             messages = []
         scored = sorted(
             ((containment(record.content, m.text), m.text) for m in messages if m.role == "user" and m.text),
@@ -79,15 +123,8 @@ async def trace_text(
         )
         for score, text in scored[:3]:
             if score > 0:
-                lines.append(f"  user said ({score:.0%} overlap): {' '.join(text.split())[:200]}")
+                lines.append(say(lang, "user_said", score=f"{score:.0%}", text=" ".join(text.split())[:200]))
     return "\n".join(lines)
-
-
-# `/memory search` speaks the chat's language (the bot's own table lives in bot/, above memory/)
-SEARCH_WORDS = {
-    "en": ("Memories matching “{q}”:", "No memories match “{q}”."),
-    "zh": ("与“{q}”相关的记忆：", "没有与“{q}”相关的记忆。"),
-}
 
 
 async def search_records(
@@ -122,24 +159,25 @@ async def memory_command(
     if action == "list":
         types = [rest[0]] if rest and rest[0] in TYPE_RULES else None
         records = await store.recent(scope, types=types, limit=15)
-        return "\n".join(format_record(r) for r in records) if records else "(no memories yet / 还没有记忆)"
+        return "\n".join(format_record(r) for r in records) if records else say(lang, "none_yet")
     if action == "search" and rest:
         query = " ".join(rest)
         found = await search_records(recall, [scope], query)
-        head, nothing = SEARCH_WORDS.get(lang, SEARCH_WORDS["en"])
         if not found:
-            return nothing.format(q=query[:80])
-        return "\n".join([head.format(q=query[:80]), *(format_record(r) for _, r in found)])
+            return say(lang, "search_none", q=query[:80])
+        return "\n".join([say(lang, "search_head", q=query[:80]), *(format_record(r) for _, r in found)])
     if action in ("forget", "trace") and rest and rest[0].lstrip("#").isdigit():
         memory_id = int(rest[0].lstrip("#"))
         if action == "forget":
             deleted = await store.delete(memory_id, scope=scope)
-            return f"forgot / 已删除: {format_record(deleted)}" if deleted else f"no memory #{memory_id}"
+            if deleted is None:
+                return say(lang, "not_found", id=memory_id)
+            return say(lang, "forgot", record=format_record(deleted))
         record = await store.get(memory_id, scope=scope)
         if record is None:
-            return f"no memory #{memory_id}"
-        return await trace_text(store, record, session_messages)
-    return USAGE
+            return say(lang, "not_found", id=memory_id)
+        return await trace_text(store, record, session_messages, lang=lang)
+    return say(lang, "usage")
 
 
 async def run_memory_cli(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:

@@ -53,6 +53,7 @@ from agent.errors import ConfigError
 from agent.ports import Clock, SystemClock
 from agent.scratchpad import prune_traces
 from scheduler import jobs
+from scheduler.i18n import say
 from scheduler.jobs import (
     RUN_BRIEF,
     RUN_HOUSEKEEPING,
@@ -622,7 +623,7 @@ class AppScheduler:
             return
         schedule_id = event.job_id[len(BRIEF_PREFIX) :]
         when = event.scheduled_run_time
-        note = f"missed {when:%Y-%m-%d %H:%M %Z}: tapebot was not running"
+        note = say("en", "status_missed", when=f"{when:%Y-%m-%d %H:%M %Z}")
         loop = self._aps._eventloop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._note(schedule_id, note)))

@@ -21,6 +21,7 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 from agent.ports import Clock
+from scheduler.i18n import say
 from scheduler.specs import DailyTrigger
 from scheduler.store import ScheduleStore, brief_job_id
 
@@ -143,7 +144,7 @@ async def execute_brief(
         local_day = scheduled.astimezone(trigger.zone).date()
         run_date = local_day.isoformat()
         if trigger.days == "trading_days" and not _is_trading_day(ctx, local_day):
-            await ctx.store.note_status(schedule_id, f"skipped {run_date}: market closed")
+            await ctx.store.note_status(schedule_id, say("en", "status_skipped", date=run_date))
             log.info("brief %s skipped: %s is not a trading day", schedule_id, run_date)
             return BriefOutcome("skipped", run_date=run_date)
         claim = await ctx.store.claim_run(

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from agent.ports import Clock, SystemClock
+from scheduler.i18n import day_time_text, days_text, error_text, say, status_text, when_text
 from scheduler.specs import (
     BriefCommand,
     BriefSpec,
@@ -31,12 +32,6 @@ if TYPE_CHECKING:  # APScheduler loads only where a scheduler runs (`tapebot cha
     from scheduler.jobs import BriefOutcome
 
 log = logging.getLogger(__name__)
-
-_DAYS_TEXT = {"daily": "every day", "weekdays": "weekdays (Mon–Fri)", "trading_days": "trading days"}
-USAGE = (
-    "Usage: /brief 08:30 · /brief 08:30 Asia/Shanghai · /brief weekdays 21:00 · "
-    "/brief trading_days 08:30 · /brief now · /brief pause · /brief resume · /brief off · /brief tz <zone>"
-)
 
 
 class ScheduleNotFound(ScheduleError, LookupError):
@@ -80,7 +75,7 @@ class ScheduleService:
         parsed = parse_brief_spec(spec) if isinstance(spec, str) else spec
         tz = normalize_timezone(timezone) if timezone else parsed.tz or await self.chat_timezone(chat_key)
         if await self.store.count_schedules(chat_key) >= self.max_per_chat:
-            raise ScheduleError(f"this chat already has {self.max_per_chat} schedules; delete one first")
+            raise ScheduleError(key="too_many", n=self.max_per_chat)
         now = self.clock.now()
         schedule = Schedule(
             id=new_schedule_id(),
@@ -103,7 +98,7 @@ class ScheduleService:
     async def get(self, chat_key: str, schedule_id: str) -> Schedule:
         schedule = await self.store.get_schedule(schedule_id.strip())
         if schedule is None or schedule.chat_key != chat_key:
-            raise ScheduleNotFound(f"no schedule {schedule_id!r} in this chat")
+            raise ScheduleNotFound(key="not_found", id=schedule_id)
         return schedule
 
     async def pause(self, chat_key: str, schedule_id: str) -> Schedule:
@@ -149,7 +144,7 @@ class ScheduleService:
     async def run_now(self, chat_key: str, *, wait: bool = False) -> BriefOutcome | None:
         """`/brief now`: run a brief immediately (in the background unless `wait`)."""
         if self.scheduler is None:
-            raise ScheduleError("the scheduler is not running in this process")
+            raise ScheduleError(key="no_scheduler")
         schedules = await self.store.list_schedules(chat_key)
         schedule_id = schedules[0].id if schedules else ""
         coro = self.scheduler.run_brief_now(chat_key, schedule_id)
@@ -176,80 +171,80 @@ class ScheduleService:
                     break
         return when
 
-    def describe(self, schedule: Schedule, now: datetime | None = None) -> str:
+    def describe(self, schedule: Schedule, now: datetime | None = None, *, lang: str = "en") -> str:
         spec = schedule.brief_spec
-        line = f"{schedule.id} · {_DAYS_TEXT[spec.days]} {spec.time} {schedule.tz}"
+        line = f"{schedule.id} · {days_text(lang, spec.days)} {spec.time} {schedule.tz}"
         if schedule.paused:
-            line += " · paused"
+            line += " · " + say(lang, "paused")
         else:
             nxt = self.next_run(schedule, now)
             if nxt is not None:
-                line += f" · next {nxt:%a %d %b %H:%M}"
+                line += " · " + say(lang, "next", when=when_text(lang, nxt))
         if schedule.last_status:
-            last = f" · last: {schedule.last_status}"
+            last = status_text(lang, schedule.last_status)
             if schedule.last_run_at is not None and schedule.last_status in (
                 "delivered",
                 "failed",
                 "interrupted",
             ):
                 local = schedule.last_run_at.astimezone(DailyTrigger.from_spec(spec, schedule.tz).zone)
-                last += f" {local:%d %b %H:%M}"
+                last += f" {day_time_text(lang, local)}"
             if schedule.last_error and schedule.last_status != "delivered":
                 last += f" ({schedule.last_error[:160]})"
-            line += last
+            line += " · " + say(lang, "last", status=last)
         return line
 
-    async def status_lines(self, chat_key: str) -> builtins.list[str]:
+    async def status_lines(self, chat_key: str, *, lang: str = "en") -> builtins.list[str]:
         """Lines for `/status`, including a failed delivery's error."""
         now = self.clock.now()
-        return [self.describe(s, now) for s in await self.store.list_schedules(chat_key)]
+        return [self.describe(s, now, lang=lang) for s in await self.store.list_schedules(chat_key)]
 
     # ---- /brief -------------------------------------------------------------------------------------
-    async def handle_brief_command(self, chat_key: str, user_id: str, text: str) -> str:
-        """Run `/brief …` and return the reply text."""
+    async def handle_brief_command(self, chat_key: str, user_id: str, text: str, *, lang: str = "en") -> str:
+        """Run `/brief …` and return the reply text, in the chat's language."""
         try:
             cmd = parse_brief_command(text)
         except BriefSpecError as exc:
-            return f"{exc}\n{USAGE}"
+            return f"{error_text(lang, exc)}\n{say(lang, 'usage')}"
         try:
-            return await self._brief_command(chat_key, user_id, cmd)
+            return await self._brief_command(chat_key, user_id, cmd, lang)
         except ScheduleError as exc:
-            return str(exc)
+            return error_text(lang, exc)
 
-    async def _brief_command(self, chat_key: str, user_id: str, cmd: BriefCommand) -> str:
+    async def _brief_command(self, chat_key: str, user_id: str, cmd: BriefCommand, lang: str) -> str:
         schedules = await self.store.list_schedules(chat_key)
         if cmd.action == "show":
             zone = await self.chat_timezone(chat_key)
             if not schedules:
-                return f"No brief is set (chat time zone: {zone}).\n{USAGE}"
-            return "\n".join([*(self.describe(s) for s in schedules), f"Chat time zone: {zone}"])
-        if cmd.action == "set":
-            assert cmd.spec is not None  # parse_brief_command gives "set" its spec
+                return f"{say(lang, 'none_set_zone', zone=zone)}\n{say(lang, 'usage')}"
+            lines = [self.describe(s, lang=lang) for s in schedules]
+            return "\n".join([*lines, say(lang, "chat_zone", zone=zone)])
+        if cmd.action == "set" and cmd.spec is not None:
             new, old = await self.set_brief(chat_key, cmd.spec, created_by=user_id)
-            reply = f"Brief set: {self.describe(new)}"
+            reply = say(lang, "set", line=self.describe(new, lang=lang))
             if old:
-                reply += f"\n(replaces {', '.join(_DAYS_TEXT[s.brief_spec.days] + ' ' + s.brief_spec.time for s in old)})"
+                replaced = ", ".join(f"{days_text(lang, s.brief_spec.days)} {s.brief_spec.time}" for s in old)
+                reply += "\n" + say(lang, "replaces", old=replaced)
             return reply
         if cmd.action == "off":
             n = await self.delete_all(chat_key)
-            return "Brief turned off." if n else "No brief was set."
+            return say(lang, "off" if n else "none_was_set")
         if cmd.action == "now":
             await self.run_now(chat_key)
-            return "Preparing your brief now…"
+            return say(lang, "now")
         if cmd.action in ("pause", "resume"):
             if not schedules:
-                return "No brief is set."
+                return say(lang, "none_set")
             for s in schedules:
                 if cmd.action == "pause" and not s.paused:
                     await self.pause(chat_key, s.id)
                 elif cmd.action == "resume" and s.paused:
                     await self.resume(chat_key, s.id)
-            return "Brief paused." if cmd.action == "pause" else "Brief resumed."
-        if cmd.action == "timezone":
-            assert cmd.timezone is not None  # parse_brief_command gives "timezone" its zone
+            return say(lang, "paused_reply" if cmd.action == "pause" else "resumed_reply")
+        if cmd.action == "timezone" and cmd.timezone is not None:
             tz = await self.set_chat_timezone(chat_key, cmd.timezone)
-            return f"This chat's time zone is now {tz}. New briefs use it; existing ones keep theirs (set them again to move them)."
-        return USAGE  # pragma: no cover
+            return say(lang, "zone_set", zone=tz)
+        return say(lang, "usage")  # pragma: no cover
 
     async def list(self, chat_key: str) -> builtins.list[Schedule]:
         return await self.store.list_schedules(chat_key)

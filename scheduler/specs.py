@@ -15,19 +15,25 @@ import re
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.triggers.base import BaseTrigger
 
 from agent.errors import TapebotError
+from scheduler.i18n import say
 
 Days = Literal["daily", "weekdays", "trading_days"]
 DAYS: tuple[Days, ...] = ("daily", "weekdays", "trading_days")
 
 
 class ScheduleError(TapebotError):
-    """A schedule request that cannot be honoured; the message says what to fix."""
+    """A schedule request that cannot be honoured; the message says what to fix. `key` and
+    `params` name the same message in scheduler/i18n.py, so a chat hears it in its language."""
+
+    def __init__(self, message: str = "", *, key: str = "", **params: Any):
+        self.key, self.params = key, params
+        super().__init__(message or say("en", f"err_{key}", **params))
 
 
 class BriefSpecError(ScheduleError, ValueError):
@@ -106,9 +112,7 @@ def normalize_timezone(name: str) -> str:
     try:
         ZoneInfo(candidate)
     except (ZoneInfoNotFoundError, ValueError):
-        raise BriefSpecError(
-            f"unknown time zone {name!r}; use an IANA name such as Asia/Shanghai, Europe/London or America/New_York"
-        ) from None
+        raise BriefSpecError(key="unknown_zone", name=name) from None
     return candidate
 
 
@@ -126,23 +130,21 @@ def parse_brief_spec(text: str) -> BriefSpec:
         low = token.lower()
         if low in _DAY_WORDS:
             if days is not None:
-                raise BriefSpecError(f"two day sets in {text!r}; use one of daily, weekdays, trading_days")
+                raise BriefSpecError(key="two_day_sets", text=text)
             days = _DAY_WORDS[low]
             continue
         m = _TIME.match(token)
         if m:
             hour, minute = int(m.group(1)), int(m.group(2))
             if hour > 23 or minute > 59 or hhmm is not None:
-                raise BriefSpecError(f"bad time in {text!r}; use HH:MM, 24-hour, e.g. 08:30")
+                raise BriefSpecError(key="bad_time", text=text)
             hhmm = f"{hour:02d}:{minute:02d}"
             continue
         if tz is not None:
-            raise BriefSpecError(f"did not understand {token!r} in {text!r}")
+            raise BriefSpecError(key="not_understood", token=token, text=text)
         tz = normalize_timezone(token)
     if hhmm is None:
-        raise BriefSpecError(
-            "a brief needs a time, e.g. 08:30, 'weekdays 21:00' or 'trading_days 08:30 Asia/Shanghai'"
-        )
+        raise BriefSpecError(key="needs_time")
     return BriefSpec(days or "daily", hhmm, tz)
 
 
@@ -179,7 +181,7 @@ def parse_brief_command(text: str) -> BriefCommand:
     parts = body.split(None, 1)
     if parts[0].lower() in ("tz", "timezone", "zone", "时区"):
         if len(parts) < 2:
-            raise BriefSpecError("give a zone, e.g. /brief tz Asia/Shanghai")
+            raise BriefSpecError(key="needs_zone")
         return BriefCommand("timezone", timezone=normalize_timezone(parts[1]))
     return BriefCommand("set", spec=parse_brief_spec(body))
 

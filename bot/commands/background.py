@@ -3,46 +3,18 @@ lines they add to /status."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 
 from adapters.commandspec import Choice, CommandSpec, OptionSpec, SubcommandSpec, Words
-from agent.task_ledger import TaskRecord
+from agent.background_tools import describe_task, task_word
 from bot.commands.context import CommandContext, ScheduleOps, SkillOps, TaskOps
 from bot.commands.registry import Command
 from bot.i18n import t
 
 RESULT_PREVIEW = 1500
-
-
-def _took(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    return f"{s // 3600}h {s % 3600 // 60:02d}m"
-
-
-def task_line(record: TaskRecord, lang: str, now: datetime | None = None) -> str:
-    """One task for /tasks, its status in the chat's language."""
-    line = f"{record.id} · {record.tool_name} · {t(lang, 'task_' + record.status)}"
-    if record.status == "running":
-        if record.stage:
-            line += f" · {record.stage}"
-        if record.percent is not None:
-            line += f" {record.percent:.0f}%"
-    took = _took(record.elapsed(now))
-    if took:
-        line += f" · {took}"
-    if record.error and record.status != "succeeded":
-        line += f" · {record.error[:120]}"
-    return line
 
 
 async def cmd_tasks(ctx: CommandContext) -> None:
@@ -61,7 +33,7 @@ async def cmd_tasks(ctx: CommandContext) -> None:
         if record is None or record.chat_key != ctx.chat_key:
             await ctx.say(t(lang, "tasks_unknown", id=argv[1][:40]))
             return
-        detail = task_line(record, lang)
+        detail = describe_task(record, lang=lang)
         if record.error:
             detail += "\n" + t(lang, "task_error", error=record.error)
         if record.result is not None:
@@ -72,13 +44,8 @@ async def cmd_tasks(ctx: CommandContext) -> None:
         await ctx.say(t(lang, "tasks_usage"))
         return
     records = await tasks.list(ctx.session_id)
-    lines = [task_line(r, lang) for r in records] or [t(lang, "tasks_none")]
+    lines = [describe_task(r, lang=lang) for r in records] or [t(lang, "tasks_none")]
     await ctx.say("\n".join(lines) + "\n\n" + t(lang, "tasks_hint"))
-
-
-def _with_lang(method: Callable[..., Any], lang: str) -> dict[str, str]:
-    """`lang=` for scheduler methods that take it (they are being localized; older ones do not)."""
-    return {"lang": lang} if "lang" in inspect.signature(method).parameters else {}
 
 
 async def cmd_brief(ctx: CommandContext) -> None:
@@ -86,8 +53,9 @@ async def cmd_brief(ctx: CommandContext) -> None:
     if schedules is None:
         await ctx.say(t(ctx.lang, "briefs_off"))
         return
-    handle = schedules.handle_brief_command
-    await ctx.say(await handle(ctx.chat_key, ctx.user.user_id, ctx.args, **_with_lang(handle, ctx.lang)))
+    await ctx.say(
+        await schedules.handle_brief_command(ctx.chat_key, ctx.user.user_id, ctx.args, lang=ctx.lang)
+    )
 
 
 def skill_description(name: str, description: str) -> Words:
@@ -131,32 +99,37 @@ def skill_commands(skills: SkillOps) -> list[Command]:
     return [skill_command(name, description) for name, description in menu(skills.skills)]
 
 
+class CalendarWarning(Protocol):
+    """The market calendar's range warning for a time (None: now), in a language; None if none."""
+
+    def __call__(self, now: datetime | None = None, *, lang: str = "en") -> str | None: ...
+
+
 @dataclass
 class StatusExtras:
-    """The lines background work adds to /status: the market calendar's warning (for a time;
-    None: now), running tasks, briefs and the MCP servers' lines; each None when not running."""
+    """The lines background work adds to /status: the market calendar's warning, running tasks,
+    briefs and the MCP servers' lines (`mcp_status(lang)`); each None when not running."""
 
-    calendar_warning: Callable[[datetime | None], str | None] | None = None
+    calendar_warning: CalendarWarning | None = None
     tasks: TaskOps | None = None
     schedules: ScheduleOps | None = None
-    mcp_status: Callable[[], list[str]] | None = None
+    mcp_status: Callable[[str], list[str]] | None = None
 
     async def __call__(
         self, chat_key: str, session_id: str, lang: str, now: datetime | None = None
     ) -> list[str]:
         lines: list[str] = []
-        if self.calendar_warning is not None and (warning := self.calendar_warning(now)):
+        if self.calendar_warning is not None and (warning := self.calendar_warning(now, lang=lang)):
             lines.append(t(lang, "status_calendar", warning=warning))
         if self.tasks is not None:
             running = [r for r in await self.tasks.list(session_id) if not r.terminal]
             if running:
-                tasks = ", ".join(f"{r.id} {r.tool_name} {t(lang, 'task_' + r.status)}" for r in running)
+                tasks = ", ".join(f"{r.id} {r.tool_name} {task_word(lang, r.status)}" for r in running)
                 lines.append(t(lang, "status_tasks", tasks=tasks))
         if self.schedules is not None:
-            status = self.schedules.status_lines
-            lines += await status(chat_key, **_with_lang(status, lang))
+            lines += await self.schedules.status_lines(chat_key, lang=lang)
         if self.mcp_status is not None:
-            lines += self.mcp_status()
+            lines += self.mcp_status(lang)
         return lines
 
 

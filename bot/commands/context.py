@@ -93,9 +93,11 @@ class TaskOps(Protocol):
 class ScheduleOps(Protocol):
     """Scheduled briefs (scheduler/service.py ScheduleService), as /brief and /status use them."""
 
-    async def handle_brief_command(self, chat_key: str, user_id: str, text: str) -> str: ...
+    async def handle_brief_command(
+        self, chat_key: str, user_id: str, text: str, *, lang: str = "en"
+    ) -> str: ...
 
-    async def status_lines(self, chat_key: str) -> list[str]: ...
+    async def status_lines(self, chat_key: str, *, lang: str = "en") -> list[str]: ...
 
 
 class SkillOps(Protocol):

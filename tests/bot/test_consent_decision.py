@@ -229,6 +229,17 @@ def test_property_a_trade_scope_never_covers_more(code, side, qty, other):
         assert other["code"] == code and other["side"] == side and 0 < other["quantity"] <= qty
 
 
+def test_a_scope_is_described_in_the_chats_language():
+    """The card's "always allow would cover" line (issue 18): no English words after /lang zh."""
+    s = TRADE_SCOPE
+    assert s is not None and s.describe() == "execute_trade buy 600519 ≤ 100 per order"
+    assert s.describe("zh") == "execute_trade 买入 600519，每笔 ≤ 100"
+    exact = standing_scope("manage_trader", {"action": "start", "trader": "t1"}, live_trading=False)
+    assert exact is not None and exact.describe("zh") == "manage_trader，且参数完全相同"
+    path = standing_scope("write_file", {"path": "notes/plan.md", "content": "a"}, live_trading=False)
+    assert path is not None and path.describe("zh") == path.describe() == "write_file notes/plan.md"
+
+
 def test_scope_round_trips_through_storage_form():
     s = TRADE_SCOPE
     assert s is not None and StandingScope.from_dict(s.to_dict()) == s

@@ -48,6 +48,16 @@ def test_outside_the_bundled_range_warns():
     assert TradingCalendar.crypto().warning(date(2030, 1, 1)) is None
 
 
+def test_the_warning_in_chinese():
+    """/status shows the warning in the chat's language (issue 18)."""
+    cal = TradingCalendar.sse()
+    soon = cal.warning(date(2026, 12, 15), lang="zh")
+    assert soon and soon.startswith("SSE 交易日历只到 2026-12-31") and "还剩 16 天" in soon
+    out = cal.warning(date(2027, 1, 1), lang="zh")
+    assert out and "2027-01-01 不在其中" in out and "tapebot data update-calendar" in out and "节假日" in out
+    assert cal.warning(date(2026, 6, 1), lang="zh") is None
+
+
 def test_a_newer_file_in_the_data_folder_overrides_the_bundled_one(tmp_path):
     (tmp_path / CALENDAR_FILE).write_text(json.dumps(["2026-12-31", "2027-01-04", "2027-01-05"]))
     cal = TradingCalendar.sse(tmp_path)

@@ -50,6 +50,7 @@ def test_names_are_namespaced_and_provider_safe():
 
 async def test_tools_are_registered_namespaced_with_their_schema_and_approval(manager):
     assert manager.status() == [f"toy: ready, 9 tool(s) ({sys.executable} {TOY} normal)"]
+    assert manager.status("zh") == [f"toy：就绪，9 个工具（{sys.executable} {TOY} normal）"]
     tools = {t.name: t for t in manager.toolset}
     assert set(tools) == {
         "toy__echo",
@@ -132,6 +133,7 @@ async def test_a_server_that_dies_mid_session_is_reported_and_its_tools_fail_cle
     with pytest.raises(ToolFailed):
         await tools["toy__die"].call(ToolContext(), {})
     assert manager.status()[0].startswith("toy: disconnected: the server went away")
+    assert manager.status("zh")[0].startswith("toy：已断开：the server went away")
     with pytest.raises(ToolFailed) as info:
         await tools["toy__echo"].call(ToolContext(), {"text": "hi"})
     assert "not available" in str(info.value)

@@ -131,7 +131,29 @@ async def test_memory_chat_command(services: MemoryServices, store: MemoryStore)
     assert "no memory" in await memory_command(store, services.recall, "other-user", f"forget {r.id}")
     assert "用户不追涨" in await memory_command(store, services.recall, "u1", f"forget {r.id}")
     assert await store.get(r.id) is None
-    assert "usage" in await memory_command(store, services.recall, "u1", "frobnicate")
+    assert "Usage" in await memory_command(store, services.recall, "u1", "frobnicate")
+
+
+async def test_memory_chat_command_in_chinese(services: MemoryServices, store: MemoryStore):
+    """Every reply path of `/memory` after `/lang zh` (issue 18): no English words but the
+    subcommands and the stored content."""
+    r = await store.add("u1", "preference", "用户不追涨", source_ref="chat_log:s9")
+
+    async def load(session_id):
+        return [Message.user("我从来不追涨，涨停板不碰")]
+
+    async def zh(text: str, scope: str = "u1") -> str:
+        return await memory_command(store, services.recall, scope, text, session_messages=load, lang="zh")
+
+    assert await zh("", scope="nobody") == "（还没有记忆）"
+    trace = await zh(f"trace {r.id}")
+    assert "来源：chat_log:s9" in trace and "用户说过" in trace and "source" not in trace
+    assert (await zh("search 追涨")).startswith("与“追涨”相关的记忆：")
+    assert await zh("search 比特币", scope="nobody") == "没有与“比特币”相关的记忆。"
+    assert await zh(f"trace {r.id + 99}") == f"没有记忆 #{r.id + 99}"
+    assert (await zh("frobnicate")).startswith("用法：/memory")
+    assert (await zh(f"forget {r.id}")).startswith(f"已删除：#{r.id}")
+    assert await zh(f"forget {r.id}") == f"没有记忆 #{r.id}"
 
 
 async def test_migration_creates_memory_schema_and_search_works(tmp_path):
