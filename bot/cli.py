@@ -37,7 +37,7 @@ EXTENSIONS: dict[str, tuple[str, str]] = {
     "rules": ("list and revoke standing approvals (`tapebot rules list|revoke <id>|all`)", "bot.rules:main"),
     "mcp": (
         "serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them",
-        "bot.mcp_server:cli_main",
+        "bot.cli_mcp:cli_main",
     ),
     "data": ("market data maintenance: `tapebot data update-calendar`", "bot.cli_data:main"),
 }
@@ -361,94 +361,15 @@ def _drop_none(value: Any) -> Any:
 
 
 def cmd_db_upgrade(ctx: CliContext) -> int:
-    from config.loader import mask
-
-    settings = ctx.settings(require_model=False)
-    settings.ensure_dirs()
-
-    async def _go() -> str | None:
-        from memory.db import upgrade
-
-        return await upgrade(settings.db_url)
-
-    revision = asyncio.run(_go())
-    print(f"database {mask(settings)['database_url']} is at revision {revision}", file=ctx.stdout)
-    return 0
+    return int(importlib.import_module("bot.cli_db").upgrade(ctx))
 
 
 def cmd_db_backup(ctx: CliContext, *, dest: Path | None = None) -> int:
-    from memory.db import backup_sqlite
-
-    settings = ctx.settings(require_model=False)
-    path = backup_sqlite(settings.db_url, dest)
-    print(f"backed up to {path}", file=ctx.stdout)
-    return 0
+    return int(importlib.import_module("bot.cli_db").backup(ctx, dest=dest))
 
 
 def cmd_usage(ctx: CliContext, *, days: float = 30) -> int:
-    settings = ctx.settings(require_model=False)
-    settings.ensure_dirs()
-
-    async def _go() -> tuple[list[Any], Any]:
-        from memory.db import Database
-        from memory.stores import SqlStore
-
-        async with Database(settings.db_url) as db:
-            store = SqlStore(db)
-            return await store.usage_totals(days), await store.usage_summary(days)
-
-    totals, summary = asyncio.run(_go())
-    print(format_usage(totals, days, summary), file=ctx.stdout)
-    return 0
-
-
-def format_usage(totals: Sequence[Any], days: float, summary: Any | None = None) -> str:
-    """A fixed-width table: one row per model, then the total (turns counted once each)."""
-    span = f"{days:g} day{'s' * (days != 1)}"
-    if not totals:
-        return f"no model usage recorded in the last {span}"
-    header = ("model", "turns", "input", "output", "cache read", "cache write", "cost")
-    rows = [
-        (
-            t.model,
-            f"{t.turns:,}",
-            f"{t.input_tokens:,}",
-            f"{t.output_tokens:,}",
-            f"{t.cache_read_tokens:,}",
-            f"{t.cache_write_tokens:,}",
-            f"{t.cost:.4f}",
-        )
-        for t in totals
-    ]
-    turns = summary.turns if summary is not None else sum(t.turns for t in totals)
-    rows.append(
-        (
-            "total",
-            f"{turns:,}",
-            f"{sum(t.input_tokens for t in totals):,}",
-            f"{sum(t.output_tokens for t in totals):,}",
-            f"{sum(t.cache_read_tokens for t in totals):,}",
-            f"{sum(t.cache_write_tokens for t in totals):,}",
-            f"{sum(t.cost for t in totals):.4f}",
-        )
-    )
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def fmt(r: Sequence[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-
-    rule = "  ".join("-" * w for w in widths)
-    lines = [
-        f"usage over the last {span}",
-        fmt(header),
-        rule,
-        *(fmt(r) for r in rows[:-1]),
-        rule,
-        fmt(rows[-1]),
-    ]
-    return "\n".join(lines)
+    return int(importlib.import_module("bot.cli_db").usage(ctx, days=days))
 
 
 if __name__ == "__main__":

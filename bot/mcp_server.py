@@ -16,19 +16,17 @@ server processes and restarts: a retry is not executed twice, and the key reused
 order is an error naming the first) and `ctx.source = "mcp"` — and every call is audited: a log line and a JSON line
 in `$TAPEBOT_HOME/results/mcp_audit.jsonl`.
 
-Claude Code:  claude mcp add tapebot -- tapebot mcp
+Claude Code:  claude mcp add tapebot -- tapebot mcp   (the command line: bot/cli_mcp.py)
 Cursor / others: {"mcpServers": {"tapebot": {"command": "tapebot", "args": ["mcp"]}}}
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
 import logging
 import secrets
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +38,7 @@ from agent.ports import args_hash
 from agent.tools.registry import Deps, Tool, ToolContext, ToolOutput, Toolset, ToolSpec, render_result
 
 if TYPE_CHECKING:
-    from config.settings import Settings
+    pass
 
 log = logging.getLogger("tapebot.mcp")
 
@@ -356,127 +354,3 @@ async def run_stdio(server: Any) -> None:
 
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
-
-
-# ---- entry points -----------------------------------------------------------------------------
-def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tapebot mcp",
-        description="Serve tapebot's investing tools to MCP clients over stdio (Claude Code, Cursor, ...).",
-        epilog="Example: claude mcp add tapebot -- tapebot mcp",
-    )
-    parser.add_argument(
-        "action",
-        nargs="?",
-        default="serve",
-        choices=("serve", "tools", "servers"),
-        help="serve (default): run the stdio server; tools: list what would be served; "
-        "servers: check the [[mcp_servers]] tapebot itself uses",
-    )
-    parser.add_argument(
-        "--allow-writes",
-        action="store_true",
-        help="also expose tools that change data (portfolio updates, trades, strategy changes)",
-    )
-    parser.add_argument(
-        "--max-tier",
-        type=int,
-        choices=(1, 2, 3),
-        default=3,
-        help="1 = history only, 2 = + market data and engine, 3 = + user data and LLM (default)",
-    )
-    return parser
-
-
-def mcp_main(args: argparse.Namespace | Sequence[str], settings: Settings) -> int:
-    """`tapebot mcp ...`: parse (or take) the arguments and run the chosen action."""
-    ns = args if isinstance(args, argparse.Namespace) else build_arg_parser().parse_args(list(args))
-    action = getattr(ns, "action", "serve")
-    if action == "servers":
-        return asyncio.run(_check_servers(settings))
-    if action == "tools":
-        return asyncio.run(_list_served(settings, ns))
-    logging.basicConfig(stream=sys.stderr, level=getattr(settings, "log_level", "INFO"))
-    return asyncio.run(_serve(settings, ns))
-
-
-async def _app_toolset(settings: Settings) -> tuple[Any, Toolset]:
-    from bot.app import App
-
-    app = App(settings)
-    await app.start(adapters=False)
-    assert app.runtime is not None
-    return app, served_toolset(app.runtime.tools)
-
-
-async def _serve(settings: Settings, ns: argparse.Namespace) -> int:
-    from mcp.server.stdio import stdio_server
-
-    # Claim stdin/stdout first: from here on stray prints from start-up go to stderr.
-    async with stdio_server() as (read, write):
-        app, toolset = await _app_toolset(settings)
-        try:
-            server = build_mcp_server(
-                toolset,
-                app.deps,
-                allow_writes=ns.allow_writes,
-                max_tier=ns.max_tier,
-                workspace=settings.workspace_dir,
-                results_dir=settings.results_dir,
-            )
-            log.info(
-                "serving %d tools over stdio (writes %s, max tier %d)",
-                len(server.tapebot_exposed),
-                "ENABLED" if ns.allow_writes else "off",
-                ns.max_tier,
-            )
-            await server.run(read, write, server.create_initialization_options())
-        finally:
-            await app.stop()
-    return 0
-
-
-async def _list_served(settings: Settings, ns: argparse.Namespace) -> int:
-    app, toolset = await _app_toolset(settings)
-    try:
-        for tool in toolset:
-            spec = tool.spec
-            tier = tier_of(spec)
-            hidden = (is_write(spec) and not ns.allow_writes) or tier > ns.max_tier
-            mark = "  (not served: " + ("writes" if is_write(spec) else "tier") + ")" if hidden else ""
-            print(f"tier {tier}  {spec.name}{mark}")
-    finally:
-        await app.stop()
-    return 0
-
-
-async def _check_servers(settings: Settings) -> int:
-    from agent.mcp_client import McpManager
-
-    if not settings.mcp_servers:
-        print("no [[mcp_servers]] configured")
-        return 0
-    manager = McpManager(settings.mcp_servers, log_dir=settings.home / "logs")
-    await manager.start()
-    try:
-        for line in manager.status():
-            print(line)
-        for tool in manager.toolset:
-            flag = " (approval)" if tool.spec.requires_approval else ""
-            print(f"  {tool.name}{flag}")
-    finally:
-        await manager.stop()
-    ok = all(c.state == "ready" for c in manager.connections)
-    return 0 if ok else 1
-
-
-def cli_main(argv: Sequence[str], ctx: Any) -> int:
-    """`bot.cli` extension entry (`fn(argv, ctx) -> int`)."""
-    settings = ctx.settings(require_model=False)
-    return mcp_main(list(argv), settings)
-
-
-if __name__ == "__main__":  # python -m bot.mcp_server [serve|tools|servers] [--allow-writes]
-    from bot.cli import CliContext
-
-    sys.exit(cli_main(sys.argv[1:], CliContext()))
