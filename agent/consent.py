@@ -23,7 +23,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 # The documented lists (README "Approvals"). Short on purpose: anything else is not consent.
 AFFIRMATIVE = frozenset(
@@ -75,6 +75,8 @@ NEVER_STANDING = frozenset({"exec_command"})
 PATH_TOOLS = frozenset({"write_file"})
 
 Source = Literal["button", "command", "text"]
+# What an approval card's button stands for (bot/cards.py reads its callback data into this once).
+ButtonChoice = Literal["once", "always", "deny"]
 ConsentKind = Literal["allow_once", "allow_standing", "deny", "edit", "unclear"]
 
 _TRAILING = re.compile(r"[\s!！。.,，?？~～、;；:：]+$")
@@ -230,6 +232,26 @@ def standing_scope(
     return StandingScope(tool, "exact", args_hash=_hash(tool, args))
 
 
+@overload
+def read_consent(
+    source: Literal["button"],
+    answer: ButtonChoice,
+    *,
+    scope: StandingScope | None = None,
+    replying_to_card: bool = False,
+) -> ConsentDecision: ...
+
+
+@overload
+def read_consent(
+    source: Literal["command", "text"],
+    answer: str,
+    *,
+    scope: StandingScope | None = None,
+    replying_to_card: bool = False,
+) -> ConsentDecision: ...
+
+
 def read_consent(
     source: Source,
     answer: str,
@@ -237,8 +259,9 @@ def read_consent(
     scope: StandingScope | None = None,
     replying_to_card: bool = False,
 ) -> ConsentDecision:
-    """The decision an answer to an approval card stands for. `source`: button (its decision word
-    once/always/deny), command (approve/deny) or text (a typed reply, in a chat or the terminal).
+    """The decision an answer to an approval card stands for. `source`: button (its
+    `ButtonChoice`, as bot/cards.parse_callback read it), command (approve/deny) or text (a typed
+    reply, in a chat or the terminal). A button's answer that is no `ButtonChoice` is unclear.
     `scope`: what "Always allow" would cover, None when it is not offered. `replying_to_card`: a
     typed reply to the card that is neither yes nor no is a request to change the action (a
     denial that carries the note back to the model)."""
@@ -295,6 +318,7 @@ __all__ = [
     "AFFIRMATIVE",
     "NEGATIVE",
     "STANDING",
+    "ButtonChoice",
     "ConsentDecision",
     "StandingApproval",
     "StandingScope",

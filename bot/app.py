@@ -14,8 +14,8 @@ import gc
 import logging
 import os
 import signal
-from collections.abc import Callable, Sequence
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from agent.approval import ApprovalGate
@@ -35,9 +35,27 @@ from config.settings import Settings
 from memory.db import Database
 from memory.stores import SqlStore
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it is built
     from adapters.base import ChatAdapter
+    from agent.background import TaskManager
+    from agent.background_tools import BackgroundSubmitter
+    from agent.context import CompactingHooks, TaskTracker
+    from agent.mcp_client import McpManager
+    from agent.ports import ApprovalRecord, TurnRecord
+    from agent.skills import SkillLibrary
+    from agent.task_ledger import TaskRecord
+    from agent.tools.registry import ToolContext
+    from bot.chat_setup import ChatParts
+    from bot.gateway import Gateway
+    from markets.calendar import TradingCalendar
     from markets.data import MarketData
+    from markets.portfolio import Portfolio
+    from markets.preview import TradePreview
+    from markets.services import MarketServices
+    from memory.hooks import MemoryContextHooks
+    from memory.tools import MemoryServices
+    from scheduler.app import AppScheduler
+    from scheduler.service import ScheduleService
 
 log = logging.getLogger("tapebot")
 
@@ -61,25 +79,27 @@ class App:
         self.trace_writer = BackgroundWriter()
         self._traces_dir: str | None = None
         self._model_factory = model_factory
+        # The parts, in the order `start` builds them; None until then (and after `stop` for db).
         self.db: Database | None = None
         self.store: SqlStore | None = None
+        self.task_manager: TaskManager | None = None  # background tasks (`_start_tasks`)
+        self._background: BackgroundSubmitter | None = None  # tools' door to it
+        self.mcp: McpManager | None = None  # MCP servers (`_start_mcp`)
+        self.market: MarketServices | None = None  # market data, portfolio, trading (build_tools)
+        self.tracker: TaskTracker | None = None  # memory upkeep in flight, drained on stop
+        self.memory_hooks: MemoryContextHooks | None = None  # None when [memory] is off
+        self.memory: MemoryServices | None = None  # the memory tools' services, likewise
+        self.skills: SkillLibrary | None = None
+        self.schedules: ScheduleService | None = None  # briefs' schedules (the tools and /brief)
         self.runtime: AgentRuntime | None = None
-        self.gateway: Any = None
-        self.adapters: list[Any] = []
-        self.scheduler: Any = None
+        # only with chat adapters (`tapebot run`, the console): the router and its adapters
+        self.gateway: Gateway | None = None
+        self.adapters: list[ChatAdapter] = []
+        self.scheduler: AppScheduler | None = None  # only with `[scheduler] enabled`
         self.deps = Deps()
         self._umask: int | None = None  # the process umask before start (C9), given back on stop
-        self.market: Any = None
-        self.memory: Any = None
-        self.memory_hooks: Any = None
-        self.tracker: Any = None
-        self.task_manager: Any = None
-        self._background: Any = None
-        # async callables told about each finished background task (the gateway, the terminal)
-        self.task_listeners: list[Callable[[Any], Any]] = []
-        self.mcp: Any = None
-        self.skills: Any = None
-        self.schedules: Any = None
+        # told about each finished background task (the gateway's notices, the terminal)
+        self.task_listeners: list[Callable[[TaskRecord], Awaitable[None]]] = []
         self._uninstall_redaction: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Any]] = []
@@ -179,8 +199,9 @@ class App:
         return market_tools
 
     # ---- memory ------------------------------------------------------------------------------
-    def _memory_hooks(self) -> Any:
-        """Long-term memory, recall, TaskState and compaction (issue 4), or none when disabled."""
+    def _memory_hooks(self) -> CompactingHooks:
+        """Long-term memory, recall, TaskState and compaction (issue 4) as `memory_hooks`; when
+        memory is off, compaction only (and `memory_hooks` stays None)."""
         from agent.context import CompactingHooks, TaskTracker
         from memory.hooks import build_memory_hooks
 
@@ -217,29 +238,29 @@ class App:
     def _mentions(self, text: str) -> list[str]:
         from markets.directory import Directory
 
-        if not Directory.may_mention(text):
+        if self.market is None or not Directory.may_mention(text):
             return []  # nothing to look up: the directory (and the market data) stay unloaded
         return list(self.market.data.directory.mentions(text))
 
-    def _memory_tools(self, hooks: Any) -> Toolset:
-        from memory.tools import MemoryServices, memory_tools
+    def _memory_tools(self, hooks: MemoryContextHooks | None) -> Toolset:
+        from memory.tools import HistorySource, MemoryServices, memory_tools
 
-        recall = getattr(hooks, "recaller", None)
-        if recall is None:
+        if hooks is None:
             return Toolset("memory")
-        sources: dict[str, Any] = {}
+        recall = hooks.recaller
+        sources: dict[str, HistorySource] = {}
         if self.market is not None:
             market = self.market
 
-            def portfolio() -> Any:
+            def portfolio() -> Portfolio:
                 from markets.portfolio import Portfolio  # on use: numpy loads with the first market call
 
-                return Portfolio(market.session_factory, market.data, market.settings)
+                return Portfolio(market.sessions(), market.data, market.settings)
 
-            async def analyses(ctx: Any, query: str, limit: int) -> Any:
+            async def analyses(ctx: ToolContext, query: str, limit: int) -> Any:
                 return await portfolio().records(ctx.user_id or "default", symbol=query or None, limit=limit)
 
-            async def trades(ctx: Any, query: str, limit: int) -> Any:
+            async def trades(ctx: ToolContext, query: str, limit: int) -> Any:
                 return await portfolio().trades(ctx.user_id or "default", symbol=query or None, limit=limit)
 
             sources = {"analyses": analyses, "trades": trades}
@@ -254,7 +275,7 @@ class App:
         self.deps.add(self.memory)
         return memory_tools
 
-    async def _snapshot(self, turn: Any, text: str) -> str:
+    async def _snapshot(self, turn: TurnRecord, text: str) -> str:
         """DynamicSnapshots: fresh account facts before a turn about holdings, cash, strategies or
         traders — given to the model for this turn, never stored as memory."""
         if self.market is None:
@@ -289,12 +310,12 @@ class App:
         self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
         self.store = SqlStore(self.db, redact=self.redactor.text)
-        await self._start_tasks()
-        await self._start_mcp()
+        tasks = await self._start_tasks()
+        mcp = await self._start_mcp()
         tools = self.build_tools()
         hooks = self._memory_hooks()
         tools = Toolset.combine(
-            "tapebot", tools, self._memory_tools(hooks), *self._agent_extras(), self.mcp.toolset
+            "tapebot", tools, self._memory_tools(self.memory_hooks), *self._agent_extras(), mcp.toolset
         )
         self._wire_subagents(tools)
         self.runtime = AgentRuntime(
@@ -323,8 +344,8 @@ class App:
         )
         self._before_open = before_open
         run_scheduler = (bool(adapters) if scheduler is None else scheduler) and s.scheduler.enabled
-        if run_scheduler:
-            self._build_scheduler()  # built before the chats open, started after (briefs deliver)
+        # built before the chats open, started after (briefs deliver)
+        jobs = self._build_scheduler() if run_scheduler else None
         if adapters:
             if warming is not None:
                 # the chats open once the model client is ready: the first reply then costs what
@@ -333,11 +354,11 @@ class App:
             await self._start_chat(None if adapters is True else list(adapters))
         else:
             self.opening()
-        if run_scheduler:
-            await self.scheduler.start()
-            self.on_stop(self.scheduler.stop)
+        if jobs is not None:
+            await jobs.start()
+            self.on_stop(jobs.stop)
         # tasks that finished (or were lost) while we were down are reported now, into the chat
-        await self.task_manager.start()
+        await tasks.start()
 
     def warm_sdks(self) -> asyncio.Task[Any] | None:
         """Import the configured models' SDKs in a worker thread while the rest starts, then build
@@ -371,7 +392,7 @@ class App:
 
         return self.spawn(asyncio.to_thread(warm), name="warm-sdks")
 
-    async def trade_facts(self, record: Any) -> Any:
+    async def trade_facts(self, record: ApprovalRecord) -> TradePreview | None:
         """The facts a trade's approval card shows (markets/preview.py); None for other tools."""
         if record.tool != "execute_trade" or self.market is None:
             return None
@@ -385,32 +406,34 @@ class App:
         return Scratchpad(self._traces_dir, turn_id, session_id, self.redactor, writer=self.trace_writer)
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
-    async def _start_tasks(self) -> None:
+    async def _start_tasks(self) -> TaskManager:
         from agent.background import TaskManager
         from agent.background_tools import BackgroundSubmitter
         from memory.tasks import SqlTaskStore
 
         assert self.db is not None
-        self.task_manager = TaskManager(
-            SqlTaskStore(self.db), on_complete=self._task_finished, redact=self.redactor.text
-        )
-        self._background = BackgroundSubmitter(self.task_manager)
-        self.deps.add(self.task_manager)
-        self.on_stop(self.task_manager.shutdown)
+        tasks = TaskManager(SqlTaskStore(self.db), on_complete=self._task_finished, redact=self.redactor.text)
+        self.task_manager = tasks
+        self._background = BackgroundSubmitter(tasks)
+        self.deps.add(tasks)
+        self.on_stop(tasks.shutdown)
+        return tasks
 
-    async def _task_finished(self, record: Any) -> None:
+    async def _task_finished(self, record: TaskRecord) -> None:
         """A background task ended: wake a turn in its chat that reports the result (queued behind
         a running turn, never mixed into the user's message). Delivered once (the ledger claims it)."""
         for notify in self.task_listeners:
             await notify(record)
 
-    async def _start_mcp(self) -> None:
+    async def _start_mcp(self) -> McpManager:
         from agent.mcp_client import McpManager
 
         s = self.settings
-        self.mcp = McpManager(s.mcp_servers, log_dir=s.home / "logs", results_dir=s.results_dir)
-        await self.mcp.start()  # a server that fails is reported in /status; the bot starts anyway
-        self.on_stop(self.mcp.stop)
+        mcp = McpManager(s.mcp_servers, log_dir=s.home / "logs", results_dir=s.results_dir)
+        self.mcp = mcp
+        await mcp.start()  # a server that fails is reported in /status; the bot starts anyway
+        self.on_stop(mcp.stop)
+        return mcp
 
     def _agent_extras(self) -> list[Toolset]:
         from agent.background_tools import background_tools
@@ -457,14 +480,19 @@ class App:
         if before is not None:
             before()
 
-    def _build_scheduler(self) -> None:
+    def _build_scheduler(self) -> AppScheduler:
         from bot.briefs import BriefRunner
         from markets.calendar import TradingCalendar
         from scheduler.app import AppScheduler
 
-        assert self.db is not None
+        assert self.db is not None and self.task_manager is not None and self.schedules is not None
         s = self.settings
-        runner = BriefRunner(self)
+        schedules = self.schedules
+        runner = BriefRunner(
+            self._deliver_brief,
+            skill=self.skills.get if self.skills is not None else None,
+            calendar_warning=self.market.calendar_warning if self.market is not None else None,
+        )
         housekeeping: dict[str, Any] = {"cleanup_tasks": self.task_manager.cleanup}
         if self.memory is not None:
             housekeeping["prune_memory"] = self.memory.store.prune
@@ -478,8 +506,8 @@ class App:
                 await run_all_traders(market)
 
             housekeeping["run_traders"] = run_traders
-        self.scheduler = AppScheduler(
-            self.schedules.store,
+        jobs = AppScheduler(
+            schedules.store,
             on_brief=runner.run,
             is_trading_day=_warned_trading_days(TradingCalendar.sse(s.home / "data")),
             housekeeping=housekeeping,
@@ -489,12 +517,74 @@ class App:
             traces_dir=s.traces_dir,
             trace_retention_days=s.scheduler.trace_retention_days,
         )
-        self.schedules.scheduler = self.scheduler
+        schedules.scheduler = jobs  # ScheduleService (scheduler/) is built before it, for the tools
+        self.scheduler = jobs
+        return jobs
 
-    async def _start_chat(self, adapters: list[ChatAdapter] | None) -> None:
-        from bot.chat_setup import start_chat
+    async def _deliver_brief(self, chat_key: str, text: str) -> None:
+        """A scheduled brief into its chat's lane. The scheduler may be built before the chats
+        start (or run without them): then the brief fails and the scheduler retries it."""
+        if self.gateway is None:
+            raise RuntimeError("no chat adapter is running to deliver the brief")
+        await self.gateway.run_brief(chat_key, text)
 
-        await start_chat(self, adapters)
+    async def _start_chat(self, adapters: list[ChatAdapter] | None = None) -> None:
+        """The gateway and the chat adapters (`adapters`: given ones; None: as configured)."""
+        from bot.chat_setup import build_gateway, open_chats
+
+        parts = self._chat_parts()
+        gateway = build_gateway(parts)
+        self.gateway = gateway  # before the adapters start: briefs and the console reach it
+        self.task_listeners.append(gateway.notices.notify_task)
+        if self.task_manager is not None:
+            self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
+        self.adapters = await open_chats(gateway, parts, adapters)
+
+    def _chat_parts(self) -> ChatParts:
+        """What the chats are built from: each part of the App they use, and nothing else."""
+        from agent.tools.workspace import LocalToolPolicy
+        from bot.cards import exec_note
+        from bot.chat_setup import ChatParts
+        from bot.commands.background import StatusExtras, skill_commands
+        from bot.commands.context import CommandServices
+        from bot.waiting import CardFacts
+
+        assert self.runtime is not None and self.store is not None
+        notes: dict[str, Callable[[str], str]] = {}
+        policy = self.deps.maybe(LocalToolPolicy)
+        if policy is not None:
+            notes["exec_command"] = lambda lang: exec_note(policy, lang)
+        services = CommandServices(
+            self.runtime,
+            self.store,
+            self.model_ids(),
+            self.default_model_id,
+            self.context_window,
+            memory=self.memory,
+            tasks=self.task_manager,
+            schedules=self.schedules,
+            skills=self.skills,
+            status_extra=StatusExtras(
+                self.market.calendar_warning if self.market is not None else None,
+                self.task_manager,
+                self.schedules,
+                self.mcp.status if self.mcp is not None else None,
+            ),
+        )
+        return ChatParts(
+            settings=self.settings,
+            runtime=self.runtime,
+            store=self.store,
+            services=services,
+            spawn=self.spawn,
+            on_stop=self.on_stop,
+            skill_commands=skill_commands(self.skills) if self.skills is not None else (),
+            card_facts=CardFacts(self.trade_facts, notes),
+            system_dynamic=self.system_dynamic(),
+            redact=self.redactor.text,
+            adapter_options=self.adapter_options,
+            opening=self.opening,
+        )
 
     def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name or None)
@@ -597,11 +687,11 @@ async def run_bot(settings: Settings) -> int:
     return 0
 
 
-def _warned_trading_days(cal: Any) -> Any:
+def _warned_trading_days(cal: TradingCalendar) -> Callable[[date], bool]:
     """The calendar's is_trading_day for the scheduler, logging when a day lies outside the known
     range (the day is then a weekday guess; briefs and /status say so too)."""
 
-    def is_trading_day(day: Any) -> bool:
+    def is_trading_day(day: date) -> bool:
         if warn := cal.warning(day, horizon=0):
             log.warning("trading_days schedule: %s", warn)
         return bool(cal.is_trading_day(day))

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import Button, Card
-from agent.consent import StandingScope
+from agent.consent import ButtonChoice, StandingScope
 from agent.ports import ApprovalRecord, WaitingState
 from agent.tools import sandbox
 from agent.tools.workspace import LocalToolPolicy
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 MAX_ARGS_CHARS = 900
 # Callback data: "<kind>:<id>" — kind a/o/d for always/once/deny, q<N> for question option N.
-DECISIONS = {"o": "once", "a": "always", "d": "deny"}
+DECISIONS: dict[str, ButtonChoice] = {"o": "once", "a": "always", "d": "deny"}
+MAX_CALLBACK_DATA = 64  # Telegram's limit for a button's data
 
 _BIDI = {
     "\u202a",
@@ -194,13 +195,32 @@ def question_prompt(waiting: WaitingState, turn_id: str) -> tuple[str, list[list
     return text, buttons
 
 
-def parse_callback(data: str) -> tuple[str, str] | None:
-    """("once"|"always"|"deny", approval_id) or ("q<N>", turn_id); None if malformed."""
+@dataclass(frozen=True, slots=True)
+class CardTap:
+    """An approval card's button: its choice goes to agent/consent.read_consent as it is."""
+
+    choice: ButtonChoice
+    approval_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OptionTap:
+    """A question's option button; `index` counts from 1 (not checked against the options here)."""
+
+    index: int
+    turn_id: str
+
+
+def parse_callback(data: str) -> CardTap | OptionTap | None:
+    """A button's callback data, read once into what it stands for; None if malformed. An
+    option's number is ASCII digits only (`str.isdigit` also takes "²", which `int` refuses)."""
     kind, sep, ident = data.partition(":")
-    if not sep or not ident or len(data) > 64:
+    if not sep or not ident or len(data) > MAX_CALLBACK_DATA:
         return None
-    if kind in DECISIONS:
-        return DECISIONS[kind], ident
-    if kind.startswith("q") and kind[1:].isdigit():
-        return kind, ident
+    choice = DECISIONS.get(kind)
+    if choice is not None:
+        return CardTap(choice, ident)
+    number = kind[1:]
+    if kind[:1] == "q" and number.isascii() and number.isdigit():
+        return OptionTap(int(number), ident)
     return None

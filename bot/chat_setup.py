@@ -1,6 +1,9 @@
-"""Wiring of the chat front door for `tapebot run`: the gateway, the Telegram and Discord adapters
-built from settings, the command menus, the messages a restart takes up, and the sweeper that
-expires approvals and questions (and forgets old update ids)."""
+"""Wiring of the chat front door for `tapebot run` and the console: the gateway, the Telegram and
+Discord adapters built from settings, the command menus, the messages a restart takes up, and the
+sweeper that expires approvals and questions (and forgets old update ids).
+
+Built from `ChatParts`, which the composition root (bot/app.py) hands over: nothing here reads
+the App."""
 
 from __future__ import annotations
 
@@ -8,19 +11,21 @@ import asyncio
 import contextlib
 import logging
 import sys
-from dataclasses import replace
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import ChatAdapter
-from agent.tools.workspace import LocalToolPolicy
 from bot.access import PlatformAccess
-from bot.cards import exec_note
+from bot.commands.context import CommandServices
 from bot.gateway import Gateway
+from bot.waiting import CardFacts
 
 if TYPE_CHECKING:
     from adapters.base import ChatAdapter
-    from bot.app import App
+    from agent.runtime import AgentRuntime
+    from bot.commands import Command
+    from config.settings import Settings
     from memory.stores import SqlStore
 
 log = logging.getLogger("tapebot.chat")
@@ -32,9 +37,30 @@ UPDATE_IDS_KEPT = timedelta(days=7)
 PRUNE_EVERY_SWEEPS = 120
 
 
-def build_gateway(app: App) -> Gateway:
-    s = app.settings
-    assert app.runtime is not None and app.store is not None
+@dataclass(frozen=True, slots=True)
+class ChatParts:
+    """What the chats are built from, handed over by the composition root once the runtime
+    exists: the runtime and store, what commands use (`services`, one command per skill), what
+    an approval card shows beyond its record, the stable prompt part (the skills list), the
+    outbound redaction (no configured secret reaches a chat, C2), adapters' extra constructor
+    arguments per platform (tests pass fake transports), and the App's lifecycle hooks."""
+
+    settings: Settings
+    runtime: AgentRuntime
+    store: SqlStore
+    services: CommandServices
+    spawn: Callable[[Coroutine[Any, Any, Any], str], object]  # a tracked task, cancelled on stop
+    on_stop: Callable[[Callable[[], Any]], None]  # run on stop, in reverse order of registration
+    skill_commands: Sequence[Command] = ()
+    card_facts: CardFacts = field(default_factory=CardFacts)
+    system_dynamic: str = ""
+    redact: Callable[[str], str] | None = None
+    adapter_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    opening: Callable[[], None] = lambda: None  # just before the chats start receiving
+
+
+def build_gateway(parts: ChatParts) -> Gateway:
+    s = parts.settings
     access = {
         "telegram": PlatformAccess(
             {str(u) for u in s.telegram.allowed_users},
@@ -49,40 +75,15 @@ def build_gateway(app: App) -> Gateway:
             s.discord.max_backlog_age_s,
         ),
     }
-    gateway = Gateway(
-        app.runtime,
-        app.store,
+    return Gateway(
+        parts.runtime,
+        parts.store,
         access,
-        models=app.model_ids(),
-        default_model=app.default_model_id,
-        context_window=app.context_window,
+        services=parts.services,
+        skill_commands=parts.skill_commands,
+        card_facts=parts.card_facts,
+        system_dynamic=parts.system_dynamic,
     )
-    gateway.waiting.trade_facts = app.trade_facts
-    policy = app.deps.maybe(LocalToolPolicy)
-    if policy is not None:
-        gateway.waiting.card_notes["exec_command"] = lambda lang: exec_note(policy, lang)
-    gateway.system_dynamic = app.system_dynamic()
-    install_commands(gateway, app)
-    app.task_listeners.append(gateway.notices.notify_task)
-    app.on_stop(app.task_manager.subscribe(gateway.notices.task_progress))
-    return gateway
-
-
-def install_commands(gateway: Gateway, app: App) -> None:
-    """The services commands use, and one command per skill (a skill never shadows a built-in)."""
-    from bot.commands.background import StatusExtras, skill_commands
-
-    gateway.command_services = replace(
-        gateway.command_services,
-        memory=app.memory,
-        tasks=app.task_manager,
-        schedules=app.schedules,
-        skills=app.skills,
-        status_extra=StatusExtras(app.market, app.task_manager, app.schedules, app.mcp),
-    )
-    if app.skills is not None:
-        for command in skill_commands(app.skills):
-            gateway.commands.setdefault(command)
 
 
 async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:
@@ -94,11 +95,10 @@ async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:
     await adapter.set_commands(gateway.commands.specs())
 
 
-def build_adapters(app: App) -> list[Any]:
-    s = app.settings
+def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
+    s = parts.settings
     env = s.environ
-    adapters: list[Any] = []
-    assert app.store is not None
+    adapters: list[ChatAdapter] = []
     if s.telegram.enabled:
         from config.imports import import_telegram
 
@@ -120,7 +120,7 @@ def build_adapters(app: App) -> list[Any]:
                 api_base_url=s.telegram.api_base_url,
                 webhook=webhook,
                 max_backlog_age_s=s.telegram.max_backlog_age_s,
-                **app.adapter_options.get("telegram", {}),
+                **parts.adapter_options.get("telegram", {}),
             )
         )
         if not s.telegram.allowed_users:
@@ -138,11 +138,11 @@ def build_adapters(app: App) -> list[Any]:
         adapters.append(
             DiscordAdapter(
                 s.discord.resolved_token(env) or "",
-                kv_get=app.store.kv_get,
-                kv_set=app.store.kv_set,
+                kv_get=parts.store.kv_get,
+                kv_set=parts.store.kv_set,
                 message_content_intent=s.discord.message_content_intent,
                 command_guild_ids=list(s.discord.guild_ids),
-                **app.adapter_options.get("discord", {}),
+                **parts.adapter_options.get("discord", {}),
             )
         )
         if not s.discord.allowed_users:
@@ -150,8 +150,6 @@ def build_adapters(app: App) -> list[Any]:
                 "discord: no allowed_users configured — the bot will answer nobody "
                 "([discord] allowed_users, or pairing = true for a one-time code)"
             )
-    for adapter in adapters:  # no configured secret or key shape reaches a chat (C2)
-        adapter.outbound = app.redactor.text
     return adapters
 
 
@@ -171,25 +169,23 @@ async def _sweep_expired(gateway: Gateway, store: SqlStore) -> None:
                 log.exception("pruning old update ids failed")
 
 
-def s_pairing(app: App, platform: str) -> bool:
-    return bool(getattr(app.settings, platform).pairing)
-
-
-async def start_chat(app: App, given: list[ChatAdapter] | None = None) -> None:
-    """The gateway with the configured chat adapters, or with `given` ones (the console)."""
-    gateway = build_gateway(app)
-    app.gateway = gateway
-    adapters = build_adapters(app) if given is None else given
-    for adapter in given or ():  # no configured secret or key shape reaches a chat (C2)
-        adapter.outbound = app.redactor.text
+async def open_chats(
+    gateway: Gateway, parts: ChatParts, given: list[ChatAdapter] | None = None
+) -> list[ChatAdapter]:
+    """Start the configured chat adapters, or the `given` ones (the console), on the gateway;
+    take up what a stop or a crash left; returns the started adapters (stopped by `on_stop`)."""
+    s = parts.settings
+    adapters = build_adapters(parts) if given is None else given
+    for adapter in adapters:  # no configured secret or key shape reaches a chat (C2)
+        adapter.outbound = parts.redact
     if not adapters:
         log.warning(
             "no chat platform is enabled: set TELEGRAM_BOT_TOKEN or DISCORD_BOT_TOKEN (or [telegram]/[discord] in config.toml)"
         )
     await gateway.access.restore_paired()
     for platform, wanted in (
-        ("telegram", s_pairing(app, "telegram")),
-        ("discord", s_pairing(app, "discord")),
+        ("telegram", s.telegram.pairing),
+        ("discord", s.discord.pairing),
     ):
         if wanted and any(a.platform == platform for a in adapters):
             code = gateway.access.enable_pairing(platform)
@@ -198,26 +194,27 @@ async def start_chat(app: App, given: list[ChatAdapter] | None = None) -> None:
                 f"tapebot: {platform} pairing code {code} — send `/pair {code}` to the bot in a DM",
                 file=sys.stderr,
             )
-    app.opening()  # e.g. the heap is settled now, not while the first message waits (issue 21)
+    parts.opening()  # e.g. the heap is settled now, not while the first message waits (issue 21)
+    started: list[ChatAdapter] = []
     for adapter in adapters:
         gateway.attach(adapter)
         await publish_commands(gateway, adapter)
         await adapter.start(gateway.handle)
-        app.adapters.append(adapter)
+        started.append(adapter)
         log.info("%s adapter started", adapter.platform)
 
     async def stop_chat() -> None:
         # Turns first, while the adapters can still send: new work is refused meanwhile (messages
         # are recorded for the restart); then stop receiving (unhandled updates stay unacknowledged).
-        await gateway.drain(app.settings.agent.shutdown_grace_s)
-        for adapter in reversed(app.adapters):
+        await gateway.drain(s.agent.shutdown_grace_s)
+        for adapter in reversed(started):
             with contextlib.suppress(Exception):
                 await adapter.stop()
 
-    app.on_stop(stop_chat)
+    parts.on_stop(stop_chat)
     await gateway.waiting.expire_due()
-    assert app.store is not None
-    await app.store.prune_processed_updates(UPDATE_IDS_KEPT)
+    await parts.store.prune_processed_updates(UPDATE_IDS_KEPT)
     await gateway.recovery.resume_interrupted()  # turns a crash or a stop left running
     await gateway.recovery.take_up_received()  # what a crash or a stop left queued (behind those turns)
-    app.spawn(_sweep_expired(gateway, app.store), name="expiry-sweeper")
+    parts.spawn(_sweep_expired(gateway, parts.store), "expiry-sweeper")
+    return started

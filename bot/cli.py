@@ -254,7 +254,9 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
         return cmd_db_upgrade(ctx)
     if command == "doctor":
         ctx.read_env_files()
-        return importlib.import_module("bot.cli_doctor").main(ctx)
+        # by name: bot.cli_doctor names CliContext for its types (an import would be a cycle)
+        doctor: Callable[[CliContext], int] = importlib.import_module("bot.cli_doctor").main
+        return doctor(ctx)
     if command == "completion":
         completion = importlib.import_module("bot.cli_completion")
         print(completion.script(args.shell, parser), file=ctx.stdout, end="")

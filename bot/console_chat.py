@@ -89,7 +89,9 @@ class TerminalChat:
 
     @property
     def gateway(self) -> Gateway:
-        return self.app.gateway  # set by start_chat (App.gateway is untyped there)
+        """The App's gateway: the console's hooks run only once `App.start` has built it."""
+        assert self.app.gateway is not None, "the console runs with the App started"
+        return self.app.gateway
 
     async def state(self) -> ChatState:
         if self._state is None:
@@ -124,6 +126,9 @@ class TerminalChat:
     async def on_quit(self) -> None:
         """Background work of this session finishes first; its notices' turns run, then quit."""
         tm = self.app.task_manager
+        if tm is None:  # no background tasks (the App is not started): nothing to wait for
+            await self.settled()
+            return
         while True:
             await self.settled()
             state = await self.state()
@@ -137,10 +142,11 @@ class TerminalChat:
         """The chat card's words without its markup and its last line ("tap a button"), then the
         terminal's hint and prompt. Ctrl-C presses the card's deny button."""
         lang = (await self.state()).lang
-        parsed = [(b.data, cards.parse_callback(b.data)) for row in buttons for b in row]
-        deny = next((data for data, p in parsed if p is not None and p[0] == "deny"), None)
-        offers_always = any(p is not None and p[0] == "always" for _, p in parsed)
-        approval_id = next((p[1] for _, p in parsed if p is not None), "")
+        taps = [(b.data, cards.parse_callback(b.data)) for row in buttons for b in row]
+        parsed = [(data, tap) for data, tap in taps if isinstance(tap, cards.CardTap)]
+        deny = next((data for data, tap in parsed if tap.choice == "deny"), None)
+        offers_always = any(tap.choice == "always" for _, tap in parsed)
+        approval_id = next((tap.approval_id for _, tap in parsed), "")
         record = await self.app.store.get_approval(approval_id) if self.app.store and approval_id else None
         tool = record.tool if record is not None else "?"
         text = card.text

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -36,7 +37,7 @@ from agent.ports import Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
 from bot.access import Access, PairedStore, PlatformAccess
 from bot.chats import ChatDirectory, ChatState, ChatStore
-from bot.commands import CommandRegistry, Handler, builtin_commands
+from bot.commands import Command, CommandRegistry, Handler, builtin_commands
 from bot.commands.binding import bind
 from bot.commands.context import CommandServices
 from bot.delivery import TurnView
@@ -48,7 +49,7 @@ from bot.received import pending_record
 from bot.recovery import Recovery, RecoveryStore
 from bot.retry import StoragePatience
 from bot.sent import remember_sent
-from bot.waiting import Waiting, WaitingStore, is_waiting, may_close
+from bot.waiting import CardFacts, Waiting, WaitingStore, is_waiting, may_close
 
 log = logging.getLogger(__name__)
 
@@ -87,23 +88,24 @@ class Gateway:
         store: GatewayStore,
         access: dict[str, PlatformAccess],
         *,
-        models: list[str] | None = None,
-        default_model: str = "",
-        context_window: Callable[[str | None], int] | None = None,
+        services: CommandServices | None = None,
+        skill_commands: Sequence[Command] = (),
+        card_facts: CardFacts | None = None,
+        system_dynamic: str = "",
     ):
         self.runtime = runtime
         self.store = store
         self.adapters: dict[str, ChatAdapter] = {}
         self.access = Access(access, store)
         self.chats = ChatDirectory(store)
-        self.models = models or []
-        self.default_model = default_model
-        self.context_window = context_window or (lambda _m: 65_536)
-        self.system_dynamic = ""  # the stable part after the static prompt (skills list)
-        # the commands (bot/commands/), and the services their handlers use (completed by chat_setup)
+        self.system_dynamic = system_dynamic  # the stable part after the static prompt (skills list)
+        # the commands (bot/commands/): the built-ins and one per skill (never shadowing a
+        # built-in); their services come from the composition root, with the specs for /help
         self.commands = CommandRegistry(builtin_commands())
-        self.command_services = CommandServices(
-            runtime, store, self.models, default_model, self.context_window, specs=self.commands.specs
+        for command in skill_commands:
+            self.commands.setdefault(command)
+        self.command_services = replace(
+            services or CommandServices(runtime, store), specs=self.commands.specs
         )
         self._tasks: set[asyncio.Task[Any]] = set()
         self.stopping = False  # drain() began: queued messages wait for the restart
@@ -128,7 +130,7 @@ class Gateway:
                 dynamic_context=self._dynamic_context,
             )
         )
-        self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say)
+        self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)
         self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
         self.recovery = Recovery(
             runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.base import (
     Button,
@@ -40,6 +41,9 @@ from bot.lanes import Lanes
 from bot.refusals import refusal_key
 from bot.replies import read_reply
 from bot.sent import SentStore, card_ref, forget_sent, remember_card, remember_sent, sent_ref
+
+if TYPE_CHECKING:
+    from markets.preview import TradePreview
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,16 @@ def may_close(turn: TurnRecord, user_id: str) -> bool:
     return user_id == turn.requester or user_id in turn.approvers
 
 
+@dataclass(frozen=True, slots=True)
+class CardFacts:
+    """What an approval card shows beyond its record, given by the composition root: `trade`, the
+    facts of a trade (markets/preview.py; None for another tool), and `notes`, per tool one line
+    in a language (exec_command: what its sandbox allows)."""
+
+    trade: Callable[[ApprovalRecord], Awaitable[TradePreview | None]] | None = None
+    notes: Mapping[str, Callable[[str], str]] = field(default_factory=dict)
+
+
 class Waiting:
     """Cards and questions of every chat. Public: `waiting_turn`, `move_on`, `answer_message`,
     `on_button`, `decide_by_command`, `expire_due`, `send_card`, `send_question`, `card_info`."""
@@ -90,6 +104,7 @@ class Waiting:
         chats: ChatDirectory,
         lanes: Lanes,
         say: Callable[[ChatState, str], Awaitable[Any]],
+        card_facts: CardFacts | None = None,
     ):
         self._runtime = runtime
         self._store = store
@@ -97,10 +112,7 @@ class Waiting:
         self._chats = chats
         self._lanes = lanes
         self._say = say
-        # the facts of a trade for its card (markets/preview.py), wired by bot/chat_setup.py
-        self.trade_facts: Callable[[ApprovalRecord], Coroutine[Any, Any, Any]] | None = None
-        # tool name -> (lang -> one line on the approval card, e.g. exec_command's sandbox)
-        self.card_notes: dict[str, Callable[[str], str]] = {}
+        self._facts = card_facts or CardFacts()
 
     def _unclear_key(self, state: ChatState, always: bool) -> str:
         """The hint for a reply that is no decision: "tap a button" where the card has buttons;
@@ -194,19 +206,18 @@ class Waiting:
 
     # ---- buttons and commands ----------------------------------------------------------------
     async def on_button(self, state: ChatState, press: ButtonPress) -> None:
-        parsed = cards.parse_callback(press.data)
-        if parsed is None:
+        tap = cards.parse_callback(press.data)
+        if tap is None:
             await press.ack(t(state.lang, "approval_stale"), False)
             return
-        kind, ident = parsed
-        if kind.startswith("q"):
-            await self._on_option(state, press, int(kind[1:]), ident)
+        if isinstance(tap, cards.OptionTap):
+            await self._on_option(state, press, tap.index, tap.turn_id)
             return
-        record = await self._store.get_approval(ident)
+        record = await self._store.get_approval(tap.approval_id)
         scope = self._runtime.gate.scope_for(record) if record is not None else None
-        word = read_consent("button", kind, scope=scope).gate_decision
+        word = read_consent("button", tap.choice, scope=scope).gate_decision
         refused = (
-            await self._decide(state, ident, press.user, word, "", record)
+            await self._decide(state, tap.approval_id, press.user, word, "", record)
             if word
             else ApprovalNotFound("this button is no longer valid")
         )
@@ -324,11 +335,11 @@ class Waiting:
             await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
 
     async def card_info(self, record: ApprovalRecord, chat: ChatRef, lang: str = "en") -> cards.CardInfo:
-        note = self.card_notes.get(record.tool)
+        note = self._facts.notes.get(record.tool)
         trade = None
-        if self.trade_facts is not None:
+        if self._facts.trade is not None:
             try:
-                trade = await self.trade_facts(record)
+                trade = await self._facts.trade(record)
             except Exception:  # the card still shows the raw arguments
                 log.warning("no trade facts for the card of %s", record.id, exc_info=True)
         return cards.CardInfo(

@@ -6,13 +6,9 @@ from __future__ import annotations
 from tests.contracts import import_cycles, import_graph, violations
 
 # Cycles that exist only through `if TYPE_CHECKING:` imports (a type annotation names a class from a
-# module that imports this one at run time, lazily). They are the bot/ restructuring of issue 18 —
-# the commands written against the Gateway's internals, and start_chat handed the whole App (it reads
-# some twenty of its attributes) — left for that restructure rather than patched while bot/ is edited
-# in parallel. Shrink this list; never grow it.
-KNOWN_TYPE_LEVEL_CYCLES = {
-    ("bot.app", "bot.chat_setup"),  # start_chat(app) takes the whole App
-}
+# module that imports this one at run time, lazily). None is left (the last, bot.app <-> bot.chat_setup,
+# went when the chats were built from `ChatParts` instead of the whole App, issue 18). Keep it empty.
+KNOWN_TYPE_LEVEL_CYCLES: set[tuple[str, ...]] = set()
 
 
 def test_no_module_imports_against_the_layer_direction():

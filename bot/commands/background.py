@@ -3,10 +3,10 @@ lines they add to /status."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 
 from adapters.commandspec import Choice, CommandSpec, OptionSpec, SubcommandSpec, Words
 from agent.background_tools import describe_task, task_word
@@ -99,21 +99,27 @@ def skill_commands(skills: SkillOps) -> list[Command]:
     return [skill_command(name, description) for name, description in menu(skills.skills)]
 
 
+class CalendarWarning(Protocol):
+    """The market calendar's range warning for a time (None: now), in a language; None if none."""
+
+    def __call__(self, now: datetime | None = None, *, lang: str = "en") -> str | None: ...
+
+
 @dataclass
 class StatusExtras:
     """The lines background work adds to /status: the market calendar's warning, running tasks,
-    briefs and MCP servers."""
+    briefs and the MCP servers' lines (`mcp_status(lang)`); each None when not running."""
 
-    market: Any = None  # markets.services.MarketServices
+    calendar_warning: CalendarWarning | None = None
     tasks: TaskOps | None = None
     schedules: ScheduleOps | None = None
-    mcp: Any = None  # agent.mcp_client.McpManager
+    mcp_status: Callable[[str], list[str]] | None = None
 
     async def __call__(
         self, chat_key: str, session_id: str, lang: str, now: datetime | None = None
     ) -> list[str]:
         lines: list[str] = []
-        if self.market is not None and (warning := self.market.calendar_warning(now, lang=lang)):
+        if self.calendar_warning is not None and (warning := self.calendar_warning(now, lang=lang)):
             lines.append(t(lang, "status_calendar", warning=warning))
         if self.tasks is not None:
             running = [r for r in await self.tasks.list(session_id) if not r.terminal]
@@ -122,8 +128,8 @@ class StatusExtras:
                 lines.append(t(lang, "status_tasks", tasks=tasks))
         if self.schedules is not None:
             lines += await self.schedules.status_lines(chat_key, lang=lang)
-        if self.mcp is not None:
-            lines += self.mcp.status(lang)
+        if self.mcp_status is not None:
+            lines += self.mcp_status(lang)
         return lines
 
 

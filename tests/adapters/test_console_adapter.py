@@ -68,7 +68,7 @@ def _run_lines(stdin: str, card: bool = False):
 def test_end_of_input_at_a_card_presses_deny_and_exit_cancels_it():
     _, received, _, _ = _run_lines("", card=True)
     assert len(received) == 1 and isinstance(received[0], ButtonPress)
-    assert cards.parse_callback(received[0].data) == ("deny", "ap1")
+    assert cards.parse_callback(received[0].data) == cards.CardTap("deny", "ap1")
     _, received, _, _ = _run_lines("/exit\n", card=True)  # closes it unrun, as the chats' /cancel
     assert [(type(x), getattr(x, "name", "")) for x in received] == [(InboundCommand, "cancel")]
 
@@ -88,7 +88,7 @@ def test_ctrl_c_at_a_card_presses_deny_and_during_a_turn_cancels():
         return received
 
     received = asyncio.run(at_card())
-    assert len(received) == 1 and cards.parse_callback(received[0].data) == ("deny", "ap1")
+    assert len(received) == 1 and cards.parse_callback(received[0].data) == cards.CardTap("deny", "ap1")
 
     async def in_turn() -> list:
         adapter, received, _, _ = _adapter("", busy=True)
@@ -138,7 +138,7 @@ def test_property_typed_lines_never_press_a_button_that_allows(lines):
     _, received, _, _ = _run_lines("".join(line + "\n" for line in lines), card=True)
     for inbound in received:
         if isinstance(inbound, ButtonPress):
-            assert cards.parse_callback(inbound.data) == ("deny", "ap1")
+            assert cards.parse_callback(inbound.data) == cards.CardTap("deny", "ap1")
         elif isinstance(inbound, InboundMessage):
             assert inbound.text in lines and inbound.text.strip() and not inbound.text.strip().startswith("/")
         else:

@@ -84,7 +84,28 @@ def test_card_shows_bidi_and_control_characters_and_truncates_with_hash():
 
 
 def test_callback_parsing_rejects_forgeries():
-    assert cards.parse_callback("o:abc") == ("once", "abc")
-    assert cards.parse_callback("q2:t_1") == ("q2", "t_1")
-    for bad in ["", "x:abc", "o:", "abc", "o" + ":" + "a" * 80]:
+    assert cards.parse_callback("o:abc") == cards.CardTap("once", "abc")
+    assert cards.parse_callback("a:abc") == cards.CardTap("always", "abc")
+    assert cards.parse_callback("d:abc") == cards.CardTap("deny", "abc")
+    assert cards.parse_callback("q2:t_1") == cards.OptionTap(2, "t_1")
+    for bad in ["", "x:abc", "o:", "abc", "o" + ":" + "a" * 80, "q:t_1", "qq:t_1"]:
         assert cards.parse_callback(bad) is None
+
+
+@pytest.mark.parametrize("digits", ["²", "٣", "３", "1²"])
+def test_an_option_number_is_ascii_digits_only(digits):
+    """Parsed once into an int: a forged "q²" (a digit to str.isdigit, not to int) is malformed,
+    not a tap whose handling fails later."""
+    assert cards.parse_callback(f"q{digits}:t_1") is None
+
+
+def test_the_buttons_the_bot_sends_parse_back_to_what_they_stand_for():
+    record = _record({"code": "600519", "side": "buy", "quantity": 100})
+    info = cards.CardInfo(None, scope=standing_scope("manage_strategy", record.arguments, live_trading=False))
+    _, rows = cards.approval_card(record, "en", info)
+    taps = [cards.parse_callback(b.data) for b in rows[0]]
+    assert taps == [cards.CardTap(c, record.id) for c in ("once", "always", "deny")]
+    _, options = cards.question_prompt(Q, "t_9")
+    assert [cards.parse_callback(row[0].data) for row in options] == [
+        cards.OptionTap(i, "t_9") for i in (1, 2, 3)
+    ]

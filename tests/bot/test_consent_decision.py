@@ -132,12 +132,40 @@ def test_property_terminal_prompt_allows_only_for_listed_words(text):
 @settings(max_examples=300, deadline=None)
 @given(data=st.text(max_size=70))
 def test_property_button_data_allows_only_for_the_allow_buttons(data):
-    parsed = cards.parse_callback(data)
-    if parsed is None or parsed[0].startswith("q"):
+    """Callback data is read once into a typed tap, which the decision function takes as it is."""
+    tap = cards.parse_callback(data)
+    if not isinstance(tap, cards.CardTap):
+        # an option button (or nothing): never a decision on an approval
+        assert tap is None or data.startswith("q")
         return
-    decision = read_consent("button", parsed[0], scope=TRADE_SCOPE)
-    if decision.allows:
-        assert data.split(":", 1)[0] in ("o", "a")
+    assert data == f"{data[0]}:{tap.approval_id}" and data[0] in "oad"
+    for scope in (TRADE_SCOPE, None):
+        decision = read_consent("button", tap.choice, scope=scope)
+        if decision.allows:
+            assert data.split(":", 1)[0] in ("o", "a")
+        if data[0] == "d":
+            assert decision.kind == "deny"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(["o", "a", "d", "q", "x", ""]),
+    number=st.text(alphabet=st.characters(categories=["Nd", "No"]), max_size=3),
+    ident=st.text(max_size=70),
+)
+def test_property_button_data_close_to_real_is_read_once_into_a_usable_value(kind, number, ident):
+    """Data shaped like the bot's own: a tap is either malformed or fully typed (an option's
+    number already an int), so nothing downstream parses it again or fails on it."""
+    data = f"{kind}{number if kind == 'q' else ''}:{ident}"
+    tap = cards.parse_callback(data)
+    if tap is None:
+        return
+    assert len(data) <= cards.MAX_CALLBACK_DATA and ident
+    if isinstance(tap, cards.OptionTap):
+        assert kind == "q" and str(tap.index) == number.lstrip("0").rjust(1, "0")
+        assert number.isascii()
+    else:
+        assert tap.choice == cards.DECISIONS[kind] and tap.approval_id == ident
 
 
 @settings(max_examples=200, deadline=None)

@@ -77,7 +77,8 @@ async def test_status_extra_speaks_the_chats_language():
 
     rec = await manager.submit("s1", "tg:1", "run_backtest", "c1", work)
     schedules = _Schedules()
-    extras = StatusExtras(MarketServices(data=MarketData()), manager, schedules, _Mcp())  # type: ignore[arg-type]
+    market = MarketServices(data=MarketData())
+    extras = StatusExtras(market.calendar_warning, manager, schedules, _Mcp().status)  # type: ignore[arg-type]
     try:
         zh = "\n".join(await extras("tg:1", "s1", "zh", now=START))
         en = "\n".join(await extras("tg:1", "s1", "en", now=START))

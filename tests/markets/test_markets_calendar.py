@@ -132,12 +132,17 @@ async def test_status_and_brief_carry_the_warning():
         task_manager=None, schedules=None, mcp=None, skills=None, market=MarketServices(data=MarketData())
     )
     late = datetime(2027, 1, 4, 1, tzinfo=UTC)
-    status_extra = StatusExtras(market=app.market)
+    status_extra = StatusExtras(calendar_warning=app.market.calendar_warning)
     assert "trading calendar ends 2026-12-31" in "\n".join(await status_extra("k", "s", "en", now=late))
     assert not await status_extra("k", "s", "en", now=datetime(2026, 6, 1, tzinfo=UTC))
-    text = BriefRunner(app, now=lambda: late).brief_text()  # type: ignore[arg-type]
-    assert "trading calendar ends 2026-12-31" in text
-    assert "calendar" not in BriefRunner(app, now=lambda: datetime(2026, 6, 1, tzinfo=UTC)).brief_text()  # type: ignore[arg-type]
+
+    async def deliver(chat_key: str, text: str) -> None: ...
+
+    def runner(now: datetime) -> BriefRunner:
+        return BriefRunner(deliver, calendar_warning=app.market.calendar_warning, now=lambda: now)
+
+    assert "trading calendar ends 2026-12-31" in runner(late).brief_text()
+    assert "calendar" not in runner(datetime(2026, 6, 1, tzinfo=UTC)).brief_text()
 
 
 async def test_market_overview_tool_carries_the_warning():
