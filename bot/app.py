@@ -65,6 +65,11 @@ WARM_WAIT_S = 20.0
 
 
 class App:
+    """The composition root: builds every part from `Settings` in `start`, hands each part only
+    what it needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). Its ~27 methods are
+    the builders of those parts and their start/stop: one class, so the order of construction
+    and of shutdown reads top to bottom in one place."""
+
     def __init__(
         self,
         settings: Settings,
