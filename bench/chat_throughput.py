@@ -51,7 +51,8 @@ from adapters.telegram import TelegramAdapter
 from agent.providers.base import FinishChunk, ModelInfo, ModelRequest, TextChunk, UsageChunk
 from agent.usage import Usage
 from bench._env import footer, header
-from bot.app import App, settle_heap
+from bot.app import App
+from bot.run import settle_heap
 from config.loader import load_settings
 from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
 

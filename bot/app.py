@@ -4,19 +4,19 @@
                                           gateway + chat adapters, scheduler
     App.stop()                         →  the reverse, in order, with tracked tasks drained
 
-Nothing else constructs long-lived resources; modules receive what they need as arguments.
+Nothing else constructs long-lived resources; modules receive what they need as arguments. The
+builders that need only settings and other parts are functions in bot/parts.py; `tapebot run` (the
+process: logging, signals, the heap) is bot/run.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
-import signal
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import date, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from agent.approval import ApprovalGate
 from agent.providers.base import ModelClient
@@ -27,9 +27,7 @@ from agent.tools.builtin import local_tools
 from agent.tools.core import core_tools
 from agent.tools.registry import Deps, Toolset
 from agent.tools.workspace import LocalToolPolicy
-from bot.logs import configure_logging
-from bot.signals import on_signals
-from config.errors import TapebotError
+from bot.parts import housekeeping_jobs, local_policy, warned_trading_days
 from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
@@ -44,12 +42,8 @@ if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it
     from agent.ports import ApprovalRecord, TurnRecord
     from agent.skills import SkillLibrary
     from agent.task_ledger import TaskRecord
-    from agent.tools.registry import ToolContext
     from bot.chat_setup import ChatParts
     from bot.gateway import Gateway
-    from markets.calendar import TradingCalendar
-    from markets.data import MarketData
-    from markets.portfolio import Portfolio
     from markets.preview import TradePreview
     from markets.services import MarketServices
     from memory.hooks import MemoryContextHooks
@@ -66,9 +60,10 @@ WARM_WAIT_S = 20.0
 
 class App:
     """The composition root: builds every part from `Settings` in `start`, hands each part only
-    what it needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). Its ~27 methods are
-    the builders of those parts and their start/stop: one class, so the order of construction
-    and of shutdown reads top to bottom in one place."""
+    what it needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). Its ~27 methods (and
+    this module's ~500 lines, over the ~400 of the rest of bot/) are the steps that build a part
+    and keep it: one class, so the order of construction and of shutdown reads top to bottom in
+    one place."""
 
     def __init__(
         self,
@@ -156,50 +151,12 @@ class App:
 
     def _market_tools(self) -> Toolset:
         """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading."""
-        from markets.services import (
-            LazyMarketData,
-            MarketServices,
-            MarketSettings,
-            build_live_broker,
-            build_market_data,
-        )
+        from bot.parts import build_market
         from markets.tools import market_tools
 
-        s = self.settings
-        env = s.environ
-        providers: list[str] = (
-            [s.markets.provider] if s.markets.provider == "bundled" else [s.markets.provider, "bundled"]
-        )
-        ms = MarketSettings(
-            initial_cash_cn=s.markets.initial_cash,
-            retry_blocked=s.markets.retry_blocked,
-            live=s.markets.live,
-            live_exchange=s.markets.live_exchange,
-            live_api_key=env.get(s.markets.live_api_key_env, "") if s.markets.live else "",
-            live_secret=env.get(s.markets.live_secret_env, "") if s.markets.live else "",
-            csv_folder=str(s.markets.csv_dir or ""),
-            providers=providers,
-            data_dir=str(s.home / "data"),
-        )
         assert self.db is not None
-        sessions = self.db.sessionmaker
-        # built on first use: a turn that runs no market tool imports no numpy (issue 21)
-        lazy_data = LazyMarketData(lambda: build_market_data(ms, sessions))
-        data = cast("MarketData", lazy_data)  # the stand-in answers as a MarketData does
-        live = build_live_broker(ms, sessions, lazy_data.get()) if ms.live else None
-        if ms.live:
-            log.warning("=" * 64)
-            log.warning("LIVE TRADING IS ENABLED on %s: approved trades send real orders", ms.live_exchange)
-            log.warning("=" * 64)
-        self.market = MarketServices(
-            data=data,
-            session_factory=sessions,
-            results_dir=s.results_dir,
-            charts_dir=s.results_dir / "charts",
-            settings=ms,
-            model=self.model_for(None) if s.models else None,
-            live_broker=live,
-        )
+        model = self.model_for(None) if self.settings.models else None
+        self.market = build_market(self.settings, self.db.sessionmaker, model)
         self.deps.add(self.market)
         return market_tools
 
@@ -248,35 +205,12 @@ class App:
         return list(self.market.data.directory.mentions(text))
 
     def _memory_tools(self, hooks: MemoryContextHooks | None) -> Toolset:
-        from memory.tools import HistorySource, MemoryServices, memory_tools
+        from bot.parts import memory_services
+        from memory.tools import memory_tools
 
         if hooks is None:
             return Toolset("memory")
-        recall = hooks.recaller
-        sources: dict[str, HistorySource] = {}
-        if self.market is not None:
-            market = self.market
-
-            def portfolio() -> Portfolio:
-                from markets.portfolio import Portfolio  # on use: numpy loads with the first market call
-
-                return Portfolio(market.sessions(), market.data, market.settings)
-
-            async def analyses(ctx: ToolContext, query: str, limit: int) -> Any:
-                return await portfolio().records(ctx.user_id or "default", symbol=query or None, limit=limit)
-
-            async def trades(ctx: ToolContext, query: str, limit: int) -> Any:
-                return await portfolio().trades(ctx.user_id or "default", symbol=query or None, limit=limit)
-
-            sources = {"analyses": analyses, "trades": trades}
-        self.memory = MemoryServices(
-            store=recall.store,
-            recall=recall,
-            archive=recall.archive,
-            extractor=hooks.extractor,
-            scope_of=hooks.scope_of,
-            history_sources=sources,
-        )
+        self.memory = memory_services(hooks, self.market)
         self.deps.add(self.memory)
         return memory_tools
 
@@ -366,36 +300,14 @@ class App:
         await tasks.start()
 
     def warm_sdks(self) -> asyncio.Task[Any] | None:
-        """Import the configured models' SDKs in a worker thread while the rest starts, then build
-        their SDK clients and load what a first call loads, so the first reply pays none of it
-        (issue 21). Tracked: `stop` cancels the wait."""
-        from agent.providers import import_sdks, sdk_modules
+        """Warm the configured models' SDKs in a worker thread while the rest starts, so the first
+        reply pays none of it (issue 21). Tracked: `stop` cancels the wait."""
+        from bot.parts import sdk_warmer
 
-        s = self.settings
-        wanted = {s.agent.model, *s.agent.fallbacks, s.memory.model or s.agent.model}
-        names = sdk_modules([m for m in s.models if m.id in wanted])
-        if not names or self._model_factory is not None:
+        if self._model_factory is not None:
             return None
-        try:
-            chains = [
-                self.model_for(i) for i in dict.fromkeys([s.agent.model, s.memory.model or s.agent.model])
-            ]
-        except TapebotError:  # reported by the start itself, where the model is first needed
-            chains = []
-        clients = [c for chain in chains for c in getattr(chain, "clients", [chain])]
-
-        def warm() -> None:
-            from agent.tokens import estimate_tokens
-
-            estimate_tokens("预热 warm-up")  # its character tables are built on first use (~30 ms)
-            import_sdks(names)
-            for client in clients:
-                try:
-                    getattr(client, "warm", lambda: None)()
-                except Exception:
-                    log.debug("warming the %s client failed", client.info.id, exc_info=True)
-
-        return self.spawn(asyncio.to_thread(warm), name="warm-sdks")
+        warm = sdk_warmer(self.settings, self.model_for)
+        return self.spawn(asyncio.to_thread(warm), name="warm-sdks") if warm is not None else None
 
     async def trade_facts(self, record: ApprovalRecord) -> TradePreview | None:
         """The facts a trade's approval card shows (markets/preview.py); None for other tools."""
@@ -498,23 +410,11 @@ class App:
             skill=self.skills.get if self.skills is not None else None,
             calendar_warning=self.market.calendar_warning if self.market is not None else None,
         )
-        housekeeping: dict[str, Any] = {"cleanup_tasks": self.task_manager.cleanup}
-        if self.memory is not None:
-            housekeeping["prune_memory"] = self.memory.store.prune
-        if self.market is not None:
-            market = self.market
-
-            async def run_traders() -> None:
-                # daily, after the previous session's close: each running trader takes one step
-                from markets.strategies import run_all_traders  # with numpy: not at start (issue 21)
-
-                await run_all_traders(market)
-
-            housekeeping["run_traders"] = run_traders
+        housekeeping = housekeeping_jobs(self.task_manager, self.memory, self.market)
         jobs = AppScheduler(
             schedules.store,
             on_brief=runner.run,
-            is_trading_day=_warned_trading_days(TradingCalendar.sse(s.home / "data")),
+            is_trading_day=warned_trading_days(TradingCalendar.sse(s.home / "data")),
             housekeeping=housekeeping,
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,
@@ -547,7 +447,6 @@ class App:
 
     def _chat_parts(self) -> ChatParts:
         """What the chats are built from: each part of the App they use, and nothing else."""
-        from agent.tools.workspace import LocalToolPolicy
         from bot.cards import exec_note
         from bot.chat_setup import ChatParts
         from bot.commands.background import StatusExtras, skill_commands
@@ -629,76 +528,3 @@ class App:
         if self._umask is not None:
             os.umask(self._umask)
             self._umask = None
-
-
-def local_policy(s: Settings, redactor: Redactor | None = None) -> LocalToolPolicy:
-    """The built-in local tools' policy from `[tools]` (workspace, limits, the shell's sandbox)."""
-    return LocalToolPolicy.for_home(
-        s.home,
-        exec_timeout=s.tools.exec_timeout,
-        exec_output_cap=s.tools.exec_output_cap,
-        env_allowlist=list(s.tools.env_allowlist),
-        web_max_bytes=s.tools.web_fetch_max_bytes,
-        web_timeout=s.tools.web_fetch_timeout,
-        allow_private_urls=s.tools.allow_private_urls,
-        unsandboxed_exec=s.tools.unsandboxed_exec,
-        exec_network=s.tools.exec_network,
-        exec_memory_mb=s.tools.exec_memory_mb,
-        exec_file_size_mb=s.tools.exec_file_size_mb,
-        exec_read_only_paths=list(s.tools.exec_read_only_paths),
-        secret_values=s.secret_values(),
-        redactor=redactor,
-    )
-
-
-# The cyclic collector's first-generation threshold (CPython's default is 700 allocations). A busy
-# chat turn allocates thousands of short-lived containers that reference counting frees anyway;
-# at 700 the collector ran dozens of times per message for nothing (~10% of the CPU per message in
-# `bench/chat_throughput.py`). Real cycles are still collected, a little later.
-GC_GEN0_THRESHOLD = 10_000
-
-
-def settle_heap() -> None:
-    """Call once a long-running process has started. What exists by then (imported modules, the
-    market directory, compiled statements) lives as long as the process: moving it out of the
-    cyclic collector's way keeps every full collection under load from walking it again — about a
-    fifth of the CPU per chat message in `bench/chat_throughput.py`. Reference counting still frees
-    those objects as usual; only cycles among them would stay. Then the first generation is
-    collected less often (`GC_GEN0_THRESHOLD`)."""
-    gc.collect()
-    gc.freeze()
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
-
-
-async def run_bot(settings: Settings) -> int:
-    """`tapebot run`: chat adapters and the scheduler in one event loop until SIGTERM/SIGINT."""
-    configure_logging(
-        settings.log_level,
-        file=settings.log_file,
-        max_bytes=settings.log.max_bytes,
-        backups=settings.log.backups,
-    )
-    app = App(settings)
-    stop = asyncio.Event()
-    on_signals((signal.SIGTERM, signal.SIGINT), stop.set)
-    await app.start(adapters=True, before_open=settle_heap)
-    log.info("tapebot is running; press Ctrl-C to stop")
-    try:
-        await stop.wait()
-    finally:
-        log.info("stopping…")
-        await app.stop()
-    return 0
-
-
-def _warned_trading_days(cal: TradingCalendar) -> Callable[[date], bool]:
-    """The calendar's is_trading_day for the scheduler, logging when a day lies outside the known
-    range (the day is then a weekday guess; briefs and /status say so too)."""
-
-    def is_trading_day(day: date) -> bool:
-        if warn := cal.warning(day, horizon=0):
-            log.warning("trading_days schedule: %s", warn)
-        return bool(cal.is_trading_day(day))
-
-    return is_trading_day

@@ -280,8 +280,8 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
     if command == "run":
         ctx.read_env_files()
         settings = ctx.settings(require_platform=True)
-        app = importlib.import_module("bot.app")
-        return _exit_code(asyncio.run(app.run_bot(settings)))
+        run = importlib.import_module("bot.run")
+        return _exit_code(asyncio.run(run.run_bot(settings)))
     if command in EXTENSIONS:
         return run_extension(command, list(args.rest), ctx)
     parser.error(f"unknown command {command!r}")
@@ -324,7 +324,7 @@ def cmd_config_check(ctx: CliContext) -> int:
     import tomli_w
 
     from agent.tools import sandbox
-    from bot.app import local_policy
+    from bot.parts import local_policy
     from config.filemodes import loose_modes
     from config.loader import mask
 

@@ -156,7 +156,7 @@ def check_file_modes(settings: Settings) -> Check:
 def check_sandbox(settings: Settings, status: Callable[[Any], Any] | None = None) -> Check:
     """What exec_command will do here: run in bubblewrap, run unconfined (opted in), or be refused."""
     from agent.tools import sandbox
-    from bot.app import local_policy
+    from bot.parts import local_policy
 
     policy = local_policy(settings)
     st = (status or sandbox.status)(policy)

@@ -156,9 +156,9 @@ async def test_market_overview_tool_carries_the_warning():
 
 
 def test_scheduler_calendar_logs_days_outside_the_range(caplog):
-    from bot.app import _warned_trading_days
+    from bot.parts import warned_trading_days
 
-    is_trading = _warned_trading_days(TradingCalendar.sse())
+    is_trading = warned_trading_days(TradingCalendar.sse())
     assert not is_trading(date(2026, 10, 1)) and "outside" not in caplog.text
     assert is_trading(date(2027, 1, 1))  # a weekday guess (New Year's Day) …
     assert "2027-01-01 is outside it" in caplog.text  # … that is logged, not silent

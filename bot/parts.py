@@ -1,0 +1,186 @@
+"""Builders of the App's parts, each a function of the settings and the parts it needs (bot/app.py
+calls them in order and owns what they return)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import date
+from typing import TYPE_CHECKING, Any, cast
+
+from agent.redact import Redactor
+from agent.tools.workspace import LocalToolPolicy
+from config.settings import Settings
+
+if TYPE_CHECKING:
+    from agent.background import TaskManager
+    from agent.providers.base import ModelClient
+    from agent.tools.registry import ToolContext
+    from markets.calendar import TradingCalendar
+    from markets.data import MarketData
+    from markets.models import SessionFactory
+    from markets.portfolio import Portfolio
+    from markets.services import MarketServices
+    from memory.hooks import MemoryContextHooks
+    from memory.tools import MemoryServices
+
+log = logging.getLogger("tapebot")
+
+
+def local_policy(s: Settings, redactor: Redactor | None = None) -> LocalToolPolicy:
+    """The built-in local tools' policy from `[tools]` (workspace, limits, the shell's sandbox)."""
+    return LocalToolPolicy.for_home(
+        s.home,
+        exec_timeout=s.tools.exec_timeout,
+        exec_output_cap=s.tools.exec_output_cap,
+        env_allowlist=list(s.tools.env_allowlist),
+        web_max_bytes=s.tools.web_fetch_max_bytes,
+        web_timeout=s.tools.web_fetch_timeout,
+        allow_private_urls=s.tools.allow_private_urls,
+        unsandboxed_exec=s.tools.unsandboxed_exec,
+        exec_network=s.tools.exec_network,
+        exec_memory_mb=s.tools.exec_memory_mb,
+        exec_file_size_mb=s.tools.exec_file_size_mb,
+        exec_read_only_paths=list(s.tools.exec_read_only_paths),
+        secret_values=s.secret_values(),
+        redactor=redactor,
+    )
+
+
+def warned_trading_days(cal: TradingCalendar) -> Callable[[date], bool]:
+    """The calendar's is_trading_day for the scheduler, logging when a day lies outside the known
+    range (the day is then a weekday guess; briefs and /status say so too)."""
+
+    def is_trading_day(day: date) -> bool:
+        if warn := cal.warning(day, horizon=0):
+            log.warning("trading_days schedule: %s", warn)
+        return bool(cal.is_trading_day(day))
+
+    return is_trading_day
+
+
+def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | None) -> MarketServices:
+    """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading: their
+    services (the tools find them in the Deps). The data loads on first use."""
+    from markets.services import (
+        LazyMarketData,
+        MarketServices,
+        MarketSettings,
+        build_live_broker,
+        build_market_data,
+    )
+
+    env = s.environ
+    providers: list[str] = (
+        [s.markets.provider] if s.markets.provider == "bundled" else [s.markets.provider, "bundled"]
+    )
+    ms = MarketSettings(
+        initial_cash_cn=s.markets.initial_cash,
+        retry_blocked=s.markets.retry_blocked,
+        live=s.markets.live,
+        live_exchange=s.markets.live_exchange,
+        live_api_key=env.get(s.markets.live_api_key_env, "") if s.markets.live else "",
+        live_secret=env.get(s.markets.live_secret_env, "") if s.markets.live else "",
+        csv_folder=str(s.markets.csv_dir or ""),
+        providers=providers,
+        data_dir=str(s.home / "data"),
+    )
+    # built on first use: a turn that runs no market tool imports no numpy (issue 21)
+    lazy_data = LazyMarketData(lambda: build_market_data(ms, sessions))
+    data = cast("MarketData", lazy_data)  # the stand-in answers as a MarketData does
+    live = build_live_broker(ms, sessions, lazy_data.get()) if ms.live else None
+    if ms.live:
+        log.warning("=" * 64)
+        log.warning("LIVE TRADING IS ENABLED on %s: approved trades send real orders", ms.live_exchange)
+        log.warning("=" * 64)
+    return MarketServices(
+        data=data,
+        session_factory=sessions,
+        results_dir=s.results_dir,
+        charts_dir=s.results_dir / "charts",
+        settings=ms,
+        model=model,
+        live_broker=live,
+    )
+
+
+def memory_services(hooks: MemoryContextHooks, market: MarketServices | None) -> MemoryServices:
+    """What the memory tools use: the recall store, the archive, the extractor, and the portfolio's
+    analyses and trades as history sources when the markets are on."""
+    from memory.tools import HistorySource, MemoryServices
+
+    recall = hooks.recaller
+    sources: dict[str, HistorySource] = {}
+    if market is not None:
+        live = market
+
+        def portfolio() -> Portfolio:
+            from markets.portfolio import Portfolio  # on use: numpy loads with the first market call
+
+            return Portfolio(live.sessions(), live.data, live.settings)
+
+        async def analyses(ctx: ToolContext, query: str, limit: int) -> Any:
+            return await portfolio().records(ctx.user_id or "default", symbol=query or None, limit=limit)
+
+        async def trades(ctx: ToolContext, query: str, limit: int) -> Any:
+            return await portfolio().trades(ctx.user_id or "default", symbol=query or None, limit=limit)
+
+        sources = {"analyses": analyses, "trades": trades}
+    return MemoryServices(
+        store=recall.store,
+        recall=recall,
+        archive=recall.archive,
+        extractor=hooks.extractor,
+        scope_of=hooks.scope_of,
+        history_sources=sources,
+    )
+
+
+def sdk_warmer(s: Settings, model_for: Callable[[str | None], ModelClient]) -> Callable[[], None] | None:
+    """What warms the configured models' SDKs, to run in a worker thread: import them, build their
+    clients and load what a first call loads (None when no SDK is configured)."""
+    from agent.providers import import_sdks, sdk_modules
+    from config.errors import TapebotError
+
+    wanted = {s.agent.model, *s.agent.fallbacks, s.memory.model or s.agent.model}
+    names = sdk_modules([m for m in s.models if m.id in wanted])
+    if not names:
+        return None
+    try:
+        chains = [model_for(i) for i in dict.fromkeys([s.agent.model, s.memory.model or s.agent.model])]
+    except TapebotError:  # reported by the start itself, where the model is first needed
+        chains = []
+    clients = [c for chain in chains for c in getattr(chain, "clients", [chain])]
+
+    def warm() -> None:
+        from agent.tokens import estimate_tokens
+
+        estimate_tokens("预热 warm-up")  # its character tables are built on first use (~30 ms)
+        import_sdks(names)
+        for client in clients:
+            try:
+                getattr(client, "warm", lambda: None)()
+            except Exception:
+                log.debug("warming the %s client failed", client.info.id, exc_info=True)
+
+    return warm
+
+
+def housekeeping_jobs(
+    tasks: TaskManager, memory: MemoryServices | None, market: MarketServices | None
+) -> dict[str, Callable[[], Awaitable[Any]]]:
+    """The scheduler's daily jobs: old task records, expired memories, and one step of each running
+    trader after the previous session's close."""
+    jobs: dict[str, Callable[[], Awaitable[Any]]] = {"cleanup_tasks": tasks.cleanup}
+    if memory is not None:
+        jobs["prune_memory"] = memory.store.prune
+    if market is not None:
+        live = market
+
+        async def run_traders() -> None:
+            from markets.strategies import run_all_traders  # with numpy: not at start (issue 21)
+
+            await run_all_traders(live)
+
+        jobs["run_traders"] = run_traders
+    return jobs
