@@ -342,9 +342,6 @@ class ConsoleAdapter(ChatAdapter):
     def _sent(self) -> SentMessage:
         return SentMessage(self.chat, f"m{next(self._ids)}")
 
-    def _text(self, text: str) -> str:
-        return self._outgoing(text)
-
     async def send_text(
         self,
         chat: ChatRef,
@@ -355,7 +352,7 @@ class ConsoleAdapter(ChatAdapter):
         format: TextFormat = "markdown",
     ) -> SentMessage:
         sent = self._sent()
-        text = self._text(text)
+        text = self._outgoing(text)
         self._typing_since_input = False
         if buttons:  # a question with options: answered by typing one (its number or its words)
             self._question = sent.message_id
@@ -374,7 +371,7 @@ class ConsoleAdapter(ChatAdapter):
         buttons: Sequence[Sequence[Button]] | None = None,
         format: TextFormat = "markdown",
     ) -> None:
-        text = self._text(text)
+        text = self._outgoing(text)
         if msg.message_id in self._waiting_ids:  # a card or question decided, answered or closed
             self._waiting_ids.discard(msg.message_id)
             if self._card is not None and msg.message_id == self._card[0]:
@@ -403,7 +400,7 @@ class ConsoleAdapter(ChatAdapter):
             self.screen.spin()
 
     async def send_image(self, chat: ChatRef, path: str | Path, caption: str = "") -> SentMessage:
-        self.screen.note(f"saved {path}" + (f"\n  {self._text(caption)}" if caption else ""))
+        self.screen.note(f"saved {path}" + (f"\n  {self._outgoing(caption)}" if caption else ""))
         return self._sent()
 
     async def set_commands(self, commands: Sequence[CommandSpec]) -> None:
