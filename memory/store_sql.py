@@ -105,6 +105,14 @@ def column_processor(column: Any, dialect: Dialect, *, result: bool = False) -> 
     return fn or (lambda v: v)
 
 
+def utc_text_processor(column: Any, dialect: Dialect) -> Callable[[Any], Any]:
+    """`column`'s (a `UTCDateTime`) bind conversion: `_utc_text` when it gives what SQLAlchemy's
+    own processors give, else those."""
+    convert = column_processor(column, dialect)
+    sample = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
+    return _utc_text if _utc_text(sample) == convert(sample) else convert
+
+
 class SqliteOps:
     """The hot operations in plain SQL for SQLite (see `Database.run(..., sqlite=...)`). Keep them in
     step with `HotStatements` and the Core code in `SqlStore` (a test compares the rows they store)."""
@@ -113,10 +121,7 @@ class SqliteOps:
         def processor(column: sa.Column[Any], result: bool = False) -> Callable[[Any], Any]:
             return column_processor(column, dialect, result=result)
 
-        self.time = processor(MESSAGES.c.created_at)  # UTCDateTime everywhere
-        sample = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
-        if _utc_text(sample) == self.time(sample):  # SQLAlchemy's own conversion, only cheaper
-            self.time = _utc_text
+        self.time = utc_text_processor(MESSAGES.c.created_at, dialect)  # UTCDateTime everywhere
         self.json = processor(MESSAGES.c.payload)
         self.from_json = processor(MESSAGES.c.payload, result=True)
         self.kv_in, self.kv_out = processor(KV.c.value), processor(KV.c.value, result=True)

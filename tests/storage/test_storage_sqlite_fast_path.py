@@ -8,15 +8,17 @@ from datetime import UTC, datetime
 
 import pytest
 
+import memory.chat_tables as chat_tables_module
 import memory.stores as stores_module
 from agent.messages import Message, ToolCallPart
 from agent.ports import TurnRecord, UsageRecord
 from agent.usage import Usage
+from memory.chat_tables import ChatRecord
 from memory.db import Database
 from memory.stores import SqlStore
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)  # no microseconds: the format still has them
-TABLES = ("sessions", "messages", "turns", "usage", "processed_updates", "kv")
+TABLES = ("sessions", "messages", "turns", "usage", "processed_updates", "kv", "chats")
 
 
 async def exercise(store: SqlStore) -> dict:
@@ -59,7 +61,13 @@ async def exercise(store: SqlStore) -> dict:
         TurnRecord(id="t2", session_id="s3", status="suspended", created_at=NOW, updated_at=NOW)
     )
     await store.record_usage(usage)
+    await store.save_chat(ChatRecord("tg:1", "telegram", "1", None, False, "s1"))
+    await store.save_chat(ChatRecord("tg:1", "telegram", "1", None, False, "s1", "zh", "m2", "u1"))
+    await store.save_chat(ChatRecord("dc:2:t3", "discord", "2", "t3", True, "s2", "en", None, "u2"))
     return {
+        "chat": await store.load_chat("tg:1"),
+        "group": await store.load_chat("dc:2:t3"),
+        "no_chat": await store.load_chat("nope"),
         "open": running,
         "closed": await store.open_turn("s1"),
         "suspended": await store.open_turn("s3"),
@@ -84,6 +92,7 @@ def dump(path) -> dict:
 
 async def test_plain_sql_and_core_paths_store_the_same_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(stores_module, "utcnow", lambda: NOW)
+    monkeypatch.setattr(chat_tables_module, "utcnow", lambda: NOW)
     results = {}
     for name, inline in (("fast", True), ("core", False)):
         path = tmp_path / f"{name}.db"
@@ -98,6 +107,9 @@ async def test_plain_sql_and_core_paths_store_the_same_rows(tmp_path, monkeypatc
     assert fast["closed"] is None and fast["suspended"] is not None
     assert [m.text for m in fast["messages"]] == ["你好 <b>&", "", "done", "two", "at once"]
     assert fast["kv"] == {"session_id": "s1", "lang": "en"}
+    assert fast["chat"] == ChatRecord("tg:1", "telegram", "1", None, False, "s1", "zh", "m2", "u1", NOW)
+    assert fast["group"] is not None and (fast["group"].thread_id, fast["group"].is_group) == ("t3", True)
+    assert fast["no_chat"] is None
     assert fast["kv_empty"] is None and fast["kv_missing"] == "default"
     # only the message neither committed nor released is still pending
     assert fast["pending"] == [(("telegram", "43"), NOW, {"text": "kept"})]
