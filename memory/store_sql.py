@@ -92,6 +92,8 @@ class HotStatements:
 def _utc_text(value: datetime) -> str:
     """A timestamp as `UTCDateTime` stores it in SQLite: naive UTC, "YYYY-MM-DD HH:MM:SS.ffffff"
     (SQLAlchemy's format), in one C call instead of two type processors."""
+    if value.tzinfo is UTC:  # `utcnow()`'s: the text is the same, less its "+00:00"
+        return value.isoformat(" ", "microseconds")[:26]
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.isoformat(" ", "microseconds")

@@ -4,9 +4,11 @@ stores, and reads it back the same way."""
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import memory.chat_tables as chat_tables_module
 import memory.stores as stores_module
@@ -173,3 +175,27 @@ async def test_an_append_after_another_writer_is_numbered_after_its_messages(tmp
         conn.close()
     assert seqs == [0, 1, 2, 3, 4]
     assert held == [True, False]  # "two" appended after the history held; "three" was not
+
+
+@given(
+    st.datetimes(
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=8)), timezone(-timedelta(minutes=90))])
+    )
+    | st.datetimes()
+)
+def test_the_plain_sql_timestamp_is_sqlalchemys(value):
+    """`_utc_text` (every timestamp the fast path writes) gives exactly what SQLAlchemy's own
+    processors for `UTCDateTime` give, whatever the zone (naive values are taken as UTC)."""
+    from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+
+    from memory.models import MessageRow
+    from memory.store_sql import _utc_text, column_processor
+
+    if value.tzinfo is not None and not (
+        datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
+        <= value
+        <= datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+    ):
+        return  # beyond year 1..9999 once in UTC: neither can convert it
+    expected = column_processor(MessageRow.__table__.c.created_at, SQLiteDialect_pysqlite())(value)
+    assert _utc_text(value) == expected
