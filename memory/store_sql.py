@@ -146,12 +146,16 @@ class SqliteOps:
 
     def ensure_session(
         self, db: sqlite3.Connection, session_id: str, chat_key: str, user_id: str, t: str
-    ) -> None:
-        """`t`: the time as stored (`self.time(now)`), converted once per transaction."""
-        db.execute(
-            "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, archived) "
-            "VALUES (?, ?, ?, '', '', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            (session_id, chat_key, user_id, t, t, self.false),
+    ) -> bool:
+        """`t`: the time as stored (`self.time(now)`), converted once per transaction. True if the
+        session was created (its version is `t`), False if it existed."""
+        return (
+            db.execute(
+                "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, archived) "
+                "VALUES (?, ?, ?, '', '', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (session_id, chat_key, user_id, t, t, self.false),
+            ).rowcount
+            == 1
         )
 
     def insert_rows(
@@ -161,13 +165,17 @@ class SqliteOps:
         rows: Sequence[tuple[str, dict[str, Any]]],
         start: int,
         t: str,
+        *,
+        touch: bool = True,
     ) -> None:
+        """Without `touch`, the session's version is left as it is (it is `t` already)."""
         if rows:
             db.executemany(
                 "INSERT INTO messages (session_id, seq, role, payload, created_at) VALUES (?, ?, ?, ?, ?)",
                 [(session_id, start + i, role, self.json(p), t) for i, (role, p) in enumerate(rows)],
             )
-        db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
+        if touch:
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
 
     def advance_session(self, db: sqlite3.Connection, session_id: str, version: Any, t: str) -> bool:
         """Set the session's version (`updated_at`) to `t` if it is still `version`, i.e. nobody

@@ -63,6 +63,10 @@ async def exercise(store: SqlStore) -> dict:
         TurnRecord(id="t2", session_id="s3", status="suspended", created_at=NOW, updated_at=NOW)
     )
     await store.record_usage(usage)
+    assert await store.load_messages("s4") == []  # a session not created yet
+    new_turn = TurnRecord(id="t4", session_id="s4", requester="u4", chat_key="tg:4", created_at=NOW)
+    await store.commit("s4", messages=[Message.user("first")], turn=new_turn, received=[("telegram", "43")])
+    await store.commit("s4", messages=[Message.assistant("second")])
     await store.save_chat(ChatRecord("tg:1", "telegram", "1", None, False, "s1"))
     await store.save_chat(ChatRecord("tg:1", "telegram", "1", None, False, "s1", "zh", "m2", "u1"))
     await store.save_chat(ChatRecord("dc:2:t3", "discord", "2", "t3", True, "s2", "en", None, "u2"))
@@ -77,6 +81,7 @@ async def exercise(store: SqlStore) -> dict:
         "missing": await store.load_turn("nope"),
         "held": held,
         "messages": await store.load_messages("s1"),
+        "new_session": await store.load_messages("s4"),
         "kv": await store.kv_get("chat:1"),
         "kv_empty": await store.kv_get("empty", "default"),
         "kv_missing": await store.kv_get("missing", "default"),
@@ -113,8 +118,8 @@ async def test_plain_sql_and_core_paths_store_the_same_rows(tmp_path, monkeypatc
     assert fast["group"] is not None and (fast["group"].thread_id, fast["group"].is_group) == ("t3", True)
     assert fast["no_chat"] is None
     assert fast["kv_empty"] is None and fast["kv_missing"] == "default"
-    # only the message neither committed nor released is still pending
-    assert fast["pending"] == [(("telegram", "43"), NOW, {"text": "kept"})]
+    assert [m.text for m in fast["new_session"]] == ["first", "second"]
+    assert fast["pending"] == []  # every received message was committed or released
 
 
 async def test_in_memory_database_uses_the_core_path(monkeypatch):
@@ -199,3 +204,44 @@ def test_the_plain_sql_timestamp_is_sqlalchemys(value):
         return  # beyond year 1..9999 once in UTC: neither can convert it
     expected = column_processor(MessageRow.__table__.c.created_at, SQLiteDialect_pysqlite())(value)
     assert _utc_text(value) == expected
+
+
+async def test_a_new_sessions_first_exchange_reads_nothing_it_knows(tmp_path, monkeypatch):
+    """A session read before it exists holds no messages (they reference it): its first append
+    creates it and numbers from 0 without reading it again, and the next load reads one row. If
+    another process created it meanwhile, the append goes after that one's messages."""
+    from memory.store_sql import SqliteOps
+
+    versions: list[str] = []
+    read = SqliteOps.version_and_last_seq
+
+    def watched(self, db, session_id):
+        versions.append(session_id)
+        return read(self, db, session_id)
+
+    monkeypatch.setattr(SqliteOps, "version_and_last_seq", watched)
+    path = tmp_path / "t.db"
+    async with Database(f"sqlite+aiosqlite:///{path}") as db:
+        store = SqlStore(db)
+        count = db.count_statements()
+        assert await store.load_messages("new") == []
+        assert count() == 1  # the version read: no session, so no messages to read
+        await store.append_messages("new", [Message.user("one")])
+        await store.append_messages("new", [Message.assistant("two")])
+        before = count()
+        assert [m.text for m in await store.load_messages("new")] == ["one", "two"]
+        assert count() - before == 1  # the history held is current
+
+        assert await store.load_messages("raced") == []
+        async with Database(f"sqlite+aiosqlite:///{path}") as other_db:
+            await SqlStore(other_db).append_messages("raced", [Message.user("elsewhere")])
+        await store.append_messages("raced", [Message.user("mine")])
+        assert [m.text for m in await store.load_messages("raced")] == ["elsewhere", "mine"]
+    # read only where the session was not as held: the other store's blind append, then ours
+    assert versions == ["raced", "raced"]
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT session_id, seq FROM messages ORDER BY session_id, seq").fetchall()
+    finally:
+        conn.close()
+    assert rows == [("new", 0), ("new", 1), ("raced", 0), ("raced", 1)]
