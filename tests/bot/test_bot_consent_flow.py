@@ -272,6 +272,10 @@ async def test_an_admins_plain_ok_in_a_group_does_not_approve_a_reply_to_the_car
     await asyncio.sleep(0.2)
     assert approval_row(harness.home, approval_id(card))["status"] == "pending"
     assert buttons_of(current(api, GROUP, card)) and write_count == []
+    # the member's mention and the admin's reply elsewhere wait for the decision: each hears so once
+    api.push_text(GROUP, f"{MENTION} ping again", user_id=BOB)
+    await asyncio.sleep(0.2)
+    assert api.texts(GROUP).count(t("en", "held_until_decided")) == 2
     api.push_text(GROUP, "ok", user_id=ADMIN, reply_to=card["message_id"])
     await said(api, GROUP, "Saved m.")
     assert write_count == ["m.txt"]
