@@ -142,6 +142,9 @@ async def test_always_allow_on_a_paper_buy_covers_only_that_instrument_side_and_
     api.push_text(ALICE, "again", user_id=ALICE)
     await said(api, ALICE, "Bought again.")
     assert len(all_cards(api, ALICE)) == 1 and len(trades(home)) == 2
+    # ... but never unseen: the chat is told which standing approval it ran under
+    told = [x for x in api.texts(ALICE) if x.startswith("✅ Ran under this chat's standing approval")]
+    assert len(told) == 1 and "buy 600519 ≤ 100" in told[0] and "/rules" in told[0]
 
     # bigger, the other side, another instrument: each asks again
     for n, args in enumerate(
