@@ -129,19 +129,10 @@ class _ChatStatements:
 
     def record(self, row: Sequence[Any]) -> ChatRecord:
         """A plain-SQL row (columns in `CHAT_COLUMNS` order) as SQLAlchemy would have read it."""
-        key, platform, chat_id, thread_id, is_group, session_id, lang, model, owner, updated_at = row
-        return ChatRecord(
-            key=key,
-            platform=platform,
-            chat_id=chat_id,
-            thread_id=thread_id,
-            is_group=bool(self.read_bool(is_group)),
-            session_id=session_id,
-            lang=lang,
-            model=model,
-            owner=owner,
-            updated_at=self.read_time(updated_at),
-        )
+        values = dict(zip(CHAT_COLUMNS, row, strict=True))
+        values["is_group"] = bool(self.read_bool(values["is_group"]))
+        values["updated_at"] = self.read_time(values["updated_at"])
+        return ChatRecord(**values)
 
 
 class ChatTables:
