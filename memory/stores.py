@@ -101,10 +101,12 @@ class _History:
 
 class _HistoryCache:
     """Decoded histories of the most recently used sessions, bounded by their total number of
-    messages (the least recently used go first; a history larger than the bound is not kept)."""
+    messages and by their number (empty ones, e.g. sessions read before they exist, count there);
+    the least recently used go first, and a history larger than the bound is not kept."""
 
-    def __init__(self, max_messages: int = 5_000):
+    def __init__(self, max_messages: int = 5_000, max_sessions: int = 5_000):
         self.max_messages = max_messages
+        self.max_sessions = max_sessions
         self._entries: OrderedDict[str, _History] = OrderedDict()
         self._size = 0
 
@@ -147,7 +149,7 @@ class _HistoryCache:
             self._size -= len(entry.messages)
 
     def _shrink(self) -> None:
-        while self._size > self.max_messages and self._entries:
+        while (self._size > self.max_messages or len(self._entries) > self.max_sessions) and self._entries:
             _, oldest = self._entries.popitem(last=False)
             self._size -= len(oldest.messages)
 
