@@ -13,6 +13,7 @@ trade".
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -67,6 +68,7 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys([*words, *extract_keywords(query, limit=8)]))[:12]
 
 
+@functools.lru_cache(maxsize=4096)  # recall asks for the session's folder on every message
 def safe_session(session_id: str) -> str:
     return _SAFE.sub("_", session_id or "default")[:128] or "default"
 

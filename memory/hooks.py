@@ -146,12 +146,14 @@ class MemoryContextHooks(CompactingHooks):
         messages that say something (`taskstate_min_chars` of text and tool output: a summary
         call over "ok" / "thanks" would only cost money), and after `taskstate_max_every` anyway."""
         n = len(messages)
-        snapshot = list(messages)
+        snapshot: list[Message] | None = None  # copied only when work is scheduled (most turns: none)
         if self.taskstate is not None and self._taskstate_due(session_id, messages):
             self._taskstate_seen[session_id] = n
+            snapshot = list(messages)
             self.tracker.spawn(self.taskstate.update(session_id, snapshot), name=f"taskstate:{session_id}")
         if self.extractor is not None and n - self._extract_seen.get(session_id, 0) >= self.extract_every:
             self._extract_seen[session_id] = n
+            snapshot = list(messages) if snapshot is None else snapshot
             self.tracker.spawn(
                 self._extract(session_id, snapshot, False), name=f"memory-extract:{session_id}"
             )

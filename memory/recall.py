@@ -18,17 +18,21 @@ sections and cut to a 1,200-character budget (200 per item, with a `/memory trac
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.ports import Clock
 from memory.archive import FileArchiveStore
 from memory.hygiene import UNTRUSTED, recallable
-from memory.longterm import TYPE_RULES, MemoryRecord, MemoryStore, SearchHit
-from memory.taskstate import TaskStateStore, render_task_state
+from memory.longterm import TYPE_RULES, MemoryRecord, MemoryRow, MemoryStore, SearchHit
+from memory.taskstate import TASK_STATE_SQL, TaskState, TaskStateRow, TaskStateStore, render_task_state
 from memory.terms import CodeResolver, default_code_resolver, extract_keywords, trigram_terms
 
 log = logging.getLogger(__name__)
@@ -38,6 +42,8 @@ RECALL_TYPES = ("preference", "decision", "playbook", "scenario", "persona")
 MAX_TOTAL_CHARS = 1200
 MAX_ITEM_CHARS = 200
 TRUNCATION_MARK = "…（已截断，/memory trace {id} 查看来源）"
+# MemoryStore.has_memories and TaskStateStore.get in one statement
+_PROBE_SQL = f"SELECT EXISTS (SELECT 1 FROM memories WHERE scope = ?1), ({TASK_STATE_SQL.replace('?', '?2')})"
 HEADER = "以下是召回的相关记忆，不代表当前任务进程，仅作为参考（当前问题和工具实时数据优先）："
 
 
@@ -219,8 +225,33 @@ class MemoryRecall:
         ]
         return personas[:1] + prefs[:5]
 
+    async def _probe(self, scope: str, session_id: str | None) -> tuple[bool, TaskState | None, bool]:
+        """Whether `scope` holds any memory and the session's TaskState, both asked on every
+        message: one read (one statement on SQLite) when both stores share the database. The
+        last value says whether the TaskState was read (else `recall` reads it on its own)."""
+        tasks = self.taskstates
+        if tasks is None or not session_id or tasks.db is not self.store.db:
+            return await self.store.has_memories(scope), None, False
+
+        def core(c: Connection) -> tuple[bool, Any]:  # built only off the SQLite fast path
+            found = c.execute(sa.select(MemoryRow.id).where(MemoryRow.scope == scope).limit(1)).first()
+            data = c.execute(sa.select(TaskStateRow.data).where(TaskStateRow.session_id == session_id))
+            return found is not None, data.scalar()
+
+        def raw(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            has, data = conn.execute(_PROBE_SQL, (scope, session_id)).fetchone()
+            return bool(has), None if data is None else tasks.read_data(data)
+
+        try:
+            has, data = await self.store.db.run(core, sqlite=raw, snapshot=False)  # one statement
+        except Exception:  # as the two reads would: memories asked again, the state not
+            log.exception("TaskState read failed")
+            return await self.store.has_memories(scope), None, True
+        return has, tasks.decode(data), True
+
     async def recall(self, scope: str, query: str, *, session_id: str | None = None) -> RecallResult:
-        if await self.store.has_memories(scope):
+        has_memories, state, state_read = await self._probe(scope, session_id)
+        if has_memories:
             async with self.store.db.read() as s:  # one read transaction for all five queries
                 result = await self.search(scope, query, session=s)
                 result.pinned = await self.pinned(scope, result.codes, session=s)
@@ -243,7 +274,9 @@ class MemoryRecall:
         ]
         body = budget_lines(sections, self.max_chars)
         task = ""
-        if self.taskstates is not None and session_id:
+        if state_read:
+            task = render_task_state(state)
+        elif self.taskstates is not None and session_id:
             try:
                 task = render_task_state(await self.taskstates.get(session_id))
             except Exception:

@@ -92,6 +92,8 @@ class HotStatements:
 def _utc_text(value: datetime) -> str:
     """A timestamp as `UTCDateTime` stores it in SQLite: naive UTC, "YYYY-MM-DD HH:MM:SS.ffffff"
     (SQLAlchemy's format), in one C call instead of two type processors."""
+    if value.tzinfo is UTC:  # `utcnow()`'s: the text is the same, less its "+00:00"
+        return value.isoformat(" ", "microseconds")[:26]
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.isoformat(" ", "microseconds")
@@ -105,6 +107,14 @@ def column_processor(column: Any, dialect: Dialect, *, result: bool = False) -> 
     return fn or (lambda v: v)
 
 
+def utc_text_processor(column: Any, dialect: Dialect) -> Callable[[Any], Any]:
+    """`column`'s (a `UTCDateTime`) bind conversion: `_utc_text` when it gives what SQLAlchemy's
+    own processors give, else those."""
+    convert = column_processor(column, dialect)
+    sample = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
+    return _utc_text if _utc_text(sample) == convert(sample) else convert
+
+
 class SqliteOps:
     """The hot operations in plain SQL for SQLite (see `Database.run(..., sqlite=...)`). Keep them in
     step with `HotStatements` and the Core code in `SqlStore` (a test compares the rows they store)."""
@@ -113,10 +123,7 @@ class SqliteOps:
         def processor(column: sa.Column[Any], result: bool = False) -> Callable[[Any], Any]:
             return column_processor(column, dialect, result=result)
 
-        self.time = processor(MESSAGES.c.created_at)  # UTCDateTime everywhere
-        sample = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
-        if _utc_text(sample) == self.time(sample):  # SQLAlchemy's own conversion, only cheaper
-            self.time = _utc_text
+        self.time = utc_text_processor(MESSAGES.c.created_at, dialect)  # UTCDateTime everywhere
         self.json = processor(MESSAGES.c.payload)
         self.from_json = processor(MESSAGES.c.payload, result=True)
         self.kv_in, self.kv_out = processor(KV.c.value), processor(KV.c.value, result=True)
@@ -139,12 +146,16 @@ class SqliteOps:
 
     def ensure_session(
         self, db: sqlite3.Connection, session_id: str, chat_key: str, user_id: str, t: str
-    ) -> None:
-        """`t`: the time as stored (`self.time(now)`), converted once per transaction."""
-        db.execute(
-            "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, archived) "
-            "VALUES (?, ?, ?, '', '', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            (session_id, chat_key, user_id, t, t, self.false),
+    ) -> bool:
+        """`t`: the time as stored (`self.time(now)`), converted once per transaction. True if the
+        session was created (its version is `t`), False if it existed."""
+        return (
+            db.execute(
+                "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, archived) "
+                "VALUES (?, ?, ?, '', '', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (session_id, chat_key, user_id, t, t, self.false),
+            ).rowcount
+            == 1
         )
 
     def insert_rows(
@@ -154,13 +165,17 @@ class SqliteOps:
         rows: Sequence[tuple[str, dict[str, Any]]],
         start: int,
         t: str,
+        *,
+        touch: bool = True,
     ) -> None:
+        """Without `touch`, the session's version is left as it is (it is `t` already)."""
         if rows:
             db.executemany(
                 "INSERT INTO messages (session_id, seq, role, payload, created_at) VALUES (?, ?, ?, ?, ?)",
                 [(session_id, start + i, role, self.json(p), t) for i, (role, p) in enumerate(rows)],
             )
-        db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
+        if touch:
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
 
     def advance_session(self, db: sqlite3.Connection, session_id: str, version: Any, t: str) -> bool:
         """Set the session's version (`updated_at`) to `t` if it is still `version`, i.e. nobody

@@ -88,18 +88,25 @@ class UsageTotal:
     cost: float
 
 
+# The version of a session that did not exist when read (no `sessions` row, so no messages: they
+# reference it): a new session's first load and append then need no further read.
+NO_SESSION: Any = object()
+
+
 @dataclass(slots=True)
 class _History:
-    version: Any  # sessions.updated_at as the database returns it
+    version: Any  # sessions.updated_at as the database returns it, or NO_SESSION
     messages: list[Message]
 
 
 class _HistoryCache:
     """Decoded histories of the most recently used sessions, bounded by their total number of
-    messages (the least recently used go first; a history larger than the bound is not kept)."""
+    messages and by their number (empty ones, e.g. sessions read before they exist, count there);
+    the least recently used go first, and a history larger than the bound is not kept."""
 
-    def __init__(self, max_messages: int = 5_000):
+    def __init__(self, max_messages: int = 5_000, max_sessions: int = 5_000):
         self.max_messages = max_messages
+        self.max_sessions = max_sessions
         self._entries: OrderedDict[str, _History] = OrderedDict()
         self._size = 0
 
@@ -110,7 +117,7 @@ class _HistoryCache:
         return entry
 
     def version(self, session_id: str) -> Any:
-        """The version of the session's history held, or None."""
+        """The version of the session's history held (NO_SESSION: it did not exist), or None."""
         entry = self._entries.get(session_id)
         return None if entry is None else entry.version
 
@@ -142,7 +149,7 @@ class _HistoryCache:
             self._size -= len(entry.messages)
 
     def _shrink(self) -> None:
-        while self._size > self.max_messages and self._entries:
+        while (self._size > self.max_messages or len(self._entries) > self.max_sessions) and self._entries:
             _, oldest = self._entries.popitem(last=False)
             self._size -= len(oldest.messages)
 
@@ -287,13 +294,17 @@ class SqlStore(ChatTables):
         cached = self._history.get(session_id)
 
         def fresh(version: Any) -> bool:
-            return cached is not None and version is not None and version == cached.version
+            return cached is not None and version == cached.version
 
         def raw(db: sqlite3.Connection) -> tuple[Any, list[Any] | None]:
             assert lite is not None
             version = lite.session_version(db, session_id)
+            if version is None:  # no session, so no messages (they reference it)
+                version = NO_SESSION
             if fresh(version):
                 return version, None
+            if version is NO_SESSION:
+                return version, []
             rows = db.execute(
                 "SELECT payload FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
             ).fetchall()
@@ -301,7 +312,7 @@ class SqlStore(ChatTables):
 
         def core(c: Connection) -> tuple[Any, list[Any] | None]:
             version = c.execute(self._sql.session_version, {"session_id": session_id}).scalar()
-            if fresh(version):
+            if fresh(version) and version is not None:
                 return version, None
             return version, list(c.execute(self._sql.load_messages, {"session_id": session_id}).scalars())
 
@@ -367,7 +378,11 @@ class SqlStore(ChatTables):
             before = None
             if rows:
                 cached = self._history.version(session_id)
-                if cached is not None and lite.advance_session(db, session_id, cached, t):
+                if cached is NO_SESSION and lite.ensure_session(db, session_id, chat_key, user_id, t):
+                    # created here and now (with version `t`): no messages before these
+                    before = cached
+                    lite.insert_rows(db, session_id, rows, 0, t, touch=False)
+                elif cached not in (None, NO_SESSION) and lite.advance_session(db, session_id, cached, t):
                     # the history we hold is the stored one: append after it
                     before = cached
                     lite.append_rows(db, session_id, rows, t)

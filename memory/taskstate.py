@@ -88,6 +88,9 @@ class TaskState(BaseModel):
         return not (self.goal or self.open_loops or self.important_facts or self.last_decision)
 
 
+TASK_STATE_SQL = "SELECT data FROM task_states WHERE session_id = ?"
+
+
 class TaskStateRow(Base):
     __tablename__ = "task_states"
 
@@ -173,10 +176,18 @@ class TaskStateStore:
             ).scalar()
 
         def raw(conn: sqlite3.Connection) -> Any:
-            row = conn.execute("SELECT data FROM task_states WHERE session_id = ?", (session_id,)).fetchone()
-            return None if row is None else self._convert()[2](row[0])
+            row = conn.execute(TASK_STATE_SQL, (session_id,)).fetchone()
+            return None if row is None else self.read_data(row[0])
 
-        data = await self.db.run(core, sqlite=raw, snapshot=False)
+        return self.decode(await self.db.run(core, sqlite=raw, snapshot=False))
+
+    def read_data(self, stored: Any) -> Any:
+        """`task_states.data` as read by plain SQL, converted as SQLAlchemy converts it."""
+        return self._convert()[2](stored)
+
+    @staticmethod
+    def decode(data: Any) -> TaskState | None:
+        """The stored `data` (as SQLAlchemy reads it) as a TaskState; None if absent or unreadable."""
         if data is None:
             return None
         try:

@@ -366,3 +366,8 @@ def test_history_cache_is_bounded_by_messages():
     assert cache.get("big") is None
     cache.advance("a", "stale", "v3", [Message.user("y")])  # not the version it holds: forgotten
     assert cache.get("a") is None
+
+    sessions = _HistoryCache(max_messages=5, max_sessions=2)
+    for name in ("x", "y", "z"):  # empty histories (sessions read before they exist) count here
+        sessions.put(name, "v", [])
+    assert sessions.get("x") is None and sessions.get("y") is not None and sessions.get("z") is not None
