@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -154,10 +155,9 @@ class Redactor:
         # id(text) → (text, its redaction, generation); the entry holds the text, so its id is
         # not reused. No lock: single dictionary operations are atomic, and a lock shared with
         # the trace writer's thread could stall the event loop when that thread is preempted.
-        # Two generations: when the young one is full it becomes the old one (one assignment,
-        # where evicting the oldest entry of one dict walks the slots its deletions left).
-        self._memo: dict[int, tuple[str, str, int]] = {}
-        self._old: dict[int, tuple[str, str, int]] = {}
+        # An OrderedDict: its oldest entry goes in O(1) (a dict's first key is found by walking
+        # the slots its earlier deletions left behind).
+        self._memo: OrderedDict[int, tuple[str, str, int]] = OrderedDict()
         self._generation = 0  # bumped by add_secrets: what was remembered before is not used
         self.scans = 0  # texts actually scanned (benches count them)
         self.add_secrets(secret_values)
@@ -175,7 +175,7 @@ class Redactor:
             known.update({v, urllib.parse.quote(v, safe="")})
         self._secrets = sorted(known, key=len, reverse=True)
         self._generation += 1  # what was clean may not be any more
-        self._memo, self._old = {}, {}
+        self._memo = OrderedDict()
         # char → (secret, length of each proper prefix ending in it), longest first: a stream
         # holds back a tail that starts a secret (safe_length)
         ends: dict[str, list[tuple[str, int]]] = {}
@@ -192,8 +192,7 @@ class Redactor:
     def text(self, s: str) -> str:
         if not s or len(s) < MIN_SECRET_LEN:
             return s
-        key = id(s)
-        known = self._memo.get(key) or self._old.get(key)
+        known = self._memo.get(id(s))
         if known is not None and known[0] is s and known[2] == self._generation:
             return known[1]
         generation = self._generation
@@ -207,8 +206,11 @@ class Redactor:
         # mask's edge), so what came out is scanned again when it is masked again.
         memo = self._memo
         memo[id(s)] = (s, out, generation)
-        if len(memo) >= MEMO_ENTRIES // 2:
-            self._old, self._memo = memo, {}  # so at most MEMO_ENTRIES texts are held
+        while len(memo) > MEMO_ENTRIES:
+            try:
+                memo.popitem(last=False)  # the oldest
+            except KeyError:  # another thread got there first
+                break
 
     def _scan(self, s: str) -> str:
         self.scans += 1
