@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from adapters.base import Inbound, InboundHandler
 
@@ -71,7 +72,7 @@ async def call_handler(handler: InboundHandler, event: Inbound, *, timeout: floa
     running in the background and return, so one slow event does not stall the platform."""
     task = asyncio.ensure_future(handler(event))
     try:
-        await asyncio.wait((task,), timeout=timeout)  # leaves the task running on timeout
+        await _done_or_timeout(task, timeout)  # leaves the task running on timeout
     except asyncio.CancelledError:
         task.cancel()
         raise
@@ -87,6 +88,26 @@ async def call_handler(handler: InboundHandler, event: Inbound, *, timeout: floa
         log.error("%s handler failed on %s %s", platform, type(event).__name__, event.update_id, exc_info=exc)
         return False
     return True
+
+
+async def _done_or_timeout(task: asyncio.Future[Any], timeout: float) -> None:
+    """`asyncio.wait((task,), timeout=timeout)` for one task, without its sets (every event)."""
+    if task.done():
+        return
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = loop.call_later(timeout, wake)
+    task.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        task.remove_done_callback(wake)
 
 
 def _log_late_failure(task: asyncio.Task[None]) -> None:

@@ -83,8 +83,11 @@ class FloodLimiter(BaseRateLimiter[int]):
         rate_limit_args: int | None,
     ) -> bool | dict[str, Any] | list[dict[str, Any]]:
         chat_id = data.get("chat_id")
-        with contextlib.suppress(ValueError, TypeError):
-            chat_id = int(chat_id)  # type: ignore[arg-type]
+        if type(chat_id) is not int:  # (a plain try: this runs for every request)
+            try:
+                chat_id = int(chat_id)  # type: ignore[arg-type]
+            except (ValueError, TypeError):
+                pass
         cosmetic = endpoint == "sendChatAction"
         is_group = (isinstance(chat_id, int) and chat_id < 0) or isinstance(chat_id, str)
         retries = 0 if cosmetic else (rate_limit_args if rate_limit_args is not None else self.max_retries)
@@ -94,6 +97,8 @@ class FloodLimiter(BaseRateLimiter[int]):
             overall = self._overall if (chat_id is not None and self._overall) else None
             group = self._group(chat_id) if (is_group and not cosmetic) else None  # type: ignore[arg-type]
             try:
+                if group is None and overall is None:  # no budget to take (lifted limits)
+                    return await callback(*args, **kwargs)
                 async with group or contextlib.nullcontext(), overall or contextlib.nullcontext():
                     return await callback(*args, **kwargs)
             except RetryAfter as exc:

@@ -75,6 +75,9 @@ class StreamingMessage:
         self._last_push: float | None = None
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task[None] | None = None
+        # the delayed first send, before its task exists: most answers finish within the delay
+        # and cancel a timer instead of a sleeping task (no task, no cancellation round)
+        self._timer: asyncio.TimerHandle | None = None
         self._pushing = False  # the pending flush is past its wait: its request may be in flight
         self._finished = False
         self.pushes: list[float] = []  # clock time of every flush that hit the network (for tests)
@@ -100,8 +103,25 @@ class StreamingMessage:
         self._schedule()
 
     def _schedule(self) -> None:
+        if self._timer is not None:
+            return  # the first send is due after its delay: it shows all text appended by then
         if self._pending is None or self._pending.done():
+            if self._last_push is None and not self._messages and self._sleep is asyncio.sleep:
+                wait = self._started + self.first_delay - self._clock()
+                if wait > 0:
+                    self._timer = asyncio.get_running_loop().call_later(wait, self._fire)
+                    return
             self._pending = asyncio.create_task(self._flush_soon())
+
+    def _fire(self) -> None:
+        """The first send's delay is over: it goes on as the pending flush (which waits no more)."""
+        self._timer = None
+        self._pending = asyncio.create_task(self._flush_soon())
+
+    def _fire_now(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._fire()  # the flush sleeps what is left of the delay, as it always did
 
     async def _wait_turn(self, *, first: bool = False) -> None:
         if self._last_push is not None:
@@ -130,6 +150,7 @@ class StreamingMessage:
 
     async def flush(self) -> None:
         """Show everything appended so far (waits for the rate limit, not for more text)."""
+        self._fire_now()
         if self._pending is not None and not self._pending.done():
             await self._pending
         async with self._lock:
@@ -143,6 +164,9 @@ class StreamingMessage:
         """Final render; `buttons` go on the last message. Raises DeliveryError if it can't deliver."""
         if text is not None:
             self._text = text
+        if self._timer is not None:  # nothing shown yet and nothing in flight: sent once, below
+            self._timer.cancel()
+            self._timer = None
         if self._pending is not None and not self._pending.done():
             if not self._messages and not self._pushing:
                 # nothing shown yet: skip the delayed first send and deliver the final text once.

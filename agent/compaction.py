@@ -33,7 +33,7 @@ from agent import events as ev
 from agent.errors import CompactionFailed
 from agent.messages import Message, ToolResultPart
 from agent.providers.base import ModelClient, ModelInfo, ModelRequest, TextChunk
-from agent.tokens import estimate_message, estimate_messages
+from agent.tokens import estimate_message, estimate_messages, messages_within
 
 log = logging.getLogger(__name__)
 
@@ -527,6 +527,8 @@ class Compactor:
         Returns None when nothing changed. `client` is the summariser when none was configured."""
         window = model_info.context_window
         threshold = compaction_threshold(window)
+        if not force and messages_within(messages, threshold - overhead_tokens):
+            return None  # surely below the threshold: no need to count (most turns)
         history_tokens = estimate_messages(messages)
         before = history_tokens + overhead_tokens
         if not force and before <= threshold:

@@ -91,13 +91,13 @@ def _raw_user_text(message: Message) -> str:
 def resolve_expectation(messages: list[Message], available: AbstractSet[str]) -> Expectation | None:
     """What tool this turn must call, judged from the last real user message (recalled memories
     inside the wrapper never trigger an expectation)."""
+    if "portfolio" not in available:  # the only tool expected: nothing to read without it
+        return None
     for msg in reversed(messages):
         if msg.role == "user" and not msg.meta.get("notification") and not msg.meta.get("internal_retry"):
             text = _raw_user_text(msg)
             break
     else:
-        return None
-    if "portfolio" not in available:
         return None
     if _DIAGNOSE.search(text):
         return Expectation("portfolio", (("mode", "diagnose"),), "portfolio diagnosis")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -154,7 +155,9 @@ class Redactor:
         # id(text) → (text, its redaction, generation); the entry holds the text, so its id is
         # not reused. No lock: single dictionary operations are atomic, and a lock shared with
         # the trace writer's thread could stall the event loop when that thread is preempted.
-        self._memo: dict[int, tuple[str, str, int]] = {}
+        # An OrderedDict: its oldest entry goes in O(1) (a dict's first key is found by walking
+        # the slots its earlier deletions left behind).
+        self._memo: OrderedDict[int, tuple[str, str, int]] = OrderedDict()
         self._generation = 0  # bumped by add_secrets: what was remembered before is not used
         self.scans = 0  # texts actually scanned (benches count them)
         self.add_secrets(secret_values)
@@ -172,7 +175,7 @@ class Redactor:
             known.update({v, urllib.parse.quote(v, safe="")})
         self._secrets = sorted(known, key=len, reverse=True)
         self._generation += 1  # what was clean may not be any more
-        self._memo = {}
+        self._memo = OrderedDict()
         # char → (secret, length of each proper prefix ending in it), longest first: a stream
         # holds back a tail that starts a secret (safe_length)
         ends: dict[str, list[tuple[str, int]]] = {}
@@ -205,8 +208,8 @@ class Redactor:
         memo[id(s)] = (s, out, generation)
         while len(memo) > MEMO_ENTRIES:
             try:
-                del memo[next(iter(memo))]  # the oldest
-            except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+                memo.popitem(last=False)  # the oldest
+            except KeyError:  # another thread got there first
                 break
 
     def _scan(self, s: str) -> str:

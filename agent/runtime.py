@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -84,6 +84,32 @@ ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to contin
 
 
 TRACE_PREVIEW_CHARS = 500
+
+
+class _RandomHex:
+    """Random hex ids from one `os.urandom` read per few hundred ids: a read per turn is a
+    system call that lets go of the GIL, and the event loop may then wait for a busy thread (the
+    trace writer) to hand it back. Same source, same unpredictability."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._pool = b""
+        self._at = 0
+        if hasattr(os, "register_at_fork"):  # a forked child must not repeat the parent's ids
+            os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._pool, self._at = b"", 0
+
+    def __call__(self, nbytes: int) -> str:
+        at = self._at
+        if at + nbytes > len(self._pool):
+            self._pool, at = os.urandom(max(self.size, nbytes)), 0
+        self._at = at + nbytes
+        return self._pool[at : at + nbytes].hex()
+
+
+_random_hex = _RandomHex()
 
 
 class _ToolTrace:
@@ -249,7 +275,7 @@ class AgentRuntime:
         if previous is not None:
             await self._close_open_turn(previous)
         turn = TurnRecord(
-            id=f"t_{secrets.token_hex(6)}",
+            id=f"t_{_random_hex(6)}",
             session_id=request.session_id,
             unattended=request.who.unattended,
             requester=request.who.user_id,

@@ -292,6 +292,22 @@ def _day_folder(traces_dir: str, day: str) -> str:
     return os.path.join(traces_dir, day)
 
 
+# (minute, local date): a local day begins on a whole minute in every time zone, so a turn's
+# folder name is made once a minute, not per turn
+_DAY: tuple[int, str] = (-1, "")
+
+
+def _local_day(wall: float) -> str:
+    global _DAY
+    minute = int(wall // 60)
+    cached = _DAY
+    if cached[0] == minute:
+        return cached[1]
+    day = time.strftime("%Y-%m-%d", time.localtime(wall))
+    _DAY = (minute, day)
+    return day
+
+
 class Scratchpad:
     """The JSONL trace of one turn. Not thread-safe; one per turn, used from the turn's task."""
 
@@ -308,7 +324,7 @@ class Scratchpad:
     ):
         self._t0, self._wall0 = time.perf_counter(), time.time()
         if now is None:
-            day = time.strftime("%Y-%m-%d", time.localtime(self._wall0))
+            day = _local_day(self._wall0)
             started: datetime | float = self._wall0  # a local datetime when the line is made
         else:
             day, started = now.strftime("%Y-%m-%d"), now

@@ -216,6 +216,62 @@ def _estimate_message(message: Message) -> int:
     return total
 
 
+# Most turns are far below the compaction threshold: there a cheap upper bound of the history's
+# count answers "does it fit?" and new messages need no estimate at all (an estimate of a short
+# text is ~10 µs of regex passes, two a turn at least). No character costs more than
+# `MAX_CHAR_TOKENS` under the rules above (CJK and astral characters 3, every other class at most
+# 1, a space before a digit or CJK character 1 more), and rounding up adds less than one per text.
+MAX_CHAR_TOKENS = 3
+
+
+def token_bound(text: str) -> int:
+    """An upper bound of `estimate_tokens(text)` from its length alone."""
+    return MAX_CHAR_TOKENS * len(text) + 1 if text else 0
+
+
+def _message_bound(message: Message) -> int:
+    total = MESSAGE_OVERHEAD
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            total += token_bound(part.text)
+        elif isinstance(part, ThinkingPart):
+            total += token_bound(part.text) + (token_bound(part.signature) if part.signature else 0)
+        elif isinstance(part, ToolCallPart):
+            total += TOOL_CALL_OVERHEAD + token_bound(part.name) + token_bound(part.arguments_text)
+        elif isinstance(part, ToolResultPart):
+            total += TOOL_RESULT_OVERHEAD + token_bound(part.content)
+    return total
+
+
+def message_bound(message: Message) -> int:
+    """An upper bound of `estimate_message(message)`: the estimate itself when it is known."""
+    hit = _ESTIMATES.get(id(message))
+    if hit is not None and hit[0]() is message:
+        return hit[1]
+    hit = _BOUNDS.get(id(message))
+    if hit is not None and hit[0]() is message:
+        return hit[1]
+    total = _message_bound(message)
+    if len(_BOUNDS) >= _ESTIMATES_MAX:
+        _BOUNDS.clear()
+    _BOUNDS[id(message)] = (weakref.ref(message), total)
+    return total
+
+
+_BOUNDS: dict[int, tuple[weakref.ref[Message], int]] = {}
+
+
+def messages_within(messages: Sequence[Message], budget: int) -> bool:
+    """True when `estimate_messages(messages)` is surely at most `budget`, told from upper
+    bounds (False means only: count them)."""
+    total = REQUEST_OVERHEAD
+    for m in messages:
+        if total > budget:
+            return False
+        total += message_bound(m)
+    return total <= budget
+
+
 def estimate_tools(tools: Iterable[ToolSchema]) -> int:
     """Tokens of the tool schemas sent with every request."""
     total = 0

@@ -13,6 +13,9 @@ class Usage:
     cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
+        # a turn starts from zero and most rounds add one report: no new object for that
+        if not (self.input_tokens or self.output_tokens or self.cache_read_tokens or self.cache_write_tokens):
+            return other
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,

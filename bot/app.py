@@ -86,6 +86,7 @@ class App:
         self.redactor = Redactor(settings.secret_values())
         self.trace_writer = BackgroundWriter()
         self._traces_dir: str | None = None
+        self._dynamic_snapshot: Callable[..., Awaitable[str]] | None = None
         self._model_factory = model_factory
         # The parts, in the order `start` builds them; None until then (and after `stop` for db).
         self.db: Database | None = None
@@ -227,9 +228,11 @@ class App:
         traders — given to the model for this turn, never stored as memory."""
         if self.market is None:
             return ""
-        from markets.snapshots import dynamic_snapshot
+        if self._dynamic_snapshot is None:  # imported once, not looked up again every turn
+            from markets.snapshots import dynamic_snapshot
 
-        return await dynamic_snapshot(self.market, turn.requester or "default", text)
+            self._dynamic_snapshot = dynamic_snapshot
+        return await self._dynamic_snapshot(self.market, turn.requester or "default", text)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(

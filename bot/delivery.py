@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 MODEL_ERROR_CODES = frozenset({"model_rejected", "model_interrupted", "model_unavailable"})
 # Answers that finish within this many seconds are sent once, without streaming edits.
 FIRST_SEND_DELAY = 0.8
+# events a chat does not show (the terminal does)
+_NOT_SHOWN = frozenset({ev.ModelStart, ev.ThinkingDelta, ev.UsageEvent, ev.Retry})
 
 
 class TurnView:
@@ -142,6 +144,8 @@ class TurnView:
 
     # -- events --------------------------------------------------------------------------------
     async def render(self, event: ev.RuntimeEvent) -> None:
+        if type(event) in _NOT_SHOWN:  # most events of a short turn: no walk through the cases
+            return
         match event:
             case ev.TextDelta(text=text):
                 if self.stream is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -99,6 +100,7 @@ class Gateway:
         self.access = Access(access, store)
         self.chats = ChatDirectory(store)
         self.system_dynamic = system_dynamic  # the stable part after the static prompt (skills list)
+        self._contexts: dict[tuple[int, str, str, str], str] = {}  # _dynamic_context's, by day
         # the commands (bot/commands/): the built-ins and one per skill (never shadowing a
         # built-in); their services come from the composition root, with the specs for /help
         self.commands = CommandRegistry(builtin_commands())
@@ -330,11 +332,18 @@ class Gateway:
         )
 
     def _dynamic_context(self, state: ChatState) -> str:
-        # Stable for the day, so the prompt-cache prefix survives from turn to turn.
-        today = datetime.now(UTC).strftime("%Y-%m-%d")
-        lang = "Chinese" if state.lang == "zh" else "English"
-        head = f"Today: {today} (UTC). Chat platform: {state.chat.platform}. Preferred language: {lang}."
-        return f"{head}\n{self.system_dynamic}" if self.system_dynamic else head
+        # Stable for the day, so the prompt-cache prefix survives from turn to turn (and is made
+        # once a day per platform and language, not per turn).
+        key = (int(time.time() // 86_400), state.chat.platform, state.lang, self.system_dynamic)
+        text = self._contexts.get(key)
+        if text is None:
+            if len(self._contexts) > 64:  # yesterday's
+                self._contexts.clear()
+            today = datetime.fromtimestamp(key[0] * 86_400, UTC).strftime("%Y-%m-%d")
+            lang = "Chinese" if state.lang == "zh" else "English"
+            head = f"Today: {today} (UTC). Chat platform: {state.chat.platform}. Preferred language: {lang}."
+            text = self._contexts[key] = f"{head}\n{self.system_dynamic}" if self.system_dynamic else head
+        return text
 
     # ---- for commands and the scheduler ------------------------------------------------------
     def lane(self, state: ChatState) -> Lane:

@@ -88,3 +88,28 @@ def test_discord_passthrough_defuses_mass_mentions_and_tables():
 def test_plain_strips_markup_but_keeps_content():
     md = "# T\n**b** [l](https://x.io) `c`\n```\ncode <x>\n```"
     assert to_plain(md) == "T\nb l (https://x.io) c\ncode <x>"
+
+
+# ---- markup-free text takes a shortcut: it must render exactly as the parser renders it -------
+from hypothesis import example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from adapters.render import _markup_free, _to_plain, _to_telegram_html  # noqa: E402
+
+# prose, digits and spacing, every markup and HTML character, and line starts that make blocks
+_PIECES = st.sampled_from(
+    ["a", "Z", "1", "42", " ", "  ", "\n", "\t", "\r", ".", ")", "(", ",", "!", "?", ":", "'", '"',
+     "=", "@", "{", "}", "é", "中", "😀", "*", "_", "~", "|", "[", "]", "<", ">", "&", "#", "+",
+     "-", "`", "\\", "1. ", "2) ", "# ", "> ", "- ", "---", "```", "http://x.y"]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_PIECES, max_size=30).map("".join))
+@example("echo u1 m1")
+@example("\n\n hello \n")
+@example(" 3. three")
+def test_the_markup_free_shortcut_renders_like_the_parser(text):
+    if _markup_free(text):
+        assert to_telegram_html(text) == _to_telegram_html(text)
+        assert to_plain(text) == _to_plain(text)

@@ -74,3 +74,48 @@ def test_embedded_cjk_table_matches_cl100k():
     enc = bpe.get_encoding("cl100k_base")
     for cp in range(0x4E00, 0xA000, 7):
         assert cjk_char_cost(chr(cp)) == len(enc.encode(chr(cp)))
+
+
+# ---- the upper bound compaction decides from when a history is far below its threshold -------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from agent.tokens import message_bound, messages_within, token_bound  # noqa: E402
+
+# every class the estimate knows: Latin, digits, punctuation, spaces, newlines, CJK, kana,
+# Hangul, full-width forms, emoji and any other character
+_ALPHABET = st.one_of(
+    st.sampled_from(list("aZ09 .,\n\t-_:/\"'")),
+    st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),
+    st.characters(min_codepoint=0x3000, max_codepoint=0x312F),
+    st.characters(min_codepoint=0xAC00, max_codepoint=0xD7AF),
+    st.characters(min_codepoint=0xFF00, max_codepoint=0xFFEF),
+    st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF),
+    st.characters(blacklist_categories=("Cs",)),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=_ALPHABET, max_size=200))
+def test_the_length_bound_is_never_under_the_estimate(text):
+    assert estimate_tokens(text) <= token_bound(text)
+
+
+@given(st.text(alphabet=_ALPHABET, max_size=80), st.text(alphabet=_ALPHABET, max_size=80))
+def test_the_message_bound_is_never_under_the_estimate(text, other):
+    call = ToolCallPart(id="c1", name="quote", arguments={"q": other})
+    for message in (
+        Message.user(text),
+        Message.assistant(text, [call], [ThinkingPart(text=other, signature=text or None)]),
+        Message.tool_result("c1", "quote", text),
+    ):
+        assert estimate_message(message) <= message_bound(message)
+
+
+@given(st.lists(st.text(alphabet=_ALPHABET, max_size=40), max_size=12), st.integers(0, 2_000))
+def test_within_only_when_the_estimate_fits(texts, budget):
+    messages = [Message.user(t) for t in texts]
+    if messages_within(messages, budget):
+        assert estimate_messages(messages) <= budget
+    if estimate_messages([]) + sum(message_bound(m) for m in messages) <= budget:
+        assert messages_within(messages, budget)
