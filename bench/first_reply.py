@@ -59,8 +59,27 @@ def env_for(home: Path, llm: ScriptedLLMServer, vendor: str, root: Path) -> dict
     return env
 
 
-async def one_run(root: Path, vendor: str, later: int) -> tuple[float, float, list[float]]:
-    """(start to ready, first reply, later replies) in seconds for one fresh `tapebot run`."""
+def cpu_ns(pid: int) -> int:
+    """CPU time the process's threads have used so far, in ns (Linux `schedstat`; 0 elsewhere):
+    what a reply costs the bot whatever else the machine runs."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended meanwhile
+    except OSError:
+        return 0
+    return total
+
+
+Run = tuple[float, float, list[float], float, list[float]]
+
+
+async def one_run(root: Path, vendor: str, later: int) -> Run:
+    """(start to ready, first reply, later replies) in seconds for one fresh `tapebot run`, then
+    the bot's CPU seconds during the first reply and during each later one."""
     api = FakeBotAPI(token=TOKEN)
     await api.serve()
     try:
@@ -87,16 +106,17 @@ async def one_run(root: Path, vendor: str, later: int) -> tuple[float, float, li
                 try:
                     await api.wait_for(lambda: api.calls_to("getUpdates"), timeout=120)
                     ready = time.perf_counter() - t0
-                    replies = []
+                    replies, cpu = [], []
                     for i in range(later + 1):
                         before = len(api.sent(CHAT))
-                        t = time.perf_counter()
+                        t, c = time.perf_counter(), cpu_ns(proc.pid)
                         api.push_text(CHAT, f"hello {i}", user_id=USER)
                         await api.wait_for(
                             lambda n=before: any(m.get("text") == "ok" for m in api.sent(CHAT)[n:]),
                             timeout=120,
                         )
                         replies.append(time.perf_counter() - t)
+                        cpu.append((cpu_ns(proc.pid) - c) / 1e9)
                 finally:
                     if proc.returncode is None:
                         proc.terminate()
@@ -105,7 +125,7 @@ async def one_run(root: Path, vendor: str, later: int) -> tuple[float, float, li
                         except TimeoutError:
                             proc.kill()
                             await proc.wait()
-                return ready, replies[0], replies[1:]
+                return ready, replies[0], replies[1:], cpu[0], cpu[1:]
     finally:
         await api.close()
 
@@ -119,7 +139,7 @@ def main() -> None:
     args = parser.parse_args()
     header(f"first reply after `tapebot run` starts ({args.vendor} SDK, fake Telegram, scripted model)")
     trees = {"this tree": ROOT, **({str(args.root): args.root.resolve()} if args.root else {})}
-    got: dict[str, list[tuple[float, float, list[float]]]] = {name: [] for name in trees}
+    got: dict[str, list[Run]] = {name: [] for name in trees}
     for _ in range(args.runs):
         for name, root in trees.items():
             got[name].append(asyncio.run(one_run(root, args.vendor, args.later)))
@@ -139,6 +159,13 @@ def main() -> None:
         print(
             f"first / later: median {med:.2f} {spread(ratio)}  target ≤ {TARGET}  {'ok' if med <= TARGET else 'MISSED'}"
         )
+        first_cpu = [r[3] for r in runs]
+        later_cpu = [statistics.median(r[4]) for r in runs]
+        if any(first_cpu):
+            cpu_ratio = [f / max(lat, 1e-9) for f, lat in zip(first_cpu, later_cpu, strict=True)]
+            print(f"bot CPU during the first reply: median {statistics.median(first_cpu) * 1000:.1f} ms, "
+                  f"a later one: {statistics.median(later_cpu) * 1000:.1f} ms; first / later: median "
+                  f"{statistics.median(cpu_ratio):.2f} {spread(cpu_ratio)} (steadier on a busy machine)")  # fmt: skip
     footer()
 
 

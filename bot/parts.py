@@ -208,36 +208,30 @@ async def rehearse_chat_rows(store: SqlStore) -> None:
 def cache_warmer(
     clients: list[Any], store: SqlStore | None, traces: BackgroundWriter
 ) -> Callable[[], Awaitable[None]]:
-    """What a first reply would otherwise build on first use (issue 21), warmed once the SDKs are
-    imported, while the chats open: one model call rehearsed per client through its SDK against an
-    in-process stand-in (nothing reaches any endpoint, nothing is billed; in a worker thread), the
+    """What a first reply would otherwise build on first use (issue 21), warmed on the event loop
+    once the SDKs are imported, while the chats open: one model call rehearsed per client through
+    its SDK against an in-process stand-in (nothing reaches any endpoint, nothing is billed), the
     `chats` statements a chat's first message runs (the write rolled back), the trace writer's
     thread, the per-turn account-snapshot module. Each step is best-effort: a failure costs only
     the warmth."""
 
-    def rehearse_models() -> None:
+    async def warm() -> None:
+        traces.start()
+        import markets.snapshots  # noqa: F401 - imported by every turn's snapshot check
+
         for client in clients:
             rehearse = getattr(client, "rehearse", None)
             if rehearse is None:
                 continue
             try:
-                rehearse()
+                await rehearse()
             except Exception:
                 log.debug("rehearsing a call of %s failed", client.info.id, exc_info=True)
-
-    async def warm() -> None:
-        import asyncio
-
-        traces.start()
-        import markets.snapshots  # noqa: F401 - imported by every turn's snapshot check
-
         if store is not None:
             try:
                 await rehearse_chat_rows(store)
             except Exception:
                 log.debug("rehearsing the chats statements failed", exc_info=True)
-        if clients:
-            await asyncio.to_thread(rehearse_models)
 
     return warm
 

@@ -212,14 +212,14 @@ class SdkClient(ABC):
         when `tapebot run` starts, so the first reply pays none of it; issue 21)."""
         self._warm_resources(self._client)
 
-    def rehearse(self) -> list[Chunk]:
+    async def rehearse(self) -> list[Chunk]:
         """One call through the SDK against an in-process stand-in, never the network: what a
         first call builds on first use is built now (agent/providers/rehearsal.py). For the
-        start-up's worker thread; returns the chunks the rehearsal yielded."""
+        start-up, once the SDK is imported; returns the chunks the rehearsal yielded."""
         from agent.providers.rehearsal import rehearse
         from agent.providers.sdkload import import_sdk
 
-        return rehearse(self, import_sdk(self.sdk_name))
+        return await rehearse(self, import_sdk(self.sdk_name))
 
     @abstractmethod
     def _rehearsal_body(self) -> bytes:

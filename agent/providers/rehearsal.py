@@ -4,14 +4,14 @@ through the vendor SDK and our stream code, against a stand-in transport that an
 The SDKs build much on their first call: pydantic validators of the response models (the openai
 SDK defers them), the type hints their request transform walks, the SSE decoder; so do our own
 request and chunk paths. A real first reply paid ~30 ms for that on top of a later reply's cost.
-The rehearsal pays it in the start-up's worker thread instead. It never touches the network: a
+The rehearsal pays it at start instead, on the event loop: in a worker thread, the validators'
+construction (Rust, holding the GIL) stalled the loop for up to ~100 ms at a time. It never touches the network: a
 throwaway SDK client, with a dummy key and a mock transport of the SDK's own HTTP library, answers
 a canned stream (the vendor client's `_rehearsal_body`). Nothing is sent and nothing is billed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import sys
 import threading
@@ -61,10 +61,10 @@ def http_library(sdk: ModuleType) -> ModuleType:
     return sys.modules[base.__module__.split(".")[0]]
 
 
-def rehearse(client: Any, sdk: ModuleType) -> list[Chunk]:
+async def rehearse(client: Any, sdk: ModuleType) -> list[Chunk]:
     """Run `rehearsal_request()` through a copy of `client` whose SDK client answers from memory;
-    the chunks it yielded. Runs its own event loop: meant for a worker thread. (`client` is an
-    `agent.providers._streaming.SdkClient`, which calls this.)"""
+    the chunks it yielded. (`client` is an `agent.providers._streaming.SdkClient`, which calls
+    this.)"""
     http = http_library(sdk)
     body = client._rehearsal_body()
 
@@ -81,10 +81,7 @@ def rehearse(client: Any, sdk: ModuleType) -> list[Chunk]:
     stand_in._sdk_client = None
     stand_in._sdk_lock = threading.Lock()
 
-    async def run() -> list[Chunk]:
-        try:
-            return [chunk async for chunk in stand_in.stream(rehearsal_request())]
-        finally:
-            await stand_in.aclose()
-
-    return asyncio.run(run())
+    try:
+        return [chunk async for chunk in stand_in.stream(rehearsal_request())]
+    finally:
+        await stand_in.aclose()

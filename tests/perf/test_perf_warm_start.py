@@ -36,7 +36,7 @@ async def test_a_rehearsed_call_runs_the_sdk_path_and_sends_nothing(vendor):
     async with ScriptedLLMServer() as llm:
         base = llm.openai_base_url if vendor == "openai" else llm.url
         client = _client(vendor, base)
-        chunks = await asyncio.to_thread(client.rehearse)
+        chunks = await client.rehearse()
         # the canned answer went through the SDK's parsing and our stream code, all of it
         assert [type(c) for c in chunks] == [TextChunk, ToolCallChunk, UsageChunk, FinishChunk]
         assert chunks[0].text == "ok"
