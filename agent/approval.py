@@ -95,32 +95,37 @@ class ApprovalGate:
         """What "Always allow" would cover for this approval; None when it is not offered."""
         return standing_scope(record.tool, record.arguments, live_trading=self.live_trading())
 
-    async def _standing_covers(self, call: ToolCallPart, who: Requester) -> bool:
+    async def _standing_rule(self, call: ToolCallPart, who: Requester) -> StandingApproval | None:
+        """The chat's standing approval that covers `call`, if any."""
         # In a group only an admin's request is covered; a member's still needs an admin.
         if not who.chat_key or not who.user_id or who.user_id not in who.approvers:
-            return False
+            return None
         if standing_scope(call.name, call.arguments, live_trading=self.live_trading()) is None:
-            return False  # not offered for this tool now (exec_command; trades while live)
+            return None  # not offered for this tool now (exec_command; trades while live)
         rules = await self.store.list_standing(who.chat_key, self.clock.now(), call.name)
-        return any(r.scope.covers(call.name, call.arguments) for r in rules)
+        return next((r for r in rules if r.scope.covers(call.name, call.arguments)), None)
 
-    async def check(self, spec: ToolSpec, call: ToolCallPart, turn: TurnRecord, who: Requester) -> None:
-        """Return if the call may run now; raise ToolDenied or Suspend otherwise."""
+    async def check(
+        self, spec: ToolSpec, call: ToolCallPart, turn: TurnRecord, who: Requester
+    ) -> StandingApproval | None:
+        """Return if the call may run now — with the standing approval that allowed it, if one
+        did — or raise ToolDenied or Suspend."""
         if not spec.requires_approval:
-            return
+            return None
         if who.unattended:
             raise ToolDenied(
                 f"{spec.name} needs a human's approval and nobody is present to give it; it was not run. "
                 "Tell the user what you would do so they can ask for it in chat."
             )
-        if await self._standing_covers(call, who):
-            return
         digest = args_hash(call.name, call.arguments)
         existing_id = turn.calls_approval.get(call.id)
-        if existing_id:
+        if existing_id:  # resumed after its card: that decision is the one the chat saw
             record = await self.store.get_approval(existing_id)
             if record and record.status == "approved" and record.args_hash == digest:
-                return
+                return None
+        rule = await self._standing_rule(call, who)
+        if rule is not None:
+            return rule
         now = self.clock.now()
         record = ApprovalRecord(
             id=new_approval_id(),

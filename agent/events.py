@@ -10,6 +10,7 @@ from agent.messages import ToolCallPart
 from agent.usage import Usage
 
 if TYPE_CHECKING:  # annotations only: events stay a leaf module every layer can import cheaply
+    from agent.consent import StandingScope
     from agent.tools.registry import Attachment
 
 
@@ -146,6 +147,18 @@ class Done:
 
 
 @dataclass(frozen=True, slots=True)
+class StandingApprovalUsed:
+    """A call that needs approval ran under one of the chat's standing approvals ("Always
+    allow"): the chat is told each time, so nothing runs on a standing rule unseen."""
+
+    call_id: str
+    tool: str
+    rule_id: str
+    scope: StandingScope
+    kind: Literal["standing_used"] = "standing_used"
+
+
+@dataclass(frozen=True, slots=True)
 class Notice:
     """Something the user should know that is not part of the answer; `code` names it for the
     front end, which says it in the chat's language ("secret_masked": a key in the user's message
@@ -171,6 +184,7 @@ RuntimeEvent = (
     | ToolProgress
     | ToolResult
     | ToolErrorEvent
+    | StandingApprovalUsed
     | ApprovalRequired
     | Question
     | Compaction

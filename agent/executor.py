@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent.approval import ApprovalGate, Requester
+from agent.consent import StandingApproval
 from agent.errors import ToolError, ToolFailed, ToolNotFound, ToolTimedOut
 from agent.events import RuntimeEvent, ToolErrorEvent, ToolResult
 from agent.messages import Message, ToolCallPart
@@ -40,6 +41,8 @@ class CallOutcome:
     event: RuntimeEvent
     ok: bool
     attachments: list[Attachment] = field(default_factory=list)
+    # The chat's standing approval the call ran under, told to the chat with the result.
+    standing: StandingApproval | None = None
 
 
 def error_outcome(call: ToolCallPart, code: str, message: str) -> CallOutcome:
@@ -97,7 +100,7 @@ class ToolExecutor:
         try:
             tool = self.toolset.get(call.name)
             tool.validate(call.arguments)  # never ask a human to approve garbage
-            await self.gate.check(tool.spec, call, turn, who)  # may raise Suspend / ToolDenied
+            standing = await self.gate.check(tool.spec, call, turn, who)  # may raise Suspend / ToolDenied
             if tool.spec.background and self.background is not None:
                 value: Any = await self.background.submit(ctx, tool, call.arguments or {})
             else:
@@ -126,6 +129,7 @@ class ToolExecutor:
             event=ToolResult(call.id, call.name, content, elapsed, tuple(attachments)),
             ok=True,
             attachments=attachments,
+            standing=standing,
         )
 
     def _clean(self, text: str) -> str:

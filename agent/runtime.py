@@ -856,6 +856,9 @@ class AgentRuntime:
             turn.calls[o.call.id] = "done" if o.ok else "failed"
         await self.store.commit(turn.session_id, messages=results, turn=turn)
         for o in outcomes:
+            if o.standing is not None:
+                rule = o.standing
+                queue.put_nowait(ev.StandingApprovalUsed(o.call.id, o.call.name, rule.id, rule.scope))
             queue.put_nowait(o.event)
 
     async def _suspend(

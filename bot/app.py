@@ -58,6 +58,14 @@ log = logging.getLogger("tapebot")
 WARM_WAIT_S = 20.0
 
 
+def log_model_switch(failed: str, next_model: str, why: str) -> None:
+    """The model chain's `on_switch`: a same-model retry (failed == next) is not a switch."""
+    if failed == next_model:
+        log.warning("model %s failed (%s); retrying it once", failed, why)
+    else:
+        log.warning("model %s failed (%s); using %s", failed, why, next_model)
+
+
 class App:
     """The composition root: builds every part from `Settings` in `start`, hands each part only
     what it needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). Its ~27 methods (and
@@ -132,7 +140,7 @@ class App:
         client: ModelClient = build_model_chain(  # type: ignore[assignment]
             [s.model(i) for i in ids],
             idle_timeout=s.agent.stream_idle_timeout,
-            on_switch=lambda a, b, why: log.warning("model %s failed (%s); using %s", a, why, b),
+            on_switch=log_model_switch,
         )
         self._clients[model_id] = client
         return client

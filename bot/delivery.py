@@ -15,6 +15,7 @@ from typing import Any
 from adapters.base import ChatAdapter, ChatRef, DeliveryError, DeliveryUncertain, SentMessage
 from adapters.stream import StreamingMessage
 from agent import events as ev
+from bot.cards import visible
 from bot.i18n import t
 from bot.i18n_tasks import failure_text
 from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of, paused_record
@@ -217,6 +218,10 @@ class TurnView:
             case ev.Notice(code=code):
                 with contextlib.suppress(DeliveryError):
                     await self.adapter.send_text(self.chat, t(self.lang, code), format="plain")
+            case ev.StandingApprovalUsed(scope=scope):
+                text = t(self.lang, "standing_used", rule=visible(scope.describe(self.lang)))
+                with contextlib.suppress(DeliveryError):
+                    await self.adapter.send_text(self.chat, text, format="plain")
             case ev.Done(text=text, warning=warning):
                 self._stop_typing()
                 self.final_text = text

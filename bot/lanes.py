@@ -115,9 +115,12 @@ class Lane:
         receipts = (receipt,) if receipt is not None else ()
         self._start(self._turn(text, user, no_open_turn=no_open_turn, receipts=receipts))
 
-    def hold(self, text: str, user: UserRef, receipt: Receipt | None) -> None:
-        """A message that waits until the approval or question the chat waits on is closed."""
+    def hold(self, text: str, user: UserRef, receipt: Receipt | None) -> bool:
+        """A message that waits until the approval or question the chat waits on is closed. True
+        when it is the first this user has waiting (they are told once why there is no answer)."""
+        first = all(held.user_id != user.user_id for _, held in self._held)
         self._held.append((Queued(Message.user(text), receipt), user))
+        return first
 
     def release_held(self) -> None:
         """A decision was made: what waited for it joins the resumed turn (if that turn stops at

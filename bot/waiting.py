@@ -139,6 +139,11 @@ class Waiting:
         # the runtime closes the turn itself when the next run starts; mark it done now too
         await self._runtime.close_turn(turn.id)
 
+    async def _hold(self, state: ChatState, msg: InboundMessage, receipt: Receipt | None, why: str) -> None:
+        """Keep `msg` until the card or question is closed; its sender hears why, once."""
+        if self._lanes.of(state).hold(msg.text, msg.user, receipt):
+            await self._say(state, t(state.lang, why))
+
     async def answer_message(
         self, state: ChatState, turn: TurnRecord, msg: InboundMessage, receipt: Receipt | None = None
     ) -> bool:
@@ -153,7 +158,7 @@ class Waiting:
             approval_id = turn.waiting.confirmation_target.approval_id
             if uid not in turn.approvers:
                 if msg.addressed:  # only an approver can unblock this chat: it waits for them
-                    lane.hold(msg.text, msg.user, receipt)
+                    await self._hold(state, msg, receipt, "held_until_decided")
                 return True
             record = await self._store.get_approval(approval_id)
             card = await card_ref(self._chats, self._adapters, record) if record is not None else None
@@ -161,7 +166,7 @@ class Waiting:
             # in a group, typed consent must be addressed: a reply to the card or a mention
             if state.chat.is_group and not (replying_to_card or (msg.addressed and not msg.reply_to_bot)):
                 if msg.addressed:  # a reply to another of the bot's messages: waits for the decision
-                    lane.hold(msg.text, msg.user, receipt)
+                    await self._hold(state, msg, receipt, "held_until_decided")
                 return True
             scope = self._runtime.gate.scope_for(record) if record is not None else None
             decision = read_consent("text", msg.text, scope=scope, replying_to_card=replying_to_card)
@@ -184,7 +189,7 @@ class Waiting:
             if state.chat.is_group:
                 # someone else's question (only its requester or an admin answers it): a member's
                 # message neither answers nor closes it; it waits until the question is closed
-                lane.hold(msg.text, msg.user, receipt)
+                await self._hold(state, msg, receipt, "held_until_answered")
                 return True
             return False
         if reading.kind == "moved_on":

@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Boolean, Date, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 
 from memory.base import Base
 from memory.models import UTCDateTime
@@ -50,9 +50,12 @@ class MarketAccount(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
-class MarketPosition(Base):
-    __tablename__ = "market_positions"
-    __table_args__ = (UniqueConstraint("user_id", "market", "symbol"),)
+class _Position:
+    """The columns a paper position and a recorded holding share (one row per user, market, symbol)."""
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:  # one constraint object per table, not shared
+        return (UniqueConstraint("user_id", "market", "symbol"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(String(128), index=True)
@@ -67,23 +70,16 @@ class MarketPosition(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
-class MarketHolding(Base):
+class MarketPosition(_Position, Base):
+    """A position of the paper account."""
+
+    __tablename__ = "market_positions"
+
+
+class MarketHolding(_Position, Base):
     """A recorded real holding (bookkeeping; never traded by the paper broker)."""
 
     __tablename__ = "market_holdings"
-    __table_args__ = (UniqueConstraint("user_id", "market", "symbol"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    user_id: Mapped[str] = mapped_column(String(128), index=True)
-    market: Mapped[str] = mapped_column(String(16))
-    symbol: Mapped[str] = mapped_column(String(32))
-    name: Mapped[str] = mapped_column(String(64), default="")
-    quantity: Mapped[float] = mapped_column(Float, default=0.0)
-    avg_cost: Mapped[float] = mapped_column(Float, default=0.0)
-    high_since_entry: Mapped[float] = mapped_column(Float, default=0.0)
-    opened_on: Mapped[date | None] = mapped_column(Date, nullable=True)
-    note: Mapped[str] = mapped_column(Text, default="")
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
 
 class MarketHoldingCash(Base):

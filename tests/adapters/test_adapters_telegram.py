@@ -138,7 +138,8 @@ async def test_forum_topic_is_its_own_chat(make_tg, tg_api, recorder):
     ad = await make_tg(recorder)
     tg_api.push_text(-100500, "hi in topic", user_id=3, thread_id=7)
     tg_api.push_text(-100500, "hi in general", user_id=3, forum=True)
-    await tg_api.wait_for(lambda: len(tg_api.sent(-100500)) == 2)
+    # each reply sends a text, then a chat action: wait for both, not only the texts
+    await tg_api.wait_for(lambda: len(tg_api.sent(-100500)) == 2 and len(tg_api.chat_actions) == 2)
     keys = {e.chat.key for e in recorder.events}
     assert keys == {"telegram:-100500:topic7", "telegram:-100500"}
     topic_reply = next(m for m in tg_api.sent(-100500) if m.get("message_thread_id"))

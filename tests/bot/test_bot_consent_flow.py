@@ -142,6 +142,9 @@ async def test_always_allow_on_a_paper_buy_covers_only_that_instrument_side_and_
     api.push_text(ALICE, "again", user_id=ALICE)
     await said(api, ALICE, "Bought again.")
     assert len(all_cards(api, ALICE)) == 1 and len(trades(home)) == 2
+    # ... but never unseen: the chat is told which standing approval it ran under
+    told = [x for x in api.texts(ALICE) if x.startswith("✅ Ran under this chat's standing approval")]
+    assert len(told) == 1 and "buy 600519 ≤ 100" in told[0] and "/rules" in told[0]
 
     # bigger, the other side, another instrument: each asks again
     for n, args in enumerate(
@@ -272,6 +275,10 @@ async def test_an_admins_plain_ok_in_a_group_does_not_approve_a_reply_to_the_car
     await asyncio.sleep(0.2)
     assert approval_row(harness.home, approval_id(card))["status"] == "pending"
     assert buttons_of(current(api, GROUP, card)) and write_count == []
+    # the member's mention and the admin's reply elsewhere wait for the decision: each hears so once
+    api.push_text(GROUP, f"{MENTION} ping again", user_id=BOB)
+    await asyncio.sleep(0.2)
+    assert api.texts(GROUP).count(t("en", "held_until_decided")) == 2
     api.push_text(GROUP, "ok", user_id=ADMIN, reply_to=card["message_id"])
     await said(api, GROUP, "Saved m.")
     assert write_count == ["m.txt"]

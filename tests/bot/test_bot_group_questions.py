@@ -48,6 +48,7 @@ async def test_another_members_message_neither_answers_nor_closes_the_question(h
     assert still_open(api, q), "another member's message closed the question"
     assert len(harness.script.requests) == 1, "another member's message started a turn"
     assert t("en", "approval_not_allowed") in answer_to(api, press).get("text", "")
+    assert api.texts(GROUP).count(t("en", "held_until_answered")) == 1  # Bob hears once why he waits
 
     # the requester answers; then what Bob addressed to the bot is taken up
     api.push_text(GROUP, "2", user_id=ALICE)
