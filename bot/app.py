@@ -324,7 +324,8 @@ class App:
         (bot/parts.py `cache_warmer`; issue 21). Tracked: `stop` cancels it."""
         from bot.parts import cache_warmer, model_clients
 
-        clients = model_clients(self.settings, self.model_for) if self._model_factory is None else []
+        real = self._model_factory is None and bool(self.settings.models)  # fakes have no SDK
+        clients = model_clients(self.settings, self.model_for) if real else []
         warm = cache_warmer(clients, self.store, self.trace_writer)
         return self.spawn(warm(), name="warm-caches")
 
