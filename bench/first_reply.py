@@ -12,14 +12,23 @@ the first reply paid the import (1.3–2.1 s against 0.05–0.12 s for the later
 filing).
 
 Prints, per tree, the medians over `--runs` runs of: start to ready, the first reply, the later
-replies, and first / later (target ≤ 1.5). `--root` times another checkout too (e.g. the commit
-before a change), interleaved run by run so both see the same load. Prints figures; asserts
-nothing.
+replies, and first / later (target ≤ 1.5); then the bot's CPU time (all its threads, Linux
+schedstat) during the first reply and during a later one — steadier than wall times on a busy
+machine. `--root` times another checkout too (e.g. the commit before a change), interleaved run
+by run so both see the same load. Prints figures; asserts nothing.
 
-Measured 2026-12-03 on the 2-core machine, BUSY (load average 10–12), 5 runs each, interleaved:
-first reply 520 ms against later ones 219 ms (ratio 2.66; 1.5–3.8 over runs); the code before issue
-21's warm-up work: 1,990 ms against 232 ms (ratio 10.3). Start to ready 21.0 s against 24.1 s. What
-is left of the first turn's extra cost is cold caches, not imports (`-X importtime` shows none).
+Measured 2026-12-03 on the 2-core machine, load average 1.0–1.2 (others' jobs running), 7 runs
+each, interleaved with the code before the cold-cache warm-up (`App.warm_caches`, bot/parts.py
+`cache_warmer`): first reply 39.0 ms against later ones 16.8 ms (ratio 2.37) — before, 47.9 ms
+against 17.0 ms (ratio 2.87); the bot's CPU during the first reply 35.8 ms against 13.4 ms for a
+later one — before, 46.9 ms against 15.2 ms. Start to ready 1.80 s both. Earlier the same day,
+BUSY (load 10–12): 520 ms against 219 ms, and before the SDK warm-up 1,990 ms against 232 ms.
+What the first reply still pays over a later one: the start-up's own tail — the scheduler starts
+(its first statements compiled, its I/O thread) after the chats open, i.e. while the first
+message is handled (with the scheduler off the CPU ratio was 1.41); and a new chat's own writes
+(its `chats` row is read, then written twice: by bot/chats.py, then by bot/gateway.py with its
+owner), which no warm-up can do in advance. With the first message sent 1.5 s after ready, the
+ratio was ~1.6 (busy).
 """
 
 from __future__ import annotations
