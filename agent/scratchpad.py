@@ -231,6 +231,10 @@ class BackgroundWriter:
         self._start_lock = threading.Lock()
         self._direct = DirectWriter()
 
+    def start(self) -> None:
+        """Start the thread now (the App does at start-up) rather than in the first turn."""
+        self._start()
+
     def write(self, path: str, render: Render) -> None:
         worker = self._worker or self._start()
         self._queue.append((path, render))

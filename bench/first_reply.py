@@ -12,14 +12,23 @@ the first reply paid the import (1.3–2.1 s against 0.05–0.12 s for the later
 filing).
 
 Prints, per tree, the medians over `--runs` runs of: start to ready, the first reply, the later
-replies, and first / later (target ≤ 1.5). `--root` times another checkout too (e.g. the commit
-before a change), interleaved run by run so both see the same load. Prints figures; asserts
-nothing.
+replies, and first / later (target ≤ 1.5); then the bot's CPU time (all its threads, Linux
+schedstat) during the first reply and during a later one — steadier than wall times on a busy
+machine. `--root` times another checkout too (e.g. the commit before a change), interleaved run
+by run so both see the same load. Prints figures; asserts nothing.
 
-Measured 2026-12-03 on the 2-core machine, BUSY (load average 10–12), 5 runs each, interleaved:
-first reply 520 ms against later ones 219 ms (ratio 2.66; 1.5–3.8 over runs); the code before issue
-21's warm-up work: 1,990 ms against 232 ms (ratio 10.3). Start to ready 21.0 s against 24.1 s. What
-is left of the first turn's extra cost is cold caches, not imports (`-X importtime` shows none).
+Measured 2026-12-03 on the 2-core machine, load average 1.0–1.2 (others' jobs running), 7 runs
+each, interleaved with the code before the cold-cache warm-up (`App.warm_caches`, bot/parts.py
+`cache_warmer`): first reply 39.0 ms against later ones 16.8 ms (ratio 2.37) — before, 47.9 ms
+against 17.0 ms (ratio 2.87); the bot's CPU during the first reply 35.8 ms against 13.4 ms for a
+later one — before, 46.9 ms against 15.2 ms. Start to ready 1.80 s both. Earlier the same day,
+BUSY (load 10–12): 520 ms against 219 ms, and before the SDK warm-up 1,990 ms against 232 ms.
+What the first reply still pays over a later one: the start-up's own tail — the scheduler starts
+(its first statements compiled, its I/O thread) after the chats open, i.e. while the first
+message is handled (with the scheduler off the CPU ratio was 1.41); and a new chat's own writes
+(its `chats` row is read, then written twice: by bot/chats.py, then by bot/gateway.py with its
+owner), which no warm-up can do in advance. With the first message sent 1.5 s after ready, the
+ratio was ~1.6 (busy).
 """
 
 from __future__ import annotations
@@ -59,8 +68,27 @@ def env_for(home: Path, llm: ScriptedLLMServer, vendor: str, root: Path) -> dict
     return env
 
 
-async def one_run(root: Path, vendor: str, later: int) -> tuple[float, float, list[float]]:
-    """(start to ready, first reply, later replies) in seconds for one fresh `tapebot run`."""
+def cpu_ns(pid: int) -> int:
+    """CPU time the process's threads have used so far, in ns (Linux `schedstat`; 0 elsewhere):
+    what a reply costs the bot whatever else the machine runs."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended meanwhile
+    except OSError:
+        return 0
+    return total
+
+
+Run = tuple[float, float, list[float], float, list[float]]
+
+
+async def one_run(root: Path, vendor: str, later: int) -> Run:
+    """(start to ready, first reply, later replies) in seconds for one fresh `tapebot run`, then
+    the bot's CPU seconds during the first reply and during each later one."""
     api = FakeBotAPI(token=TOKEN)
     await api.serve()
     try:
@@ -87,16 +115,17 @@ async def one_run(root: Path, vendor: str, later: int) -> tuple[float, float, li
                 try:
                     await api.wait_for(lambda: api.calls_to("getUpdates"), timeout=120)
                     ready = time.perf_counter() - t0
-                    replies = []
+                    replies, cpu = [], []
                     for i in range(later + 1):
                         before = len(api.sent(CHAT))
-                        t = time.perf_counter()
+                        t, c = time.perf_counter(), cpu_ns(proc.pid)
                         api.push_text(CHAT, f"hello {i}", user_id=USER)
                         await api.wait_for(
                             lambda n=before: any(m.get("text") == "ok" for m in api.sent(CHAT)[n:]),
                             timeout=120,
                         )
                         replies.append(time.perf_counter() - t)
+                        cpu.append((cpu_ns(proc.pid) - c) / 1e9)
                 finally:
                     if proc.returncode is None:
                         proc.terminate()
@@ -105,7 +134,7 @@ async def one_run(root: Path, vendor: str, later: int) -> tuple[float, float, li
                         except TimeoutError:
                             proc.kill()
                             await proc.wait()
-                return ready, replies[0], replies[1:]
+                return ready, replies[0], replies[1:], cpu[0], cpu[1:]
     finally:
         await api.close()
 
@@ -119,7 +148,7 @@ def main() -> None:
     args = parser.parse_args()
     header(f"first reply after `tapebot run` starts ({args.vendor} SDK, fake Telegram, scripted model)")
     trees = {"this tree": ROOT, **({str(args.root): args.root.resolve()} if args.root else {})}
-    got: dict[str, list[tuple[float, float, list[float]]]] = {name: [] for name in trees}
+    got: dict[str, list[Run]] = {name: [] for name in trees}
     for _ in range(args.runs):
         for name, root in trees.items():
             got[name].append(asyncio.run(one_run(root, args.vendor, args.later)))
@@ -139,6 +168,13 @@ def main() -> None:
         print(
             f"first / later: median {med:.2f} {spread(ratio)}  target ≤ {TARGET}  {'ok' if med <= TARGET else 'MISSED'}"
         )
+        first_cpu = [r[3] for r in runs]
+        later_cpu = [statistics.median(r[4]) for r in runs]
+        if any(first_cpu):
+            cpu_ratio = [f / max(lat, 1e-9) for f, lat in zip(first_cpu, later_cpu, strict=True)]
+            print(f"bot CPU during the first reply: median {statistics.median(first_cpu) * 1000:.1f} ms, "
+                  f"a later one: {statistics.median(later_cpu) * 1000:.1f} ms; first / later: median "
+                  f"{statistics.median(cpu_ratio):.2f} {spread(cpu_ratio)} (steadier on a busy machine)")  # fmt: skip
     footer()
 
 

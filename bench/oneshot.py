@@ -21,6 +21,15 @@ Measured 2026-12-03 on the 2-core machine, BUSY (load average 10–12): CPU time
 turn 5.20 G against 6.26 G (-17%; load-independent). The floor is the openai SDK (its `types`
 package alone builds ~750 pydantic models at import, ~0.5 s on a quiet core), SQLAlchemy and
 pydantic-settings: ≤ 1.0 s wall is not reachable with the official SDK on this machine kind.
+Later the same day (load average 1.9, 9 runs interleaved with the commit before): wall 1.71 s
+against 1.78 s, CPU 1.36 s against 1.41 s; instructions 4.96 G against 5.22 G (-5%) — no
+PostgreSQL dialect (scheduler/store.py imported it for one statement), no chat-adapter types
+(bot/terminal.py), a cheaper token-class table. What is left of tapebot's own share is mostly
+class creation at import: the ORM models (memory/models.py ~35 ms, memory/tasks.py ~19 ms), the
+tools' argument models and JSON schemas (40 tools, ~60 ms busy: pydantic `create_model` and
+`model_json_schema` per tool, all needed by the first request), config.settings (~25 ms),
+agent.events (~15 ms); and the SDK client's TLS context (~25–45 ms, built even for a local
+http:// endpoint).
 """
 
 from __future__ import annotations

@@ -301,6 +301,7 @@ class App:
                 # the chats open once the model client is ready: the first reply then costs what
                 # the later ones do (the warm-up ran alongside everything above; issue 21)
                 await asyncio.wait([warming], timeout=WARM_WAIT_S)
+            self.warm_caches()  # while the chats open; never waited for
             await self._start_chat(None if adapters is True else list(adapters))
         else:
             self.opening()
@@ -319,6 +320,17 @@ class App:
             return None
         warm = sdk_warmer(self.settings, self.model_for)
         return self.spawn(asyncio.to_thread(warm), name="warm-sdks") if warm is not None else None
+
+    def warm_caches(self) -> asyncio.Task[Any]:
+        """Build in the background what a first reply would build on first use: a model call
+        rehearsed in-process (nothing sent or billed), the chats' statements, the trace writer
+        (bot/parts.py `cache_warmer`; issue 21). Tracked: `stop` cancels it."""
+        from bot.parts import cache_warmer, model_clients
+
+        real = self._model_factory is None and bool(self.settings.models)  # fakes have no SDK
+        clients = model_clients(self.settings, self.model_for) if real else []
+        warm = cache_warmer(clients, self.store, self.trace_writer)
+        return self.spawn(warm(), name="warm-caches")
 
     async def trade_facts(self, record: ApprovalRecord) -> TradePreview | None:
         """The facts a trade's approval card shows (markets/preview.py); None for other tools."""

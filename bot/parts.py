@@ -4,7 +4,8 @@ calls them in order and owns what they return)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import date
 from typing import TYPE_CHECKING, Any, cast
 
@@ -15,13 +16,16 @@ from config.settings import Settings
 if TYPE_CHECKING:
     from agent.background import TaskManager
     from agent.providers.base import ModelClient
+    from agent.scratchpad import BackgroundWriter
     from agent.tools.registry import ToolContext
     from markets.calendar import TradingCalendar
     from markets.data import MarketData
     from markets.models import SessionFactory
     from markets.portfolio import Portfolio
     from markets.services import MarketServices
+    from memory.db import Database
     from memory.hooks import MemoryContextHooks
+    from memory.stores import SqlStore
     from memory.tools import MemoryServices
 
 log = logging.getLogger("tapebot")
@@ -140,17 +144,12 @@ def sdk_warmer(s: Settings, model_for: Callable[[str | None], ModelClient]) -> C
     """What warms the configured models' SDKs, to run in a worker thread: import them, build their
     clients and load what a first call loads (None when no SDK is configured)."""
     from agent.providers import import_sdks, sdk_modules
-    from config.errors import TapebotError
 
     wanted = {s.agent.model, *s.agent.fallbacks, s.memory.model or s.agent.model}
     names = sdk_modules([m for m in s.models if m.id in wanted])
     if not names:
         return None
-    try:
-        chains = [model_for(i) for i in dict.fromkeys([s.agent.model, s.memory.model or s.agent.model])]
-    except TapebotError:  # reported by the start itself, where the model is first needed
-        chains = []
-    clients = [c for chain in chains for c in getattr(chain, "clients", [chain])]
+    clients = model_clients(s, model_for)
 
     def warm() -> None:
         from agent.tokens import estimate_tokens
@@ -164,6 +163,88 @@ def sdk_warmer(s: Settings, model_for: Callable[[str | None], ModelClient]) -> C
                 log.debug("warming the %s client failed", client.info.id, exc_info=True)
 
     return warm
+
+
+#: The chat key the start-up's rehearsal of a chat's first read and write uses (never kept: no chat
+#: has it, and the write is rolled back).
+REHEARSAL_CHAT = "rehearsal:"
+
+
+class _RolledBack(Exception):
+    """Ends a rehearsed write transaction without keeping it."""
+
+
+class _DryRunDatabase:
+    """The store's database for a rehearsed write: its one write transaction always rolls back,
+    so the write's statements are compiled (and SQLAlchemy's code paths loaded) and nothing is
+    kept. It offers nothing else: a write that took another way would fail here, not be kept."""
+
+    def __init__(self, db: Database):
+        self._db = db
+        self.is_sqlite = db.is_sqlite
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[Any]:
+        try:
+            async with self._db.session() as s:
+                yield s
+                raise _RolledBack
+        except _RolledBack:
+            pass
+
+
+async def rehearse_chat_rows(store: SqlStore) -> None:
+    """What a chat's first message does to the `chats` table once per process: read its row (absent
+    here), then write it (rolled back). The statements are compiled now, not in that reply."""
+    from memory.chat_tables import ChatRecord, ChatTables
+
+    await store.load_chat(REHEARSAL_CHAT)
+    dry = ChatTables()
+    dry.db = cast("Database", _DryRunDatabase(store.db))
+    record = ChatRecord(REHEARSAL_CHAT, "rehearsal", "0", None, False, f"{REHEARSAL_CHAT}#0")
+    await dry.save_chat(record)
+
+
+def cache_warmer(
+    clients: list[Any], store: SqlStore | None, traces: BackgroundWriter
+) -> Callable[[], Awaitable[None]]:
+    """What a first reply would otherwise build on first use (issue 21), warmed on the event loop
+    once the SDKs are imported, while the chats open: one model call rehearsed per client through
+    its SDK against an in-process stand-in (nothing reaches any endpoint, nothing is billed), the
+    `chats` statements a chat's first message runs (the write rolled back), the trace writer's
+    thread, the per-turn account-snapshot module. Each step is best-effort: a failure costs only
+    the warmth."""
+
+    async def warm() -> None:
+        traces.start()
+        import markets.snapshots  # noqa: F401 - imported by every turn's snapshot check
+
+        for client in clients:
+            rehearse = getattr(client, "rehearse", None)
+            if rehearse is None:
+                continue
+            try:
+                await rehearse()
+            except Exception:
+                log.debug("rehearsing a call of %s failed", client.info.id, exc_info=True)
+        if store is not None:
+            try:
+                await rehearse_chat_rows(store)
+            except Exception:
+                log.debug("rehearsing the chats statements failed", exc_info=True)
+
+    return warm
+
+
+def model_clients(s: Settings, model_for: Callable[[str | None], ModelClient]) -> list[ModelClient]:
+    """The vendor clients behind the agent's and the memory's model chains (each once)."""
+    from config.errors import TapebotError
+
+    try:
+        chains = [model_for(i) for i in dict.fromkeys([s.agent.model, s.memory.model or s.agent.model])]
+    except TapebotError:  # reported by the start itself, where the model is first needed
+        return []
+    return list({id(c): c for chain in chains for c in getattr(chain, "clients", [chain])}.values())
 
 
 def housekeeping_jobs(

@@ -19,7 +19,6 @@ from typing import Any, TextIO
 from agent import events as ev
 from agent.approval import Requester
 from agent.runtime import AgentRuntime, TurnRequest
-from bot.progress import failure_of
 
 #: The one-shot acts as the interactive terminal's user in its chat (bot/console_chat.py
 #: TERMINAL_USER, TERMINAL_CHAT.key; not imported from there: the one-shot stays light).
@@ -60,6 +59,9 @@ class TerminalRenderer:
                 pct_text = f" {pct:.0f}%" if pct is not None else ""
                 self.note(f"{name}: {stage}{pct_text} {detail}".rstrip())
             case ev.ToolResult(name=name, content=content, elapsed=elapsed, attachments=atts):
+                # on use: bot.progress brings the chat adapters' types a one-shot otherwise skips
+                from bot.progress import failure_of
+
                 failure = failure_of(content)  # "rejected", "failed", …: ✗ as in the chats
                 mark = f"✗ {failure}" if failure else "✓"
                 self.note(f"{name} {mark} {elapsed:.2f}s {_short(content, 80)}")

@@ -180,6 +180,8 @@ class SdkClient(ABC):
 
     info: ModelInfo
     _sdk_args: dict[str, Any]
+    #: the vendor SDK's module name (`agent.providers.sdkload.import_sdk`)
+    sdk_name: str
 
     def _init_sdk(self, api_key: str | None, base_url: str | None, max_retries: int) -> None:
         if api_key is None and base_url:
@@ -209,6 +211,19 @@ class SdkClient(ABC):
         """Build the SDK client and load what its first call would (called in a worker thread
         when `tapebot run` starts, so the first reply pays none of it; issue 21)."""
         self._warm_resources(self._client)
+
+    async def rehearse(self) -> list[Chunk]:
+        """One call through the SDK against an in-process stand-in, never the network: what a
+        first call builds on first use is built now (agent/providers/rehearsal.py). For the
+        start-up, once the SDK is imported; returns the chunks the rehearsal yielded."""
+        from agent.providers.rehearsal import rehearse
+        from agent.providers.sdkload import import_sdk
+
+        return await rehearse(self, import_sdk(self.sdk_name))
+
+    @abstractmethod
+    def _rehearsal_body(self) -> bytes:
+        """A canned streamed answer in the vendor's wire format (text, then a tool call)."""
 
     async def aclose(self) -> None:
         if self._sdk_client is not None:

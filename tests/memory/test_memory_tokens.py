@@ -119,3 +119,32 @@ def test_within_only_when_the_estimate_fits(texts, budget):
         assert estimate_messages(messages) <= budget
     if estimate_messages([]) + sum(message_bound(m) for m in messages) <= budget:
         assert messages_within(messages, budget)
+
+
+def test_the_class_table_is_what_the_rules_say_character_by_character():
+    """The table is built from slices for speed (issue 21); here the plain per-character rules."""
+    from agent import tokens
+
+    table = tokens._classes()
+    want: dict[int, str] = {}
+    for i in range(128):
+        ch = chr(i)
+        if ch.islower():
+            want[i] = "a"
+        elif ch.isupper():
+            want[i] = "A"
+        elif ch.isdigit():
+            want[i] = "d"
+        elif ch == " ":
+            want[i] = "s"
+        else:
+            want[i] = "p" if 32 < i < 127 else "n"
+    for lo, hi, cls in tokens._RANGES:
+        for cp in range(lo, hi + 1):
+            want[cp] = cls
+    for cp in range(tokens._CJK_FIRST, tokens._CJK_LAST + 1):
+        want[cp] = "123"[cjk_char_cost(chr(cp)) - 1]
+    assert len(table) == max(want) + 1
+    assert all(table[cp] == want.get(cp, chr(cp)) for cp in range(len(table)))
+    ascii_bytes = tokens._ascii_table()
+    assert all(ascii_bytes[i] == ord(table[i]) for i in range(128))
