@@ -49,7 +49,10 @@ class ChatDirectory:
         self._states: dict[str, ChatState] = {}
         self._lock = asyncio.Lock()
 
-    async def get(self, chat: ChatRef, user: UserRef, group_sessions: str, default_lang: str) -> ChatState:
+    async def get(
+        self, chat: ChatRef, user: UserRef, group_sessions: str, default_lang: str, *, owner: str = ""
+    ) -> ChatState:
+        """The chat's state, loaded or created; a new chat's row is written once, with `owner`."""
         key = chat_key(chat, user, group_sessions)
         state = self._states.get(key)
         if state is not None:
@@ -64,7 +67,7 @@ class ChatDirectory:
                     session_id=(saved and saved.session_id) or self._new_session_id(key),
                     lang=(saved and saved.lang) or default_lang,
                     model=saved.model if saved else None,
-                    owner=saved.owner if saved else "",
+                    owner=saved.owner if saved else owner,
                 )
                 if saved is None or not saved.chat_id:  # a row from before addresses were kept
                     await self.save(state)

@@ -212,12 +212,13 @@ class Gateway:
                     await inbound.ack("", False)
             return  # a redelivered update: already handled
         acc = self.access.platforms[platform]
+        speaker = "" if isinstance(inbound, ButtonPress) else user.user_id  # a tap never makes an owner
         state = await self.chats.get(
-            inbound.chat, user, acc.group_sessions, pick_language(user.language_code)
+            inbound.chat, user, acc.group_sessions, pick_language(user.language_code), owner=speaker
         )
         state.chat = inbound.chat
         self.lane(state).spoke(user)
-        if state.owner != user.user_id and not isinstance(inbound, ButtonPress):
+        if speaker and state.owner != speaker:
             state.owner = user.user_id
             await self.chats.save(state)
         if self.stopping:  # recorded (a message that may queue): taken up after the restart
