@@ -77,14 +77,26 @@ def _warm_task(app: App) -> asyncio.Task:
     return tasks[0]
 
 
-async def test_the_start_warms_in_the_background_and_sends_nothing(tmp_path):
+async def test_the_start_warms_in_the_background_and_sends_nothing(tmp_path, monkeypatch):
     """`tapebot run`'s start (real openai SDK against the scripted server, the fake Bot API)."""
+    spawned: list[tuple[asyncio.Task, bool]] = []  # (the warm-up, tracked by the App when made)
+    warm_caches = App.warm_caches
+
+    def recorded(self: App) -> asyncio.Task:
+        task = warm_caches(self)
+        spawned.append((task, task in self._tasks))
+        return task
+
+    monkeypatch.setattr(App, "warm_caches", recorded)
     api = FakeBotAPI(token=TOKEN)
     async with ScriptedLLMServer() as llm:
         app = _app(tmp_path, llm, api)
         try:
             await app.start(adapters=True)
-            await asyncio.wait_for(asyncio.shield(_warm_task(app)), 60)
+            # it may be done already (a quiet machine): recorded when made, not looked up later
+            [(task, tracked)] = spawned
+            assert tracked, "the warm-up is one of the App's tracked tasks"
+            await asyncio.wait_for(asyncio.shield(task), 60)
             assert app.trace_writer._worker is not None  # the trace writer's thread is up
             assert llm.requests == []  # no model call: nothing billed
             asked = {c.method for c in api.calls}
