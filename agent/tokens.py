@@ -26,7 +26,7 @@ import json
 import re
 import weakref
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -212,19 +212,24 @@ def estimate_message(message: Message) -> int:
     return total
 
 
-def _estimate_message(message: Message) -> int:
+def _message_total(message: Message, count: Callable[[str], int]) -> int:
+    """A message's tokens with `count` for each text: the estimate, or its upper bound."""
     total = MESSAGE_OVERHEAD
     for part in message.parts:
         if isinstance(part, TextPart):
-            total += estimate_tokens(part.text)
+            total += count(part.text)
         elif isinstance(part, ThinkingPart):
             # Reasoning echoed back (Anthropic signed thinking, DeepSeek reasoning_content) counts too.
-            total += estimate_tokens(part.text) + (estimate_tokens(part.signature) if part.signature else 0)
+            total += count(part.text) + (count(part.signature) if part.signature else 0)
         elif isinstance(part, ToolCallPart):
-            total += TOOL_CALL_OVERHEAD + estimate_tokens(part.name) + estimate_tokens(part.arguments_text)
+            total += TOOL_CALL_OVERHEAD + count(part.name) + count(part.arguments_text)
         elif isinstance(part, ToolResultPart):
-            total += TOOL_RESULT_OVERHEAD + estimate_tokens(part.content)
+            total += TOOL_RESULT_OVERHEAD + count(part.content)
     return total
+
+
+def _estimate_message(message: Message) -> int:
+    return _message_total(message, estimate_tokens)
 
 
 # Most turns are far below the compaction threshold: there a cheap upper bound of the history's
@@ -241,17 +246,7 @@ def token_bound(text: str) -> int:
 
 
 def _message_bound(message: Message) -> int:
-    total = MESSAGE_OVERHEAD
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            total += token_bound(part.text)
-        elif isinstance(part, ThinkingPart):
-            total += token_bound(part.text) + (token_bound(part.signature) if part.signature else 0)
-        elif isinstance(part, ToolCallPart):
-            total += TOOL_CALL_OVERHEAD + token_bound(part.name) + token_bound(part.arguments_text)
-        elif isinstance(part, ToolResultPart):
-            total += TOOL_RESULT_OVERHEAD + token_bound(part.content)
-    return total
+    return _message_total(message, token_bound)
 
 
 def message_bound(message: Message) -> int:
