@@ -195,21 +195,34 @@ def _estimate_classes(tr: Any, *, ascii_only: bool, text: str) -> int:
 
 
 # Messages are immutable and a session's history is re-estimated every turn: remember each
-# message's count (keyed by identity, checked through a weak reference, so a recycled id never hits).
-_ESTIMATES: dict[int, tuple[weakref.ref[Message], int]] = {}
-_ESTIMATES_MAX = 20_000
+# message's count.
+class _ByIdentity:
+    """Counts of messages by identity, checked through a weak reference (a recycled id never
+    hits); emptied when full."""
+
+    def __init__(self, limit: int = 20_000):
+        self._counts: dict[int, tuple[weakref.ref[Message], int]] = {}
+        self._limit = limit
+
+    def get(self, message: Message) -> int | None:
+        hit = self._counts.get(id(message))
+        return hit[1] if hit is not None and hit[0]() is message else None
+
+    def put(self, message: Message, count: int) -> int:
+        if len(self._counts) >= self._limit:
+            self._counts.clear()
+        self._counts[id(message)] = (weakref.ref(message), count)
+        return count
+
+
+_ESTIMATES = _ByIdentity()
+_BOUNDS = _ByIdentity()
 
 
 def estimate_message(message: Message) -> int:
     """Tokens of one message: text, thinking, tool calls (name + arguments) and tool results."""
-    hit = _ESTIMATES.get(id(message))
-    if hit is not None and hit[0]() is message:
-        return hit[1]
-    total = _estimate_message(message)
-    if len(_ESTIMATES) >= _ESTIMATES_MAX:
-        _ESTIMATES.clear()
-    _ESTIMATES[id(message)] = (weakref.ref(message), total)
-    return total
+    known = _ESTIMATES.get(message)
+    return known if known is not None else _ESTIMATES.put(message, _estimate_message(message))
 
 
 def _message_total(message: Message, count: Callable[[str], int]) -> int:
@@ -251,20 +264,10 @@ def _message_bound(message: Message) -> int:
 
 def message_bound(message: Message) -> int:
     """An upper bound of `estimate_message(message)`: the estimate itself when it is known."""
-    hit = _ESTIMATES.get(id(message))
-    if hit is not None and hit[0]() is message:
-        return hit[1]
-    hit = _BOUNDS.get(id(message))
-    if hit is not None and hit[0]() is message:
-        return hit[1]
-    total = _message_bound(message)
-    if len(_BOUNDS) >= _ESTIMATES_MAX:
-        _BOUNDS.clear()
-    _BOUNDS[id(message)] = (weakref.ref(message), total)
-    return total
-
-
-_BOUNDS: dict[int, tuple[weakref.ref[Message], int]] = {}
+    known = _ESTIMATES.get(message)
+    if known is None:
+        known = _BOUNDS.get(message)
+    return known if known is not None else _BOUNDS.put(message, _message_bound(message))
 
 
 def messages_within(messages: Sequence[Message], budget: int) -> bool:
