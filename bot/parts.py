@@ -4,8 +4,7 @@ calls them in order and owns what they return)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import date
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
     from markets.models import SessionFactory
     from markets.portfolio import Portfolio
     from markets.services import MarketServices
-    from memory.db import Database
     from memory.hooks import MemoryContextHooks
     from memory.stores import SqlStore
     from memory.tools import MemoryServices
@@ -165,44 +163,15 @@ def sdk_warmer(s: Settings, model_for: Callable[[str | None], ModelClient]) -> C
     return warm
 
 
-#: The chat key the start-up's rehearsal of a chat's first read and write uses (never kept: no chat
-#: has it, and the write is rolled back).
+#: The chat key the start-up's rehearsal of a chat's first read uses (no chat has it).
 REHEARSAL_CHAT = "rehearsal:"
 
 
-class _RolledBack(Exception):
-    """Ends a rehearsed write transaction without keeping it."""
-
-
-class _DryRunDatabase:
-    """The store's database for a rehearsed write: its one write transaction always rolls back,
-    so the write's statements are compiled (and SQLAlchemy's code paths loaded) and nothing is
-    kept. It offers nothing else: a write that took another way would fail here, not be kept."""
-
-    def __init__(self, db: Database):
-        self._db = db
-        self.is_sqlite = db.is_sqlite
-
-    @asynccontextmanager
-    async def session(self) -> AsyncIterator[Any]:
-        try:
-            async with self._db.session() as s:
-                yield s
-                raise _RolledBack
-        except _RolledBack:
-            pass
-
-
 async def rehearse_chat_rows(store: SqlStore) -> None:
-    """What a chat's first message does to the `chats` table once per process: read its row (absent
-    here), then write it (rolled back). The statements are compiled now, not in that reply."""
-    from memory.chat_tables import ChatRecord, ChatTables
-
+    """What a chat's first message does to the `chats` table once per process: read its row
+    (absent here), which builds the row's statements and value conversions (the write then runs
+    them as they are; a rehearsed write would have to be rolled back, and buys nothing more)."""
     await store.load_chat(REHEARSAL_CHAT)
-    dry = ChatTables()
-    dry.db = cast("Database", _DryRunDatabase(store.db))
-    record = ChatRecord(REHEARSAL_CHAT, "rehearsal", "0", None, False, f"{REHEARSAL_CHAT}#0")
-    await dry.save_chat(record)
 
 
 def cache_warmer(
@@ -211,7 +180,7 @@ def cache_warmer(
     """What a first reply would otherwise build on first use (issue 21), warmed on the event loop
     once the SDKs are imported, while the chats open: one model call rehearsed per client through
     its SDK against an in-process stand-in (nothing reaches any endpoint, nothing is billed), the
-    `chats` statements a chat's first message runs (the write rolled back), the trace writer's
+    `chats` statements a chat's first message runs, the trace writer's
     thread, the per-turn account-snapshot module. Each step is best-effort: a failure costs only
     the warmth."""
 

@@ -1,6 +1,6 @@
 """The start-up's cache warm-up (issue 21): what a first reply would build on first use is built in
 the background while the chats open — one model call rehearsed per client through its real SDK
-against an in-process stand-in, the `chats` statements (the write rolled back), the trace writer.
+against an in-process stand-in, the `chats` statements (a read of a row no chat has), the trace writer.
 It must send nothing to any endpoint (a warm-up is never a billable call, never a message to a
 user), keep nothing, and end with the App. Behaviour only, never timings."""
 
@@ -102,7 +102,7 @@ async def test_the_start_warms_in_the_background_and_sends_nothing(tmp_path, mon
             asked = {c.method for c in api.calls}
             assert asked <= STARTUP_CALLS, asked - STARTUP_CALLS  # nothing sent to any chat
             db = sqlite3.connect(tmp_path / "home" / "tapebot.db")
-            try:  # the rehearsed write was rolled back
+            try:  # the rehearsal left no row
                 assert db.execute("SELECT count(*) FROM chats").fetchone() == (0,)
             finally:
                 db.close()
