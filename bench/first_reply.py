@@ -17,16 +17,16 @@ schedstat) during the first reply and during a later one — steadier than wall 
 machine. `--root` times another checkout too (e.g. the commit before a change), interleaved run
 by run so both see the same load. Prints figures; asserts nothing.
 
-Measured 2026-12-03 on the 2-core machine, interleaved with the code before the scheduler's
-split start (`AppScheduler.prepare` before the chats open, `open` after; bot/app.py `App.start`),
-openai SDK, load average 0.7–1.3 (others' jobs running): over 11 runs each, the first reply 17.9 ms
+Measured 2026-12-03 on the 2-core machine, interleaved with the code before the scheduler's split
+start (`AppScheduler.prepare` before the chats open, `open` after; bot/app.py `App.start`), openai
+SDK, load average 0.7–1.3 (others' jobs running): over 11 runs each, the first reply 17.9 ms
 against later ones 16.8 ms (ratio 1.04) — before, 35.1 ms against 17.1 ms (ratio 2.06); the bot's
 CPU during the first reply 15.2 ms against 13.6 ms for a later one (ratio 1.10) — before, 32.4 ms
 against 14.9 ms (ratio 2.39). Two more 7-run A/Bs the same hour: ratio 1.03 and 1.24 (CPU 1.16,
-1.19; the latter before the warm-up's open-turn read) against 1.94 and 1.99 (CPU 2.23, 2.46). Start to ready 1.85–1.88 s both. With
-`--vendor anthropic` (7 runs): 17.4 ms against 11.4 ms (ratio 1.52, CPU 1.36) — before, 31.7 ms
-against 11.8 ms (ratio 2.38, CPU 3.07): its later replies are cheaper, so the same fixed extras
-weigh more.
+1.19; the latter before the warm-up's open-turn read) against 1.94 and 1.99 (CPU 2.23, 2.46). Start
+to ready 1.85–1.88 s both. With `--vendor anthropic` (7 runs): 17.4 ms against 11.4 ms (ratio 1.52,
+CPU 1.36) — before, 31.7 ms against 11.8 ms (ratio 2.38, CPU 3.07): its later replies are cheaper,
+so the same fixed extras weigh more.
 Earlier the same day, before the split: 39.0 ms against 16.8 ms (ratio 2.37) with the cold-cache
 warm-up (`App.warm_caches`, bot/parts.py `cache_warmer`), 47.9 ms against 17.0 ms (2.87) without;
 BUSY (load 10–12): 520 ms against 219 ms, and before the SDK warm-up 1,990 ms against 232 ms.
