@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from agent.providers.scripted import ScriptedClient, reply
 from bot.app import App
 from memory.db import Database
@@ -118,5 +120,27 @@ async def test_a_standby_bot_does_not_fire_the_due_brief_until_it_takes_the_leas
         assert await app.scheduler.wait_until_leader(timeout=10)
         await api.wait_for(lambda: BRIEF_REPLY in api.texts(ALICE), timeout=20)
         assert app.deliveries == [True]
+    finally:
+        await h.stop()
+
+
+async def test_when_the_chats_fail_to_open_the_prepared_scheduler_is_stopped_and_its_lease_freed(tmp_path):
+    """The scheduler is prepared (lease taken) before the chats open; if they cannot open (here a
+    rejected token) the start fails as before, and the scheduler is stopped with it: its lease is
+    given back, so a corrected restart takes it at once."""
+    from agent.errors import ConfigError
+
+    api = FakeBotAPI()
+    api.fail("getMe", (401, {"ok": False, "error_code": 401, "description": "Unauthorized"}))
+    h = RecordingHarness(tmp_path / "home", api, ScriptedClient(), extra_env=SCHEDULER_ON)
+    try:
+        with pytest.raises(ConfigError):
+            await h.start()
+        app = h.app
+        assert app is not None and app.scheduler is not None
+        assert not app.scheduler.running and not app.scheduler.is_leader
+        assert app.schedules is not None
+        state = await app.schedules.store.acquire_lease(LEASE_NAME, "next", now=datetime.now(UTC), ttl=60)
+        assert state.held  # given back, not left to expire
     finally:
         await h.stop()
