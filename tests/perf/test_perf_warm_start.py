@@ -103,7 +103,8 @@ async def test_the_start_warms_in_the_background_and_sends_nothing(tmp_path, mon
             assert asked <= STARTUP_CALLS, asked - STARTUP_CALLS  # nothing sent to any chat
             db = sqlite3.connect(tmp_path / "home" / "tapebot.db")
             try:  # the rehearsal left no row
-                assert db.execute("SELECT count(*) FROM chats").fetchone() == (0,)
+                for table in ("chats", "sessions", "turns"):
+                    assert db.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table
             finally:
                 db.close()
         finally:
