@@ -10,8 +10,9 @@
 - Lease: one row (`scheduler_leases`) with owner + expiry, renewed every `renew_interval`. Every
   process starts its scheduler *paused* (so it can still add and remove jobs); only the lease
   holder resumes it, and only once opened: the app `prepare`s it (all the costly start-up) before
-  its chats open and `open`s it after, so nothing fires that the chats could not deliver yet. A second `tapebot run` on the same database logs "scheduler standing by:
-  lease held by …" and takes over when the lease expires (or is released at shutdown).
+  its chats open and `open`s it after, so nothing fires that the chats could not deliver yet. A
+  second `tapebot run` on the same database logs "scheduler standing by: lease held by …" and
+  takes over when the lease expires (or is released at shutdown).
 - Missed runs: `coalesce=True` + `misfire_grace_time` (default 1 h for briefs): downtime across
   several runs yields at most one catch-up run, inside the grace window. Next-run times are
   written to the store right after a job is submitted, and each brief claims its
