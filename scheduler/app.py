@@ -62,8 +62,9 @@ from scheduler.jobs import (
     HousekeepingJob,
     JobContext,
 )
-from scheduler.specs import DailyTrigger, normalize_timezone, spread_second
+from scheduler.specs import normalize_timezone, spread_second
 from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
+from scheduler.trigger import DailyTrigger
 
 log = logging.getLogger(__name__)
 _P = ParamSpec("_P")
