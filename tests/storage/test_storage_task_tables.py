@@ -1,0 +1,80 @@
+"""The background-task and scheduler tables are plain Core tables (issue 21: mapping them as ORM
+classes cost every process ~7 ms at import, and nothing used the mapping). They must stay exactly
+the tables the declarative classes made — task_tables_ddl.json is what those classes rendered
+(CREATE TABLE / CREATE INDEX on SQLite and PostgreSQL, each column's Python-side default) — and
+agree with the migrations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from memory.base import Base
+from memory.db import create_engine, upgrade
+from memory.tasks import TABLES
+
+EXPECTED = json.loads((Path(__file__).parent / "task_tables_ddl.json").read_text())
+
+
+def _render(table) -> dict:
+    out: dict = {"key": table.key}
+    for name, dialect in (("sqlite", sqlite.dialect()), ("postgresql", postgresql.dialect())):
+        indexes = sorted(str(CreateIndex(i).compile(dialect=dialect)).strip() for i in table.indexes)
+        out[name] = [str(CreateTable(table).compile(dialect=dialect)).strip(), *indexes]
+    out["columns"] = [
+        [
+            c.name,
+            repr(c.type),
+            c.nullable,
+            c.primary_key,
+            bool(c.index),
+            None
+            if c.default is None
+            else repr(c.default.arg)
+            if not callable(c.default.arg)
+            else "callable:" + getattr(c.default.arg, "__name__", "?"),
+            c.autoincrement,
+            c.server_default is None,
+        ]
+        for c in table.columns
+    ]
+    return out
+
+
+def test_the_tables_render_as_the_declarative_classes_did():
+    assert {t.name for t in TABLES} == set(EXPECTED)
+    for table in TABLES:
+        assert json.loads(json.dumps(_render(table))) == EXPECTED[table.name], table.name
+        assert Base.metadata.tables[table.name] is table  # one metadata, as before
+
+
+async def test_the_tables_match_the_migration(tmp_path):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
+    try:
+        await upgrade(engine)
+
+        def diff(sync_conn):
+            ctx = MigrationContext.configure(sync_conn, opts={"compare_type": True})
+            return compare_metadata(ctx, Base.metadata)
+
+        async with engine.connect() as conn:
+            diffs = await conn.run_sync(diff)
+    finally:
+        await engine.dispose()
+    names = {t.name for t in TABLES}
+
+    def table_of(d) -> str:
+        d = d[0] if isinstance(d, list) else d
+        if d[0] in ("add_table", "remove_table"):
+            return d[1].name
+        if d[0] in ("add_column", "remove_column") or d[0].startswith("modify_"):
+            return d[2]
+        return d[1].table.name
+
+    assert [d for d in diffs if table_of(d) in names] == []
