@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agent.ports import utcnow
 from memory.db import Database
-from memory.models import ApprovalRow, ChatRow, PairedUserRow, SentMessageRow
+from memory.models import CHATS, PAIRED_USERS, ApprovalRow, SentMessageRow
 from memory.store_sql import column_processor, utc_text_processor
 
 SentKind = Literal["question", "progress", "partial"]
@@ -96,7 +96,6 @@ class SentRef:
     progress: PausedProgress | None = None
 
 
-CHATS = cast(sa.Table, ChatRow.__table__)
 CHAT_COLUMNS = tuple(c.name for c in CHATS.c)  # key first
 _CHAT_SQL_COLUMNS = ", ".join('"key"' if c == "key" else c for c in CHAT_COLUMNS)
 CHAT_SELECT_SQL = f'SELECT {_CHAT_SQL_COLUMNS} FROM chats WHERE "key" = ?'
@@ -193,15 +192,15 @@ class ChatTables:
     async def paired_users(self, platform: str) -> list[str]:
         async with self.db.read() as s:
             ids = await s.execute(
-                sa.select(PairedUserRow.user_id)
-                .where(PairedUserRow.platform == platform)
-                .order_by(PairedUserRow.user_id)
+                sa.select(PAIRED_USERS.c.user_id)
+                .where(PAIRED_USERS.c.platform == platform)
+                .order_by(PAIRED_USERS.c.user_id)
             )
             return list(ids.scalars())
 
     async def add_paired_user(self, platform: str, user_id: str) -> None:
         stmt = (
-            self._upsert(PairedUserRow)
+            self._upsert(PAIRED_USERS)
             .values(platform=platform, user_id=user_id, paired_at=utcnow())
             .on_conflict_do_nothing(index_elements=["platform", "user_id"])
         )

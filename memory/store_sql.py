@@ -12,7 +12,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-from memory.models import KvRow, MessageRow, ProcessedUpdateRow, SessionRow, TurnRow, UsageRow
+from memory.models import KV, MESSAGES, PROCESSED_UPDATES, TURNS, USAGE, SessionRow
 
 OPEN_TURN_STATUSES = ("running", "suspended")
 OPEN_TURN_SQL = (
@@ -21,11 +21,7 @@ OPEN_TURN_SQL = (
 )
 
 SESSIONS = cast(sa.Table, SessionRow.__table__)
-MESSAGES = cast(sa.Table, MessageRow.__table__)
-TURNS = cast(sa.Table, TurnRow.__table__)
-USAGE = cast(sa.Table, UsageRow.__table__)
-PROCESSED = cast(sa.Table, ProcessedUpdateRow.__table__)
-KV = cast(sa.Table, KvRow.__table__)
+PROCESSED = PROCESSED_UPDATES
 
 
 class HotStatements:

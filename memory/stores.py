@@ -37,15 +37,14 @@ from agent.redact import redact_message
 from memory.chat_tables import ChatTables
 from memory.db import Database
 from memory.models import (
+    APPROVAL_RULES,
+    KV,
+    PROCESSED_UPDATES,
+    TURNS,
+    USAGE,
     ApprovalRow,
-    ApprovalRuleRow,
-    KvRow,
-    MessageRow,
-    ProcessedUpdateRow,
     SessionRow,
     StandingApprovalRow,
-    TurnRow,
-    UsageRow,
 )
 from memory.store_sql import (
     MESSAGES,
@@ -236,8 +235,8 @@ class SqlStore(ChatTables):
 
     async def _list_sessions(self, where: Any, *, limit: int) -> list[SessionInfo]:
         counts = (
-            sa.select(MessageRow.session_id, sa.func.count(MessageRow.id).label("n"))
-            .group_by(MessageRow.session_id)
+            sa.select(MESSAGES.c.session_id, sa.func.count(MESSAGES.c.id).label("n"))
+            .group_by(MESSAGES.c.session_id)
             .subquery()
         )
         stmt = (
@@ -527,9 +526,9 @@ class SqlStore(ChatTables):
         async with self.db.read() as s:
             payloads = (
                 await s.execute(
-                    sa.select(TurnRow.payload)
-                    .where(TurnRow.status.in_(OPEN_TURN_STATUSES))
-                    .order_by(TurnRow.updated_at)
+                    sa.select(TURNS.c.payload)
+                    .where(TURNS.c.status.in_(OPEN_TURN_STATUSES))
+                    .order_by(TURNS.c.updated_at)
                 )
             ).scalars()
             return [TurnRecord.model_validate(p) for p in payloads]
@@ -597,7 +596,7 @@ class SqlStore(ChatTables):
     async def add_rule(self, chat_key: str, tool: str) -> None:
         async with self.db.session() as s:
             await s.execute(
-                self._insert(ApprovalRuleRow)
+                self._insert(APPROVAL_RULES)
                 .values(chat_key=chat_key, tool=tool, created_at=utcnow())
                 .on_conflict_do_nothing(index_elements=["chat_key", "tool"])
             )
@@ -606,8 +605,8 @@ class SqlStore(ChatTables):
         async with self.db.read() as s:
             found = (
                 await s.execute(
-                    sa.select(ApprovalRuleRow.id).where(
-                        ApprovalRuleRow.chat_key == chat_key, ApprovalRuleRow.tool == tool
+                    sa.select(APPROVAL_RULES.c.id).where(
+                        APPROVAL_RULES.c.chat_key == chat_key, APPROVAL_RULES.c.tool == tool
                     )
                 )
             ).first()
@@ -616,8 +615,8 @@ class SqlStore(ChatTables):
     async def remove_rule(self, chat_key: str, tool: str) -> bool:
         async with self.db.session() as s:
             result = await s.execute(
-                sa.delete(ApprovalRuleRow).where(
-                    ApprovalRuleRow.chat_key == chat_key, ApprovalRuleRow.tool == tool
+                sa.delete(APPROVAL_RULES).where(
+                    APPROVAL_RULES.c.chat_key == chat_key, APPROVAL_RULES.c.tool == tool
                 )
             )
             return _rowcount(result) > 0
@@ -625,9 +624,9 @@ class SqlStore(ChatTables):
     async def list_rules(self, chat_key: str) -> list[str]:
         async with self.db.read() as s:
             tools = await s.execute(
-                sa.select(ApprovalRuleRow.tool)
-                .where(ApprovalRuleRow.chat_key == chat_key)
-                .order_by(ApprovalRuleRow.tool)
+                sa.select(APPROVAL_RULES.c.tool)
+                .where(APPROVAL_RULES.c.chat_key == chat_key)
+                .order_by(APPROVAL_RULES.c.tool)
             )
             return list(tools.scalars())
 
@@ -717,23 +716,23 @@ class SqlStore(ChatTables):
     async def _usage(
         self, days: float | None, session_id: str | None, now: datetime | None, *, per_model: bool
     ) -> list[UsageTotal]:
-        label = UsageRow.model if per_model else sa.literal("*")
+        label = USAGE.c.model if per_model else sa.literal("*")
         stmt = sa.select(
             label,
-            sa.func.count(sa.distinct(UsageRow.turn_id)),
-            sa.func.count(UsageRow.id),
-            sa.func.coalesce(sa.func.sum(UsageRow.input_tokens), 0),
-            sa.func.coalesce(sa.func.sum(UsageRow.output_tokens), 0),
-            sa.func.coalesce(sa.func.sum(UsageRow.cache_read_tokens), 0),
-            sa.func.coalesce(sa.func.sum(UsageRow.cache_write_tokens), 0),
-            sa.func.coalesce(sa.func.sum(UsageRow.cost), 0.0),
+            sa.func.count(sa.distinct(USAGE.c.turn_id)),
+            sa.func.count(USAGE.c.id),
+            sa.func.coalesce(sa.func.sum(USAGE.c.input_tokens), 0),
+            sa.func.coalesce(sa.func.sum(USAGE.c.output_tokens), 0),
+            sa.func.coalesce(sa.func.sum(USAGE.c.cache_read_tokens), 0),
+            sa.func.coalesce(sa.func.sum(USAGE.c.cache_write_tokens), 0),
+            sa.func.coalesce(sa.func.sum(USAGE.c.cost), 0.0),
         )
         if per_model:
-            stmt = stmt.group_by(UsageRow.model)
+            stmt = stmt.group_by(USAGE.c.model)
         if days is not None:
-            stmt = stmt.where(UsageRow.created_at >= (now or utcnow()) - timedelta(days=days))
+            stmt = stmt.where(USAGE.c.created_at >= (now or utcnow()) - timedelta(days=days))
         if session_id is not None:
-            stmt = stmt.where(UsageRow.session_id == session_id)
+            stmt = stmt.where(USAGE.c.session_id == session_id)
         async with self.db.read() as s:
             rows = (await s.execute(stmt)).all()
         return [
@@ -806,13 +805,13 @@ class SqlStore(ChatTables):
         between), oldest first: (receipt, received at, the message as given to `receive_message`)."""
         stmt = (
             sa.select(
-                ProcessedUpdateRow.platform,
-                ProcessedUpdateRow.update_id,
-                ProcessedUpdateRow.created_at,
-                ProcessedUpdateRow.pending,
+                PROCESSED_UPDATES.c.platform,
+                PROCESSED_UPDATES.c.update_id,
+                PROCESSED_UPDATES.c.created_at,
+                PROCESSED_UPDATES.c.pending,
             )
-            .where(ProcessedUpdateRow.pending.is_not(None))
-            .order_by(ProcessedUpdateRow.id)
+            .where(PROCESSED_UPDATES.c.pending.is_not(None))
+            .order_by(PROCESSED_UPDATES.c.id)
         )
         async with self.db.read() as s:
             rows = (await s.execute(stmt)).all()
@@ -824,8 +823,8 @@ class SqlStore(ChatTables):
         cutoff = (now or utcnow()) - older_than
         async with self.db.session() as s:
             result = await s.execute(
-                sa.delete(ProcessedUpdateRow).where(
-                    ProcessedUpdateRow.created_at < cutoff, ProcessedUpdateRow.pending.is_(None)
+                sa.delete(PROCESSED_UPDATES).where(
+                    PROCESSED_UPDATES.c.created_at < cutoff, PROCESSED_UPDATES.c.pending.is_(None)
                 )
             )
             return _rowcount(result)
@@ -865,7 +864,7 @@ class SqlStore(ChatTables):
 
     async def kv_delete(self, key: str) -> bool:
         async with self.db.session() as s:
-            return _rowcount(await s.execute(sa.delete(KvRow).where(KvRow.key == key))) > 0
+            return _rowcount(await s.execute(sa.delete(KV).where(KV.c.key == key))) > 0
 
 
 def _receipt_params(receipts: Sequence[Receipt]) -> list[dict[str, str]]:
