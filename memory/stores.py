@@ -39,6 +39,7 @@ from memory.db import Database
 from memory.models import (
     APPROVAL_RULES,
     KV,
+    MESSAGES,
     PROCESSED_UPDATES,
     TURNS,
     USAGE,
@@ -47,7 +48,6 @@ from memory.models import (
     StandingApprovalRow,
 )
 from memory.store_sql import (
-    MESSAGES,
     OPEN_TURN_SQL,
     OPEN_TURN_STATUSES,
     SESSIONS,

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from agent.ports import Clock
 from scheduler.i18n import say
+from scheduler.specs import DailyTrigger
 from scheduler.store import ScheduleStore, brief_job_id
-from scheduler.trigger import DailyTrigger
 
 log = logging.getLogger(__name__)
 

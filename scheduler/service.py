@@ -12,7 +12,6 @@ import builtins
 import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 from agent.ports import Clock, SystemClock
 from scheduler.i18n import day_time_text, days_text, error_text, say, status_text, when_text
@@ -20,6 +19,7 @@ from scheduler.specs import (
     BriefCommand,
     BriefSpec,
     BriefSpecError,
+    DailyTrigger,
     ScheduleError,
     normalize_timezone,
     parse_brief_command,
@@ -159,8 +159,6 @@ class ScheduleService:
     def next_run(self, schedule: Schedule, now: datetime | None = None) -> datetime | None:
         if schedule.paused:
             return None
-        from scheduler.trigger import DailyTrigger  # APScheduler: only when a schedule is shown
-
         trigger = DailyTrigger.from_spec(schedule.brief_spec, schedule.tz)
         when = trigger.get_next_fire_time(None, now or self.clock.now())
         is_trading = self.scheduler.context.is_trading_day if self.scheduler else None
@@ -189,7 +187,7 @@ class ScheduleService:
                 "failed",
                 "interrupted",
             ):
-                local = schedule.last_run_at.astimezone(ZoneInfo(schedule.tz))
+                local = schedule.last_run_at.astimezone(DailyTrigger.from_spec(spec, schedule.tz).zone)
                 last += f" {day_time_text(lang, local)}"
             if schedule.last_error and schedule.last_status != "delivered":
                 last += f" ({schedule.last_error[:160]})"

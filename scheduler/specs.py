@@ -1,7 +1,7 @@
 """Brief specs and the schedule maths: pure functions, tested with fixed aware datetimes.
 
 A spec is a day set plus a local time: "08:30", "weekdays 21:00", "trading_days 08:30", each with an
-IANA zone. `DailyTrigger` (scheduler/trigger.py) is the APScheduler trigger for it. We use our own trigger rather than
+IANA zone. `DailyTrigger` is the APScheduler trigger for it. We use our own trigger rather than
 `CronTrigger` because CronTrigger (3.11, zoneinfo) fires twice on a DST fall-back day for a time in
 the repeated hour; ours yields exactly one instant per local date (the first occurrence of an
 ambiguous time; for a time skipped by spring-forward, the same instant one hour later on the
@@ -229,12 +229,77 @@ def spread_second(schedule_id: str) -> int:
     return zlib.crc32(schedule_id.encode()) % 60
 
 
-def __getattr__(name: str) -> Any:
-    """`DailyTrigger` lives in scheduler/trigger.py: it needs APScheduler (~6 ms to import), which
-    parsing and describing specs (the tools, a one-shot turn) do not. Jobs stored before the move,
-    and after it (its `__module__` stays "scheduler.specs"), unpickle through this name."""
-    if name == "DailyTrigger":
-        from scheduler.trigger import DailyTrigger
+class DailyTrigger:
+    """APScheduler trigger: once per allowed local date at HH:MM (plus `second`, see
+    `spread_second`) in an IANA zone. A virtual subclass of APScheduler's `BaseTrigger` (an
+    interface: one abstract method), registered by scheduler/app.py: inheriting it would make
+    every process that parses a spec (the schedule tools, a one-shot turn) import APScheduler,
+    ~6 ms (issue 21). Pickled into the job store as `scheduler.specs.DailyTrigger`, as before."""
 
-        return DailyTrigger
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __init__(self, days: str, hour: int, minute: int, timezone: str, second: int = 0):
+        if days not in DAYS:
+            raise BriefSpecError(f"unknown day set {days!r}")
+        if not 0 <= second < 60:
+            raise BriefSpecError(f"second {second} is not within a minute")
+        self.days: str = days
+        self.hour = hour
+        self.minute = minute
+        self.timezone = timezone
+        self.second = second
+        self._tz: ZoneInfo | None = None
+
+    @classmethod
+    def from_spec(cls, spec: BriefSpec, tz: str, second: int = 0) -> DailyTrigger:
+        return cls(spec.days, spec.hour, spec.minute, tz, second)
+
+    @property
+    def zone(self) -> ZoneInfo:
+        if self._tz is None:
+            self._tz = ZoneInfo(self.timezone)
+        return self._tz
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
+        # every firing is the minute's instant plus `second`: shift the question, then the answer
+        shift = timedelta(seconds=self.second)
+        if previous_fire_time is not None:
+            # strictly after the previous firing (one per local date by construction)
+            start = previous_fire_time - shift + timedelta(microseconds=1)
+        else:
+            start = now - shift
+        return next_fire_time(self.days, self.hour, self.minute, self.zone, start) + shift
+
+    def previous(self, now: datetime) -> datetime | None:
+        shift = timedelta(seconds=self.second)
+        found = previous_fire_time(self.days, self.hour, self.minute, self.zone, now - shift)
+        return None if found is None else found + shift
+
+    def __getstate__(self) -> dict[str, object]:
+        return {
+            "version": 2,
+            "days": self.days,
+            "hour": self.hour,
+            "minute": self.minute,
+            "timezone": self.timezone,
+            "second": self.second,
+        }
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.days = str(state["days"])
+        self.hour = int(state["hour"])  # type: ignore[call-overload]
+        self.minute = int(state["minute"])  # type: ignore[call-overload]
+        self.timezone = str(state["timezone"])
+        self.second = int(state.get("second", 0))  # type: ignore[call-overload]  # version 1: on the minute
+        self._tz = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DailyTrigger) and self.__getstate__() == other.__getstate__()
+
+    def __hash__(self) -> int:
+        return hash((self.days, self.hour, self.minute, self.timezone, self.second))
+
+    def __str__(self) -> str:
+        sec = f":{self.second:02d}" if self.second else ""
+        return f"{self.days} {self.hour:02d}:{self.minute:02d}{sec} {self.timezone}"
+
+    def __repr__(self) -> str:
+        return f"<DailyTrigger ({self})>"

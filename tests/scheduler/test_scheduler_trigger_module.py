@@ -1,5 +1,6 @@
-"""`DailyTrigger` moved to scheduler/trigger.py so the schedule tools and specs load without
-APScheduler (issue 21); the job store's pickles are unchanged by the move."""
+"""`DailyTrigger` is a virtual subclass of APScheduler's `BaseTrigger` (registered by the scheduler)
+so the schedule tools and specs load without APScheduler (issue 21); the job store's pickles are
+unchanged."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scheduler.specs import DailyTrigger as ByOldName
-from scheduler.trigger import DailyTrigger
+from apscheduler.triggers.base import BaseTrigger
+
+import scheduler.app  # noqa: F401  (registers the trigger)
+from scheduler.specs import DailyTrigger
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# pickle.dumps(DailyTrigger("weekdays", 8, 30, "Asia/Shanghai", 17)) before the move
+# pickle.dumps(DailyTrigger("weekdays", 8, 30, "Asia/Shanghai", 17)) when it inherited BaseTrigger
 STORED = (
     b"\x80\x04\x95\x84\x00\x00\x00\x00\x00\x00\x00\x8c\x0fscheduler.specs\x94\x8c\x0cDailyTrigger"
     b"\x94\x93\x94)\x81\x94}\x94(\x8c\x07version\x94K\x02\x8c\x04days\x94\x8c\x08weekdays\x94\x8c"
@@ -22,8 +25,8 @@ STORED = (
 )
 
 
-def test_the_old_name_is_the_class_and_pickles_are_byte_identical():
-    assert ByOldName is DailyTrigger
+def test_the_trigger_is_an_apscheduler_trigger_and_pickles_as_before():
+    assert issubclass(DailyTrigger, BaseTrigger)
     trigger = DailyTrigger("weekdays", 8, 30, "Asia/Shanghai", 17)
     assert pickle.dumps(trigger, protocol=4) == STORED
     assert pickle.loads(STORED) == trigger
