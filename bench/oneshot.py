@@ -38,8 +38,9 @@ pydantic (agent/tools/schema.py; ~45 ms: byte-identical, tested), pydantic-setti
 for TAPEBOT_* overrides (~15 ms), ORM mapping of the 13 tables only ever queried with Core
 statements (~20 ms), APScheduler for the schedule tools (~6 ms). tapebot's own modules' import
 self time went from ~230 ms to ~160 ms (`-X importtime`, best of 5). Left: the ORM classes still
-mapped (memory/models.py ~15 ms, memory/longterm.py ~8 ms), the settings models (~22 ms), ~150 dataclasses at ~0.3–0.6 ms each (Python 3.11 builds
-each method with exec; agent/events.py alone ~12 ms), pydantic records (agent/ports.py ~7 ms).
+mapped (memory/models.py ~15 ms, memory/longterm.py ~8 ms), the settings models (~22 ms), ~80
+dataclasses at ~0.3–0.6 ms each (Python 3.11 builds each method with exec; agent/events.py alone
+~12 ms), pydantic records (agent/ports.py ~7 ms).
 """
 
 from __future__ import annotations
