@@ -35,10 +35,10 @@ commit before, 15 runs): CPU 1.28 s against 1.37 s median (wall 1.33 s against 1
 spread 1.2–1.8 s, so the instruction count is the figure to trust): 4.68 G instructions against
 4.96 G (-5.6%). What went: the tools' argument schemas written from the signatures, not by
 pydantic (agent/tools/schema.py; ~45 ms: byte-identical, tested), pydantic-settings imported only
-for TAPEBOT_* overrides (~15 ms), ORM mapping of the 13 tables only ever queried with Core
-statements (~20 ms), APScheduler for the schedule tools (~6 ms). tapebot's own modules' import
+for TAPEBOT_* overrides (~15 ms), ORM mapping of the 17 tables only ever queried with Core
+statements (~30 ms), APScheduler for the schedule tools (~6 ms). tapebot's own modules' import
 self time went from ~230 ms to ~160 ms (`-X importtime`, best of 5). Left: the ORM classes still
-mapped (memory/models.py ~15 ms, memory/longterm.py ~8 ms), the settings models (~22 ms), ~80
+mapped (memory/longterm.py ~8 ms, memory/taskstate.py ~4 ms), the settings models (~22 ms), ~80
 dataclasses at ~0.3–0.6 ms each (Python 3.11 builds each method with exec; agent/events.py alone
 ~12 ms), pydantic records (agent/ports.py ~7 ms).
 """

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from agent.ports import utcnow
 from memory.db import Database
-from memory.models import CHATS, PAIRED_USERS, ApprovalRow, SentMessageRow
+from memory.models import APPROVALS, CHATS, PAIRED_USERS, SENT_MESSAGES
 from memory.store_sql import column_processor, utc_text_processor
 
 SentKind = Literal["question", "progress", "partial"]
@@ -224,7 +224,7 @@ class ChatTables:
             "progress": None if ref.progress is None else ref.progress.to_json(),
             "created_at": utcnow(),
         }
-        stmt = self._upsert(SentMessageRow).values(**values)
+        stmt = self._upsert(SENT_MESSAGES).values(**values)
         stmt = stmt.on_conflict_do_update(
             index_elements=["kind", "ref_id"],
             set_={k: stmt.excluded[k] for k in values if k not in ("kind", "ref_id")},
@@ -234,13 +234,19 @@ class ChatTables:
 
     async def load_sent(self, kind: SentKind, ref_id: str) -> SentRef | None:
         async with self.db.read() as s:
-            row = await s.get(SentMessageRow, (kind, ref_id))
+            row = (
+                await s.execute(
+                    sa.select(SENT_MESSAGES).where(
+                        SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id
+                    )
+                )
+            ).first()
             return None if row is None else _sent(row)
 
     async def forget_sent(self, kind: SentKind, ref_id: str) -> bool:
         async with self.db.session() as s:
             result = await s.execute(
-                sa.delete(SentMessageRow).where(SentMessageRow.kind == kind, SentMessageRow.ref_id == ref_id)
+                sa.delete(SENT_MESSAGES).where(SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id)
             )
             return int(getattr(result, "rowcount", 0) or 0) > 0
 
@@ -248,14 +254,14 @@ class ChatTables:
         """Where an approval's card went (its chat is the approval's chat): `approvals.message_ref`."""
         async with self.db.session() as s:
             result = await s.execute(
-                sa.update(ApprovalRow).where(ApprovalRow.id == approval_id).values(message_ref=message_id)
+                sa.update(APPROVALS).where(APPROVALS.c.id == approval_id).values(message_ref=message_id)
             )
             return int(getattr(result, "rowcount", 0) or 0) == 1
 
 
-def _sent(row: SentMessageRow) -> SentRef:
+def _sent(row: Any) -> SentRef:
     return SentRef(
-        kind=row.kind,  # type: ignore[arg-type]
+        kind=row.kind,
         ref_id=row.ref_id,
         platform=row.platform,
         chat_id=row.chat_id,

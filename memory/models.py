@@ -3,7 +3,8 @@ chats, paired users and sent-message references.
 
 Rich values (a `Message`, a `TurnRecord`) are stored whole as JSON in `payload`, with the columns
 we query on (status, session, seq) alongside. The schema is created by the hand-written migration
-`migrations/versions/0001_core.py`; keep the two in step (tests compare them).
+`migrations/versions/0001_core.py`; keep the two in step (tests compare them). Every query of them
+is a Core statement: they are plain `Table`s (see below), not ORM classes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.base import Base
 
@@ -44,9 +44,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-# The tables only ever queried with Core statements are plain `Table`s: mapping them as ORM classes
-# cost every process ~1.5 ms a table at import, for nothing (issue 21). Defined exactly as the
-# declarative classes they were (tests/storage/test_storage_task_tables.py holds the DDL).
+# Plain `Table`s, queried with Core statements: mapping them as ORM classes cost every process
+# ~1.5 ms a table at import, for nothing (issue 21). Defined exactly as the declarative classes
+# they were (tests/storage/test_storage_plain_tables.py holds the DDL).
 _META = Base.metadata
 
 
@@ -54,17 +54,18 @@ def _col(name: str, type_: Any, *args: Any, null: bool = False, **kw: Any) -> sa
     return sa.Column(name, type_, *args, nullable=null, **kw)
 
 
-class SessionRow(Base):
-    __tablename__ = "sessions"
-
-    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
-    chat_key: Mapped[str] = mapped_column(sa.String(255), default="", index=True)
-    user_id: Mapped[str] = mapped_column(sa.String(64), default="")
-    title: Mapped[str] = mapped_column(sa.String(255), default="")
-    model: Mapped[str] = mapped_column(sa.String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
-    archived: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+SESSIONS = sa.Table(
+    "sessions",
+    _META,
+    _col("id", sa.String(64), primary_key=True),
+    _col("chat_key", sa.String(255), default="", index=True),
+    _col("user_id", sa.String(64), default=""),
+    _col("title", sa.String(255), default=""),
+    _col("model", sa.String(64), default=""),
+    _col("created_at", UTCDateTime, default=_now),
+    _col("updated_at", UTCDateTime, default=_now),
+    _col("archived", sa.Boolean, default=False),
+)
 
 
 MESSAGES = sa.Table(
@@ -95,28 +96,28 @@ TURNS = sa.Table(
 )
 
 
-class ApprovalRow(Base):
-    """One approval, bound to one action. No foreign key: the audit trail outlives the session."""
-
-    __tablename__ = "approvals"
-
-    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
-    session_id: Mapped[str] = mapped_column(sa.String(64), index=True)
-    turn_id: Mapped[str] = mapped_column(sa.String(64))
-    call_id: Mapped[str] = mapped_column(sa.String(128))
-    tool: Mapped[str] = mapped_column(sa.String(128))
-    arguments: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
-    args_hash: Mapped[str] = mapped_column(sa.String(64))
-    requester: Mapped[str] = mapped_column(sa.String(64), default="")
-    approvers: Mapped[list[str]] = mapped_column(sa.JSON)
-    chat_key: Mapped[str] = mapped_column(sa.String(255), default="")
-    status: Mapped[str] = mapped_column(sa.String(16), index=True)
-    decided_by: Mapped[str] = mapped_column(sa.String(64), default="")
-    decision: Mapped[str] = mapped_column(sa.String(16), default="")
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
-    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    message_ref: Mapped[str] = mapped_column(sa.String(128), default="")
+# One approval, bound to one action. No foreign key: the audit trail outlives the session.
+APPROVALS = sa.Table(
+    "approvals",
+    _META,
+    _col("id", sa.String(64), primary_key=True),
+    _col("session_id", sa.String(64), index=True),
+    _col("turn_id", sa.String(64)),
+    _col("call_id", sa.String(128)),
+    _col("tool", sa.String(128)),
+    _col("arguments", sa.JSON),
+    _col("args_hash", sa.String(64)),
+    _col("requester", sa.String(64), default=""),
+    _col("approvers", sa.JSON),
+    _col("chat_key", sa.String(255), default=""),
+    _col("status", sa.String(16), index=True),
+    _col("decided_by", sa.String(64), default=""),
+    _col("decision", sa.String(16), default=""),
+    _col("created_at", UTCDateTime, default=_now),
+    _col("expires_at", UTCDateTime, null=True),
+    _col("decided_at", UTCDateTime, null=True),
+    _col("message_ref", sa.String(128), default=""),
+)
 
 
 # "Always allow this tool in this chat".
@@ -131,20 +132,20 @@ APPROVAL_RULES = sa.Table(
 )
 
 
-class StandingApprovalRow(Base):
-    """A scoped "Always allow" (agent/consent.py): a policy record, changed only by `/rules` and
-    `tapebot rules`, never by a tool. Expired rows are ignored; revoked ones are deleted."""
-
-    __tablename__ = "standing_approvals"
-
-    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
-    chat_key: Mapped[str] = mapped_column(sa.String(255), index=True)
-    tool: Mapped[str] = mapped_column(sa.String(128))
-    scope: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
-    granted_by: Mapped[str] = mapped_column(sa.String(64))
-    approval_id: Mapped[str] = mapped_column(sa.String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
-    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+# A scoped "Always allow" (agent/consent.py): a policy record, changed only by `/rules` and `tapebot
+# rules`, never by a tool. Expired rows are ignored; revoked ones are deleted.
+STANDING_APPROVALS = sa.Table(
+    "standing_approvals",
+    _META,
+    _col("id", sa.String(32), primary_key=True),
+    _col("chat_key", sa.String(255), index=True),
+    _col("tool", sa.String(128)),
+    _col("scope", sa.JSON),
+    _col("granted_by", sa.String(64)),
+    _col("approval_id", sa.String(64), default=""),
+    _col("created_at", UTCDateTime, default=_now),
+    _col("expires_at", UTCDateTime),
+)
 
 
 USAGE = sa.Table(
@@ -218,27 +219,27 @@ PAIRED_USERS = sa.Table(
 )
 
 
-class SentMessageRow(Base):
-    """Where a message the bot sent went, to edit it to its final state later: a question's
-    buttons (`kind` "question", by turn id), the progress a stop left "paused" and the partial
-    answer a stop cut off ("progress", "partial", by chat key). Approval cards use
-    `approvals.message_ref` instead (their chat is the approval's chat)."""
-
-    __tablename__ = "sent_messages"
-
-    kind: Mapped[str] = mapped_column(sa.String(16), primary_key=True)
-    ref_id: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
-    platform: Mapped[str] = mapped_column(sa.String(32))
-    chat_id: Mapped[str] = mapped_column(sa.String(128))
-    thread_id: Mapped[str | None] = mapped_column(sa.String(128), nullable=True)
-    is_group: Mapped[bool] = mapped_column(sa.Boolean, default=False)
-    message_id: Mapped[str] = mapped_column(sa.String(128))
-    lang: Mapped[str] = mapped_column(sa.String(16), default="en")
-    text: Mapped[str] = mapped_column(sa.Text, default="")  # a question's text, shown again when it ends
-    message_ids: Mapped[list[str]] = mapped_column(sa.JSON)  # a partial answer's messages, in order
+# Where a message the bot sent went, to edit it to its final state later: a question's buttons
+# (`kind` "question", by turn id), the progress a stop left "paused" and the partial answer a stop
+# cut off ("progress", "partial", by chat key). Approval cards use `approvals.message_ref` instead
+# (their chat is the approval's chat).
+SENT_MESSAGES = sa.Table(
+    "sent_messages",
+    _META,
+    _col("kind", sa.String(16), primary_key=True),
+    _col("ref_id", sa.String(255), primary_key=True),
+    _col("platform", sa.String(32)),
+    _col("chat_id", sa.String(128)),
+    _col("thread_id", sa.String(128), null=True),
+    _col("is_group", sa.Boolean, default=False),
+    _col("message_id", sa.String(128)),
+    _col("lang", sa.String(16), default="en"),
+    _col("text", sa.Text, default=""),  # a question's text, shown again when it ends
+    _col("message_ids", sa.JSON),  # a partial answer's messages, in order
     # a paused progress message: {"lines": {call: line}, "names": {call: tool}, "cut": [call]}
-    progress: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(none_as_null=True), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=_now)
+    _col("progress", sa.JSON(none_as_null=True), null=True),
+    _col("created_at", UTCDateTime, default=_now),
+)
 
 
 CORE_TABLES = (

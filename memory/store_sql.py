@@ -7,12 +7,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-from memory.models import KV, MESSAGES, PROCESSED_UPDATES, TURNS, USAGE, SessionRow
+from memory.models import KV, MESSAGES, PROCESSED_UPDATES, SESSIONS, TURNS, USAGE
 
 OPEN_TURN_STATUSES = ("running", "suspended")
 OPEN_TURN_SQL = (
@@ -20,7 +20,6 @@ OPEN_TURN_SQL = (
     "ORDER BY updated_at DESC LIMIT 1"
 )
 
-SESSIONS = cast(sa.Table, SessionRow.__table__)
 PROCESSED = PROCESSED_UPDATES
 
 

@@ -38,7 +38,7 @@ from memory.models import UTCDateTime
 
 # Plain Core tables, not ORM classes: every query here and in scheduler/store.py is a Core statement,
 # and mapping five classes cost every process ~7 ms at import (issue 21). Defined exactly as the
-# declarative classes they were (tests/storage/test_storage_task_tables.py holds the DDL).
+# declarative classes they were (tests/storage/test_storage_plain_tables.py holds the DDL).
 _META = Base.metadata
 
 

@@ -1,10 +1,9 @@
 """Tables only ever queried with Core statements are plain Core tables, not ORM classes (issue 21:
 mapping them cost every process ~1.5 ms a table at import, and nothing used the mapping): the
-background-task and scheduler tables, and messages, turns, usage, approval rules, processed
-updates, kv, chats and paired users. They must stay exactly the tables the declarative classes
-made — plain_tables_ddl.json is what those classes rendered (CREATE TABLE / CREATE INDEX on SQLite
-and PostgreSQL, each column's Python-side default), with the core tables still mapped alongside —
-and agree with the migrations."""
+background-task and scheduler tables and every core and chat table (memory/models.py). They must
+stay exactly the tables the declarative classes made — plain_tables_ddl.json is what those classes
+rendered (CREATE TABLE / CREATE INDEX on SQLite and PostgreSQL, each column's Python-side
+default) — and agree with the migrations."""
 
 from __future__ import annotations
 
