@@ -318,8 +318,9 @@ class App:
         if jobs is not None:
             self.on_stop(jobs.stop)  # after the chats' stoppers: stopped first, while they deliver
             jobs.open()
-        # tasks that finished (or were lost) while we were down are reported now, into the chat
-        await tasks.start()
+        # tasks that finished (or were lost) while we were down are reported now, into the chat;
+        # without chats (a one-shot turn) nobody could be told: they wait for `tapebot run`
+        await tasks.start(notify=bool(adapters))
 
     def warm_sdks(self) -> asyncio.Task[Any] | None:
         """Warm the configured models' SDKs in a worker thread while the rest starts, so the first

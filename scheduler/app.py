@@ -47,6 +47,7 @@ from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.base import STATE_PAUSED, STATE_RUNNING, STATE_STOPPED, BaseScheduler
+from apscheduler.triggers.base import BaseTrigger
 from apscheduler.util import datetime_to_utc_timestamp, iscoroutinefunction_partial
 from sqlalchemy import bindparam, create_engine, event, select
 from sqlalchemy.engine import URL, make_url
@@ -70,6 +71,9 @@ from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
 log = logging.getLogger(__name__)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+# Our trigger is APScheduler's kind without inheriting it (scheduler/specs.py `DailyTrigger`).
+BaseTrigger.register(DailyTrigger)
+
 # apscheduler.job.Job. APScheduler 3 ships no type information, so its values are Any to mypy;
 # the alias says which value is meant, and results read from it are given their types here.
 Job: TypeAlias = Any
