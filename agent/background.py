@@ -112,11 +112,12 @@ class TaskManager:
         self._closing = False
 
     # ---- lifecycle ------------------------------------------------------------------------------
-    async def start(self, *, heartbeat: bool = True) -> list[TaskRecord]:
+    async def start(self, *, heartbeat: bool = True, notify: bool = True) -> list[TaskRecord]:
         """Recover after a restart (mark dead work lost, deliver unsent notices) and start the
-        heartbeat/sweep loop. Returns the tasks found lost."""
+        heartbeat/sweep loop. Returns the tasks found lost. `notify=False`: a process with no chats
+        to tell (a one-shot turn) leaves the unsent notices pending for one that has them."""
         self._closing = False
-        lost = await self.recover()
+        lost = await self.recover() if notify else await self.mark_lost_on_startup()
         if heartbeat and self._heartbeat_task is None:
             self._heartbeat_task = asyncio.create_task(self._heartbeat_loop(), name="tasks-heartbeat")
         return lost

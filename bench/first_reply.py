@@ -17,18 +17,32 @@ schedstat) during the first reply and during a later one — steadier than wall 
 machine. `--root` times another checkout too (e.g. the commit before a change), interleaved run
 by run so both see the same load. Prints figures; asserts nothing.
 
-Measured 2026-12-03 on the 2-core machine, load average 1.0–1.2 (others' jobs running), 7 runs
-each, interleaved with the code before the cold-cache warm-up (`App.warm_caches`, bot/parts.py
-`cache_warmer`): first reply 39.0 ms against later ones 16.8 ms (ratio 2.37) — before, 47.9 ms
-against 17.0 ms (ratio 2.87); the bot's CPU during the first reply 35.8 ms against 13.4 ms for a
-later one — before, 46.9 ms against 15.2 ms. Start to ready 1.80 s both. Earlier the same day,
+Measured 2026-12-03 on the 2-core machine, interleaved with the code before the scheduler's split
+start (`AppScheduler.prepare` before the chats open, `open` after; bot/app.py `App.start`), openai
+SDK, load average 0.7–1.3 (others' jobs running): over 11 runs each, the first reply 17.9 ms
+against later ones 16.8 ms (ratio 1.04) — before, 35.1 ms against 17.1 ms (ratio 2.06); the bot's
+CPU during the first reply 15.2 ms against 13.6 ms for a later one (ratio 1.10) — before, 32.4 ms
+against 14.9 ms (ratio 2.39). Two more 7-run A/Bs the same hour: ratio 1.03 and 1.24 (CPU 1.16,
+1.19; the latter before the warm-up's open-turn read) against 1.94 and 1.99 (CPU 2.23, 2.46). Start
+to ready 1.85–1.88 s both. With `--vendor anthropic` (7 runs): 17.4 ms against 11.4 ms (ratio 1.52,
+CPU 1.36) — before, 31.7 ms against 11.8 ms (ratio 2.38, CPU 3.07): its later replies are cheaper,
+so the same fixed extras weigh more.
+Earlier the same day, before the split: 39.0 ms against 16.8 ms (ratio 2.37) with the cold-cache
+warm-up (`App.warm_caches`, bot/parts.py `cache_warmer`), 47.9 ms against 17.0 ms (2.87) without;
 BUSY (load 10–12): 520 ms against 219 ms, and before the SDK warm-up 1,990 ms against 232 ms.
-What the first reply still pays over a later one: the start-up's own tail — the scheduler starts
-(its first statements compiled, its I/O thread) after the chats open, i.e. while the first
-message is handled (with the scheduler off the CPU ratio was 1.41); and a new chat's own writes
-(its `chats` row is read, then written twice: by bot/chats.py, then by bot/gateway.py with its
-owner), which no warm-up can do in advance. With the first message sent 1.5 s after ready, the
-ratio was ~1.6 (busy).
+What the first reply paid before the split: the scheduler's start (job store and engine, its
+first statements, its I/O thread, the lease, syncing the stored schedules into jobs) ran after the
+chats opened, i.e. while the first message was handled. Now all of that is done before the chats
+open; `open` only resumes APScheduler (lease holder only), whose first pass costs what a later one
+does (~0.8 ms of the scheduler's I/O thread: its two queries are compiled by `prepare`; 1.7 ms
+before). Everything else the start-up leaves running was checked with timestamps in the bot: the
+cache warm-up ends 11–27 ms before the chats open, `tasks.start()` (3–7 ms of loop CPU: lost tasks
+marked, undelivered notices sent) ends 3–7 ms after they open and before the first message is
+handled (7–17 ms after) — neither overlaps it here. What a first reply still pays (a cProfile diff
+of the first and a later reply, both vendors): a new chat's own writes (its `chats` row read, then
+written twice, its session created: 7 statements more), which no warm-up can do in advance; a new
+TCP connection to the model's endpoint (a warm-up must not reach it); and the SDK's platform
+probe (`_utils._sync.to_thread`), which the rehearsal's stand-in client does for itself only.
 """
 
 from __future__ import annotations

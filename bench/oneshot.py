@@ -30,6 +30,20 @@ tools' argument models and JSON schemas (40 tools, ~60 ms busy: pydantic `create
 `model_json_schema` per tool, all needed by the first request), config.settings (~25 ms),
 agent.events (~15 ms); and the SDK client's TLS context (~25–45 ms, built even for a local
 http:// endpoint).
+Then (issue 21, tapebot's own share; 2026-12-03 22:15, load average ~0.9 — others' tests
+running — interleaved with the commit before, 15 runs): CPU 1.33 s against 1.37 s median (min
+1.19 s against 1.27 s; wall 1.38 s against 1.43 s). The runs spread 1.2–1.8 s, so the figure to
+trust is valgrind's count of one turn: 4.63 G instructions against 4.96 G (-6.7%, ~80 ms at this
+machine's rate). What went: the tools' argument schemas written from the signatures, not by
+pydantic (agent/tools/schema.py; ~45 ms: byte-identical, tested), pydantic-settings imported only
+for TAPEBOT_* overrides (~15 ms), the ORM mapping of the 18 tables only ever queried with Core
+statements (~30 ms: plain `Table`s, the same DDL, tested), APScheduler for the schedule tools
+(~6 ms). tapebot's own modules' import self time went from ~230 ms to ~150 ms (`-X importtime`,
+best of 5). Left: the ORM classes still mapped (memory/longterm.py ~8 ms), the settings models
+(~22 ms), ~80 dataclasses at ~0.3–0.6 ms each (Python 3.11 builds each method with exec;
+agent/events.py alone ~12 ms), pydantic records (agent/ports.py ~7 ms); the schedule service and
+the sub-agents' module (~10 ms) could load on a tool's first call (a lazy `Deps` entry); the
+SDK's TLS context (above) could be built in a thread while the rest starts.
 """
 
 from __future__ import annotations

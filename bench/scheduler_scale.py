@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._env import add_runs_arg, footer, header, spread
 from memory.db import Database
-from memory.tasks import ScheduleRow, ScheduleRunRow, create_tables
+from memory.tasks import SCHEDULE_RUNS, SCHEDULES, create_tables
 from scheduler import jobs
 from scheduler.app import AppScheduler
 from scheduler.specs import spread_second
@@ -67,7 +67,7 @@ async def seed(db: Database, n: int) -> list[str]:
         for i in range(n)
     ]
     async with db.session() as s:
-        await s.execute(ScheduleRow.__table__.insert(), rows)
+        await s.execute(SCHEDULES.insert(), rows)
     return [r["id"] for r in rows]
 
 
@@ -198,7 +198,7 @@ async def main(n: int, window: float, runs: int, unspread: bool = False) -> None
         rounds: dict[str, list[float]] = {"spread": [], "same second": []}
         for r in range(runs):
             async with db.session() as s:  # a fresh day for the run claims
-                await s.execute(ScheduleRunRow.__table__.delete())
+                await s.execute(SCHEDULE_RUNS.delete())
             start = datetime.now(UTC) + timedelta(seconds=lead)
             wanted = {sid: start + timedelta(seconds=window * i / n) for i, sid in enumerate(ids)}
             staged = await fire_round(app, probe, wanted, timeout=lead + window + 60)
@@ -210,7 +210,7 @@ async def main(n: int, window: float, runs: int, unspread: bool = False) -> None
             rounds["spread"].append(pct(probe.briefed, 0.99) if len(probe.briefed) == n else float("inf"))
 
             async with db.session() as s:
-                await s.execute(ScheduleRunRow.__table__.delete())
+                await s.execute(SCHEDULE_RUNS.delete())
             start = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0)
             if unspread:
                 wanted = dict.fromkeys(ids, start)

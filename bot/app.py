@@ -12,6 +12,7 @@ process: logging, signals, the heap) is bot/run.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -294,22 +295,32 @@ class App:
         )
         self._before_open = before_open
         run_scheduler = (bool(adapters) if scheduler is None else scheduler) and s.scheduler.enabled
-        # built before the chats open, started after (briefs deliver)
+        # prepared before the chats open (its start-up is not paid by the first message), opened
+        # after: no brief fires before the chats can deliver it (issue 21)
         jobs = self._build_scheduler() if run_scheduler else None
-        if adapters:
-            if warming is not None:
-                # the chats open once the model client is ready: the first reply then costs what
-                # the later ones do (the warm-up ran alongside everything above; issue 21)
-                await asyncio.wait([warming], timeout=WARM_WAIT_S)
-            self.warm_caches()  # while the chats open; never waited for
-            await self._start_chat(None if adapters is True else list(adapters))
-        else:
-            self.opening()
+        try:
+            if jobs is not None:
+                await jobs.prepare()
+            if adapters:
+                if warming is not None:
+                    # the chats open once the model client is ready: the first reply then costs
+                    # what the later ones do (the warm-up ran alongside everything above)
+                    await asyncio.wait([warming], timeout=WARM_WAIT_S)
+                self.warm_caches()  # while the chats open; never waited for
+                await self._start_chat(None if adapters is True else list(adapters))
+            else:
+                self.opening()
+        except BaseException:
+            if jobs is not None:  # its stopper is registered below (it must run before the chats')
+                with contextlib.suppress(Exception):  # the first failure is the one reported
+                    await jobs.stop()
+            raise
         if jobs is not None:
-            await jobs.start()
-            self.on_stop(jobs.stop)
-        # tasks that finished (or were lost) while we were down are reported now, into the chat
-        await tasks.start()
+            self.on_stop(jobs.stop)  # after the chats' stoppers: stopped first, while they deliver
+            jobs.open()
+        # tasks that finished (or were lost) while we were down are reported now, into the chat;
+        # without chats (a one-shot turn) nobody could be told: they wait for `tapebot run`
+        await tasks.start(notify=bool(adapters))
 
     def warm_sdks(self) -> asyncio.Task[Any] | None:
         """Warm the configured models' SDKs in a worker thread while the rest starts, so the first
@@ -450,8 +461,8 @@ class App:
         return jobs
 
     async def _deliver_brief(self, chat_key: str, text: str) -> None:
-        """A scheduled brief into its chat's lane. The scheduler may be built before the chats
-        start (or run without them): then the brief fails and the scheduler retries it."""
+        """A scheduled brief into its chat's lane. The scheduler opens only once the chats have
+        (`start`); run without them, the brief fails and the scheduler retries it."""
         if self.gateway is None:
             raise RuntimeError("no chat adapter is running to deliver the brief")
         await self.gateway.run_brief(chat_key, text)

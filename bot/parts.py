@@ -170,8 +170,11 @@ REHEARSAL_CHAT = "rehearsal:"
 async def rehearse_chat_rows(store: SqlStore) -> None:
     """What a chat's first message does to the `chats` table once per process: read its row
     (absent here), which builds the row's statements and value conversions (the write then runs
-    them as they are; a rehearsed write would have to be rolled back, and buys nothing more)."""
+    them as they are; a rehearsed write would have to be rolled back, and buys nothing more).
+    And its session's open turn (none): builds the store's plain-SQL value conversions, which
+    every turn's reads and writes use."""
     await store.load_chat(REHEARSAL_CHAT)
+    await store.open_turn(REHEARSAL_CHAT)
 
 
 def cache_warmer(
@@ -180,8 +183,8 @@ def cache_warmer(
     """What a first reply would otherwise build on first use (issue 21), warmed on the event loop
     once the SDKs are imported, while the chats open: one model call rehearsed per client through
     its SDK against an in-process stand-in (nothing reaches any endpoint, nothing is billed), the
-    `chats` statements a chat's first message runs, the trace writer's
-    thread, the per-turn account-snapshot module. Each step is best-effort: a failure costs only
+    `chats` statements and the store's value conversions a chat's first message uses, the trace
+    writer's thread, the per-turn account-snapshot module. Each step is best-effort: a failure costs only
     the warmth."""
 
     async def warm() -> None:

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, SecretStr, ValidationError
-from pydantic_settings import EnvSettingsSource
-from pydantic_settings.exceptions import SettingsError
 
 from config.errors import ConfigError
 from config.settings import ModelConfig, Settings, default_home
@@ -119,16 +117,29 @@ def _toml_reason(exc: tomllib.TOMLDecodeError) -> str:
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """`TAPEBOT_AGENT__MODEL=x` -> {"agent": {"model": "x"}}; JSON for list/dict values
     (`TAPEBOT_TELEGRAM__ALLOWED_USERS=[1,2]`). Parsed by pydantic-settings' own env source so the
-    rules are exactly its rules, but from the mapping we were given rather than os.environ."""
+    rules are exactly its rules, but from the mapping we were given rather than os.environ. Without
+    overrides (the usual case) pydantic-settings is not even imported (~15 ms; issue 21)."""
     lowered = {k.lower(): v for k, v in env.items() if k.upper().startswith(ENV_PREFIX) and v != ""}
     lowered.pop("tapebot_home", None)  # resolved separately: it locates the file
+    if not lowered:
+        return {}
+    from pydantic_settings import EnvSettingsSource
+    from pydantic_settings.exceptions import SettingsError
 
     class _Source(EnvSettingsSource):
         def _load_env_vars(self) -> Mapping[str, str | None]:
             return lowered
 
     try:
-        return dict(_Source(Settings)())
+        # `Settings` is a plain model: the source gets the settings-class options it would have
+        # read from a BaseSettings' config (the prefix, the nesting delimiter, case-insensitive)
+        source = _Source(
+            Settings,  # type: ignore[arg-type]
+            case_sensitive=False,
+            env_prefix=ENV_PREFIX,
+            env_nested_delimiter="__",
+        )
+        return dict(source())
     except SettingsError as exc:
         bad = next((k for k, v in env.items() if k.upper().startswith(ENV_PREFIX) and _bad_json(v)), None)
         if bad:

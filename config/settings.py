@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.errors import ConfigError
 
@@ -230,13 +229,15 @@ def default_home(env: Mapping[str, str] | None = None) -> Path:
     return Path(raw).expanduser().absolute()
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """The whole configuration. Build it with `config.loader.load_settings()`, which reads the file,
-    applies `TAPEBOT_*` overrides and checks cross-references; `Settings()` alone reads only the
-    environment (pydantic-settings) and skips those checks."""
+    applies `TAPEBOT_*` overrides (parsed by pydantic-settings' env source) and checks
+    cross-references; `Settings()` alone is the built-in defaults. A plain model, not a
+    pydantic-settings `BaseSettings`: importing that package costs every command ~15 ms (issue 21);
+    the config is the one `BaseSettings` gave (defaults validated, arbitrary types allowed)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="TAPEBOT_", env_nested_delimiter="__", extra="forbid", validate_assignment=True
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, validate_default=True, arbitrary_types_allowed=True
     )
 
     home: Path = Field(default_factory=default_home)

@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agent.ports import utcnow
 from memory.db import Database
-from memory.models import ApprovalRow, ChatRow, PairedUserRow, SentMessageRow
+from memory.models import APPROVALS, CHATS, PAIRED_USERS, SENT_MESSAGES
 from memory.store_sql import column_processor, utc_text_processor
 
 SentKind = Literal["question", "progress", "partial"]
@@ -96,7 +96,6 @@ class SentRef:
     progress: PausedProgress | None = None
 
 
-CHATS = cast(sa.Table, ChatRow.__table__)
 CHAT_COLUMNS = tuple(c.name for c in CHATS.c)  # key first
 _CHAT_SQL_COLUMNS = ", ".join('"key"' if c == "key" else c for c in CHAT_COLUMNS)
 CHAT_SELECT_SQL = f'SELECT {_CHAT_SQL_COLUMNS} FROM chats WHERE "key" = ?'
@@ -193,15 +192,15 @@ class ChatTables:
     async def paired_users(self, platform: str) -> list[str]:
         async with self.db.read() as s:
             ids = await s.execute(
-                sa.select(PairedUserRow.user_id)
-                .where(PairedUserRow.platform == platform)
-                .order_by(PairedUserRow.user_id)
+                sa.select(PAIRED_USERS.c.user_id)
+                .where(PAIRED_USERS.c.platform == platform)
+                .order_by(PAIRED_USERS.c.user_id)
             )
             return list(ids.scalars())
 
     async def add_paired_user(self, platform: str, user_id: str) -> None:
         stmt = (
-            self._upsert(PairedUserRow)
+            self._upsert(PAIRED_USERS)
             .values(platform=platform, user_id=user_id, paired_at=utcnow())
             .on_conflict_do_nothing(index_elements=["platform", "user_id"])
         )
@@ -225,7 +224,7 @@ class ChatTables:
             "progress": None if ref.progress is None else ref.progress.to_json(),
             "created_at": utcnow(),
         }
-        stmt = self._upsert(SentMessageRow).values(**values)
+        stmt = self._upsert(SENT_MESSAGES).values(**values)
         stmt = stmt.on_conflict_do_update(
             index_elements=["kind", "ref_id"],
             set_={k: stmt.excluded[k] for k in values if k not in ("kind", "ref_id")},
@@ -235,13 +234,19 @@ class ChatTables:
 
     async def load_sent(self, kind: SentKind, ref_id: str) -> SentRef | None:
         async with self.db.read() as s:
-            row = await s.get(SentMessageRow, (kind, ref_id))
+            row = (
+                await s.execute(
+                    sa.select(SENT_MESSAGES).where(
+                        SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id
+                    )
+                )
+            ).first()
             return None if row is None else _sent(row)
 
     async def forget_sent(self, kind: SentKind, ref_id: str) -> bool:
         async with self.db.session() as s:
             result = await s.execute(
-                sa.delete(SentMessageRow).where(SentMessageRow.kind == kind, SentMessageRow.ref_id == ref_id)
+                sa.delete(SENT_MESSAGES).where(SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id)
             )
             return int(getattr(result, "rowcount", 0) or 0) > 0
 
@@ -249,14 +254,14 @@ class ChatTables:
         """Where an approval's card went (its chat is the approval's chat): `approvals.message_ref`."""
         async with self.db.session() as s:
             result = await s.execute(
-                sa.update(ApprovalRow).where(ApprovalRow.id == approval_id).values(message_ref=message_id)
+                sa.update(APPROVALS).where(APPROVALS.c.id == approval_id).values(message_ref=message_id)
             )
             return int(getattr(result, "rowcount", 0) or 0) == 1
 
 
-def _sent(row: SentMessageRow) -> SentRef:
+def _sent(row: Any) -> SentRef:
     return SentRef(
-        kind=row.kind,  # type: ignore[arg-type]
+        kind=row.kind,
         ref_id=row.ref_id,
         platform=row.platform,
         chat_id=row.chat_id,

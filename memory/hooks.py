@@ -58,11 +58,11 @@ def session_scope_resolver(db: Database) -> ScopeOf:
     async def scope_of(session_id: str) -> str:
         if session_id in cache:
             return cache[session_id]
-        from memory.models import SessionRow
+        from memory.models import SESSIONS
 
         def core(c: Connection) -> Any:
             return c.execute(
-                sa.select(SessionRow.user_id, SessionRow.chat_key).where(SessionRow.id == session_id)
+                sa.select(SESSIONS.c.user_id, SESSIONS.c.chat_key).where(SESSIONS.c.id == session_id)
             ).first()
 
         def raw(conn: sqlite3.Connection) -> Any:

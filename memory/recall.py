@@ -32,7 +32,7 @@ from agent.ports import Clock
 from memory.archive import FileArchiveStore
 from memory.hygiene import UNTRUSTED, recallable
 from memory.longterm import TYPE_RULES, MemoryRecord, MemoryRow, MemoryStore, SearchHit
-from memory.taskstate import TASK_STATE_SQL, TaskState, TaskStateRow, TaskStateStore, render_task_state
+from memory.taskstate import TASK_STATE_SQL, TASK_STATES, TaskState, TaskStateStore, render_task_state
 from memory.terms import CodeResolver, default_code_resolver, extract_keywords, trigram_terms
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class MemoryRecall:
 
         def core(c: Connection) -> tuple[bool, Any]:  # built only off the SQLite fast path
             found = c.execute(sa.select(MemoryRow.id).where(MemoryRow.scope == scope).limit(1)).first()
-            data = c.execute(sa.select(TaskStateRow.data).where(TaskStateRow.session_id == session_id))
+            data = c.execute(sa.select(TASK_STATES.c.data).where(TASK_STATES.c.session_id == session_id))
             return found is not None, data.scalar()
 
         def raw(conn: sqlite3.Connection) -> tuple[bool, Any]:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-from memory.models import KvRow, MessageRow, ProcessedUpdateRow, SessionRow, TurnRow, UsageRow
+from memory.models import KV, MESSAGES, PROCESSED_UPDATES, SESSIONS, TURNS, USAGE
 
 OPEN_TURN_STATUSES = ("running", "suspended")
 OPEN_TURN_SQL = (
@@ -20,12 +20,7 @@ OPEN_TURN_SQL = (
     "ORDER BY updated_at DESC LIMIT 1"
 )
 
-SESSIONS = cast(sa.Table, SessionRow.__table__)
-MESSAGES = cast(sa.Table, MessageRow.__table__)
-TURNS = cast(sa.Table, TurnRow.__table__)
-USAGE = cast(sa.Table, UsageRow.__table__)
-PROCESSED = cast(sa.Table, ProcessedUpdateRow.__table__)
-KV = cast(sa.Table, KvRow.__table__)
+PROCESSED = PROCESSED_UPDATES
 
 
 class HotStatements:

@@ -37,21 +37,19 @@ from agent.redact import redact_message
 from memory.chat_tables import ChatTables
 from memory.db import Database
 from memory.models import (
-    ApprovalRow,
-    ApprovalRuleRow,
-    KvRow,
-    MessageRow,
-    ProcessedUpdateRow,
-    SessionRow,
-    StandingApprovalRow,
-    TurnRow,
-    UsageRow,
+    APPROVAL_RULES,
+    APPROVALS,
+    KV,
+    MESSAGES,
+    PROCESSED_UPDATES,
+    SESSIONS,
+    STANDING_APPROVALS,
+    TURNS,
+    USAGE,
 )
 from memory.store_sql import (
-    MESSAGES,
     OPEN_TURN_SQL,
     OPEN_TURN_STATUSES,
-    SESSIONS,
     HotStatements,
     SqliteOps,
 )
@@ -215,7 +213,7 @@ class SqlStore(ChatTables):
         )
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
-        rows = await self._list_sessions(sa.and_(SessionRow.id == session_id), limit=1)
+        rows = await self._list_sessions(sa.and_(SESSIONS.c.id == session_id), limit=1)
         return rows[0] if rows else None
 
     async def list_sessions(
@@ -224,9 +222,9 @@ class SqlStore(ChatTables):
         """Newest first (by last update)."""
         conds = []
         if chat_key is not None:
-            conds.append(SessionRow.chat_key == chat_key)
+            conds.append(SESSIONS.c.chat_key == chat_key)
         if not include_archived:
-            conds.append(SessionRow.archived.is_(False))
+            conds.append(SESSIONS.c.archived.is_(False))
         return await self._list_sessions(sa.and_(sa.true(), *conds), limit=limit)
 
     async def latest_session(self, chat_key: str) -> SessionInfo | None:
@@ -236,15 +234,15 @@ class SqlStore(ChatTables):
 
     async def _list_sessions(self, where: Any, *, limit: int) -> list[SessionInfo]:
         counts = (
-            sa.select(MessageRow.session_id, sa.func.count(MessageRow.id).label("n"))
-            .group_by(MessageRow.session_id)
+            sa.select(MESSAGES.c.session_id, sa.func.count(MESSAGES.c.id).label("n"))
+            .group_by(MESSAGES.c.session_id)
             .subquery()
         )
         stmt = (
-            sa.select(SessionRow, sa.func.coalesce(counts.c.n, 0))
-            .outerjoin(counts, counts.c.session_id == SessionRow.id)
+            sa.select(SESSIONS, sa.func.coalesce(counts.c.n, 0).label("message_count"))
+            .outerjoin(counts, counts.c.session_id == SESSIONS.c.id)
             .where(where)
-            .order_by(SessionRow.updated_at.desc(), SessionRow.id)
+            .order_by(SESSIONS.c.updated_at.desc(), SESSIONS.c.id)
             .limit(limit)
         )
         async with self.db.read() as s:
@@ -259,9 +257,9 @@ class SqlStore(ChatTables):
                     created_at=r.created_at,
                     updated_at=r.updated_at,
                     archived=r.archived,
-                    message_count=int(n),
+                    message_count=int(r.message_count),
                 )
-                for r, n in result.all()
+                for r in result.all()
             ]
 
     async def update_session(
@@ -280,9 +278,7 @@ class SqlStore(ChatTables):
         if archived is not None:
             values["archived"] = archived
         async with self.db.session() as s:
-            result = await s.execute(
-                sa.update(SessionRow).where(SessionRow.id == session_id).values(**values)
-            )
+            result = await s.execute(sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values))
             return _rowcount(result) == 1
 
     # ---- messages ----------------------------------------------------------------------------
@@ -527,9 +523,9 @@ class SqlStore(ChatTables):
         async with self.db.read() as s:
             payloads = (
                 await s.execute(
-                    sa.select(TurnRow.payload)
-                    .where(TurnRow.status.in_(OPEN_TURN_STATUSES))
-                    .order_by(TurnRow.updated_at)
+                    sa.select(TURNS.c.payload)
+                    .where(TURNS.c.status.in_(OPEN_TURN_STATUSES))
+                    .order_by(TURNS.c.updated_at)
                 )
             ).scalars()
             return [TurnRecord.model_validate(p) for p in payloads]
@@ -537,8 +533,8 @@ class SqlStore(ChatTables):
     # ---- approvals ---------------------------------------------------------------------------
     async def create_approval(self, approval: ApprovalRecord) -> None:
         async with self.db.session() as s:
-            s.add(
-                ApprovalRow(
+            await s.execute(
+                sa.insert(APPROVALS).values(
                     id=approval.id,
                     session_id=approval.session_id,
                     turn_id=approval.turn_id,
@@ -560,15 +556,15 @@ class SqlStore(ChatTables):
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         async with self.db.read() as s:
-            row = await s.get(ApprovalRow, approval_id)
+            row = (await s.execute(sa.select(APPROVALS).where(APPROVALS.c.id == approval_id))).first()
             return None if row is None else _approval(row)
 
     async def pending_approvals(self, *, session_id: str | None = None) -> list[ApprovalRecord]:
-        stmt = sa.select(ApprovalRow).where(ApprovalRow.status == "pending").order_by(ApprovalRow.created_at)
+        stmt = sa.select(APPROVALS).where(APPROVALS.c.status == "pending").order_by(APPROVALS.c.created_at)
         if session_id is not None:
-            stmt = stmt.where(ApprovalRow.session_id == session_id)
+            stmt = stmt.where(APPROVALS.c.session_id == session_id)
         async with self.db.read() as s:
-            return [_approval(r) for r in (await s.execute(stmt)).scalars()]
+            return [_approval(r) for r in (await s.execute(stmt)).all()]
 
     async def resolve_approval(
         self,
@@ -582,11 +578,11 @@ class SqlStore(ChatTables):
         """Compare-and-set from `pending`: exactly one caller can win. An approval past its expiry
         can no longer be *approved* (it can still be marked denied/expired)."""
         now = now or utcnow()
-        conds = [ApprovalRow.id == approval_id, ApprovalRow.status == "pending"]
+        conds = [APPROVALS.c.id == approval_id, APPROVALS.c.status == "pending"]
         if status == "approved":
-            conds.append(sa.or_(ApprovalRow.expires_at.is_(None), ApprovalRow.expires_at > now))
+            conds.append(sa.or_(APPROVALS.c.expires_at.is_(None), APPROVALS.c.expires_at > now))
         stmt = (
-            sa.update(ApprovalRow)
+            sa.update(APPROVALS)
             .where(*conds)
             .values(status=status, decided_by=decided_by, decision=decision, decided_at=now)
             .execution_options(synchronize_session=False)
@@ -597,7 +593,7 @@ class SqlStore(ChatTables):
     async def add_rule(self, chat_key: str, tool: str) -> None:
         async with self.db.session() as s:
             await s.execute(
-                self._insert(ApprovalRuleRow)
+                self._insert(APPROVAL_RULES)
                 .values(chat_key=chat_key, tool=tool, created_at=utcnow())
                 .on_conflict_do_nothing(index_elements=["chat_key", "tool"])
             )
@@ -606,8 +602,8 @@ class SqlStore(ChatTables):
         async with self.db.read() as s:
             found = (
                 await s.execute(
-                    sa.select(ApprovalRuleRow.id).where(
-                        ApprovalRuleRow.chat_key == chat_key, ApprovalRuleRow.tool == tool
+                    sa.select(APPROVAL_RULES.c.id).where(
+                        APPROVAL_RULES.c.chat_key == chat_key, APPROVAL_RULES.c.tool == tool
                     )
                 )
             ).first()
@@ -616,8 +612,8 @@ class SqlStore(ChatTables):
     async def remove_rule(self, chat_key: str, tool: str) -> bool:
         async with self.db.session() as s:
             result = await s.execute(
-                sa.delete(ApprovalRuleRow).where(
-                    ApprovalRuleRow.chat_key == chat_key, ApprovalRuleRow.tool == tool
+                sa.delete(APPROVAL_RULES).where(
+                    APPROVAL_RULES.c.chat_key == chat_key, APPROVAL_RULES.c.tool == tool
                 )
             )
             return _rowcount(result) > 0
@@ -625,17 +621,17 @@ class SqlStore(ChatTables):
     async def list_rules(self, chat_key: str) -> list[str]:
         async with self.db.read() as s:
             tools = await s.execute(
-                sa.select(ApprovalRuleRow.tool)
-                .where(ApprovalRuleRow.chat_key == chat_key)
-                .order_by(ApprovalRuleRow.tool)
+                sa.select(APPROVAL_RULES.c.tool)
+                .where(APPROVAL_RULES.c.chat_key == chat_key)
+                .order_by(APPROVAL_RULES.c.tool)
             )
             return list(tools.scalars())
 
     # ---- standing approvals (policy: written only by /rules and `tapebot rules`) --------------
     async def add_standing(self, rule: StandingApproval) -> None:
         async with self.db.session() as s:
-            s.add(
-                StandingApprovalRow(
+            await s.execute(
+                sa.insert(STANDING_APPROVALS).values(
                     id=rule.id,
                     chat_key=rule.chat_key,
                     tool=rule.tool,
@@ -652,25 +648,25 @@ class SqlStore(ChatTables):
     ) -> list[StandingApproval]:
         """The unexpired standing approvals of a chat (every chat with `chat_key=None`)."""
         stmt = (
-            sa.select(StandingApprovalRow)
-            .where(StandingApprovalRow.expires_at > now)
-            .order_by(StandingApprovalRow.created_at, StandingApprovalRow.id)
+            sa.select(STANDING_APPROVALS)
+            .where(STANDING_APPROVALS.c.expires_at > now)
+            .order_by(STANDING_APPROVALS.c.created_at, STANDING_APPROVALS.c.id)
         )
         if chat_key is not None:
-            stmt = stmt.where(StandingApprovalRow.chat_key == chat_key)
+            stmt = stmt.where(STANDING_APPROVALS.c.chat_key == chat_key)
         if tool is not None:
-            stmt = stmt.where(StandingApprovalRow.tool == tool)
+            stmt = stmt.where(STANDING_APPROVALS.c.tool == tool)
         async with self.db.read() as s:
-            return [_standing(r) for r in (await s.execute(stmt)).scalars()]
+            return [_standing(r) for r in (await s.execute(stmt)).all()]
 
     async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int:
         """Delete one standing approval (`rule_id`) or all of them; `chat_key=None`: any chat.
         Returns how many were removed."""
-        stmt = sa.delete(StandingApprovalRow)
+        stmt = sa.delete(STANDING_APPROVALS)
         if chat_key is not None:
-            stmt = stmt.where(StandingApprovalRow.chat_key == chat_key)
+            stmt = stmt.where(STANDING_APPROVALS.c.chat_key == chat_key)
         if rule_id is not None:
-            stmt = stmt.where(StandingApprovalRow.id == rule_id)
+            stmt = stmt.where(STANDING_APPROVALS.c.id == rule_id)
         async with self.db.session() as s:
             return _rowcount(await s.execute(stmt))
 
@@ -717,23 +713,23 @@ class SqlStore(ChatTables):
     async def _usage(
         self, days: float | None, session_id: str | None, now: datetime | None, *, per_model: bool
     ) -> list[UsageTotal]:
-        label = UsageRow.model if per_model else sa.literal("*")
+        label = USAGE.c.model if per_model else sa.literal("*")
         stmt = sa.select(
             label,
-            sa.func.count(sa.distinct(UsageRow.turn_id)),
-            sa.func.count(UsageRow.id),
-            sa.func.coalesce(sa.func.sum(UsageRow.input_tokens), 0),
-            sa.func.coalesce(sa.func.sum(UsageRow.output_tokens), 0),
-            sa.func.coalesce(sa.func.sum(UsageRow.cache_read_tokens), 0),
-            sa.func.coalesce(sa.func.sum(UsageRow.cache_write_tokens), 0),
-            sa.func.coalesce(sa.func.sum(UsageRow.cost), 0.0),
+            sa.func.count(sa.distinct(USAGE.c.turn_id)),
+            sa.func.count(USAGE.c.id),
+            sa.func.coalesce(sa.func.sum(USAGE.c.input_tokens), 0),
+            sa.func.coalesce(sa.func.sum(USAGE.c.output_tokens), 0),
+            sa.func.coalesce(sa.func.sum(USAGE.c.cache_read_tokens), 0),
+            sa.func.coalesce(sa.func.sum(USAGE.c.cache_write_tokens), 0),
+            sa.func.coalesce(sa.func.sum(USAGE.c.cost), 0.0),
         )
         if per_model:
-            stmt = stmt.group_by(UsageRow.model)
+            stmt = stmt.group_by(USAGE.c.model)
         if days is not None:
-            stmt = stmt.where(UsageRow.created_at >= (now or utcnow()) - timedelta(days=days))
+            stmt = stmt.where(USAGE.c.created_at >= (now or utcnow()) - timedelta(days=days))
         if session_id is not None:
-            stmt = stmt.where(UsageRow.session_id == session_id)
+            stmt = stmt.where(USAGE.c.session_id == session_id)
         async with self.db.read() as s:
             rows = (await s.execute(stmt)).all()
         return [
@@ -806,13 +802,13 @@ class SqlStore(ChatTables):
         between), oldest first: (receipt, received at, the message as given to `receive_message`)."""
         stmt = (
             sa.select(
-                ProcessedUpdateRow.platform,
-                ProcessedUpdateRow.update_id,
-                ProcessedUpdateRow.created_at,
-                ProcessedUpdateRow.pending,
+                PROCESSED_UPDATES.c.platform,
+                PROCESSED_UPDATES.c.update_id,
+                PROCESSED_UPDATES.c.created_at,
+                PROCESSED_UPDATES.c.pending,
             )
-            .where(ProcessedUpdateRow.pending.is_not(None))
-            .order_by(ProcessedUpdateRow.id)
+            .where(PROCESSED_UPDATES.c.pending.is_not(None))
+            .order_by(PROCESSED_UPDATES.c.id)
         )
         async with self.db.read() as s:
             rows = (await s.execute(stmt)).all()
@@ -824,8 +820,8 @@ class SqlStore(ChatTables):
         cutoff = (now or utcnow()) - older_than
         async with self.db.session() as s:
             result = await s.execute(
-                sa.delete(ProcessedUpdateRow).where(
-                    ProcessedUpdateRow.created_at < cutoff, ProcessedUpdateRow.pending.is_(None)
+                sa.delete(PROCESSED_UPDATES).where(
+                    PROCESSED_UPDATES.c.created_at < cutoff, PROCESSED_UPDATES.c.pending.is_(None)
                 )
             )
             return _rowcount(result)
@@ -865,7 +861,7 @@ class SqlStore(ChatTables):
 
     async def kv_delete(self, key: str) -> bool:
         async with self.db.session() as s:
-            return _rowcount(await s.execute(sa.delete(KvRow).where(KvRow.key == key))) > 0
+            return _rowcount(await s.execute(sa.delete(KV).where(KV.c.key == key))) > 0
 
 
 def _receipt_params(receipts: Sequence[Receipt]) -> list[dict[str, str]]:
@@ -876,7 +872,7 @@ def _rowcount(result: Any) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-def _approval(row: ApprovalRow) -> ApprovalRecord:
+def _approval(row: Any) -> ApprovalRecord:
     return ApprovalRecord(
         id=row.id,
         session_id=row.session_id,
@@ -888,7 +884,7 @@ def _approval(row: ApprovalRow) -> ApprovalRecord:
         requester=row.requester,
         approvers=list(row.approvers or []),
         chat_key=row.chat_key,
-        status=row.status,  # type: ignore[arg-type]
+        status=row.status,
         decided_by=row.decided_by,
         decision=row.decision,
         created_at=row.created_at,
@@ -897,7 +893,7 @@ def _approval(row: ApprovalRow) -> ApprovalRecord:
     )
 
 
-def _standing(row: StandingApprovalRow) -> StandingApproval:
+def _standing(row: Any) -> StandingApproval:
     return StandingApproval(
         id=row.id,
         chat_key=row.chat_key,

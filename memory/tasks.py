@@ -15,6 +15,7 @@ from typing import Any, cast
 from sqlalchemy import (
     JSON,
     Boolean,
+    Column,
     Float,
     Index,
     Integer,
@@ -29,98 +30,102 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import CursorResult, Row
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.orm import Mapped, mapped_column
 
 from agent.task_ledger import ACTIVE, TERMINAL, TaskAttachment, TaskRecord
 from memory.base import Base
 from memory.db import Database
 from memory.models import UTCDateTime
 
-
-class TaskRow(Base):
-    __tablename__ = "background_tasks"
-
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    session_id: Mapped[str] = mapped_column(String(128), index=True)
-    chat_key: Mapped[str] = mapped_column(String(255), default="", index=True)
-    tool_name: Mapped[str] = mapped_column(String(128))
-    call_id: Mapped[str] = mapped_column(String(128), default="")
-    arguments: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    status: Mapped[str] = mapped_column(String(16), index=True)
-    stage: Mapped[str] = mapped_column(String(200), default="")
-    detail: Mapped[str] = mapped_column(Text, default="")
-    percent: Mapped[float | None] = mapped_column(Float, nullable=True)
-    result: Mapped[str | None] = mapped_column(Text, nullable=True)
-    attachments: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list)
-    error: Mapped[str] = mapped_column(Text, default="")
-    timeout: Mapped[float | None] = mapped_column(Float, nullable=True)
-    owner: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    notified: Mapped[bool] = mapped_column(Boolean, default=False)
+# Plain Core tables, not ORM classes: every query here and in scheduler/store.py is a Core statement,
+# and mapping five classes cost every process ~7 ms at import (issue 21). Defined exactly as the
+# declarative classes they were (tests/storage/test_storage_plain_tables.py holds the DDL).
+_META = Base.metadata
 
 
-class ScheduleRow(Base):
-    __tablename__ = "schedules"
-
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    chat_key: Mapped[str] = mapped_column(String(255), index=True)
-    kind: Mapped[str] = mapped_column(String(16), default="brief")
-    spec: Mapped[str] = mapped_column(String(64))  # "08:30" | "weekdays 21:00" | "trading_days 08:30"
-    tz: Mapped[str] = mapped_column(String(64))  # IANA name
-    paused: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_by: Mapped[str] = mapped_column(String(128), default="")
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    last_status: Mapped[str] = mapped_column(String(64), default="")
-    last_error: Mapped[str] = mapped_column(Text, default="")
-    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
+def _col(name: str, type_: Any, *, null: bool = False, **kw: Any) -> Column[Any]:
+    return Column(name, type_, nullable=null, **kw)
 
 
-class ScheduleRunRow(Base):
-    """One row per (schedule, local run date): claimed before a brief runs, so a second fire of the
-    same day (a second scheduler, a DST fall-back hour, a catch-up after a takeover) is a no-op."""
-
-    __tablename__ = "schedule_runs"
-
-    schedule_id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    run_date: Mapped[str] = mapped_column(String(10), primary_key=True)  # YYYY-MM-DD in the schedule's zone
-    scheduled_for: Mapped[datetime] = mapped_column(UTCDateTime())
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    status: Mapped[str] = mapped_column(String(16), default="running")
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    error: Mapped[str] = mapped_column(Text, default="")
-    owner: Mapped[str] = mapped_column(String(128), default="")
-
-
-class SchedulerLeaseRow(Base):
-    __tablename__ = "scheduler_leases"
-
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    owner: Mapped[str] = mapped_column(String(128))
-    acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
-
-
-class ChatTimezoneRow(Base):
-    __tablename__ = "chat_timezones"
-
-    chat_key: Mapped[str] = mapped_column(String(255), primary_key=True)
-    tz: Mapped[str] = mapped_column(String(64))
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
-
-
-Index("ix_background_tasks_session_created", TaskRow.session_id, TaskRow.created_at)
-Index("ix_schedule_runs_started", ScheduleRunRow.started_at)
-
-TABLES: tuple[Table, ...] = tuple(
-    cast(Table, row.__table__)
-    for row in (TaskRow, ScheduleRow, ScheduleRunRow, SchedulerLeaseRow, ChatTimezoneRow)
+TASKS = Table(
+    "background_tasks",
+    _META,
+    _col("id", String(32), primary_key=True),
+    _col("session_id", String(128), index=True),
+    _col("chat_key", String(255), default="", index=True),
+    _col("tool_name", String(128)),
+    _col("call_id", String(128), default=""),
+    _col("arguments", JSON, default=dict),
+    _col("status", String(16), index=True),
+    _col("stage", String(200), default=""),
+    _col("detail", Text, default=""),
+    _col("percent", Float, null=True),
+    _col("result", Text, null=True),
+    _col("attachments", JSON, default=list),
+    _col("error", Text, default=""),
+    _col("timeout", Float, null=True),
+    _col("owner", String(64), default=""),
+    _col("created_at", UTCDateTime()),
+    _col("started_at", UTCDateTime(), null=True),
+    _col("finished_at", UTCDateTime(), null=True),
+    _col("heartbeat_at", UTCDateTime(), null=True),
+    _col("notified", Boolean, default=False),
 )
+
+SCHEDULES = Table(
+    "schedules",
+    _META,
+    _col("id", String(32), primary_key=True),
+    _col("chat_key", String(255), index=True),
+    _col("kind", String(16), default="brief"),
+    _col("spec", String(64)),  # "08:30" | "weekdays 21:00" | "trading_days 08:30"
+    _col("tz", String(64)),  # IANA name
+    _col("paused", Boolean, default=False),
+    _col("created_by", String(128), default=""),
+    _col("created_at", UTCDateTime()),
+    _col("updated_at", UTCDateTime()),
+    _col("last_run_at", UTCDateTime(), null=True),
+    _col("last_status", String(64), default=""),
+    _col("last_error", Text, default=""),
+    _col("consecutive_failures", Integer, default=0),
+)
+
+# One row per (schedule, local run date): claimed before a brief runs, so a second fire of the same
+# day (a second scheduler, a DST fall-back hour, a catch-up after a takeover) is a no-op.
+SCHEDULE_RUNS = Table(
+    "schedule_runs",
+    _META,
+    _col("schedule_id", String(32), primary_key=True),
+    _col("run_date", String(10), primary_key=True),  # YYYY-MM-DD in the schedule's zone
+    _col("scheduled_for", UTCDateTime()),
+    _col("started_at", UTCDateTime()),
+    _col("finished_at", UTCDateTime(), null=True),
+    _col("status", String(16), default="running"),
+    _col("attempts", Integer, default=0),
+    _col("error", Text, default=""),
+    _col("owner", String(128), default=""),
+)
+
+SCHEDULER_LEASES = Table(
+    "scheduler_leases",
+    _META,
+    _col("name", String(64), primary_key=True),
+    _col("owner", String(128)),
+    _col("acquired_at", UTCDateTime()),
+    _col("expires_at", UTCDateTime()),
+)
+
+CHAT_TIMEZONES = Table(
+    "chat_timezones",
+    _META,
+    _col("chat_key", String(255), primary_key=True),
+    _col("tz", String(64)),
+    _col("updated_at", UTCDateTime()),
+)
+
+Index("ix_background_tasks_session_created", TASKS.c.session_id, TASKS.c.created_at)
+Index("ix_schedule_runs_started", SCHEDULE_RUNS.c.started_at)
+
+TABLES: tuple[Table, ...] = (TASKS, SCHEDULES, SCHEDULE_RUNS, SCHEDULER_LEASES, CHAT_TIMEZONES)
 
 
 async def create_tables(engine: AsyncEngine) -> None:
@@ -155,7 +160,7 @@ def _to_record(row: Row[Any]) -> TaskRecord:
     )
 
 
-_T = cast(Table, TaskRow.__table__)
+_T = TASKS
 
 
 def rowcount(result: Any) -> int:

@@ -25,7 +25,6 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Mapped, mapped_column
 
 from agent.context import unwrap_recall
 from agent.messages import Message
@@ -91,12 +90,14 @@ class TaskState(BaseModel):
 TASK_STATE_SQL = "SELECT data FROM task_states WHERE session_id = ?"
 
 
-class TaskStateRow(Base):
-    __tablename__ = "task_states"
-
-    session_id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
-    data: Mapped[Any] = mapped_column(sa.JSON)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+# A plain Core table (every query is a Core statement): an ORM mapping cost ~2 ms at import (issue 21).
+TASK_STATES = sa.Table(
+    "task_states",
+    Base.metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
 
 
 def _is_live(text: str) -> bool:
@@ -172,7 +173,7 @@ class TaskStateStore:
         # read on every recall: one short transaction (plain sqlite3 on SQLite), not an ORM session
         def core(c: Connection) -> Any:  # built only off the SQLite fast path
             return c.execute(
-                sa.select(TaskStateRow.data).where(TaskStateRow.session_id == session_id)
+                sa.select(TASK_STATES.c.data).where(TASK_STATES.c.session_id == session_id)
             ).scalar()
 
         def raw(conn: sqlite3.Connection) -> Any:
@@ -200,12 +201,12 @@ class TaskStateStore:
 
         def upsert(c: Connection) -> None:  # one Core transaction, not an ORM session
             found = c.execute(
-                sa.update(TaskStateRow)
-                .where(TaskStateRow.session_id == session_id)
+                sa.update(TASK_STATES)
+                .where(TASK_STATES.c.session_id == session_id)
                 .values(data=data, updated_at=now)
             )
             if not found.rowcount:
-                c.execute(sa.insert(TaskStateRow).values(session_id=session_id, data=data, updated_at=now))
+                c.execute(sa.insert(TASK_STATES).values(session_id=session_id, data=data, updated_at=now))
 
         bind_data, bind_time, _ = self._convert()
 
@@ -221,7 +222,7 @@ class TaskStateStore:
     def _convert(self) -> tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]]:
         """How SQLAlchemy stores `data` and `updated_at` and reads `data` back (for plain SQL)."""
         if self._converters is None:
-            dialect, columns = self.db.engine.dialect, TaskStateRow.__table__.c
+            dialect, columns = self.db.engine.dialect, TASK_STATES.c
             self._converters = (
                 column_processor(columns.data, dialect),
                 column_processor(columns.updated_at, dialect),
@@ -231,7 +232,7 @@ class TaskStateStore:
 
     async def delete(self, session_id: str) -> None:
         async with self.db.session() as s:
-            await s.execute(sa.delete(TaskStateRow).where(TaskStateRow.session_id == session_id))
+            await s.execute(sa.delete(TASK_STATES).where(TASK_STATES.c.session_id == session_id))
 
 
 def _dialog(messages: Sequence[Message], limit: int = RECENT_MESSAGES) -> str:

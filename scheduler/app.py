@@ -9,8 +9,10 @@
   runs `_process_jobs` in the thread and the executor hands coroutines back to the loop.
 - Lease: one row (`scheduler_leases`) with owner + expiry, renewed every `renew_interval`. Every
   process starts its scheduler *paused* (so it can still add and remove jobs); only the lease
-  holder resumes it. A second `tapebot run` on the same database logs "scheduler standing by:
-  lease held by …" and takes over when the lease expires (or is released at shutdown).
+  holder resumes it, and only once opened: the app `prepare`s it (all the costly start-up) before
+  its chats open and `open`s it after, so nothing fires that the chats could not deliver yet. A
+  second `tapebot run` on the same database logs "scheduler standing by: lease held by …" and
+  takes over when the lease expires (or is released at shutdown).
 - Missed runs: `coalesce=True` + `misfire_grace_time` (default 1 h for briefs): downtime across
   several runs yields at most one catch-up run, inside the grace window. Next-run times are
   written to the store right after a job is submitted, and each brief claims its
@@ -31,7 +33,7 @@ import sys
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, ParamSpec, TypeAlias, TypeVar
@@ -44,7 +46,8 @@ from apscheduler.jobstores.base import BaseJobStore, JobLookupError
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.schedulers.base import STATE_RUNNING, STATE_STOPPED, BaseScheduler
+from apscheduler.schedulers.base import STATE_PAUSED, STATE_RUNNING, STATE_STOPPED, BaseScheduler
+from apscheduler.triggers.base import BaseTrigger
 from apscheduler.util import datetime_to_utc_timestamp, iscoroutinefunction_partial
 from sqlalchemy import bindparam, create_engine, event, select
 from sqlalchemy.engine import URL, make_url
@@ -68,11 +71,15 @@ from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
 log = logging.getLogger(__name__)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+# Our trigger is APScheduler's kind without inheriting it (scheduler/specs.py `DailyTrigger`).
+BaseTrigger.register(DailyTrigger)
+
 # apscheduler.job.Job. APScheduler 3 ships no type information, so its values are Any to mypy;
 # the alias says which value is meant, and results read from it are given their types here.
 Job: TypeAlias = Any
 
 LEASE_NAME = "scheduler"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HOUSEKEEPING_PREFIX = "housekeeping:"
 BRIEF_PREFIX = "brief:"
 
@@ -398,7 +405,8 @@ class AppScheduler:
         self._leader = False
         self._lease_expires: datetime | None = None
         self._standby_holder: str | None = None
-        self._leader_event = asyncio.Event()
+        self._leader_event = asyncio.Event()  # set while we hold the lease with our jobs synced
+        self._opened = False  # `open` was called: jobs may fire
         self.last_reconcile: ReconcileReport | None = None
 
     # ---- properties --------------------------------------------------------------------------------
@@ -416,8 +424,20 @@ class AppScheduler:
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
+        """`prepare` then `open`: for a caller with nothing to open in between (tests, benches)."""
+        await self.prepare()
+        self.open()
+
+    async def prepare(self) -> None:
+        """Everything that costs, and nothing fires: the job store (its engine, tables and first
+        statements), the I/O thread, the lease, and as holder the stored schedules synced into
+        jobs. APScheduler stays paused, the lease is renewed (and a standby takes over) as usual,
+        but no job runs before `open`. The app prepares before its chats open and opens after,
+        so a brief due at start-up is delivered (not failed and retried) and the first message
+        pays none of this (issue 21)."""
         if self._aps is not None:
             raise RuntimeError("scheduler already started")
+        self._opened = False
         loop = asyncio.get_running_loop()
         self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler-io")
         self._executor = _ContextExecutor(weakref.ref(self._ctx))
@@ -430,7 +450,7 @@ class AppScheduler:
             event_loop=loop,
         )
         self._aps.add_listener(self._on_missed, EVENT_JOB_MISSED)
-        await self._call(self._aps.start, True)  # paused until we hold the lease
+        await self._call(self._start_paused)  # paused until we hold the lease and are open
         try:
             state = await self._try_lease()
         except Exception:
@@ -441,6 +461,19 @@ class AppScheduler:
         else:
             self._log_standby(state)
         self._lease_task = asyncio.create_task(self._lease_loop(), name="scheduler-lease")
+
+    def open(self) -> None:
+        """Let jobs fire from now on — at once if this process holds the lease (and has synced
+        its jobs), else when it takes the lease over."""
+        if self._aps is None:
+            raise RuntimeError("scheduler is not prepared")
+        self._opened = True
+        if self._leader_event.is_set():
+            self._fire()
+
+    def _fire(self) -> None:
+        if self._opened and self._aps is not None and self._aps.state == STATE_PAUSED:
+            self._aps.resume()  # wakes the I/O thread's first pass: its statements are compiled
 
     async def stop(self, *, release: bool = True) -> None:
         """Stop firing, let running jobs finish (bounded by `stop_timeout`), release the lease.
@@ -466,6 +499,7 @@ class AppScheduler:
                 await self.store.release_lease(LEASE_NAME, self.owner_id, now=self.clock.now())
         self._leader = False
         self._leader_event.clear()
+        self._opened = False
         self._aps = None
         io, self._io = self._io, None
         if io is not None:
@@ -582,9 +616,8 @@ class AppScheduler:
             await self.reconcile()
         except Exception:
             log.exception("scheduler reconcile failed; running with the jobs already stored")
-        if self._aps is not None:
-            self._aps.resume()
         self._leader_event.set()
+        self._fire()  # before `open`, the jobs wait for it
 
     async def _step_down(self, holder: str) -> None:
         self._leader = False
@@ -652,6 +685,16 @@ class AppScheduler:
         else:
             engine = create_engine(sync_url, pool_pre_ping=True)
         return _BatchingJobStore(engine=engine)
+
+    def _start_paused(self) -> None:
+        """APScheduler started paused, and the statements of its passes compiled now: the first
+        pass after `open` runs while the first message is handled (issue 21)."""
+        assert self._aps is not None
+        self._aps.start(paused=True)
+        store = self._aps._lookup_jobstore("default")
+        if isinstance(store, _BatchingJobStore):
+            store.get_due_jobs(_EPOCH)  # nothing is due before 1970: only compiles the query
+            store.get_next_run_time()
 
     def _job_ids_sync(self) -> set[str]:
         assert self._aps is not None

@@ -17,17 +17,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Integer, Table, bindparam, case, delete, func, or_, select, tuple_, update
+from sqlalchemy import Integer, bindparam, case, delete, func, or_, select, tuple_, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory.db import Database, storage_error
 from memory.models import UTCDateTime
-from memory.tasks import ChatTimezoneRow, SchedulerLeaseRow, ScheduleRow, ScheduleRunRow, rowcount
+from memory.tasks import CHAT_TIMEZONES, SCHEDULE_RUNS, SCHEDULER_LEASES, SCHEDULES, rowcount
 from scheduler.specs import BriefSpec, parse_stored_spec
 
 
@@ -73,10 +73,10 @@ class LeaseState:
     expires_at: datetime | None
 
 
-_S = cast(Table, ScheduleRow.__table__)
-_R = cast(Table, ScheduleRunRow.__table__)
-_L = cast(Table, SchedulerLeaseRow.__table__)
-_Z = cast(Table, ChatTimezoneRow.__table__)
+_S = SCHEDULES
+_R = SCHEDULE_RUNS
+_L = SCHEDULER_LEASES
+_Z = CHAT_TIMEZONES
 
 
 def _schedule(row: Row[Any]) -> Schedule:

@@ -8,11 +8,18 @@ The rehearsal pays it at start instead, on the event loop: in a worker thread, t
 construction (Rust, holding the GIL) stalled the loop for up to ~100 ms at a time. It never touches the network: a
 throwaway SDK client, with a dummy key and a mock transport of the SDK's own HTTP library, answers
 a canned stream (the vendor client's `_rehearsal_body`). Nothing is sent and nothing is billed.
+
+The mock transport skips the network stack, which the first real request then sets up: the HTTP
+library's async backend (anyio's asyncio backend, its socket streams; ~10-15 ms of imports).
+`rehearse_transport` runs one plain-HTTP request through the library's real transport to a
+listener of its own on the loopback interface, so that is loaded at start too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import ssl
 import sys
 import threading
 from types import ModuleType
@@ -85,3 +92,29 @@ async def rehearse(client: Any, sdk: ModuleType) -> list[Chunk]:
         return [chunk async for chunk in stand_in.stream(rehearsal_request())]
     finally:
         await stand_in.aclose()
+
+
+async def rehearse_transport(sdk: ModuleType) -> int:
+    """One plain-HTTP GET through the real transport of the SDK's HTTP library, to a listener of
+    ours on 127.0.0.1 (nothing leaves the machine); the status it got. No proxy from the
+    environment is used, and the TLS context trusts no certificate: nothing here speaks TLS."""
+    http = http_library(sdk)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        transport = http.AsyncHTTPTransport(verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+        async with http.AsyncClient(transport=transport, trust_env=False, timeout=5.0) as loopback:
+            response = await loopback.get(f"http://127.0.0.1:{port}/rehearsal")
+            return int(response.status_code)
+    finally:
+        server.close()
+        await server.wait_closed()

@@ -117,8 +117,10 @@ async def test_taskstate_updater_saves_filtered_state_and_survives_bad_output(db
 
 
 async def test_taskstate_store_saves_and_updates_the_row(db, clock):
-    """save() is plain SQL on SQLite and Core elsewhere; either way the row is what the ORM reads."""
-    from memory.taskstate import TaskState, TaskStateRow
+    """save() is plain SQL on SQLite and Core elsewhere; either way the row is what SQLAlchemy reads."""
+    import sqlalchemy as sa
+
+    from memory.taskstate import TASK_STATES, TaskState
 
     store = TaskStateStore(db, clock=clock)
     assert await store.get("s1") is None
@@ -126,7 +128,7 @@ async def test_taskstate_store_saves_and_updates_the_row(db, clock):
     clock.advance(minutes=1)
     await store.save("s1", TaskState(goal="看宁德时代"))
     async with db.read() as s:
-        row = await s.get(TaskStateRow, "s1")
+        row = (await s.execute(sa.select(TASK_STATES).where(TASK_STATES.c.session_id == "s1"))).first()
     assert row is not None and row.data["goal"] == "看宁德时代" and row.data["open_loops"] == []
     assert row.updated_at == clock.now()
     assert (await store.get("s1")).goal == "看宁德时代"

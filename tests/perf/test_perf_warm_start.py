@@ -103,7 +103,8 @@ async def test_the_start_warms_in_the_background_and_sends_nothing(tmp_path, mon
             assert asked <= STARTUP_CALLS, asked - STARTUP_CALLS  # nothing sent to any chat
             db = sqlite3.connect(tmp_path / "home" / "tapebot.db")
             try:  # the rehearsal left no row
-                assert db.execute("SELECT count(*) FROM chats").fetchone() == (0,)
+                for table in ("chats", "sessions", "turns"):
+                    assert db.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table
             finally:
                 db.close()
         finally:
@@ -147,3 +148,70 @@ async def test_no_warm_up_without_chats(tmp_path):
 def test_the_chat_key_of_the_rehearsal_is_no_real_chat_key():
     # real keys are "<platform>:<chat>[...]" with a non-empty chat id
     assert REHEARSAL_CHAT.endswith(":")
+
+
+_FIRST_CALL_PROBE = """
+import asyncio, json, os, sys
+from agent.messages import Message
+from agent.providers.base import ModelRequest
+from agent.providers.base import ModelInfo
+from agent.providers.openai import OpenAICompatClient
+from agent.providers.anthropic import AnthropicClient
+from agent.providers.rehearsal import rehearse_transport
+from tests.fakes.llm_server import Reply, ScriptedLLMServer
+
+async def main(vendor):
+    async with ScriptedLLMServer() as llm:
+        llm.default = Reply("ok")
+        if vendor == "openai":
+            client = OpenAICompatClient(ModelInfo("m", "gpt-test", "openai"), "sk-x-0123", llm.openai_base_url)
+        else:
+            client = AnthropicClient(ModelInfo("m", "claude-test", "anthropic"), "sk-ant-x-0123", llm.url)
+        await client.rehearse()
+        seen = len(llm.requests)
+        before = set(sys.modules)
+        [c async for c in client.stream(ModelRequest(messages=[Message.user("hi")]))]
+        new = sorted(set(sys.modules) - before)
+        os.environ.pop("NO_PROXY")  # now every proxy variable leads nowhere, for 127.0.0.1 too
+        status = await rehearse_transport(sys.modules[client.sdk_name])
+        await client.aclose()
+        print(json.dumps({"new": new, "before_stream": seen, "after": len(llm.requests), "status": status}))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+def test_after_the_rehearsal_a_first_real_call_imports_nothing(vendor, tmp_path):
+    # a fresh interpreter, with proxies in the environment that lead nowhere: the transport
+    # rehearsal's loopback request must not use them (the real call bypasses them by NO_PROXY)
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    dead = "http://127.0.0.1:9"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(
+        PYTHONPATH=str(root),
+        HTTP_PROXY=dead,
+        HTTPS_PROXY=dead,
+        ALL_PROXY=dead,
+        NO_PROXY="localhost,127.0.0.1",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_CALL_PROBE, vendor],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["before_stream"] == 0  # the rehearsals sent nothing to the model's endpoint
+    assert seen["after"] == 1
+    assert seen["new"] == []  # everything the first call needed was loaded by the rehearsals
+    assert seen["status"] == 204  # the loopback listener answered, not a proxy

@@ -182,6 +182,92 @@ async def test_two_schedulers_on_one_database_one_runs_the_other_stands_by(store
         await b.stop()
 
 
+def count_lease_checks(a: AppScheduler) -> list[int]:
+    """A counter of the scheduler's lease checks: each one by the holder wakes a scheduling pass."""
+    checks = [0]
+    try_lease = a._try_lease
+
+    async def counted():
+        checks[0] += 1
+        return await try_lease()
+
+    a._try_lease = counted  # type: ignore[method-assign]
+    return checks
+
+
+async def passes_done(a: AppScheduler, checks: list[int], more: int = 3) -> None:
+    """Let `more` lease checks (and the passes they wake) happen, then wait for the I/O thread:
+    it is one thread, so the passes queued before this call have run when it answers."""
+    target = checks[0] + more
+    await eventually(lambda: checks[0] >= target)
+    await a.job_ids()
+
+
+async def test_a_prepared_scheduler_holds_the_lease_but_fires_nothing_until_opened(store, clock):
+    """The app prepares its scheduler before the chats open and opens it after (issue 21): a brief
+    due at start-up waits for `open` — through lease renewals, each of which wakes a pass."""
+    due = (datetime.now(UTC) - timedelta(minutes=2)).replace(second=0, microsecond=0)
+    s = await make_schedule(store, spec=f"{due:%H:%M}")
+    await stage_missed_job(store, s, due)
+    rec = Recorder()
+    a = app(store, clock=clock, on_brief=rec, renew_interval=0.02)
+    checks = count_lease_checks(a)
+    await a.prepare()
+    try:
+        assert a.is_leader and a.last_reconcile is not None  # the costly part is done
+        await passes_done(a, checks)
+        assert rec.calls == [] and await a.next_run_time(s.job_id) == due
+        a.open()
+        await eventually(lambda: _finished(store, s.id, due.date().isoformat()))
+        assert rec.calls == [("tg:1", s.id)]
+        assert (await store.get_run(s.id, due.date().isoformat()))["attempts"] == 1
+    finally:
+        await a.stop()
+
+
+async def test_an_opened_standby_fires_nothing_until_it_takes_the_lease_over(store, clock):
+    due = (datetime.now(UTC) - timedelta(minutes=2)).replace(second=0, microsecond=0)
+    s = await make_schedule(store, spec=f"{due:%H:%M}")
+    await stage_missed_job(store, s, due)
+    await store.acquire_lease(LEASE_NAME, "elsewhere", now=clock.now(), ttl=3600)
+    rec = Recorder()
+    b = app(store, clock=clock, on_brief=rec, owner_id="proc-b", renew_interval=0.02)
+    checks = count_lease_checks(b)
+    await b.prepare()
+    b.open()
+    try:
+        await passes_done(b, checks)
+        assert not b.is_leader and rec.calls == []
+        await store.release_lease(LEASE_NAME, "elsewhere", now=clock.now())
+        assert await b.wait_until_leader(timeout=5)
+        await eventually(lambda: _finished(store, s.id, due.date().isoformat()))
+        assert rec.calls == [("tg:1", s.id)]
+    finally:
+        await b.stop()
+
+
+async def test_a_standby_that_takes_over_before_it_is_opened_waits_for_open(store, clock):
+    due = (datetime.now(UTC) - timedelta(minutes=2)).replace(second=0, microsecond=0)
+    s = await make_schedule(store, spec=f"{due:%H:%M}")
+    await stage_missed_job(store, s, due)
+    await store.acquire_lease(LEASE_NAME, "elsewhere", now=clock.now(), ttl=3600)
+    rec = Recorder()
+    b = app(store, clock=clock, on_brief=rec, owner_id="proc-b", renew_interval=0.02)
+    checks = count_lease_checks(b)
+    await b.prepare()
+    try:
+        assert not b.is_leader
+        await store.release_lease(LEASE_NAME, "elsewhere", now=clock.now())
+        assert await b.wait_until_leader(timeout=5)  # the lease is kept while the chats open
+        await passes_done(b, checks)
+        assert rec.calls == [] and await b.next_run_time(s.job_id) == due
+        b.open()
+        await eventually(lambda: _finished(store, s.id, due.date().isoformat()))
+        assert rec.calls == [("tg:1", s.id)]
+    finally:
+        await b.stop()
+
+
 async def test_a_graceful_stop_hands_the_lease_over_at_once(store, clock):
     a = app(store, clock=clock, owner_id="proc-a", renew_interval=0.05)
     b = app(store, clock=clock, owner_id="proc-b", renew_interval=0.05)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from agent.messages import Message
 from memory.db import Database
-from memory.models import KvRow
+from memory.models import KV
 from memory.sqlite_inline import InlineConnection
 from memory.stores import SqlStore
 
@@ -52,7 +52,7 @@ async def test_our_own_writers_do_not_deadlock_the_loop(tmp_path):
         # a session from the bare sessionmaker (as the markets code uses) holds the write lock
         # across an await, while a store write asks for it
         async with db.sessionmaker() as s, s.begin():
-            await s.execute(sa.insert(KvRow).values(key="a", value=1))
+            await s.execute(sa.insert(KV).values(key="a", value=1))
             writer = asyncio.create_task(store.kv_set("b", 2))
             await asyncio.sleep(0.05)
             assert not writer.done()  # waiting for the lock, and the loop still runs
@@ -64,7 +64,7 @@ async def test_cancelling_a_waiting_writer_leaves_the_pool_usable(tmp_path):
     async with Database(url_for(tmp_path / "t.db"), busy_timeout_ms=300) as db:
         store = SqlStore(db)
         async with db.sessionmaker() as s, s.begin():
-            await s.execute(sa.insert(KvRow).values(key="a", value=1))
+            await s.execute(sa.insert(KV).values(key="a", value=1))
             writer = asyncio.create_task(store.kv_set("b", 2))
             await asyncio.sleep(0.05)
             writer.cancel()

@@ -193,7 +193,7 @@ def test_the_plain_sql_timestamp_is_sqlalchemys(value):
     processors for `UTCDateTime` give, whatever the zone (naive values are taken as UTC)."""
     from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 
-    from memory.models import MessageRow
+    from memory.models import MESSAGES
     from memory.store_sql import _utc_text, column_processor
 
     if value.tzinfo is not None and not (
@@ -202,7 +202,7 @@ def test_the_plain_sql_timestamp_is_sqlalchemys(value):
         <= datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
     ):
         return  # beyond year 1..9999 once in UTC: neither can convert it
-    expected = column_processor(MessageRow.__table__.c.created_at, SQLiteDialect_pysqlite())(value)
+    expected = column_processor(MESSAGES.c.created_at, SQLiteDialect_pysqlite())(value)
     assert _utc_text(value) == expected
 
 
