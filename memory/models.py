@@ -47,50 +47,51 @@ def _now() -> datetime:
 # Plain `Table`s, queried with Core statements: mapping them as ORM classes cost every process
 # ~1.5 ms a table at import, for nothing (issue 21). Defined exactly as the declarative classes
 # they were (tests/storage/test_storage_plain_tables.py holds the DDL).
-_META = Base.metadata
+META = Base.metadata
 
 
-def _col(name: str, type_: Any, *args: Any, null: bool = False, **kw: Any) -> sa.Column[Any]:
+def column(name: str, type_: Any, *args: Any, null: bool = False, **kw: Any) -> sa.Column[Any]:
+    """A column as the declarative classes wrote it: NOT NULL unless `null`."""
     return sa.Column(name, type_, *args, nullable=null, **kw)
 
 
 SESSIONS = sa.Table(
     "sessions",
-    _META,
-    _col("id", sa.String(64), primary_key=True),
-    _col("chat_key", sa.String(255), default="", index=True),
-    _col("user_id", sa.String(64), default=""),
-    _col("title", sa.String(255), default=""),
-    _col("model", sa.String(64), default=""),
-    _col("created_at", UTCDateTime, default=_now),
-    _col("updated_at", UTCDateTime, default=_now),
-    _col("archived", sa.Boolean, default=False),
+    META,
+    column("id", sa.String(64), primary_key=True),
+    column("chat_key", sa.String(255), default="", index=True),
+    column("user_id", sa.String(64), default=""),
+    column("title", sa.String(255), default=""),
+    column("model", sa.String(64), default=""),
+    column("created_at", UTCDateTime, default=_now),
+    column("updated_at", UTCDateTime, default=_now),
+    column("archived", sa.Boolean, default=False),
 )
 
 
 MESSAGES = sa.Table(
     "messages",
-    _META,
-    _col("id", BigIntPK, primary_key=True, autoincrement=True),
+    META,
+    column("id", BigIntPK, primary_key=True, autoincrement=True),
     # looked up through the unique (session_id, seq) index: no index of its own
-    _col("session_id", sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE")),
-    _col("seq", sa.Integer),
-    _col("role", sa.String(16)),
-    _col("payload", sa.JSON),
-    _col("created_at", UTCDateTime, default=_now),
+    column("session_id", sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE")),
+    column("seq", sa.Integer),
+    column("role", sa.String(16)),
+    column("payload", sa.JSON),
+    column("created_at", UTCDateTime, default=_now),
     sa.UniqueConstraint("session_id", "seq"),
 )
 
 
 TURNS = sa.Table(
     "turns",
-    _META,
-    _col("id", sa.String(64), primary_key=True),
-    _col("session_id", sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE")),
-    _col("status", sa.String(16), index=True),
-    _col("payload", sa.JSON),
-    _col("created_at", UTCDateTime, default=_now),
-    _col("updated_at", UTCDateTime, default=_now),
+    META,
+    column("id", sa.String(64), primary_key=True),
+    column("session_id", sa.String(64), sa.ForeignKey("sessions.id", ondelete="CASCADE")),
+    column("status", sa.String(16), index=True),
+    column("payload", sa.JSON),
+    column("created_at", UTCDateTime, default=_now),
+    column("updated_at", UTCDateTime, default=_now),
     # a chat's open turn (every message) in one seek; also every lookup by session
     sa.Index("ix_turns_session_open", "session_id", "status", "updated_at"),
 )
@@ -99,35 +100,35 @@ TURNS = sa.Table(
 # One approval, bound to one action. No foreign key: the audit trail outlives the session.
 APPROVALS = sa.Table(
     "approvals",
-    _META,
-    _col("id", sa.String(64), primary_key=True),
-    _col("session_id", sa.String(64), index=True),
-    _col("turn_id", sa.String(64)),
-    _col("call_id", sa.String(128)),
-    _col("tool", sa.String(128)),
-    _col("arguments", sa.JSON),
-    _col("args_hash", sa.String(64)),
-    _col("requester", sa.String(64), default=""),
-    _col("approvers", sa.JSON),
-    _col("chat_key", sa.String(255), default=""),
-    _col("status", sa.String(16), index=True),
-    _col("decided_by", sa.String(64), default=""),
-    _col("decision", sa.String(16), default=""),
-    _col("created_at", UTCDateTime, default=_now),
-    _col("expires_at", UTCDateTime, null=True),
-    _col("decided_at", UTCDateTime, null=True),
-    _col("message_ref", sa.String(128), default=""),
+    META,
+    column("id", sa.String(64), primary_key=True),
+    column("session_id", sa.String(64), index=True),
+    column("turn_id", sa.String(64)),
+    column("call_id", sa.String(128)),
+    column("tool", sa.String(128)),
+    column("arguments", sa.JSON),
+    column("args_hash", sa.String(64)),
+    column("requester", sa.String(64), default=""),
+    column("approvers", sa.JSON),
+    column("chat_key", sa.String(255), default=""),
+    column("status", sa.String(16), index=True),
+    column("decided_by", sa.String(64), default=""),
+    column("decision", sa.String(16), default=""),
+    column("created_at", UTCDateTime, default=_now),
+    column("expires_at", UTCDateTime, null=True),
+    column("decided_at", UTCDateTime, null=True),
+    column("message_ref", sa.String(128), default=""),
 )
 
 
 # "Always allow this tool in this chat".
 APPROVAL_RULES = sa.Table(
     "approval_rules",
-    _META,
-    _col("id", BigIntPK, primary_key=True, autoincrement=True),
-    _col("chat_key", sa.String(255)),
-    _col("tool", sa.String(128)),
-    _col("created_at", UTCDateTime, default=_now),
+    META,
+    column("id", BigIntPK, primary_key=True, autoincrement=True),
+    column("chat_key", sa.String(255)),
+    column("tool", sa.String(128)),
+    column("created_at", UTCDateTime, default=_now),
     sa.UniqueConstraint("chat_key", "tool"),
 )
 
@@ -136,31 +137,31 @@ APPROVAL_RULES = sa.Table(
 # rules`, never by a tool. Expired rows are ignored; revoked ones are deleted.
 STANDING_APPROVALS = sa.Table(
     "standing_approvals",
-    _META,
-    _col("id", sa.String(32), primary_key=True),
-    _col("chat_key", sa.String(255), index=True),
-    _col("tool", sa.String(128)),
-    _col("scope", sa.JSON),
-    _col("granted_by", sa.String(64)),
-    _col("approval_id", sa.String(64), default=""),
-    _col("created_at", UTCDateTime, default=_now),
-    _col("expires_at", UTCDateTime),
+    META,
+    column("id", sa.String(32), primary_key=True),
+    column("chat_key", sa.String(255), index=True),
+    column("tool", sa.String(128)),
+    column("scope", sa.JSON),
+    column("granted_by", sa.String(64)),
+    column("approval_id", sa.String(64), default=""),
+    column("created_at", UTCDateTime, default=_now),
+    column("expires_at", UTCDateTime),
 )
 
 
 USAGE = sa.Table(
     "usage",
-    _META,
-    _col("id", BigIntPK, primary_key=True, autoincrement=True),
-    _col("session_id", sa.String(64), index=True),
-    _col("turn_id", sa.String(64)),
-    _col("model", sa.String(128)),
-    _col("input_tokens", sa.BigInteger, default=0),
-    _col("output_tokens", sa.BigInteger, default=0),
-    _col("cache_read_tokens", sa.BigInteger, default=0),
-    _col("cache_write_tokens", sa.BigInteger, default=0),
-    _col("cost", sa.Float, default=0.0),
-    _col("created_at", UTCDateTime, default=_now, index=True),
+    META,
+    column("id", BigIntPK, primary_key=True, autoincrement=True),
+    column("session_id", sa.String(64), index=True),
+    column("turn_id", sa.String(64)),
+    column("model", sa.String(128)),
+    column("input_tokens", sa.BigInteger, default=0),
+    column("output_tokens", sa.BigInteger, default=0),
+    column("cache_read_tokens", sa.BigInteger, default=0),
+    column("cache_write_tokens", sa.BigInteger, default=0),
+    column("cost", sa.Float, default=0.0),
+    column("created_at", UTCDateTime, default=_now, index=True),
 )
 
 
@@ -170,12 +171,12 @@ USAGE = sa.Table(
 # message into the history, taken up again after a restart.
 PROCESSED_UPDATES = sa.Table(
     "processed_updates",
-    _META,
-    _col("id", BigIntPK, primary_key=True, autoincrement=True),
-    _col("platform", sa.String(32)),
-    _col("update_id", sa.String(128)),
-    _col("created_at", UTCDateTime, default=_now, index=True),
-    _col("pending", sa.JSON(none_as_null=True), null=True),
+    META,
+    column("id", BigIntPK, primary_key=True, autoincrement=True),
+    column("platform", sa.String(32)),
+    column("update_id", sa.String(128)),
+    column("created_at", UTCDateTime, default=_now, index=True),
+    column("pending", sa.JSON(none_as_null=True), null=True),
     sa.UniqueConstraint("platform", "update_id"),
 )
 
@@ -183,10 +184,10 @@ PROCESSED_UPDATES = sa.Table(
 # Small named state with no shape of its own (the Discord command digest, ...).
 KV = sa.Table(
     "kv",
-    _META,
-    _col("key", sa.String(255), primary_key=True),
-    _col("value", sa.JSON, null=True),
-    _col("updated_at", UTCDateTime, default=_now),
+    META,
+    column("key", sa.String(255), primary_key=True),
+    column("value", sa.JSON, null=True),
+    column("updated_at", UTCDateTime, default=_now),
 )
 
 
@@ -195,27 +196,27 @@ KV = sa.Table(
 # address chats that have not spoken since a restart).
 CHATS = sa.Table(
     "chats",
-    _META,
-    _col("key", sa.String(255), primary_key=True),
-    _col("platform", sa.String(32)),
-    _col("chat_id", sa.String(128)),
-    _col("thread_id", sa.String(128), null=True),
-    _col("is_group", sa.Boolean, default=False),
-    _col("session_id", sa.String(255)),
-    _col("lang", sa.String(16), default="en"),
-    _col("model", sa.String(128), null=True),
-    _col("owner", sa.String(64), default=""),
-    _col("updated_at", UTCDateTime, default=_now),
+    META,
+    column("key", sa.String(255), primary_key=True),
+    column("platform", sa.String(32)),
+    column("chat_id", sa.String(128)),
+    column("thread_id", sa.String(128), null=True),
+    column("is_group", sa.Boolean, default=False),
+    column("session_id", sa.String(255)),
+    column("lang", sa.String(16), default="en"),
+    column("model", sa.String(128), null=True),
+    column("owner", sa.String(64), default=""),
+    column("updated_at", UTCDateTime, default=_now),
 )
 
 
 # A user admitted by a one-time pairing code: allowed and admin on its platform.
 PAIRED_USERS = sa.Table(
     "paired_users",
-    _META,
-    _col("platform", sa.String(32), primary_key=True),
-    _col("user_id", sa.String(64), primary_key=True),
-    _col("paired_at", UTCDateTime, default=_now),
+    META,
+    column("platform", sa.String(32), primary_key=True),
+    column("user_id", sa.String(64), primary_key=True),
+    column("paired_at", UTCDateTime, default=_now),
 )
 
 
@@ -225,20 +226,20 @@ PAIRED_USERS = sa.Table(
 # (their chat is the approval's chat).
 SENT_MESSAGES = sa.Table(
     "sent_messages",
-    _META,
-    _col("kind", sa.String(16), primary_key=True),
-    _col("ref_id", sa.String(255), primary_key=True),
-    _col("platform", sa.String(32)),
-    _col("chat_id", sa.String(128)),
-    _col("thread_id", sa.String(128), null=True),
-    _col("is_group", sa.Boolean, default=False),
-    _col("message_id", sa.String(128)),
-    _col("lang", sa.String(16), default="en"),
-    _col("text", sa.Text, default=""),  # a question's text, shown again when it ends
-    _col("message_ids", sa.JSON),  # a partial answer's messages, in order
+    META,
+    column("kind", sa.String(16), primary_key=True),
+    column("ref_id", sa.String(255), primary_key=True),
+    column("platform", sa.String(32)),
+    column("chat_id", sa.String(128)),
+    column("thread_id", sa.String(128), null=True),
+    column("is_group", sa.Boolean, default=False),
+    column("message_id", sa.String(128)),
+    column("lang", sa.String(16), default="en"),
+    column("text", sa.Text, default=""),  # a question's text, shown again when it ends
+    column("message_ids", sa.JSON),  # a partial answer's messages, in order
     # a paused progress message: {"lines": {call: line}, "names": {call: tool}, "cut": [call]}
-    _col("progress", sa.JSON(none_as_null=True), null=True),
-    _col("created_at", UTCDateTime, default=_now),
+    column("progress", sa.JSON(none_as_null=True), null=True),
+    column("created_at", UTCDateTime, default=_now),
 )
 
 

@@ -15,7 +15,6 @@ from typing import Any, cast
 from sqlalchemy import (
     JSON,
     Boolean,
-    Column,
     Float,
     Index,
     Integer,
@@ -34,92 +33,85 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.task_ledger import ACTIVE, TERMINAL, TaskAttachment, TaskRecord
 from memory.base import Base
 from memory.db import Database
-from memory.models import UTCDateTime
+from memory.models import META, UTCDateTime, column
 
 # Plain Core tables, not ORM classes: every query here and in scheduler/store.py is a Core statement,
 # and mapping five classes cost every process ~7 ms at import (issue 21). Defined exactly as the
 # declarative classes they were (tests/storage/test_storage_plain_tables.py holds the DDL).
-_META = Base.metadata
-
-
-def _col(name: str, type_: Any, *, null: bool = False, **kw: Any) -> Column[Any]:
-    return Column(name, type_, nullable=null, **kw)
-
-
 TASKS = Table(
     "background_tasks",
-    _META,
-    _col("id", String(32), primary_key=True),
-    _col("session_id", String(128), index=True),
-    _col("chat_key", String(255), default="", index=True),
-    _col("tool_name", String(128)),
-    _col("call_id", String(128), default=""),
-    _col("arguments", JSON, default=dict),
-    _col("status", String(16), index=True),
-    _col("stage", String(200), default=""),
-    _col("detail", Text, default=""),
-    _col("percent", Float, null=True),
-    _col("result", Text, null=True),
-    _col("attachments", JSON, default=list),
-    _col("error", Text, default=""),
-    _col("timeout", Float, null=True),
-    _col("owner", String(64), default=""),
-    _col("created_at", UTCDateTime()),
-    _col("started_at", UTCDateTime(), null=True),
-    _col("finished_at", UTCDateTime(), null=True),
-    _col("heartbeat_at", UTCDateTime(), null=True),
-    _col("notified", Boolean, default=False),
+    META,
+    column("id", String(32), primary_key=True),
+    column("session_id", String(128), index=True),
+    column("chat_key", String(255), default="", index=True),
+    column("tool_name", String(128)),
+    column("call_id", String(128), default=""),
+    column("arguments", JSON, default=dict),
+    column("status", String(16), index=True),
+    column("stage", String(200), default=""),
+    column("detail", Text, default=""),
+    column("percent", Float, null=True),
+    column("result", Text, null=True),
+    column("attachments", JSON, default=list),
+    column("error", Text, default=""),
+    column("timeout", Float, null=True),
+    column("owner", String(64), default=""),
+    column("created_at", UTCDateTime()),
+    column("started_at", UTCDateTime(), null=True),
+    column("finished_at", UTCDateTime(), null=True),
+    column("heartbeat_at", UTCDateTime(), null=True),
+    column("notified", Boolean, default=False),
 )
 
 SCHEDULES = Table(
     "schedules",
-    _META,
-    _col("id", String(32), primary_key=True),
-    _col("chat_key", String(255), index=True),
-    _col("kind", String(16), default="brief"),
-    _col("spec", String(64)),  # "08:30" | "weekdays 21:00" | "trading_days 08:30"
-    _col("tz", String(64)),  # IANA name
-    _col("paused", Boolean, default=False),
-    _col("created_by", String(128), default=""),
-    _col("created_at", UTCDateTime()),
-    _col("updated_at", UTCDateTime()),
-    _col("last_run_at", UTCDateTime(), null=True),
-    _col("last_status", String(64), default=""),
-    _col("last_error", Text, default=""),
-    _col("consecutive_failures", Integer, default=0),
+    META,
+    column("id", String(32), primary_key=True),
+    column("chat_key", String(255), index=True),
+    column("kind", String(16), default="brief"),
+    column("spec", String(64)),  # "08:30" | "weekdays 21:00" | "trading_days 08:30"
+    column("tz", String(64)),  # IANA name
+    column("paused", Boolean, default=False),
+    column("created_by", String(128), default=""),
+    column("created_at", UTCDateTime()),
+    column("updated_at", UTCDateTime()),
+    column("last_run_at", UTCDateTime(), null=True),
+    column("last_status", String(64), default=""),
+    column("last_error", Text, default=""),
+    column("consecutive_failures", Integer, default=0),
 )
 
 # One row per (schedule, local run date): claimed before a brief runs, so a second fire of the same
 # day (a second scheduler, a DST fall-back hour, a catch-up after a takeover) is a no-op.
 SCHEDULE_RUNS = Table(
     "schedule_runs",
-    _META,
-    _col("schedule_id", String(32), primary_key=True),
-    _col("run_date", String(10), primary_key=True),  # YYYY-MM-DD in the schedule's zone
-    _col("scheduled_for", UTCDateTime()),
-    _col("started_at", UTCDateTime()),
-    _col("finished_at", UTCDateTime(), null=True),
-    _col("status", String(16), default="running"),
-    _col("attempts", Integer, default=0),
-    _col("error", Text, default=""),
-    _col("owner", String(128), default=""),
+    META,
+    column("schedule_id", String(32), primary_key=True),
+    column("run_date", String(10), primary_key=True),  # YYYY-MM-DD in the schedule's zone
+    column("scheduled_for", UTCDateTime()),
+    column("started_at", UTCDateTime()),
+    column("finished_at", UTCDateTime(), null=True),
+    column("status", String(16), default="running"),
+    column("attempts", Integer, default=0),
+    column("error", Text, default=""),
+    column("owner", String(128), default=""),
 )
 
 SCHEDULER_LEASES = Table(
     "scheduler_leases",
-    _META,
-    _col("name", String(64), primary_key=True),
-    _col("owner", String(128)),
-    _col("acquired_at", UTCDateTime()),
-    _col("expires_at", UTCDateTime()),
+    META,
+    column("name", String(64), primary_key=True),
+    column("owner", String(128)),
+    column("acquired_at", UTCDateTime()),
+    column("expires_at", UTCDateTime()),
 )
 
 CHAT_TIMEZONES = Table(
     "chat_timezones",
-    _META,
-    _col("chat_key", String(255), primary_key=True),
-    _col("tz", String(64)),
-    _col("updated_at", UTCDateTime()),
+    META,
+    column("chat_key", String(255), primary_key=True),
+    column("tz", String(64)),
+    column("updated_at", UTCDateTime()),
 )
 
 Index("ix_background_tasks_session_created", TASKS.c.session_id, TASKS.c.created_at)

@@ -11,10 +11,10 @@ import sqlalchemy as sa
 
 from agent.errors import StorageError
 from agent.messages import Message
-from memory.base import Base
-from memory.db import Database, create_engine, migration_sql, upgrade
+from memory.db import Database, migration_sql, upgrade
 from memory.models import CHAT_TABLES, CORE_TABLES
 from memory.stores import SqlStore
+from tests.storage.migration_diff import migration_diffs, table_of
 
 
 def url_for(path) -> str:
@@ -61,30 +61,7 @@ async def test_start_applies_migrations_and_close_is_clean(tmp_path):
 
 
 async def test_models_match_the_migration(tmp_path):
-    from alembic.autogenerate import compare_metadata
-    from alembic.migration import MigrationContext
-
-    engine = create_engine(url_for(tmp_path / "t.db"))
-    try:
-        await upgrade(engine)
-
-        def diff(sync_conn):
-            ctx = MigrationContext.configure(sync_conn, opts={"compare_type": True})
-            return compare_metadata(ctx, Base.metadata)
-
-        async with engine.connect() as conn:
-            diffs = await conn.run_sync(diff)
-    finally:
-        await engine.dispose()
-
-    def table_of(d) -> str:
-        d = d[0] if isinstance(d, list) else d  # modify_* diffs come wrapped in a list
-        if d[0] in ("add_table", "remove_table"):
-            return d[1].name
-        if d[0] in ("add_column", "remove_column") or d[0].startswith("modify_"):
-            return d[2]
-        return d[1].table.name  # indexes, constraints, foreign keys
-
+    diffs = await migration_diffs(tmp_path / "t.db")
     mine = [d for d in diffs if table_of(d) in CORE_TABLES + CHAT_TABLES]
     assert mine == []
 

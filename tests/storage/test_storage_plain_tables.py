@@ -14,10 +14,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memory.base import Base
-from memory.db import create_engine, upgrade
 from memory.models import CHAT_TABLES, CORE_TABLES
 from memory.tasks import TABLES
 from memory.taskstate import TASK_STATES
+from tests.storage.migration_diff import migration_diffs, table_of
 
 EXPECTED = json.loads((Path(__file__).parent / "plain_tables_ddl.json").read_text())
 
@@ -60,31 +60,8 @@ def test_the_tables_render_as_the_declarative_classes_did():
 
 
 async def test_the_tables_match_the_migration(tmp_path):
-    from alembic.autogenerate import compare_metadata
-    from alembic.migration import MigrationContext
-
-    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
-    try:
-        await upgrade(engine)
-
-        def diff(sync_conn):
-            ctx = MigrationContext.configure(sync_conn, opts={"compare_type": True})
-            return compare_metadata(ctx, Base.metadata)
-
-        async with engine.connect() as conn:
-            diffs = await conn.run_sync(diff)
-    finally:
-        await engine.dispose()
+    diffs = await migration_diffs(tmp_path / "t.db")
     # task_states: the model has said `data` NOT NULL and migration 0002 nullable since before
     # these were plain tables; kept as it was (the DDL test above), not compared here
     names = {t.name for t in _tables()} - {"task_states"}
-
-    def table_of(d) -> str:
-        d = d[0] if isinstance(d, list) else d
-        if d[0] in ("add_table", "remove_table"):
-            return d[1].name
-        if d[0] in ("add_column", "remove_column") or d[0].startswith("modify_"):
-            return d[2]
-        return d[1].table.name
-
     assert [d for d in diffs if table_of(d) in names] == []
