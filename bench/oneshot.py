@@ -56,11 +56,13 @@ import argparse
 import os
 import re
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,8 +72,26 @@ from bench._env import add_runs_arg, footer, header, spread  # noqa: E402
 from tests.fakes.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 
 TARGET = 1.0
+PEER_TARGET = 0.5  # tapebot's median at most half the peer's
+REPLY = "hello!"  # what the scripted model answers; every run must print it
 HEAVY = ("numpy", "matplotlib", "alembic", "pandas", "openai", "anthropic")
 _LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)")
+
+
+@dataclass
+class Subject:
+    """One command timed as fresh processes: a tapebot checkout, or the peer."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    tapebot: bool = True
+    wall: list[float] = field(default_factory=list)  # seconds, timed runs only
+    cpu: list[float] = field(default_factory=list)  # user + system of the process and its children
+    requests: list[int] = field(default_factory=list)  # model requests each timed run made
+    traced: str = ""  # stderr of one run under PYTHONPROFILEIMPORTTIME
+    instructions: int = 0  # valgrind's count of one run, children included (--instructions)
 
 
 def env_for(home: Path, server: ScriptedLLMServer, vendor: str, root: Path = ROOT) -> dict[str, str]:
@@ -88,30 +108,110 @@ def env_for(home: Path, server: ScriptedLLMServer, vendor: str, root: Path = ROO
     return env
 
 
+def tapebot(name: str, root: Path, home: Path, server: ScriptedLLMServer, vendor: str) -> Subject:
+    argv = [sys.executable, "-m", "bot.cli", "chat", "-m", "hi"]
+    return Subject(name, argv, env_for(home, server, vendor, root), root)
+
+
+def fill(template: str, server: ScriptedLLMServer, home: Path) -> str:
+    """The peer's placeholders; plain replacement, so JSON braces need no escaping."""
+    for key, value in {
+        "{base_url}": server.openai_base_url,
+        "{url}": server.url,
+        "{home}": str(home),
+    }.items():
+        template = template.replace(key, value)
+    return template
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return key, value
+
+
+def peer(args: argparse.Namespace, server: ScriptedLLMServer, home: Path) -> Subject:
+    """The external command of `--peer`, in a home of its own (HOME and XDG_* point into it)."""
+    home.mkdir(parents=True)
+    for rel, text in args.peer_file:
+        if text.startswith("@"):
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        path = home / fill(rel, server, home)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(fill(text, server, home), encoding="utf-8")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TAPEBOT_", "XDG_"))
+        and not k.endswith(("_API_KEY", "_BASE_URL"))
+        and k != "PYTHONPATH"
+    }
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+    )
+    env.update({k: fill(v, server, home) for k, v in args.peer_env})
+    argv = [fill(word, server, home) for word in shlex.split(args.peer)]
+    return Subject(args.peer_name or Path(argv[0]).name, argv, env, home, tapebot=False)
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
 
-CPU: dict[str, list[float]] = {}  # tree -> CPU seconds (user + system) of each timed run
-
-
-def one(env: dict[str, str], *extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+def one(
+    subject: Subject,
+    server: ScriptedLLMServer,
+    record: bool = True,
+    trace: bool = False,
+    prefix: tuple[str, ...] = (),
+) -> float:
+    """One fresh process; returns its wall time and, with `record`, keeps wall, CPU and requests."""
+    env = {**subject.env, "PYTHONPROFILEIMPORTTIME": "1"} if trace else subject.env
+    asked = len(server.requests)
     cpu0 = _children_cpu()
     t = time.perf_counter()
     r = subprocess.run(
-        [sys.executable, *extra, "-m", "bot.cli", "chat", "-m", "hi"],
+        [*prefix, *subject.argv],
         env=env,
-        cwd=env["PYTHONPATH"],
+        cwd=subject.cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=1800 if prefix else 120,
     )
     took = time.perf_counter() - t
-    CPU.setdefault(env["PYTHONPATH"], []).append(_children_cpu() - cpu0)
-    if r.returncode != 0:
-        sys.exit(f"tapebot chat -m hi failed ({r.returncode}):\n{r.stderr[-2000:]}")
-    return took, r
+    cpu = _children_cpu() - cpu0
+    if r.returncode != 0 or REPLY not in r.stdout:
+        sys.exit(
+            f"{shlex.join(subject.argv)} failed (exit {r.returncode}"
+            f"{'' if r.returncode else f', no {REPLY!r} in its output'}):\n"
+            f"{r.stdout[-1000:]}\n{r.stderr[-2000:]}"
+        )
+    if trace:
+        subject.traced = r.stderr
+    elif record:
+        subject.wall.append(took)
+        subject.cpu.append(cpu)
+        subject.requests.append(len(server.requests) - asked)
+    return took
+
+
+def instructions(subject: Subject, server: ScriptedLLMServer, out: Path) -> int:
+    """Instructions executed by one run and its child processes, under valgrind's callgrind: the
+    figure a busy machine does not change (the run takes ~50× longer)."""
+    out.mkdir()
+    valgrind = ("valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}/cg.%p")
+    one(subject, server, record=False, prefix=valgrind)
+    total = 0
+    for path in out.glob("cg.*"):
+        m = re.search(r"^(?:summary|totals): (\d+)", path.read_text(errors="replace"), re.M)
+        total += int(m.group(1)) if m else 0
+    return total
 
 
 def offenders(stderr: str, top: int) -> list[tuple[int, str]]:
@@ -129,52 +229,91 @@ def main() -> None:
     parser.add_argument("--vendor", choices=("openai", "anthropic"), default="openai")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--root", type=Path, help="also time this checkout (before/after, interleaved)")
+    parser.add_argument(
+        "--peer",
+        help="also time this command (another agent's one-shot), interleaved; "
+        "{base_url} {url} {home} are substituted",
+    )
+    parser.add_argument("--peer-name", help="label of the peer (default: the command's first word)")
+    parser.add_argument(
+        "--peer-file",
+        type=_pair,
+        action="append",
+        default=[],
+        metavar="REL_PATH=TEXT",
+        help="write TEXT (or the file @PATH) at REL_PATH in the peer's home, with the substitutions",
+    )
+    parser.add_argument(
+        "--peer-env", type=_pair, action="append", default=[], metavar="NAME=VALUE", help="peer's env"
+    )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count one run's instructions under valgrind (slow; independent of the load)",
+    )
     args = parser.parse_args()
     header(f"one-shot turn: tapebot chat -m hi ({args.vendor} SDK, local scripted model)")
     server = ScriptedLLMServer()
     server.start_in_thread()
     trees = {"this tree": ROOT, **({f"{args.root}": args.root.resolve()} if args.root else {})}
-    times: dict[str, list[float]] = {name: [] for name in trees}
-    traced: dict[str, str] = {}
     try:
-        server.script(*[Reply("hello!") for _ in range((args.runs + 3) * len(trees))])
+        server.script(*[Reply(REPLY) for _ in range((args.runs + 3) * (len(trees) + 1))])
+        server.default = Reply(REPLY)  # a peer may ask more than once a turn
         with tempfile.TemporaryDirectory() as tmp:
-            envs = {
-                n: env_for(Path(tmp) / str(i), server, args.vendor, r)
+            subjects = [
+                tapebot(n, r, Path(tmp) / str(i), server, args.vendor)
                 for i, (n, r) in enumerate(trees.items())
-            }
-            for name, env in envs.items():
-                first, _ = one(env)  # creates and migrates the fresh database
-                print(f"{name}: first run (creates and migrates the database) {first:.2f} s")
-            CPU.clear()  # count the timed runs only
-            for _ in range(args.runs):  # interleaved: each tree sees the same load
-                for name, env in envs.items():
-                    times[name].append(one(env)[0])
-            cpu = {name: list(CPU[env["PYTHONPATH"]]) for name, env in envs.items()}
+            ]
+            if args.peer:
+                subjects.append(peer(args, server, Path(tmp) / "peer"))
+            for s in subjects:
+                first = one(s, server, record=False)  # creates and migrates the fresh database / home
+                print(
+                    f"{s.name}: first run (creates its home{' and database' if s.tapebot else ''}) {first:.2f} s"
+                )
+            for _ in range(args.runs):  # interleaved: each command sees the same load
+                for s in subjects:
+                    one(s, server)
             bare = [one_bare() for _ in range(args.runs)]
-            for name, env in envs.items():
-                traced[name] = one(env, "-X", "importtime")[1].stderr
+            for s in subjects:
+                one(s, server, trace=True)
+                if args.instructions:
+                    s.instructions = instructions(s, server, Path(tmp) / f"callgrind-{subjects.index(s)}")
     finally:
         server.stop()
     print(f"bare interpreter (python -c pass): median {statistics.median(bare):.3f} s")
-    for name in trees:
-        med = statistics.median(times[name])
-        print(f"-- {name}")
-        print(
-            f"wall time: median {med:.3f} s {spread(times[name], 1, ' s')}  target ≤ {TARGET} s "
-            f"{'ok' if med <= TARGET else 'MISSED'}"
-        )
+    for s in subjects:
+        med = statistics.median(s.wall)
+        print(f"-- {s.name}{'' if s.tapebot else f' (peer: {shlex.join(s.argv)})'}")
+        verdict = f"  target ≤ {TARGET} s {'ok' if med <= TARGET else 'MISSED'}" if s.tapebot else ""
+        print(f"wall time: median {med:.3f} s {spread(s.wall, 1, ' s')}{verdict}")
         print(
             f"CPU time (user + system; less sensitive to a busy machine): median "
-            f"{statistics.median(cpu[name]):.3f} s {spread(cpu[name], 1, ' s')}"
+            f"{statistics.median(s.cpu):.3f} s {spread(s.cpu, 1, ' s')}"
         )
+        print(f"model requests per turn: {', '.join(str(n) for n in sorted(set(s.requests)))}")
+        if s.instructions:
+            print(f"instructions of one run (valgrind, children included): {s.instructions / 1e9:.2f} G")
         # top-level packages: a package imported with importlib.import_module (the SDKs, see
         # config/imports.py) has no line of its own in -X importtime, only its submodules
-        loaded = {m.group(4).split(".")[0] for m in _LINE.finditer(traced[name])}
-        print("imported: " + ", ".join(f"{m} {'yes' if m in loaded else 'no'}" for m in HEAVY))
-        print(f"top {args.top} imports by cumulative time (python -X importtime, one run):")
-        for us, module in offenders(traced[name], args.top):
-            print(f"  {us / 1000:8.1f} ms  {module}")
+        loaded = {m.group(4).split(".")[0] for m in _LINE.finditer(s.traced)}
+        if s.tapebot:
+            print("imported: " + ", ".join(f"{m} {'yes' if m in loaded else 'no'}" for m in HEAVY))
+        if loaded:
+            print(f"top {args.top} imports by cumulative time (python -X importtime, one run):")
+            for us, module in offenders(s.traced, args.top):
+                print(f"  {us / 1000:8.1f} ms  {module}")
+    if args.peer:
+        other = subjects[-1]
+        for s in subjects[:-1]:
+            wall = statistics.median(s.wall) / statistics.median(other.wall)
+            cpu = statistics.median(s.cpu) / statistics.median(other.cpu)
+            print(
+                f"{s.name} / {other.name} (medians; target ≤ {PEER_TARGET}): "
+                f"wall {wall:.3f} {'ok' if wall <= PEER_TARGET else 'MISSED'}, "
+                f"CPU {cpu:.3f} {'ok' if cpu <= PEER_TARGET else 'MISSED'}"
+                + (f", instructions {s.instructions / other.instructions:.3f}" if other.instructions else "")
+            )
     footer()
 
 
