@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from agent.errors import ToolError, ToolFailed
+from agent.errors import NoticeDeferred, ToolError, ToolFailed
 from agent.ports import Clock, SystemClock
 from agent.task_ledger import (
     ACTIVE,
@@ -397,6 +397,10 @@ class TaskManager:
         record = record.model_copy(update={"notified": True})
         try:
             await self.on_complete(record)
+        except NoticeDeferred as exc:  # another process serves its chat: it delivers it at start
+            log.info("notice of task %s left pending: %s", record.id, exc)
+            await self.store.release_notification(record.id)
+            return False
         except Exception:
             log.exception("completion callback failed for task %s; will retry after restart", record.id)
             await self.store.release_notification(record.id)

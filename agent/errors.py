@@ -22,7 +22,8 @@ TapebotError
 │   ├── AlwaysNotOffered           "always allow" asked for an action that never offers it
 │   └── ApprovalForeignChat        the approval belongs to another chat
 ├── StorageError                   the database refused (locked beyond the busy timeout, ...)
-└── CompactionFailed               /compact could not summarise
+├── CompactionFailed               /compact could not summarise
+└── NoticeDeferred                 no chat here serves a task's notice: it stays pending
 """
 
 from __future__ import annotations
@@ -131,3 +132,8 @@ class TurnNotBegun(StorageError):
 
 class CompactionFailed(TapebotError):
     """A compaction that was asked for (`/compact`) could not be done: the summary failed."""
+
+
+class NoticeDeferred(TapebotError):
+    """A finished task's notice addresses a chat this process does not serve (the console, a
+    one-shot turn): its claim is released and it waits for the process that serves the chat."""

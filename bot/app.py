@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agent.approval import ApprovalGate
+from agent.errors import NoticeDeferred
 from agent.providers.base import ModelClient
 from agent.redact import Redactor, install_log_redaction
 from agent.runtime import AgentRuntime, RuntimeConfig
@@ -372,7 +373,10 @@ class App:
 
     async def _task_finished(self, record: TaskRecord) -> None:
         """A background task ended: wake a turn in its chat that reports the result (queued behind
-        a running turn, never mixed into the user's message). Delivered once (the ledger claims it)."""
+        a running turn, never mixed into the user's message). Delivered once (the ledger claims it).
+        Without chats (a one-shot turn) nobody could be told: it waits for `tapebot run`."""
+        if not self.task_listeners:
+            raise NoticeDeferred(f"no chat is open here for {record.chat_key}")
         for notify in self.task_listeners:
             await notify(record)
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from adapters.base import ChatAdapter, DeliveryError, SentMessage
 from agent.background_tools import task_notification_text
+from agent.errors import NoticeDeferred
 from agent.task_ledger import TaskRecord
 from bot.chats import ChatDirectory, ChatState
 from bot.i18n_tasks import task_done_text, task_progress_text
@@ -42,11 +43,15 @@ class TaskNotices:
         return state
 
     async def notify_task(self, record: TaskRecord) -> None:
-        """A background task finished: a system notification wakes a turn in its chat."""
-        state = await self._chat_of(record)
+        """A background task finished: a system notification wakes a turn in its chat. A chat on a
+        platform this process does not serve (the console, next to a Telegram chat's task) is left
+        to the process that serves it: `NoticeDeferred` keeps the notice pending."""
+        state = await self._chats.by_key(record.chat_key)
         if state is None:
             log.warning("task %s finished but chat %s is unknown here", record.id, record.chat_key)
             return
+        if state.chat.platform not in self._adapters:
+            raise NoticeDeferred(f"{state.chat.platform} is not served by this process")
         msg = self._progress.pop(record.id, None)
         if msg is not None:
             with contextlib.suppress(DeliveryError):

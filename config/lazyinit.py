@@ -9,8 +9,9 @@ before, so every model a turn touches is built exactly as the SDK would build it
 code reaches are skipped.
 
 A package is made lazy only when its `__init__` has nothing but a docstring, `from __future__`
-and `from .x import a as b` statements, and no re-exported name is also a submodule's name (whose
-attribute the import system would overwrite); anything else loads the ordinary way. `dir()`,
+and `from .x import a as b` statements and perhaps an `__all__` list of string literals naming
+only what those bind, and no re-exported name is also a submodule's name (whose attribute the
+import system would overwrite); anything else loads the ordinary way. `dir()`,
 `__all__` (so `from pkg import *`) and reading a submodule as an attribute (`pkg.chat`) behave as
 with the eager package; tests/perf/test_perf_lazy_sdk_types.py compares both, name by name.
 """
@@ -38,6 +39,7 @@ class Reexports:
 
     where: dict[str, str]
     renamed: dict[str, str]
+    all: tuple[str, ...] | None = None  # the `__all__` the `__init__` sets, if it sets one
 
     @property
     def submodules(self) -> frozenset[str]:
@@ -70,11 +72,15 @@ def reexports(source: bytes) -> Reexports | None:
     """What an `__init__` that only re-exports binds; None for any other kind of `__init__`."""
     where: dict[str, str] = {}
     renamed: dict[str, str] = {}
+    explicit: tuple[str, ...] | None = None
     for node in ast.parse(source).body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             continue
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # the docstring
+        if (listed := _dunder_all(node)) is not None:
+            explicit = listed
+            continue
         if not (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module):
             return None
         for alias in node.names:
@@ -84,10 +90,26 @@ def reexports(source: bytes) -> Reexports | None:
             where[bound] = node.module
             if alias.name != bound:
                 renamed[bound] = alias.name
-    found = Reexports(where, renamed)
+    found = Reexports(where, renamed, explicit)
     if set(where) & found.submodules:
         return None  # a name that is also a submodule's: leave the ordinary import its order
+    if explicit is not None and not set(explicit) <= set(where) | found.submodules:
+        return None  # `__all__` names something the `__init__` does not bind
     return found
+
+
+def _dunder_all(node: ast.stmt) -> tuple[str, ...] | None:
+    """The names of `__all__ = [...]` (or a tuple) of string literals; None for any other statement."""
+    if not (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == "__all__"
+        and isinstance(node.value, (ast.List, ast.Tuple))
+    ):
+        return None
+    names = [e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return tuple(names) if len(names) == len(node.value.elts) else None
 
 
 class _Loader(importlib.abc.Loader):
@@ -97,8 +119,12 @@ class _Loader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         module = LazyPackage(spec.name)
         module.__dict__["__reexports__"] = self.names
-        # `from pkg import *` binds what it bound from the eager package: names and submodules
-        module.__dict__["__all__"] = [*self.names.where, *sorted(self.names.submodules)]
+        # `from pkg import *` binds what it bound from the eager package: its `__all__`, or else
+        # every name and the submodules its imports bound
+        names = self.names
+        module.__dict__["__all__"] = (
+            list(names.all) if names.all is not None else [*names.where, *sorted(names.submodules)]
+        )
         return module
 
     def exec_module(self, module: ModuleType) -> None:

@@ -117,11 +117,11 @@ def import_sdks(modules: Sequence[str]) -> None:
     """Import `modules` (in a worker thread at start); a failure is left for the client to report."""
     import importlib
 
-    from agent.providers.sdkload import lazy_types
+    from agent.providers.sdkload import lazy_reexports
 
     for name in modules:
         try:
-            lazy_types(name)
+            lazy_reexports(name)
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 — the client that needs it raises a clear error later
             continue

@@ -10,6 +10,11 @@
   (openai: ~470 modules, anthropic: ~2,900), and importing the SDK imports them all; a chat turn
   needs a few dozen. Those packages load their names on first use (`config.lazyinit`): ~0.3 s of
   a one-shot turn with openai, ~0.4 s with anthropic (issue 21).
+- **Every API's resources (anthropic).** anthropic's `resources` packages re-export every
+  endpoint's client class the same way, and its Vertex, Bedrock and tool-runner helpers, which
+  its `__init__` imports, import the beta resources: every beta endpoint and its types, for the
+  one class each needs. They load on first use too. openai's `resources` packages do more than
+  re-export, so they load the ordinary way.
 """
 
 from __future__ import annotations
@@ -23,15 +28,20 @@ from config.lazyinit import install_lazy_reexports
 UNUSED_OPTIONAL = ("aiohttp",)
 
 
-def lazy_types(name: str) -> None:
-    """From now on, SDK `name`'s re-exporting `types` packages load what is read, when it is read."""
-    install_lazy_reexports(f"{name}.types")
+#: The packages of each SDK whose re-exporting `__init__`s load what is read, when it is read.
+LAZY_PACKAGES: dict[str, tuple[str, ...]] = {"openai": ("types",), "anthropic": ("types", "resources")}
+
+
+def lazy_reexports(name: str) -> None:
+    """From now on, SDK `name`'s re-exporting packages (`LAZY_PACKAGES`) load lazily."""
+    for package in LAZY_PACKAGES.get(name, ("types",)):
+        install_lazy_reexports(f"{name}.{package}")
 
 
 def import_sdk(name: str) -> ModuleType:
-    """Import the SDK `name` with lazy types and `UNUSED_OPTIONAL` hidden unless already imported.
+    """Import the SDK `name` with lazy re-exports and `UNUSED_OPTIONAL` hidden unless already imported.
     Meant for the event-loop thread (the first model call): while another thread imports the SDK
     (the start-up warm-up, `App.warm_sdks`), nothing is hidden, so that thread's imports are never
     disturbed."""
-    lazy_types(name)
+    lazy_reexports(name)
     return import_without(name, UNUSED_OPTIONAL)

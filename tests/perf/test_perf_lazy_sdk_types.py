@@ -1,7 +1,7 @@
-"""The SDKs' `types` packages load lazily (config/lazyinit.py, issue 21) and still bind exactly what
-the eager packages bind: every name of every `types` package, compared between a fresh interpreter
-that imports the SDK the ordinary way and one that imports it as tapebot does. Behaviour only,
-never timings."""
+"""The SDKs' `types` packages (and anthropic's `resources`) load lazily (config/lazyinit.py, issue
+21) and still bind exactly what the eager packages bind: every name of every such package, compared
+between a fresh interpreter that imports the SDK the ordinary way and one that imports it as
+tapebot does. Behaviour only, never timings."""
 
 from __future__ import annotations
 
@@ -14,25 +14,26 @@ from pathlib import Path
 
 import pytest
 
+from agent.providers.sdkload import LAZY_PACKAGES
 from config.lazyinit import reexports
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Walks every package under `<sdk>.types` and describes each public name it binds (modules left
+# Walks every package under `<sdk>.<top>` (`types`, `resources`) and describes each public name it binds (modules left
 # out: the eager packages also bind every submodule they imported along the way). `annotations` is
 # the `from __future__ import annotations` feature, which an eager `__init__` leaks as a name.
 _PROBE = """
 import importlib, json, pathlib, sys, types
-sdk, lazy = sys.argv[1], sys.argv[2] == "lazy"
+sdk, top, lazy = sys.argv[1], sys.argv[2], sys.argv[3] == "lazy"
 if lazy:
     from agent.providers.sdkload import import_sdk
     import_sdk(sdk)
 else:
     importlib.import_module(sdk)
-loaded = sum(1 for m in list(sys.modules) if m.startswith(sdk + ".types"))
+loaded = sum(1 for m in list(sys.modules) if m.startswith(f"{sdk}.{top}"))
 root = pathlib.Path(importlib.import_module(sdk).__file__).parent
 packages = sorted(
-    ".".join((sdk, *p.parent.relative_to(root).parts)) for p in (root / "types").rglob("__init__.py")
+    ".".join((sdk, *p.parent.relative_to(root).parts)) for p in (root / top).rglob("__init__.py")
 )
 def describe(value):
     if isinstance(value, (type, types.FunctionType)):
@@ -47,7 +48,7 @@ for name in packages:
             continue
         bound[f"{name}:{attr}"] = describe(value)
 star = {}
-exec(f"from {sdk}.types import *", star)
+exec(f"from {sdk}.{top} import *", star)
 print(json.dumps({
     "loaded": loaded,
     "packages": len(packages),
@@ -56,16 +57,16 @@ print(json.dumps({
         k for k, v in star.items()
         if not k.startswith("_") and k != "annotations" and not isinstance(v, types.ModuleType)
     ),
-    "lazy": type(sys.modules[sdk + ".types"]).__name__,
+    "lazy": type(sys.modules[f"{sdk}.{top}"]).__name__,
 }))
 """
 
 
-def _probe(sdk: str, mode: str) -> dict:
+def _probe(sdk: str, top: str, mode: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PYTHONPATH"] = str(ROOT)
     out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_PROBE), sdk, mode],
+        [sys.executable, "-c", textwrap.dedent(_PROBE), sdk, top, mode],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -76,9 +77,12 @@ def _probe(sdk: str, mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
-def test_lazy_types_bind_every_name_the_eager_packages_bind(sdk):
-    eager, lazy = _probe(sdk, "eager"), _probe(sdk, "lazy")
+@pytest.mark.parametrize(
+    ("sdk", "top"), [("openai", "types"), ("anthropic", "types"), ("anthropic", "resources")]
+)
+def test_lazy_packages_bind_every_name_the_eager_packages_bind(sdk, top):
+    assert top in LAZY_PACKAGES[sdk]
+    eager, lazy = _probe(sdk, top, "eager"), _probe(sdk, top, "lazy")
     assert eager["lazy"] != "LazyPackage" and lazy["lazy"] == "LazyPackage"
     assert lazy["loaded"] < eager["loaded"]  # what the laziness is for
     assert eager["packages"] == lazy["packages"] > 1
@@ -88,7 +92,7 @@ def test_lazy_types_bind_every_name_the_eager_packages_bind(sdk):
     assert not missing and not extra, (missing[:10], extra[:10])
     differ = [k for k in eager["bound"] if eager["bound"][k] != lazy["bound"][k]]
     assert not differ, [(k, eager["bound"][k], lazy["bound"][k]) for k in differ[:5]]
-    assert eager["star"] == lazy["star"]  # `from <sdk>.types import *`
+    assert eager["star"] == lazy["star"]  # `from <sdk>.<top> import *`
 
 
 def test_only_a_pure_reexporting_init_is_made_lazy():
@@ -104,8 +108,13 @@ def test_only_a_pure_reexporting_init_is_made_lazy():
         b"from .a import A\nif True:\n    from .b import B\n",
         b"import os\nfrom .a import A\n",
         b"from .a import a\n",  # a name that is also a submodule's
+        b"from .a import A\n__all__ = ['A', 'B']\n",  # `__all__` names what is not bound
+        b"from .a import A\n__all__ = [name for name in ('A',)]\n",  # not a list of literals
+        b"from .a import A\n__all__ = ['A']\n__all__ += ['a']\n",
     ):
         assert reexports(impure) is None, impure
+    listed = reexports(b"from .a import A\nfrom .b import B\n__all__ = ['B', 'a']\n")
+    assert listed is not None and listed.all == ("B", "a")  # what `from pkg import *` binds
 
 
 def test_a_lazy_package_behaves_like_the_eager_one(tmp_path):
