@@ -113,6 +113,10 @@ of five at 0.504 wall); against 0.3.0, which is ~0.4 s lighter (no MCP client im
 it is missed: half of 0.3.0 is ~0.70–0.80 s wall and 3.12 G instructions, ~11% fewer than
 tapebot's 3.50 G. Without the primed tiktoken cache, nanobot 0.3.5 measured 1.906 / 1.865 s
 against tapebot's 0.957 / 0.887 s (0.502 / 0.476; 7 runs, load 1.4–1.5).
+After merging main at cbb7d53 (02:36–02:39 UTC, load 0.8–1.0, 7 runs each): against 0.3.5 wall
+1.090 / 2.608 s, CPU 1.037 / 2.602 s (0.418 / 0.398), instructions 3.50 G / 7.50 G (0.467);
+against 0.3.0 wall 1.041 / 1.567 s, CPU 0.985 / 1.566 s (0.664 / 0.629). The wall ratios move
+with the load (0.42–0.50 against 0.3.5) while the instruction ratio stays: trust that one.
 """
 
 from __future__ import annotations
