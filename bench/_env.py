@@ -5,6 +5,13 @@ A figure taken while the machine is busy (load average above the core count) is 
 says something about relative cost (before/after in the same conditions), not about the code's
 speed on a quiet machine.
 
+The load average does not show a host that is itself shared: on this virtual 2-core machine the
+same code's CPU time per message has measured 0.8 ms in one quarter of an hour and 1.3 ms in the
+next, at the same load. So header and footer also print the host's speed at that moment: the CPU
+time of a fixed piece of interpreter work (`host_speed`, median of 7, ~35 ms in all). A figure
+taken when it is high is slow in proportion; compare figures only at a similar host speed, or
+interleaved. It changes within seconds, so it is a hint, not a correction factor.
+
     from bench._env import header, footer, add_runs_arg, median_of
     header("compaction")                 # at the start of main()
     ms, samples = median_of(fn, runs)    # seconds; fn is called `runs` times
@@ -55,12 +62,37 @@ def load_line() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {cores()} cores{busy}"
 
 
+def _fixed_work() -> int:
+    """Dictionary, string and integer work of a fixed size: what an interpreter mostly does."""
+    table: dict[int, str] = {}
+    for i in range(40_000):
+        table[i & 1023] = str(i)
+    return len(table)
+
+
+def host_speed(samples: int = 7) -> float:
+    """Milliseconds of this thread's CPU time for `_fixed_work` (median of `samples`): 4.7–4.8 ms
+    on this 2-core Xeon when its host is quiet; more (up to 8 ms seen) when the host is busy,
+    whatever the load average says."""
+    times = []
+    for _ in range(samples):
+        t = time.thread_time()
+        _fixed_work()
+        times.append(time.thread_time() - t)
+    return statistics.median(times) * 1000
+
+
+def speed_line() -> str:
+    return f"host speed: fixed interpreter work {host_speed():.1f} ms of CPU (lower is faster)"
+
+
 def machine_lines() -> list[str]:
     impl = platform.python_implementation()
     return [
         f"python {impl} {platform.python_version()} ({sys.executable})",
         f"cpu {cpu_model()} × {cores()} cores ({platform.system()} {platform.release()})",
         load_line(),
+        speed_line(),
     ]
 
 
@@ -71,7 +103,7 @@ def header(title: str) -> None:
 
 
 def footer() -> None:
-    print(f"   at the end: {load_line()}")
+    print(f"   at the end: {load_line()}; {speed_line()}")
 
 
 def add_runs_arg(parser: argparse.ArgumentParser, default: int = MIN_RUNS) -> None:
