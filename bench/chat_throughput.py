@@ -42,6 +42,15 @@ per-message statement now runs on the store's own connections, which it counts i
 tapebot's ratio over the ceiling 0.73–0.78 → 0.84–0.90 (three runs each). The chat row's upsert,
 built per call, was most of it: a new chat's first message writes the row twice.
 
+2026-12-04, quiet (load below 1, host speed 4.7–4.8 ms): loop CPU per message 0.90, 0.93, 0.93, 0.97,
+0.99 ms (median 0.93; 14.6 SQL statements, 10.2 redaction scans, 4 trace lines); at 500 ms, 0.91 of
+the ceiling. The same code, same load, in other quarter-hours: 0.82–0.86 ms, and 1.04–1.37 ms
+(the footer's host speed then up to 8 ms). Tried and dropped: running each group commit's
+statements and COMMIT in a thread of the runner's (sqlite3 releases the GIL inside SQLite). The
+loop's CPU per message fell 8% (0.80–0.85 against 0.87–0.91 ms, interleaved), but replies got
+slower: wall 1.24–1.34 s against 1.01–1.06 s, p95 latency 385–435 ms against 266–273 ms. The
+thread's hand-offs and GIL waits cost the chats more than the loop saved.
+
 Run: python bench/chat_throughput.py [--chats 200] [--messages 5] [--latency 0.1] [--flood-limits]
                                      [--no-baseline | --baseline-only]
 """

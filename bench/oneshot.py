@@ -117,6 +117,15 @@ After merging main at cbb7d53 (02:36–02:39 UTC, load 0.8–1.0, 7 runs each): 
 1.090 / 2.608 s, CPU 1.037 / 2.602 s (0.418 / 0.398), instructions 3.50 G / 7.50 G (0.467);
 against 0.3.0 wall 1.041 / 1.567 s, CPU 0.985 / 1.566 s (0.664 / 0.629). The wall ratios move
 with the load (0.42–0.50 against 0.3.5) while the instruction ratio stays: trust that one.
+
+2026-12-04 (load below 1.1): 0.926 s wall, 0.872 s CPU (7 runs); against
+nanobot 0.3.5 interleaved (7 runs): 0.912 s against 1.970 s wall (0.463), instructions 3.50 G
+against 7.49 G (0.467). With `--vendor anthropic`, anthropic's `resources` packages loading what is
+read (config/lazyinit.py now also takes a package whose `__init__` sets `__all__`; host speed
+4.7–5.0 ms): 1.755 s
+against 1.909 s wall, 6.54 G against 6.80 G instructions (-3.8%), interleaved with the commit
+before. The rest is the SDK's own `__init__`, which imports its Vertex, Bedrock, Foundry and
+tool-runner helpers and, through them, the beta endpoints' types (~2,300 modules).
 """
 
 from __future__ import annotations
