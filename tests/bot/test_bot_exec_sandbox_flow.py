@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -48,5 +49,5 @@ async def test_a18_c3_approved_command_cannot_touch_tapebot_policy_or_secrets(tm
         assert "AAFsandbox" not in result
     finally:
         await h.stop()
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         assert conn.execute("select count(*) from approvals where id = 'forged'").fetchone() == (0,)

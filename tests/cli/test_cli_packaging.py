@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import tomllib
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -121,7 +122,7 @@ async def test_db_backup_is_a_private_timestamped_copy(tmp_path, monkeypatch):
     home = tmp_path / "home"
     url = f"sqlite+aiosqlite:///{home / 'tapebot.db'}"
     await upgrade(url)
-    with sqlite3.connect(home / "tapebot.db") as con:
+    with closing(sqlite3.connect(home / "tapebot.db")) as con, con:
         con.execute("create table marker(v text)")
         con.execute("insert into marker values ('kept')")
     monkeypatch.setenv("TAPEBOT_HOME", str(home))
@@ -132,7 +133,7 @@ async def test_db_backup_is_a_private_timestamped_copy(tmp_path, monkeypatch):
     assert path.name.startswith("tapebot-") and path.name.endswith("Z.db")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    with sqlite3.connect(path) as con:
+    with closing(sqlite3.connect(path)) as con, con:
         assert con.execute("select v from marker").fetchone() == ("kept",)
         assert con.execute("pragma integrity_check").fetchone() == ("ok",)
 

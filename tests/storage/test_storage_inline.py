@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from contextlib import closing
 
 import pytest
 import sqlalchemy as sa
@@ -113,6 +114,9 @@ async def test_a_failing_write_is_rolled_back_alone(tmp_path):
         )
         assert results[0] == 1 and results[2] == 3
         assert isinstance(results[1], Exception) and "UNIQUE" in str(results[1])
-        with sqlite3.connect(path) as check:  # the failed write left nothing behind, not even v=2
+        with (
+            closing(sqlite3.connect(path)) as check,
+            check,
+        ):  # the failed write left nothing behind, not even v=2
             assert sorted(r[0] for r in check.execute("SELECT v FROM t")) == [1, 3]
         await db.run(insert(4), write=True, sqlite=raw(4))  # and the connection is usable again

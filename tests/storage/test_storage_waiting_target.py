@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 
 from agent.ports import TurnRecord, WaitingState, WaitingTarget
 from memory.db import Database
@@ -35,7 +36,7 @@ async def test_turns_stored_with_the_old_dict_target_load_typed(tmp_path):
         "t-question": {"call_id": "c2", "tool": "ask_user"},
         "t-bare": {},
     }
-    with sqlite3.connect(path) as raw:
+    with closing(sqlite3.connect(path)) as raw, raw:
         for turn_id, target in old.items():
             raw.execute(
                 "UPDATE turns SET status = 'suspended', payload = ? WHERE id = ?",

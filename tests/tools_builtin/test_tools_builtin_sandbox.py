@@ -11,6 +11,7 @@ import asyncio
 import re
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def approvals_db(home: Path) -> Path:
     """A real SQLite tapebot.db with a standing-approvals table (A18's target)."""
     db = home / "tapebot.db"
     db.unlink()
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("create table standing_approvals (chat text, tool text)")
         conn.execute("insert into standing_approvals values ('telegram:5', 'exec_command')")
     return db
@@ -58,7 +59,7 @@ def _body(out: str) -> str:
 
 
 def _rows(db: Path) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         return conn.execute("select * from standing_approvals").fetchall()
 
 
