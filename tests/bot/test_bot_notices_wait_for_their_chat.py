@@ -89,6 +89,18 @@ async def _pending(app: App) -> list[str]:
     return sorted(r.id for r in await SqlTaskStore(app.db).pending_notifications())
 
 
+async def test_a_one_shot_leaves_other_chats_pending_notices_for_the_bot(tmp_path):
+    settings = make_settings(tmp_path / "home", {})
+    await _seed(settings, _done("bg_0123456789", "tg:42"))  # finished while nobody was there
+
+    one_shot = App(settings, model_factory=lambda _m: ScriptedClient())
+    await one_shot.start(adapters=False)
+    try:
+        assert await _pending(one_shot) == ["bg_0123456789"]
+    finally:
+        await one_shot.stop()
+
+
 async def test_the_console_leaves_a_telegram_chats_notice_pending(tmp_path):
     settings = make_settings(tmp_path / "home", {})
     await _seed(settings, _done("bg_telegram01", "tg:42"), chats=(TELEGRAM_CHAT,))
