@@ -7,12 +7,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent.tools.registry import Toolset
-from bot.mcp_server import build_mcp_server, is_write, served_toolset, tier_of
+from bot.mcp_gate import is_write
+from bot.mcp_http import TOKEN_ENV, Listen, ListenError, check_exposure, http_app, parse_listen, serve_http
+from bot.mcp_server import LOCAL_PROVIDERS, build_mcp_server, served_toolset, tier_of
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -24,8 +27,10 @@ log = logging.getLogger("tapebot.mcp")
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tapebot mcp",
-        description="Serve tapebot's investing tools to MCP clients over stdio (Claude Code, Cursor, ...).",
-        epilog="Example: claude mcp add tapebot -- tapebot mcp",
+        description="Serve tapebot's investing tools to MCP clients over stdio (Claude Code, Cursor, ...) "
+        "or streamable HTTP (--http).",
+        epilog="Examples: claude mcp add tapebot -- tapebot mcp;  "
+        "TAPEBOT_MCP_TOKEN=... tapebot mcp --http 127.0.0.1:8765",
     )
     parser.add_argument(
         "action",
@@ -47,6 +52,19 @@ def build_arg_parser() -> argparse.ArgumentParser:
         default=3,
         help="1 = history only, 2 = + market data and engine, 3 = + user data and LLM (default)",
     )
+    parser.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST defaults to "
+        "127.0.0.1; any other address needs TAPEBOT_MCP_TOKEN, which clients send as a bearer token)",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --http: a Host name clients use besides loopback (DNS-rebinding check); repeatable",
+    )
     return parser
 
 
@@ -59,6 +77,14 @@ def mcp_main(args: argparse.Namespace | Sequence[str], settings: Settings) -> in
     if action == "tools":
         return asyncio.run(_list_served(settings, ns))
     logging.basicConfig(stream=sys.stderr, level=getattr(settings, "log_level", "INFO"))
+    if getattr(ns, "http", None):
+        try:
+            listen = parse_listen(ns.http)
+            check_exposure(listen, os.environ.get(TOKEN_ENV, ""))
+        except ListenError as exc:
+            print(f"tapebot mcp: {exc}", file=sys.stderr)
+            return 2
+        return asyncio.run(_serve_http(settings, ns, listen))
     return asyncio.run(_serve(settings, ns))
 
 
@@ -71,6 +97,38 @@ async def _app_toolset(settings: Settings) -> tuple[Any, Toolset]:
     return app, served_toolset(app.runtime.tools)
 
 
+def _build_server(
+    app: Any, toolset: Toolset, settings: Settings, ns: argparse.Namespace, transport: str
+) -> Any:
+    server = build_mcp_server(
+        toolset,
+        app.deps,
+        allow_writes=ns.allow_writes,
+        max_tier=ns.max_tier,
+        workspace=settings.workspace_dir,
+        results_dir=settings.results_dir,
+        open_world=settings.markets.provider not in LOCAL_PROVIDERS,
+        skills=_skills(app),
+    )
+    log.info(
+        "serving %d tools over %s (writes %s, max tier %d)",
+        len(server.tapebot_exposed),
+        transport,
+        "ENABLED" if ns.allow_writes else "off",
+        ns.max_tier,
+    )
+    return server
+
+
+def _skills(app: Any) -> Any:
+    from agent.skills import SkillLibrary, builtin_skills
+
+    try:
+        return list(app.deps.get(SkillLibrary))
+    except LookupError:
+        return list(builtin_skills().values())
+
+
 async def _serve(settings: Settings, ns: argparse.Namespace) -> int:
     from mcp.server.stdio import stdio_server
 
@@ -78,23 +136,35 @@ async def _serve(settings: Settings, ns: argparse.Namespace) -> int:
     async with stdio_server() as (read, write):
         app, toolset = await _app_toolset(settings)
         try:
-            server = build_mcp_server(
-                toolset,
-                app.deps,
-                allow_writes=ns.allow_writes,
-                max_tier=ns.max_tier,
-                workspace=settings.workspace_dir,
-                results_dir=settings.results_dir,
-            )
-            log.info(
-                "serving %d tools over stdio (writes %s, max tier %d)",
-                len(server.tapebot_exposed),
-                "ENABLED" if ns.allow_writes else "off",
-                ns.max_tier,
-            )
+            server = _build_server(app, toolset, settings, ns, "stdio")
             await server.run(read, write, server.create_initialization_options())
         finally:
             await app.stop()
+    return 0
+
+
+async def _serve_http(settings: Settings, ns: argparse.Namespace, listen: Listen) -> int:
+    app, toolset = await _app_toolset(settings)
+    try:
+        server = _build_server(app, toolset, settings, ns, "streamable HTTP")
+        token = os.environ.get(TOKEN_ENV, "")
+        try:
+            asgi = http_app(server, listen, token=token, extra_hosts=ns.allowed_host)
+        except ListenError as exc:
+            print(f"tapebot mcp: {exc}", file=sys.stderr)
+            return 2
+
+        def started(port: int) -> None:
+            url = Listen(listen.host, port).url
+            # One line on stdout that scripts and tests can wait for; the token is never printed.
+            print(
+                f"MCP server listening on {url} ({'bearer token required' if token else 'no token'})",
+                flush=True,
+            )
+
+        await serve_http(asgi, listen, started=started)
+    finally:
+        await app.stop()
     return 0
 
 

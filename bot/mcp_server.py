@@ -22,20 +22,17 @@ Cursor / others: {"mcpServers": {"tapebot": {"command": "tapebot", "args": ["mcp
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
 import secrets
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import InvalidToolArguments, ToolError
-from agent.ports import args_hash
-from agent.tools.registry import Deps, Tool, ToolContext, ToolOutput, Toolset, ToolSpec, render_result
+from agent.tools.registry import Deps, Tool, Toolset, ToolSpec, render_result
+from bot.mcp_gate import IDEMPOTENCY_ARG, CallFailed, McpAudit, ToolGate, entry, is_write
 
 if TYPE_CHECKING:
     pass
@@ -57,7 +54,6 @@ TIER_BY_TOOL: dict[str, int] = {
     "intraday_analysis": 2,
     "intraday_rescue_check": 2,
     "query_tail_buy": 2,
-    "render_chart": 2,
     "portfolio": 3,
     "update_portfolio": 3,
     "generate_ai_report": 3,
@@ -65,6 +61,8 @@ TIER_BY_TOOL: dict[str, int] = {
     "manage_strategy": 3,
     "manage_trader": 3,
     "execute_trade": 3,
+    "cancel_order": 3,
+    "get_strategies": 3,
     "get_positions": 3,
     "get_balance": 3,
     "get_trade_history": 3,
@@ -77,14 +75,11 @@ TIER_BY_TOOL: dict[str, int] = {
 NOT_SERVED_TOOLSETS = frozenset(
     {"core", "local", "skills", "subagents", "background", "schedule", "scheduler", "mcp"}
 )
+# Market-data providers that read local files: with these the market tools touch nothing outside.
+LOCAL_PROVIDERS = frozenset({"bundled", "csv"})
 AUDIT_FILE = "mcp_audit.jsonl"
-IDEMPOTENCY_ARG = "idempotency_key"
 TEXT_CAP = 200_000
 IMAGE_CAP = 5_000_000
-
-
-def is_write(spec: ToolSpec) -> bool:
-    return spec.requires_approval or spec.side_effect == "mutating"
 
 
 def tier_of(spec: ToolSpec) -> int:
@@ -104,36 +99,30 @@ def served_toolset(toolset: Toolset) -> Toolset:
     return Toolset("mcp-served", (t for t in toolset if t.spec.toolset not in NOT_SERVED_TOOLSETS))
 
 
-# ---- audit ------------------------------------------------------------------------------------
-@dataclass
-class McpAudit:
-    """Every MCP call: a log line, an in-memory list (tests, `tapebot mcp`), a JSONL file."""
-
-    path: Path | None = None
-    entries: list[dict[str, Any]] = field(default_factory=list)
-
-    def record(self, entry: dict[str, Any]) -> None:
-        self.entries.append(entry)
-        level = logging.WARNING if entry.get("write") else logging.INFO
-        log.log(
-            level,
-            "mcp call %s key=%s ok=%s%s",
-            entry["tool"],
-            entry["key"],
-            entry["ok"],
-            f" error={entry['error']}" if entry.get("error") else "",
-        )
-        if self.path is not None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
-            except OSError:
-                log.exception("cannot write the MCP audit file %s", self.path)
-
-
 # ---- schema adapter ---------------------------------------------------------------------------
-def mcp_tool(spec: ToolSpec, *, tier: int | None = None) -> Any:
+def tool_hints(spec: ToolSpec, *, open_world: bool = False) -> dict[str, bool]:
+    """What the MCP hints may truthfully say of a tool. A tool that calls a model or the network
+    is neither read-only (it spends the operator's tokens or reaches a third party) nor
+    idempotent (its answer changes); market tools are open-world when the data provider is a
+    network one (`open_world`)."""
+    world = spec.open_world or (open_world and spec.toolset == "markets")
+    read_only = spec.side_effect == "read_only" and not spec.open_world
+    return {
+        "read_only_hint": read_only,
+        "destructive_hint": spec.side_effect == "mutating",
+        "idempotent_hint": spec.side_effect == "idempotent" or (read_only and not spec.open_world),
+        "open_world_hint": world,
+    }
+
+
+def title_of(spec: ToolSpec) -> str:
+    """A human-readable name for clients' tool pickers: `get_market_price` -> "Get market price"."""
+    words = [("AI" if w == "ai" else w) for w in spec.name.split("_") if w]
+    title = " ".join(words)
+    return title[:1].upper() + title[1:]
+
+
+def mcp_tool(spec: ToolSpec, *, tier: int | None = None, open_world: bool = False) -> Any:
     """The MCP `Tool` for a ToolSpec (same name, description and input schema)."""
     import mcp_types as types
 
@@ -149,17 +138,40 @@ def mcp_tool(spec: ToolSpec, *, tier: int | None = None) -> Any:
         description += " This tool CHANGES DATA: confirm with the user before calling it. Calls are audited."
     if spec.background:
         description += " Long-running: the call returns when the work is done."
+    hints = tool_hints(spec, open_world=open_world)
     return types.Tool(
         name=spec.name,
+        title=title_of(spec),
         description=description,
         input_schema=schema,
-        annotations=types.ToolAnnotations(
-            read_only_hint=spec.side_effect == "read_only",
-            destructive_hint=spec.side_effect == "mutating",
-            idempotent_hint=spec.side_effect != "mutating",
-            open_world_hint=False,
-        ),
+        output_schema={"type": "object"} if spec.structured else None,
+        annotations=types.ToolAnnotations(title=title_of(spec), **hints),
     )
+
+
+class Progress:
+    """A call's progress notifications, strictly increasing as the protocol requires: a percent
+    at or below the last one sent (a tool restarting its count, or one without percents) moves
+    the value by a small step instead, and is dropped only once nothing is left below 100."""
+
+    STEP = 0.1
+
+    def __init__(self, send: Callable[[float, float, str], Awaitable[None]]) -> None:
+        self._send = send
+        self.last: float | None = None
+
+    async def __call__(self, stage: str, detail: str = "", percent: float | None = None) -> None:
+        value = float(percent) if percent is not None else None
+        if value is None or (self.last is not None and value <= self.last):
+            value = 0.0 if self.last is None else self.last + self.STEP
+        value = max(0.0, min(value, 100.0))
+        if self.last is not None and value <= self.last:
+            return
+        self.last = value
+        try:
+            await self._send(value, 100.0, f"{stage}: {detail}" if detail else stage)
+        except Exception:  # progress is best-effort
+            log.debug("progress notification not sent", exc_info=True)
 
 
 def _result(text: str, *, error: bool = False, structured: Any = None, images: Sequence[Any] = ()) -> Any:
@@ -205,14 +217,19 @@ def build_mcp_server(
     user_id: str = "mcp",
     default_timeout: float = 600.0,
     name: str = "tapebot",
+    open_world: bool = False,
+    skills: Iterable[Any] = (),
 ) -> Any:
     """A lowlevel MCP `Server` serving `toolset` (filtered by tier and, unless `allow_writes`,
-    without write tools). Run it over stdio with `run_stdio(server)`, or connect in-process with
-    `mcp.Client(server)`."""
+    without write tools), the resources and resource templates those tools back, and `skills`
+    as prompts. Run it over stdio with `run_stdio(server)`, over HTTP with bot/mcp_http.py, or
+    connect in-process with `mcp.Client(server)`."""
     import mcp_types as types
     from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
 
-    instance = secrets.token_hex(4)
+    from bot import mcp_catalog as catalog
+
     audit = audit if audit is not None else McpAudit(results_dir / AUDIT_FILE if results_dir else None)
     hidden_writes: set[str] = set()
     exposed: dict[str, Tool] = {}
@@ -224,119 +241,85 @@ def build_mcp_server(
             hidden_writes.add(spec.name)
             continue
         exposed[spec.name] = tool
-    listing = [mcp_tool(t.spec) for t in exposed.values()]
+    gate = ToolGate(
+        exposed, hidden_writes, deps, audit, secrets.token_hex(4), user_id, workspace, default_timeout
+    )
+    listing = [mcp_tool(t.spec, open_world=open_world) for t in exposed.values()]
+    resources = catalog.Resources(gate)
+    prompts = catalog.Prompts(skills)
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=listing)
 
     async def call_tool(sctx: Any, params: Any) -> Any:
-        started = time.perf_counter()
         name_ = params.name
         args = dict(params.arguments or {})
-        tool = exposed.get(name_)
-        if tool is None:
-            if name_ in hidden_writes:
-                why = (
-                    f"{name_} changes data and is not exposed over MCP. The operator can enable write "
-                    "tools by starting the server with `tapebot mcp --allow-writes`."
-                )
-            else:
-                why = f"unknown tool {name_}; available: {', '.join(exposed) or 'none'}"
-            audit.record(_entry(name_, "", args, False, why, started, write=name_ in hidden_writes))
-            return _result(why, error=True)
-        write = is_write(tool.spec)
-        client_key = str(args.pop(IDEMPOTENCY_ARG, "") or "") if write else ""
-        # Client keys get their own prefix so they can never collide with a chat call id.
-        key = f"mcp-key-{client_key}" if client_key else f"mcp-{instance}-{sctx.request_id}"
-
-        async def progress(stage: str, detail: str = "", percent: float | None = None) -> None:
-            try:
-                message = f"{stage}: {detail}" if detail else stage
-                await sctx.session.report_progress(float(percent or 0.0), 100.0, message)
-            except Exception:  # noqa: BLE001 — progress is best-effort
-                pass
-
-        ctx = ToolContext(
-            call_id=key,
-            tool_name=name_,
-            session_id=f"mcp:{instance}",
-            turn_id=f"mcp:{instance}",
-            user_id=user_id,
-            chat_key="mcp",
-            workspace=workspace or Path.cwd(),
-            deps=deps,
-            unattended=False,  # a person is at the MCP client, which confirms writes itself
-            source="mcp",
-            # honoured as the client sent it: no per-process part, so it holds across restarts
-            idempotency_key=client_key,
-            _progress=progress,
-        )
+        if name_ not in exposed:  # not in tools/list: a protocol error (-32602), not a tool's failure
+            why = gate.refusal(name_)
+            audit.record(
+                entry(name_, "", args, False, why, time.perf_counter(), write=name_ in hidden_writes)
+            )
+            raise MCPError(types.INVALID_PARAMS, why)
         try:
-            tool.validate(args)
-            timeout = tool.spec.timeout or default_timeout
-            value = await asyncio.wait_for(tool.call(ctx, args), timeout)
-        except InvalidToolArguments as exc:
-            audit.record(_entry(name_, key, args, False, str(exc), started, write=write))
+            out = await gate.invoke(
+                name_, args, request_id=sctx.request_id, progress=Progress(sctx.session.report_progress)
+            )
+        except CallFailed as exc:
             return _result(str(exc), error=True)
-        except TimeoutError:
-            msg = f"{name_} did not finish within {tool.spec.timeout or default_timeout:.0f} s"
-            audit.record(_entry(name_, key, args, False, msg, started, write=write))
-            return _result(msg, error=True)
-        except ToolError as exc:
-            audit.record(_entry(name_, key, args, False, str(exc), started, write=write))
-            return _result(str(exc), error=True)
-        except Exception as exc:  # the tool crashed: an error result, never a dead server
-            log.exception("MCP tool %s failed", name_)
-            msg = f"{name_} failed: {type(exc).__name__}: {exc}"
-            audit.record(_entry(name_, key, args, False, msg, started, write=write))
-            return _result(msg, error=True)
-        attachments: list[Any] = []
-        if isinstance(value, ToolOutput):
-            attachments = list(value.attachments)
-            value = value.content
-        text = render_result(value)
+        text = render_result(out.value)
         if len(text) > TEXT_CAP:
             text = text[:TEXT_CAP] + f"\n…[truncated: {len(text):,} characters in total]"
         structured = None
-        if isinstance(value, dict) or (hasattr(value, "model_dump") and not isinstance(value, str)):
+        if isinstance(out.value, dict) or (
+            hasattr(out.value, "model_dump") and not isinstance(out.value, str)
+        ):
             try:
-                structured = json.loads(render_result(value))
+                structured = json.loads(render_result(out.value))
             except ValueError:
                 structured = None
-        audit.record(_entry(name_, key, args, True, "", started, write=write))
-        return _result(text, structured=structured, images=_images(attachments))
+        return _result(text, structured=structured, images=_images(out.attachments))
+
+    async def list_resources(ctx: Any, params: Any) -> Any:
+        return types.ListResourcesResult(resources=resources.listing())
+
+    async def list_templates(ctx: Any, params: Any) -> Any:
+        return types.ListResourceTemplatesResult(resource_templates=resources.templates())
+
+    async def read_resource(sctx: Any, params: Any) -> Any:
+        return types.ReadResourceResult(contents=await resources.read(str(params.uri), sctx.request_id))
+
+    async def list_prompts(ctx: Any, params: Any) -> Any:
+        return types.ListPromptsResult(prompts=prompts.listing())
+
+    async def get_prompt(ctx: Any, params: Any) -> Any:
+        return prompts.get(params.name, dict(params.arguments or {}))
+
+    async def complete(sctx: Any, params: Any) -> Any:
+        values = await resources.complete(params.argument.name, params.argument.value, sctx.request_id)
+        return types.CompleteResult(
+            completion=types.Completion(values=values[:100], total=len(values), has_more=len(values) > 100)
+        )
 
     server: Any = Server(
         name,
         version=_version(),
+        title="tapebot",
         instructions=(
             "tapebot's investing tools: market data as of a date, Wyckoff analysis, screens, "
             "backtests and (tier 3) the user's portfolio. Always state the as-of date of market data."
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
     )
     server.tapebot_audit = audit  # for `tapebot mcp` and tests
     server.tapebot_exposed = list(exposed)
     return server
-
-
-def _entry(
-    tool: str, key: str, args: dict[str, Any], ok: bool, error: str, started: float, *, write: bool
-) -> dict[str, Any]:
-    return {
-        "ts": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "tool": tool,
-        "key": key,
-        "write": write,
-        "args_hash": args_hash(tool, args),
-        "arguments": json.loads(json.dumps(args, default=str))
-        if len(json.dumps(args, default=str)) <= 4000
-        else "(too long)",
-        "ok": ok,
-        "error": error[:500],
-        "elapsed": round(time.perf_counter() - started, 3),
-    }
 
 
 def _version() -> str:

@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from markets.bars import Bars
 from markets.calendar import exchange_today
 from markets.data import MarketData
-from markets.errors import IdempotencyConflict, MarketError, NotFound, TradeRejected
+from markets.errors import IdempotencyConflict, MarketError, OrderNotFound, TradeRejected
 from markets.models import MarketTrade, SessionFactory
 from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side, limit_block
@@ -440,7 +440,7 @@ class PaperBroker:
         async with self.sessions() as s, s.begin():
             t = await s.get(MarketTrade, order_id)
             if t is None or t.user_id != user_id or t.venue != self.venue:
-                raise NotFound(f"no order #{order_id} of yours on the {self.venue} account")
+                raise OrderNotFound(f"no order #{order_id} of yours on the {self.venue} account")
             if t.status == "cancelled":
                 return TradeResult(trade_dict(t), replayed=True)
             done = await s.execute(

@@ -31,6 +31,10 @@ class NotFound(MarketError):
         super().__init__(text)
 
 
+class OrderNotFound(MarketError):
+    """No order with that id belongs to this user on this account."""
+
+
 class WrongExchange(NotFound):
     """A code with the wrong exchange (`600519.SZ`): the code exists, but on another exchange."""
 

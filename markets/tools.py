@@ -700,7 +700,7 @@ async def execute_trade(
     return out
 
 
-@market_tools.tool(requires_approval=True, side_effect="mutating")
+@market_tools.tool(requires_approval=True, side_effect="idempotent")
 async def cancel_order(ctx: ToolContext, order_id: int) -> dict[str, Any]:
     """Cancel a paper order that is waiting at a price limit (status `waiting`, listed under pending orders in `portfolio`). Filled or rejected orders cannot be cancelled; cancelling twice returns the first outcome.
 
@@ -818,7 +818,7 @@ async def manage_trader(
 
 
 # ---- AI write-ups (background) --------------------------------------------------------------------
-@market_tools.tool(background=True, timeout=300)
+@market_tools.tool(background=True, timeout=300, open_world=True)
 async def generate_ai_report(ctx: ToolContext, code: str) -> dict[str, Any]:
     """A written Wyckoff report on one stock, grounded in the engine's output (phase, range, events, health), stating the model and sources used.
 
@@ -844,7 +844,7 @@ async def generate_ai_report(ctx: ToolContext, code: str) -> dict[str, Any]:
     }
 
 
-@market_tools.tool(background=True, timeout=300)
+@market_tools.tool(background=True, timeout=300, open_world=True)
 async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) -> dict[str, Any]:
     """A rule-based decision (consider_buy / watch / avoid, or for holdings hold / hold_with_caution / reduce_or_exit) with a written rationale grounded in the engine's output; for one stock, or for every holding when no code is given.
 

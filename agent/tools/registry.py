@@ -26,10 +26,10 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_type_hints, overload
+from typing import Any, Literal, TypeVar, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -58,6 +58,10 @@ class ToolSpec:
     timeout: float | None = None
     toolset: str = ""
     summary: str = ""  # first line of the description, for /help and tables
+    # Reaches beyond tapebot's own data whatever the configuration (a model call, the network).
+    open_world: bool = False
+    # Returns a JSON object (a dict or a pydantic model), so surfaces can promise structured output.
+    structured: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,9 +284,18 @@ def build_tool(
         parameters=parameters,
         toolset=toolset,
         summary=desc.splitlines()[0].strip(),
+        structured=_returns_object(hints.get("return")),
         **flags,
     )
     return Tool(fn, spec, args_model, ctx_param)
+
+
+def _returns_object(annotation: Any) -> bool:
+    """A dict, a Mapping or a pydantic model: the result renders as one JSON object."""
+    origin = get_origin(annotation) or annotation
+    if origin in (dict, Mapping):
+        return True
+    return isinstance(origin, type) and issubclass(origin, BaseModel)
 
 
 class Toolset:
@@ -316,6 +329,7 @@ class Toolset:
         background: bool = False,
         side_effect: SideEffect | None = None,
         timeout: float | None = None,
+        open_world: bool = False,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -330,6 +344,7 @@ class Toolset:
         background: bool = False,
         side_effect: SideEffect | None = None,
         timeout: float | None = None,
+        open_world: bool = False,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (`@ts.tool`) or with flags."""
 
@@ -346,6 +361,7 @@ class Toolset:
                     background=background,
                     side_effect=effect,
                     timeout=timeout,
+                    open_world=open_world,
                 )
             )
             return f

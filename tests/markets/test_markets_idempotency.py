@@ -17,7 +17,8 @@ from mcp import Client
 
 from agent.ports import execution_key
 from agent.tools.registry import Deps, ToolContext
-from bot.mcp_server import IDEMPOTENCY_ARG, build_mcp_server
+from bot.mcp_gate import IDEMPOTENCY_ARG
+from bot.mcp_server import build_mcp_server
 from markets.broker import PaperBroker
 from markets.data import MarketData
 from markets.errors import IdempotencyConflict

@@ -32,17 +32,47 @@ def make_toolset(png: Path | None = None) -> Toolset:
         return f"no history for {query}"
 
     @markets.tool(concurrency_safe=True)
-    async def analyze_stock(ctx: ToolContext, code: str, days: int = 250) -> dict:
+    async def analyze_stock(ctx: ToolContext, code: str, days: int = 250, chart: bool = False) -> dict:
         """Analyse one stock with the Wyckoff engine.
 
         Args:
             code: 6-digit code.
             days: bars to look at.
+            chart: also draw the chart.
         """
         if code == "000000":
             raise RuntimeError("engine exploded")
         await ctx.progress("loading", "bars", 50.0)
-        return {"code": code, "phase": "C", "days": days, "as_of": "2026-07-24"}
+        out = {"code": code, "phase": "C", "days": days, "as_of": "2026-07-24"}
+        if chart and png is not None:
+            return ToolOutput(out, [Attachment(path=png, mime="image/png")])  # type: ignore[return-value]
+        return out
+
+    @markets.tool(concurrency_safe=True)
+    async def get_market_price(ctx: ToolContext, code: str) -> dict:
+        """The latest close."""
+        return {"symbol": code, "price": 1480.55, "as_of": "2025-09-03"}
+
+    @markets.tool(concurrency_safe=True)
+    def search_stock_by_name(ctx: ToolContext, query: str, limit: int = 10) -> dict:
+        """Find stocks by code or name."""
+        names = {"600519": "贵州茅台", "600036": "招商银行", "300750": "宁德时代"}
+        hits = [c for c, n in names.items() if c.startswith(query) or query in n]
+        return {"query": query, "matches": [{"symbol": c, "name": names[c]} for c in hits[:limit]]}
+
+    @markets.tool(concurrency_safe=True)
+    async def run_backtest(ctx: ToolContext, code: str, wait: bool = False) -> dict:
+        """A backtest whose stages report progress the way the real one can: restarting at 0,
+        repeating a value, and without a percent at all."""
+        for stage, percent in (("loading", 5.0), ("simulating", 0.0), ("simulating", 75.0)):
+            await ctx.progress(stage, code, percent)
+        await ctx.progress("simulating", code, 75.0)
+        await ctx.progress("summarising", code, None)
+        if wait:
+            started = ctx.deps.get(Ledger)
+            started.keys.append("backtest-started")
+            await asyncio.sleep(3600)
+        return {"code": code, "return_pct": 12.5}
 
     @markets.tool(concurrency_safe=True)
     async def render_chart(ctx: ToolContext, code: str) -> ToolOutput:

@@ -7,9 +7,12 @@ import sys
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from agent.tools.registry import Deps
-from bot.mcp_server import IDEMPOTENCY_ARG, McpAudit, build_mcp_server, served_toolset, tier_of
+from bot.mcp_gate import IDEMPOTENCY_ARG, McpAudit
+from bot.mcp_server import build_mcp_server, served_toolset, tier_of
 from tests.mcp.mcp_toy_server import PNG
 from tests.mcp.mcp_toy_tapebot import ROOT, Ledger, make_toolset
 
@@ -45,7 +48,16 @@ async def test_read_tools_are_served_and_writes_are_hidden_by_default(toolset, t
     server = build_mcp_server(toolset, Deps(Ledger()), audit=audit)
     async with Client(server) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(listed) == {"query_history", "analyze_stock", "render_chart", "portfolio", "screen_stocks"}
+        assert set(listed) == {
+            "query_history",
+            "analyze_stock",
+            "render_chart",
+            "portfolio",
+            "screen_stocks",
+            "get_market_price",
+            "search_stock_by_name",
+            "run_backtest",
+        }
         analyze = listed["analyze_stock"]
         spec = toolset.get("analyze_stock").spec
         assert analyze.input_schema == spec.parameters  # one definition
@@ -65,11 +77,14 @@ async def test_read_tools_are_served_and_writes_are_hidden_by_default(toolset, t
             "as_of": "2026-07-24",
         }
 
-        denied = await client.call_tool("update_portfolio", {"code": "600519", "shares": 0})
-        assert denied.is_error and "--allow-writes" in denied.content[0].text
+        # Tools not in tools/list are a protocol error (-32602), with words that say why.
+        with pytest.raises(MCPError) as denied:
+            await client.call_tool("update_portfolio", {"code": "600519", "shares": 0})
+        assert denied.value.code == INVALID_PARAMS and "--allow-writes" in str(denied.value)
 
-        unknown = await client.call_tool("exec_command", {"command": "rm -rf /"})
-        assert unknown.is_error and "unknown tool" in unknown.content[0].text
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("exec_command", {"command": "rm -rf /"})
+        assert unknown.value.code == INVALID_PARAMS and "unknown tool" in str(unknown.value)
     assert [(e["tool"], e["ok"]) for e in audit.entries] == [
         ("analyze_stock", True),
         ("update_portfolio", False),

@@ -61,7 +61,7 @@ async def exec_command(ctx: ToolContext, command: str, timeout: float | None = N
     return await exec_command_impl(policy_of(ctx), command, timeout)
 
 
-@local_tools.tool(concurrency_safe=True, side_effect="read_only")
+@local_tools.tool(concurrency_safe=True, side_effect="read_only", open_world=True)
 async def web_fetch(ctx: ToolContext, url: str, max_chars: int = 20000) -> str:
     """Fetch a public web page or document (http/https) and return it as readable text.
 
