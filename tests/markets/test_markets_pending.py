@@ -164,8 +164,11 @@ async def test_cancel_goes_through_approval_and_stops_the_retry(db, folder):
     assert market_tools.get("cancel_order").spec.requires_approval
     bot = Bot(db, folder, "2025-09-02")
     r = await bot.call("execute_trade", {"code": "600000", "side": "buy", "quantity": 1000})
-    with pytest.raises(MarketError, match="no order"):
+    with pytest.raises(MarketError, match="no order") as other:
         await bot.call("cancel_order", {"order_id": r["id"]}, user="u2")  # not someone else's
+    assert "instrument" not in str(other.value)  # says what is missing: the order
+    with pytest.raises(MarketError, match=r"^no order #99999 of yours on the paper account$"):
+        await bot.call("cancel_order", {"order_id": 99999})
     c = await bot.call("cancel_order", {"order_id": r["id"]}, call_id="x1")
     assert c["order"]["status"] == "cancelled" and "cancelled" in c["note"]
     again = await bot.call("cancel_order", {"order_id": r["id"]}, call_id="x1")  # a replayed approval
