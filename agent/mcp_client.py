@@ -11,6 +11,8 @@
     [[mcp_servers]]
     name = "search"
     url = "https://mcp.example.com/mcp"      # streamable HTTP
+    bearer_token_env = "SEARCH_MCP_TOKEN"    # sends "Authorization: Bearer $SEARCH_MCP_TOKEN"
+    headers = { "X-Client" = "tapebot" }     # plain headers; secret ones: headers_env = { "X-Api-Key" = "VAR" }
 
 `McpManager(configs).start()` connects to every server concurrently with the official `mcp`
 SDK, lists their tools and wraps each as a tapebot tool named `server__tool` whose parameters are
@@ -137,6 +139,30 @@ def stdio_parameters(
     return StdioServerParameters(command=command, args=args, env=env)
 
 
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> Any:
+    """The SDK's streamable-HTTP transport over an HTTP client that sends `headers` (the SDK's
+    own client sends none), closed with the session. Timeouts as the SDK's default client."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    timeout = httpx2.Timeout(30.0, read=300.0)
+
+    async def refused(response: Any) -> None:
+        # The SDK reports any 4xx as "Server returned an error response"; say which, for /status.
+        if response.status_code in (401, 403):
+            raise PermissionError(
+                f"HTTP {response.status_code}: the server refused the credentials sent "
+                "(check bearer_token_env / headers_env and that the variable is set)"
+            )
+
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [refused]}) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
 # ---- the tool adapter -------------------------------------------------------------------------
 def _validator(schema: dict[str, Any]) -> Any:
     try:
@@ -243,6 +269,9 @@ class McpServerConnection:
     _session_over: asyncio.Event = field(default_factory=asyncio.Event)
     _was_ready: bool = False
     _errlog: TextIO | None = None
+    # Set when the server's tool list changed and `tools` was re-read (the manager republishes).
+    tools_changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _reloads: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -256,7 +285,8 @@ class McpServerConnection:
         from mcp.client.stdio import stdio_client
 
         if self.config.url:
-            return self.config.url
+            headers = self.config.resolved_headers(self.environ if self.environ is not None else os.environ)
+            return _http_transport(self.config.url, headers)
         # The server's stderr goes to a log file (its last lines explain a failed start).
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -312,7 +342,9 @@ class McpServerConnection:
         self._session_over = asyncio.Event()
         became_ready = False
         try:
-            async with Client(self._transport(), read_timeout_seconds=self.config.timeout) as client:
+            async with Client(
+                self._transport(), read_timeout_seconds=self.config.timeout, message_handler=self._on_message
+            ) as client:
                 async with asyncio.timeout(self.start_timeout or self.config.timeout):
                     listed = await self._list_tools(client)
                 if not self._was_ready:
@@ -326,7 +358,11 @@ class McpServerConnection:
                 self.state, self.error = "ready", ""
                 became_ready = self._was_ready = True
                 self._ready.set()
-                await self._session_over.wait()
+                listening = asyncio.create_task(self._listen(client))
+                try:
+                    await self._session_over.wait()
+                finally:
+                    listening.cancel()
         except Exception as exc:  # noqa: BLE001 — any failure (ExceptionGroups included) is reported, never raised
             if became_ready:  # lost (unless call() already said how)
                 if self.state != "disconnected":
@@ -347,11 +383,44 @@ class McpServerConnection:
                 self._errlog = None
         return became_ready
 
-    async def _list_tools(self, client: Client) -> list[RemoteTool]:
+    async def _on_message(self, message: Any) -> None:
+        """A 2025-era server says its tools changed with a notification."""
+        import mcp_types as types
+
+        if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
+            # not inside the SDK's reader task; kept so it is not collected while it runs
+            task = asyncio.create_task(self._reload_tools(self._client))
+            self._reloads.add(task)
+            task.add_done_callback(self._reloads.discard)
+
+    async def _listen(self, client: Client) -> None:
+        """A 2026-era server says it on a subscriptions/listen stream; older ones do not have it."""
+        from mcp.client.subscriptions import ListenNotSupportedError
+
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    await self._reload_tools(client)
+        except ListenNotSupportedError:
+            return
+        except Exception as exc:  # noqa: BLE001 — the listen stream is an extra; calls go on without it
+            log.info("MCP server %s: no change notifications (%s)", self.name, _describe(exc))
+
+    async def _reload_tools(self, client: Client) -> None:
+        try:
+            listed = await self._list_tools(client, cache_mode="bypass")
+        except Exception as exc:  # noqa: BLE001 — keep the tools we have; the next change retries
+            log.warning("MCP server %s: cannot re-read its tools: %s", self.name, _describe(exc))
+            return
+        self.tools = [McpTool(self, remote.name, build_spec(self.config, remote)) for remote in listed]
+        log.info("MCP server %s: its tools changed (%d now)", self.name, len(self.tools))
+        self.tools_changed.set()
+
+    async def _list_tools(self, client: Client, cache_mode: Any = "use") -> list[RemoteTool]:
         tools: list[RemoteTool] = []
         cursor = None
         for _ in range(50):  # a paginator that never ends cannot hang the start
-            page = await client.list_tools(cursor=cursor)
+            page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
@@ -496,6 +565,8 @@ class McpManager:
             for c in configs
         ]
         self._toolset = Toolset("mcp")
+        self._published: list[Toolset] = []
+        self._watchers: list[asyncio.Task[None]] = []
         self.started = False
 
     async def start(self) -> None:
@@ -512,8 +583,33 @@ class McpManager:
                     continue
                 toolset.add(tool)
         self._toolset = toolset
+        self._watchers = [asyncio.create_task(self._republish(c)) for c in self.connections]
+
+    def publish_into(self, toolset: Toolset) -> None:
+        """Keep `toolset` (the runtime's, which holds these tools among others) up to date when
+        a server's tool list changes."""
+        self._published.append(toolset)
+
+    async def _republish(self, conn: McpServerConnection) -> None:
+        current = {t.name for t in conn.tools if t.name in self._toolset and self._toolset.get(t.name) is t}
+        while True:
+            await conn.tools_changed.wait()
+            conn.tools_changed.clear()
+            for target in (self._toolset, *self._published):
+                for name in current:
+                    target.remove(name)
+            current = set()
+            for tool in conn.tools:
+                if tool.name in self._toolset or any(tool.name in t for t in self._published):
+                    log.warning("MCP tool name %s is used twice; the second one is skipped", tool.name)
+                    continue
+                for target in (self._toolset, *self._published):
+                    target.add(tool)
+                current.add(tool.name)
 
     async def stop(self) -> None:
+        for watcher in self._watchers:
+            watcher.cancel()
         await asyncio.gather(*(c.stop() for c in self.connections), return_exceptions=True)
 
     @property

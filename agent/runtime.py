@@ -247,9 +247,17 @@ class AgentRuntime:
             background=background,
             redact=self.redactor.text,
         )
-        self._schemas = [ToolSchema(s.name, s.description, s.parameters) for s in tools.specs()]
+        self._schemas_version = -1
+        self._refresh_schemas()
+
+    def _refresh_schemas(self) -> None:
+        """The tool schemas sent with every call, rebuilt when the toolset changed (an MCP
+        server's list_changed); compaction leaves room for them and the system prompt."""
+        if self.tools.version == self._schemas_version:
+            return
+        self._schemas_version = self.tools.version
+        self._schemas = [ToolSchema(s.name, s.description, s.parameters) for s in self.tools.specs()]
         self._tool_names = frozenset(s.name for s in self._schemas)
-        # the system prompt and tool schemas are sent with every call: compaction must leave room
         self._overhead_tokens = estimate_messages([], self.config.system_prompt, self._schemas)
 
     # ---- public API --------------------------------------------------------------------------
@@ -448,6 +456,7 @@ class AgentRuntime:
         """The turn itself: a new one for `request`, or the suspended turn `resume_id`. (One
         generator, not a wrapper around another: every event passes through it.)"""
         started = time.perf_counter()
+        self._refresh_schemas()
         fresh = resume_id is None
         if fresh:
             assert request is not None

@@ -269,6 +269,7 @@ class App:
         tools = Toolset.combine(
             "tapebot", tools, self._memory_tools(self.memory_hooks), *self._agent_extras(), mcp.toolset
         )
+        mcp.publish_into(tools)  # a server's changed tool list reaches the runtime
         self._wire_subagents(tools)
         self.runtime = AgentRuntime(
             model_for=self.model_for,
@@ -384,7 +385,7 @@ class App:
         from agent.mcp_client import McpManager
 
         s = self.settings
-        mcp = McpManager(s.mcp_servers, log_dir=s.home / "logs", results_dir=s.results_dir)
+        mcp = McpManager(s.mcp_servers, environ=s.environ, log_dir=s.home / "logs", results_dir=s.results_dir)
         self.mcp = mcp
         await mcp.start()  # a server that fails is reported in /status; the bot starts anyway
         self.on_stop(mcp.stop)

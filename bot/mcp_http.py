@@ -106,7 +106,11 @@ class BearerAuth:
             return
         sent = dict(scope.get("headers") or []).get(b"authorization", b"")
         if not hmac.compare_digest(sent, self._expected):
-            body = b'{"error": "unauthorized", "detail": "send Authorization: Bearer <TAPEBOT_MCP_TOKEN>"}'
+            # A JSON-RPC error body: MCP clients show its message instead of a bare status.
+            body = (
+                b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32001, '
+                b'"message": "unauthorized: send Authorization: Bearer <the TAPEBOT_MCP_TOKEN of this server>"}}'
+            )
             await send(
                 {
                     "type": "http.response.start",

@@ -203,6 +203,12 @@ class McpServerConfig(_Section):
     name: str = Field(min_length=1)
     command: list[str] | None = None  # stdio server: argv
     url: str | None = None  # streamable-HTTP server
+    # HTTP headers sent to a URL server: plain values in `headers`; secret ones by the name of the
+    # environment variable holding them (`headers_env`), and `bearer_token_env` for
+    # "Authorization: Bearer <token>". Secret values are masked in logs like every other key.
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    bearer_token_env: str | None = None
     env_allowlist: list[str] = Field(default_factory=list)
     requires_approval: bool = True
     tool_overrides: dict[str, bool] = Field(default_factory=dict)  # tool -> requires_approval
@@ -212,7 +218,24 @@ class McpServerConfig(_Section):
     def _one_transport(self) -> McpServerConfig:
         if bool(self.command) == bool(self.url):
             raise ValueError("set exactly one of command (a stdio server) or url (an HTTP server)")
+        if self.command and (self.headers or self.headers_env or self.bearer_token_env):
+            raise ValueError("headers, headers_env and bearer_token_env are for url servers only")
         return self
+
+    def resolved_headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The headers to send, secret ones read from the environment now; a variable that is
+        not set is left out (the server's 401 then says what is missing)."""
+        out = dict(self.headers)
+        for header, var in self.headers_env.items():
+            if env.get(var):
+                out[header] = env[var]
+        if self.bearer_token_env and env.get(self.bearer_token_env):
+            out["Authorization"] = f"Bearer {env[self.bearer_token_env]}"
+        return out
+
+    def secret_values(self, env: Mapping[str, str]) -> list[str]:
+        names = [*self.headers_env.values(), *([self.bearer_token_env] if self.bearer_token_env else [])]
+        return [env[n] for n in names if env.get(n)]
 
 
 class LogConfig(_Section):
@@ -363,6 +386,8 @@ class Settings(BaseModel):
             env.get(self.markets.live_secret_env),
             _url_password(self.database_url),
         ]
+        for server in self.mcp_servers:
+            found += server.secret_values(env)
         # Very short values would redact ordinary words; no real secret is that short.
         unique = {s for s in found if s and len(s) >= 6}
         return sorted(unique, key=lambda s: (-len(s), s))

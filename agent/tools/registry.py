@@ -304,6 +304,9 @@ class Toolset:
     def __init__(self, name: str, tools: Iterable[Tool] = ()):
         self.name = name
         self._tools: dict[str, Tool] = {}
+        # Bumped on every change, so whoever caches the schemas (the runtime) knows to rebuild
+        # them: an MCP server's tools can change while the bot runs.
+        self.version = 0
         for t in tools:
             self.add(t)
 
@@ -311,6 +314,13 @@ class Toolset:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} registered twice")
         self._tools[tool.name] = tool
+        self.version += 1
+        return tool
+
+    def remove(self, name: str) -> Tool | None:
+        tool = self._tools.pop(name, None)
+        if tool is not None:
+            self.version += 1
         return tool
 
     @overload

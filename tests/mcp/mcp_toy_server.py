@@ -13,8 +13,10 @@ import sys
 
 import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import ToolsListChanged
 
 PNG = base64.b64encode(
     bytes.fromhex(
@@ -48,7 +50,11 @@ TOOLS = [
     types.Tool(name="env", description="The environment variable names.", input_schema=OBJECT),
     types.Tool(name="big", description="A lot of text.", input_schema=OBJECT),
     types.Tool(name="die", description="Crash the server.", input_schema=OBJECT),
+    types.Tool(
+        name="grow", description="Add the tool 'extra' and say the list changed.", input_schema=OBJECT
+    ),
 ]
+EXTRA = types.Tool(name="extra", description="Added while running.", input_schema=OBJECT)
 
 
 def text(value: str, **kw) -> types.CallToolResult:
@@ -88,15 +94,28 @@ async def call_tool(ctx, params):
         return text("b" * 50_000)
     if name == "die":
         os._exit(3)
+    if name == "grow":
+        TOOLS.append(EXTRA)
+        TOOLS.remove(next(t for t in TOOLS if t.name == "big"))
+        # both eras: the 2025 notification, and the event a 2026 client's listen stream carries
+        await ctx.session.send_tool_list_changed()
+        await BUS.publish(ToolsListChanged())
+        return text("grown")
+    if name == "extra":
+        return text("extra ran")
     return text(f"unknown tool {name}", is_error=True)
 
 
-server = Server("toy", on_list_tools=list_tools, on_call_tool=call_tool)
+BUS = InMemorySubscriptionBus()
+server = Server(
+    "toy", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=ListenHandler(BUS)
+)
 
 
 async def main() -> None:
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+        await server.run(read, write, options)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from agent.inmemory import InMemoryStore
 from agent.mcp_client import McpManager, namespaced, server_environment, stdio_parameters
 from agent.providers.scripted import ScriptedClient, reply
 from agent.runtime import AgentRuntime, TurnRequest
-from agent.tools.registry import ToolContext, ToolOutput
+from agent.tools.registry import ToolContext, ToolOutput, Toolset
 from config.settings import McpServerConfig
 
 TOY = str(Path(__file__).with_name("mcp_toy_server.py"))
@@ -49,8 +49,8 @@ def test_names_are_namespaced_and_provider_safe():
 
 
 async def test_tools_are_registered_namespaced_with_their_schema_and_approval(manager):
-    assert manager.status() == [f"toy: ready, 9 tool(s) ({sys.executable} {TOY} normal)"]
-    assert manager.status("zh") == [f"toy：就绪，9 个工具（{sys.executable} {TOY} normal）"]
+    assert manager.status() == [f"toy: ready, 10 tool(s) ({sys.executable} {TOY} normal)"]
+    assert manager.status("zh") == [f"toy：就绪，10 个工具（{sys.executable} {TOY} normal）"]
     tools = {t.name: t for t in manager.toolset}
     assert set(tools) == {
         "toy__echo",
@@ -62,6 +62,7 @@ async def test_tools_are_registered_namespaced_with_their_schema_and_approval(ma
         "toy__env",
         "toy__big",
         "toy__die",
+        "toy__grow",
     }
     add = tools["toy__add"].spec
     assert add.parameters["required"] == ["a", "b"] and add.toolset == "mcp"
@@ -122,7 +123,7 @@ async def test_hanging_and_crashing_servers_are_reported_without_stopping_the_ot
         assert status[0] == "hangs: failed: not responding: no answer within 1 s"
         assert status[1].startswith("crashes: failed: failed to start:")
         assert "stderr: toy: missing TOY_API_KEY" in status[1]
-        assert status[2].startswith("good: ready, 9 tool(s)")
+        assert status[2].startswith("good: ready, 10 tool(s)")
         assert {t.name.split("__")[0] for t in mgr.toolset} == {"good"}
     finally:
         await mgr.stop()
@@ -201,9 +202,75 @@ async def test_streamable_http_server(tmp_path):
         port = web.servers[0].sockets[0].getsockname()[1]
         cfg = McpServerConfig(name="web", url=f"http://127.0.0.1:{port}/mcp", timeout=10)
         async with McpManager([cfg]) as mgr:
-            assert mgr.status()[0].startswith("web: ready, 9 tool(s)")
+            assert mgr.status()[0].startswith("web: ready, 10 tool(s)")
             add = next(t for t in mgr.toolset if t.name == "web__add")
             assert await add.call(ToolContext(), {"a": 20, "b": 22}) == "42"
     finally:
         web.should_exit = True
         await asyncio.wait_for(serving, 10)
+
+
+async def test_a_changed_tool_list_reaches_the_runtime(tmp_path):
+    """The server adds a tool and drops one while the bot runs (notifications/tools/list_changed):
+    the runtime's toolset and the schemas sent to the model follow, without a restart."""
+    mgr = McpManager([toy(tool_overrides={"grow": False, "extra": False}, timeout=10)])
+    await mgr.start()
+    try:
+        combined = Toolset.combine("tapebot", Toolset("builtin"), mgr.toolset)
+        mgr.publish_into(combined)
+        runtime = AgentRuntime(model_for=lambda _: ScriptedClient([]), tools=combined, store=InMemoryStore())
+        assert "toy__big" in runtime._tool_names and "toy__extra" not in runtime._tool_names
+        assert await combined.get("toy__grow").call(ToolContext(), {}) == "grown"
+        for _ in range(200):
+            if "toy__extra" in combined:
+                break
+            await asyncio.sleep(0.02)
+        assert "toy__extra" in combined and "toy__big" not in combined
+        assert "toy__extra" in mgr.toolset and "toy__big" not in mgr.toolset
+        assert await combined.get("toy__extra").call(ToolContext(), {}) == "extra ran"
+        runtime._refresh_schemas()
+        assert "toy__extra" in runtime._tool_names and "toy__big" not in runtime._tool_names
+    finally:
+        await mgr.stop()
+
+
+async def test_url_servers_send_the_configured_headers_and_bearer_token(tmp_path):
+    """tapebot as a client of tapebot's own HTTP server, which wants a bearer token."""
+    from tests.mcp.http_server import mcp_http_server
+
+    token = "client-side-token-4c1d"
+    with mcp_http_server(tmp_path / "served", token=token) as served:
+        cfg = McpServerConfig(
+            name="tb", url=served.url, bearer_token_env="TB_TOKEN", headers={"X-Client": "t"}, timeout=20
+        )
+        assert cfg.resolved_headers({"TB_TOKEN": token}) == {
+            "X-Client": "t",
+            "Authorization": f"Bearer {token}",
+        }
+        async with McpManager([cfg], environ={"TB_TOKEN": token}) as mgr:
+            assert mgr.status()[0].startswith("tb: ready")
+            price = mgr.toolset.get("tb__get_market_price")
+            out = await price.call(ToolContext(call_id="c1"), {"code": "600519"})
+            assert '"symbol": "600519"' in out
+        async with McpManager([cfg], environ={}) as refused:  # the token is not set
+            assert refused.connections[0].state == "failed"
+            assert "HTTP 401: the server refused the credentials" in refused.connections[0].error
+
+
+def test_header_secrets_are_masked_like_other_keys():
+    from config.settings import Settings
+
+    settings = Settings(
+        mcp_servers=[
+            McpServerConfig(
+                name="s",
+                url="http://127.0.0.1:1/mcp",
+                bearer_token_env="S_TOKEN",
+                headers_env={"X-Key": "S_KEY"},
+            )
+        ]
+    )
+    settings.bind_environ({"S_TOKEN": "tok-abcdef123", "S_KEY": "key-zyxwvu987"})
+    assert {"tok-abcdef123", "key-zyxwvu987"} <= set(settings.secret_values())
+    with pytest.raises(ValueError, match="url servers only"):
+        McpServerConfig(name="x", command=["x"], bearer_token_env="T")
