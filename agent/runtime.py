@@ -690,7 +690,17 @@ class AgentRuntime:
 
     @staticmethod
     def _turn_calls(messages: list[Message], turn: TurnRecord) -> list[ToolCallPart]:
-        return [c for m in messages if m.role == "assistant" for c in m.tool_calls if c.id in turn.calls]
+        """This turn's tool calls in order. They are at the end of the history: scanned from the
+        end until all are found, so a long session costs no more than a short one."""
+        found: list[ToolCallPart] = []
+        wanted = len(turn.calls)
+        for m in reversed(messages):
+            if len(found) >= wanted:
+                break
+            if m.role == "assistant":
+                found.extend(c for c in reversed(m.tool_calls) if c.id in turn.calls)
+        found.reverse()
+        return found
 
     async def _drain_inbox(self, turn: TurnRecord, request: TurnRequest, messages: list[Message]) -> bool:
         """Messages that arrived during the turn join the next model call, never dropped (secrets

@@ -270,14 +270,54 @@ def message_bound(message: Message) -> int:
     return known if known is not None else _BOUNDS.put(message, _message_bound(message))
 
 
+class _HistoryBounds:
+    """The running upper bound of each history seen lately, so that the check of a session that
+    grew by a few messages adds only those: a history is append-only between compactions, and
+    one that starts with another first message (compacted, or another session) starts over.
+    Keyed by the first message's identity, checked through weak references."""
+
+    def __init__(self, limit: int = 4096):
+        self._limit = limit
+        self._by_first: dict[int, tuple[weakref.ref[Message], weakref.ref[Message], int, int]] = {}
+
+    def prefix(self, messages: Sequence[Message]) -> tuple[int, int]:
+        """(how many leading messages are already summed, their bound)."""
+        if not messages:
+            return 0, 0
+        hit = self._by_first.get(id(messages[0]))
+        if hit is None:
+            return 0, 0
+        first, last, count, total = hit
+        if first() is not messages[0] or count > len(messages) or last() is not messages[count - 1]:
+            return 0, 0
+        return count, total
+
+    def remember(self, messages: Sequence[Message], count: int, total: int) -> None:
+        if count == 0:
+            return
+        if len(self._by_first) >= self._limit:
+            self._by_first.clear()
+        self._by_first[id(messages[0])] = (
+            weakref.ref(messages[0]),
+            weakref.ref(messages[count - 1]),
+            count,
+            total,
+        )
+
+
+_HISTORIES = _HistoryBounds()
+
+
 def messages_within(messages: Sequence[Message], budget: int) -> bool:
     """True when `estimate_messages(messages)` is surely at most `budget`, told from upper
     bounds (False means only: count them)."""
-    total = REQUEST_OVERHEAD
-    for m in messages:
+    start, summed = _HISTORIES.prefix(messages)
+    total = REQUEST_OVERHEAD + summed
+    for m in messages[start:]:
         if total > budget:
             return False
         total += message_bound(m)
+    _HISTORIES.remember(messages, len(messages), total - REQUEST_OVERHEAD)
     return total <= budget
 
 

@@ -125,21 +125,31 @@ def parse_tagged_lines(text: str, allowed: Sequence[str], limit: int = MAX_CANDI
     return kept
 
 
+def _lines_of(msg: Message, tool_chars: int) -> list[str]:
+    if msg.meta.get("internal_retry") or msg.meta.get("compaction") == "ack":
+        return []
+    if msg.role == "tool":
+        return [f"[tool:{r.name}] {r.content[:tool_chars]}" for r in msg.tool_results if r.content.strip()]
+    text = unwrap_recall(msg.text) if msg.role == "user" else msg.text
+    return [f"[{msg.role}] {' '.join(text.split())}"] if text.strip() else []
+
+
+def dialog_window(messages: Sequence[Message], *, tool_chars: int = 200, last: int = 40) -> int:
+    """Where the messages behind the last `last` dialog lines start: read from the end, so a
+    long session costs what a short one does."""
+    count = 0
+    for i in range(len(messages) - 1, -1, -1):
+        count += len(_lines_of(messages[i], tool_chars))
+        if count >= last:
+            return i
+    return 0
+
+
 def dialog_lines(messages: Sequence[Message], *, tool_chars: int = 200, last: int = 40) -> list[str]:
     """`[role] content` lines for the extraction prompt; tool results cut to `tool_chars`;
     assistant messages with only tool calls are skipped (seed)."""
-    lines: list[str] = []
-    for msg in messages:
-        if msg.meta.get("internal_retry") or msg.meta.get("compaction") == "ack":
-            continue
-        if msg.role == "tool":
-            for r in msg.tool_results:
-                if r.content.strip():
-                    lines.append(f"[tool:{r.name}] {r.content[:tool_chars]}")
-            continue
-        text = unwrap_recall(msg.text) if msg.role == "user" else msg.text
-        if text.strip():
-            lines.append(f"[{msg.role}] {' '.join(text.split())}")
+    start = dialog_window(messages, tool_chars=tool_chars, last=last)
+    lines = [line for msg in messages[start:] for line in _lines_of(msg, tool_chars)]
     return lines[-last:]
 
 
@@ -223,7 +233,8 @@ class MemoryExtractor:
             return report
         candidates = parse_tagged_lines(answer, L1_TYPES)
         report.candidates = len(candidates)
-        user_text, fetched = _sources(messages)
+        # the model saw only the window behind `lines`: its wording can come from nowhere else
+        user_text, fetched = _sources(messages[dialog_window(messages) :])
         for c in candidates:
             saved, reason = await self.save_candidate(
                 scope,

@@ -121,6 +121,24 @@ def test_within_only_when_the_estimate_fits(texts, budget):
         assert messages_within(messages, budget)
 
 
+@given(
+    st.lists(st.text(alphabet=_ALPHABET, max_size=40), min_size=1, max_size=30),
+    st.lists(st.integers(0, 30), max_size=6),
+    st.integers(0, 3_000),
+)
+def test_a_growing_history_is_checked_as_if_summed_afresh(texts, cuts, budget):
+    """The running bound of a history that grows (and of one compacted: a new first message)
+    answers exactly what summing every message would."""
+    history = [Message.user(t) for t in texts]
+    plain = lambda ms: estimate_messages([]) + sum(message_bound(m) for m in ms) <= budget  # noqa: E731
+    for cut in [*cuts, len(history)]:
+        prefix = history[: max(1, min(cut, len(history)))]
+        assert messages_within(prefix, budget) == plain(prefix)
+    compacted = [Message.user("summary of what came before"), *history[len(history) // 2 :]]
+    assert messages_within(compacted, budget) == plain(compacted)
+    assert messages_within(history, budget) == plain(history)
+
+
 def test_the_class_table_is_what_the_rules_say_character_by_character():
     """The table is built from slices for speed (issue 21); here the plain per-character rules."""
     from agent import tokens

@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from agent.approval import Requester
 from agent.inmemory import InMemoryStore
 from agent.providers.base import Chunk, FinishChunk, ModelInfo, ModelRequest, TextChunk, ToolCallChunk
@@ -107,3 +110,25 @@ async def test_two_chats_crash_mid_call_and_each_model_hears_the_truth(tmp_path)
     for t in snapshot.turns.values():
         own = {"A": {a1.call.id, a2.call.id}, "B": {b1.call.id}}[t.session_id]
         assert set(t.calls) <= own, (t.session_id, t.calls)
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f"]), max_size=3), max_size=12), st.data()
+)
+def test_the_turns_calls_read_from_the_end_are_the_turns_calls_in_order(rounds, data):
+    """`_turn_calls` scans the history from its end; it finds what a scan of it all finds."""
+    from agent.messages import Message, ToolCallPart
+    from agent.ports import TurnRecord
+    from agent.runtime import AgentRuntime
+
+    messages = [Message.user("hello")]
+    ids = []
+    for r, names in enumerate(rounds):
+        calls = [ToolCallPart(id=f"r{r}-{i}-{n}", name=n, arguments={}) for i, n in enumerate(names)]
+        ids.extend(c.id for c in calls)
+        messages.append(Message.assistant("", calls))
+        messages.append(Message.user(f"more {r}"))
+    mine = data.draw(st.sets(st.sampled_from(ids))) if ids else set()
+    turn = TurnRecord(id="t", session_id="s", calls={i: "pending" for i in mine})
+    everything = [c for m in messages if m.role == "assistant" for c in m.tool_calls if c.id in turn.calls]
+    assert AgentRuntime._turn_calls(messages, turn) == everything
