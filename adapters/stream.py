@@ -96,12 +96,6 @@ class StreamingMessage:
         self._text += delta
         self._schedule()
 
-    async def set_text(self, text: str) -> None:
-        if self._finished:
-            raise RuntimeError("stream already finished")
-        self._text = text
-        self._schedule()
-
     def _schedule(self) -> None:
         if self._timer is not None:
             return  # the first send is due after its delay: it shows all text appended by then

@@ -117,11 +117,6 @@ class Message(_Frozen):
     def thinking(self) -> list[ThinkingPart]:
         return [p for p in self.parts if isinstance(p, ThinkingPart)]
 
-    def with_text(self, text: str) -> Message:
-        """A copy whose text parts are replaced by one text part (used for transient injection)."""
-        others = [p for p in self.parts if not isinstance(p, TextPart)]
-        return self.model_copy(update={"parts": (TextPart(text=text), *others)})
-
 
 _MESSAGES = TypeAdapter(list[Message])
 

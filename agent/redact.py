@@ -184,10 +184,6 @@ class Redactor:
                 ends.setdefault(secret[k - 1], []).append((secret, k))
         self._prefix_ends = ends
 
-    @property
-    def secret_count(self) -> int:
-        return len(self._secrets)
-
     # -- redaction ------------------------------------------------------------------------------
     def text(self, s: str) -> str:
         if not s or len(s) < MIN_SECRET_LEN:

@@ -456,12 +456,6 @@ class NullScratchpad:
         return None
 
 
-def read_trace(path: Path) -> list[dict[str, Any]]:
-    """All events of one trace file (for `tapebot` commands and tests)."""
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def prune_traces(traces_dir: Path, keep_days: int, today: date | None = None) -> int:
     """Delete day folders older than `keep_days`. Returns how many folders were removed. The
     scheduler's daily upkeep calls it (scheduler/app.py, `[scheduler] trace_retention_days`)."""

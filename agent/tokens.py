@@ -65,11 +65,6 @@ def _cost_table() -> bytes:
     return zlib.decompress(base64.b85decode("".join(_CJK_COST_BLOB)))
 
 
-def cjk_char_cost(ch: str) -> int:
-    """cl100k's token count for one unified ideograph (tests compare it with the real vocabulary)."""
-    return _cost_table()[ord(ch) - _CJK_FIRST]
-
-
 @lru_cache(maxsize=1)
 def _classes() -> str:
     """A `str.translate` table mapping each character to its class letter, so one C-speed pass

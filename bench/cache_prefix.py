@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent import events as ev
 from agent.approval import Requester
 from agent.context import RECALL_TRAILER, wrap_recall
+from agent.messages import Message, TextPart
 from agent.providers import build_model_client
 from agent.providers.base import Chunk, ModelClient, ModelRequest
 from agent.runtime import TurnRequest
@@ -82,6 +83,12 @@ TASKSTATE = {
     "last_decision": {"action": "等待回踩确认", "reason": "结构偏吸筹", "still_valid": True},
 }
 CODE_RE = re.compile(r"(?<!\d)(\d{6})(?!\d)")
+
+
+def with_text(message: Message, text: str) -> Message:
+    """A copy whose text parts are replaced by one text part (the recall injection's shape)."""
+    others = [p for p in message.parts if not isinstance(p, TextPart)]
+    return message.model_copy(update={"parts": (TextPart(text=text), *others)})
 
 
 class CacheSim:
@@ -172,7 +179,7 @@ class WrapLastUser:
         messages = list(request.messages)
         for i in range(len(messages) - 1, -1, -1):
             if messages[i].role == "user" and not messages[i].meta.get("internal_retry"):
-                messages[i] = messages[i].with_text(wrap_recall(messages[i].text, recalled))
+                messages[i] = with_text(messages[i], wrap_recall(messages[i].text, recalled))
                 break
         return self.inner.stream(dataclasses.replace(request, messages=messages, context=""))
 

@@ -7,9 +7,16 @@ import json
 
 import pytest
 
+from agent import tokens
 from agent.messages import Message, ThinkingPart, ToolCallPart
 from agent.providers.base import ToolSchema
-from agent.tokens import cjk_char_cost, estimate_message, estimate_messages, estimate_tokens
+from agent.tokens import estimate_message, estimate_messages, estimate_tokens
+
+
+def cjk_char_cost(ch: str) -> int:
+    """The table's token count for one unified ideograph."""
+    return tokens._cost_table()[ord(ch) - tokens._CJK_FIRST]
+
 
 SAMPLES = [
     "帮我看看贵州茅台(600519)最近的量价结构，是不是在吸筹阶段？我的仓位不超过15%。",

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from agent.redact import Redactor
-from agent.scratchpad import BackgroundWriter, NullScratchpad, Scratchpad, prune_traces, read_trace
+from agent.scratchpad import BackgroundWriter, NullScratchpad, Scratchpad, prune_traces
+
+
+def read_trace(path):
+    """All events of one trace file."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
 
 
 @dataclasses.dataclass
