@@ -161,8 +161,12 @@ def approval_view(
 
 
 def exec_note(policy: LocalToolPolicy, lang: str) -> str:
-    """The exec_command card's line saying what its sandbox allows."""
-    return t(lang, f"exec_{sandbox.mode(policy)}")
+    """The exec_command card's lines saying what its sandbox allows and what it may take."""
+    mode = sandbox.mode(policy)
+    note = t(lang, f"exec_{mode}")
+    if mode == "refused":
+        return note
+    return note + "\n" + t(lang, "exec_limits", **sandbox.limits_summary(policy))
 
 
 def plain(text: str) -> str:
