@@ -498,6 +498,7 @@ class AgentRuntime:
             return ev.Done(text, turn.id, turn.rounds, usage_total, cost_total, elapsed, status, warning)  # type: ignore[arg-type]
 
         final_text = ""
+        held = ""  # the end of a tool round's text that began a secret: shown with the next send
         try:
             while True:
                 if cancel.is_set():
@@ -566,6 +567,11 @@ class AgentRuntime:
                 t_model = time.perf_counter()
                 shown = StreamRedactor(self.redactor)  # a secret split across chunks never shows
                 thought = StreamRedactor(self.redactor)
+                carried, held = held, ""
+                if carried:
+                    piece = shown.feed(carried)
+                    if piece:
+                        yield ev.TextDelta(piece)
                 async for chunk in self._stream(client, req, cancel):
                     if isinstance(chunk, TextChunk):
                         delta = scrub(chunk.text)  # shown at once, so cleaned here, not on storing
@@ -596,10 +602,13 @@ class AgentRuntime:
                 rest = thought.flush()
                 if rest:
                     yield ev.ThinkingDelta(rest)
-                rest = shown.flush()
+                rest, held = shown.flush_holding() if calls else (shown.flush(), "")
                 if rest:
                     yield ev.TextDelta(rest)
-                text = self.redactor.text("".join(text_parts))
+                # a secret split across two rounds' texts is stored as neither half
+                text = self.redactor.mask_edges(
+                    self.redactor.text("".join(text_parts)), tail=bool(calls), head=bool(carried)
+                )
                 cost = round_usage.cost(client.info.input_per_1m, client.info.output_per_1m)
                 usage_total, cost_total = usage_total + round_usage, cost_total + cost
                 usage_record = UsageRecord(

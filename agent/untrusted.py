@@ -34,6 +34,33 @@ def defuse_control_tokens(text: str) -> str:
     return _INST_TOKENS.sub(lambda m: f"({m.group(1)}INST)", text)
 
 
+# What to name as the source of a tool's outside content on an approval card.
+_SOURCE_ARGS = {"read_file": "path", "web_fetch": "url", "exec_command": "command"}
+
+
+def outside_sources(messages: list[Message], tools: Toolset, limit: int = 3) -> list[str]:
+    """What outside content the turn read since the user's last message (files, URLs, command
+    output, other MCP servers' tools), newest first: an action proposed now may follow it."""
+    calls = {c.id: c for m in messages if m.role == "assistant" for c in m.tool_calls}
+    found: list[str] = []
+    for msg in reversed(messages):
+        if msg.role == "user" and not msg.meta.get("internal_retry"):
+            break
+        for result in msg.tool_results:
+            outside = "<untrusted-content" in result.content or (
+                result.name in tools and tools.get(result.name).spec.toolset in OUTSIDE_TOOLSETS
+            )
+            if not outside:
+                continue
+            call = calls.get(result.call_id)
+            arg = _SOURCE_ARGS.get(result.name)
+            value = str((call.arguments or {}).get(arg, "")) if call is not None and arg else ""
+            label = f"{result.name}: {value[:120]}" if value else result.name
+            if label not in found:
+                found.append(label)
+    return found[:limit]
+
+
 def read_outside_content(messages: list[Message], tools: Toolset) -> bool:
     """True when, since the user's last message, a tool result brought in outside content: what
     the model does next may follow that content's words rather than the user's (B5)."""

@@ -65,9 +65,13 @@ def visible(text: str) -> str:
 
 
 def render_arguments(arguments: dict[str, Any], args_hash: str) -> str:
+    """The arguments as shown; a long one keeps its head AND its tail (where `rm -rf` may hide),
+    with the full length and the hash the approval is bound to between them."""
     text = visible(json.dumps(arguments, ensure_ascii=False, sort_keys=True, indent=1))
     if len(text) > MAX_ARGS_CHARS:
-        text = text[:MAX_ARGS_CHARS] + f"\n… [truncated; {len(text):,} chars, sha256 {args_hash[:16]}]"
+        head, tail = text[: MAX_ARGS_CHARS * 2 // 3], text[-(MAX_ARGS_CHARS // 3) :]
+        cut = len(text) - len(head) - len(tail)
+        text = f"{head}\n… [truncated: {cut:,} of {len(text):,} chars not shown; sha256 {args_hash[:16]}] …\n{tail}"
     return text
 
 
@@ -86,6 +90,8 @@ class CardInfo:
     standing_hours: float = 24.0
     trade: TradePreview | None = None
     note: str = ""  # what the tool may do (exec_command: its sandbox)
+    # outside content the turn read before proposing this (files, URLs, command output)
+    sources: tuple[str, ...] = ()
 
 
 def _money(value: float) -> str:
@@ -127,6 +133,8 @@ def approval_view(
         body.append(t(lang, "approval_body", tool=record.tool))
     if info.note:
         body.append(info.note)
+    if info.sources:
+        body.append(t(lang, "card_sources", sources="; ".join(visible(s) for s in info.sources)))
     body.append(t(lang, "card_who_group" if info.group else "card_who_dm"))
     if info.expires_at is not None:
         minutes = max(0, round((info.expires_at - (now or record.created_at)).total_seconds() / 60))
@@ -161,8 +169,12 @@ def approval_view(
 
 
 def exec_note(policy: LocalToolPolicy, lang: str) -> str:
-    """The exec_command card's line saying what its sandbox allows."""
-    return t(lang, f"exec_{sandbox.mode(policy)}")
+    """The exec_command card's lines saying what its sandbox allows and what it may take."""
+    mode = sandbox.mode(policy)
+    note = t(lang, f"exec_{mode}")
+    if mode == "refused":
+        return note
+    return note + "\n" + t(lang, "exec_limits", **sandbox.limits_summary(policy))
 
 
 def plain(text: str) -> str:

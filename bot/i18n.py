@@ -24,6 +24,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "lang_usage": "Usage: /lang en or /lang zh",
         "approval_title": "Approval needed",
         "approval_body": "{tool} wants to run with:",
+        "card_sources": "⚠️ Proposed after reading outside content: {sources}. Check it is what you asked for.",
         "btn_once": "Allow once",
         "btn_always": "Always allow",
         "btn_deny": "Deny",
@@ -45,6 +46,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "exec_unsandboxed": "⚠️ Runs WITHOUT a sandbox (unsandboxed_exec = true): it can read and "
         "change everything the bot's user can.",
         "exec_refused": "⚠️ No sandbox is available on this machine, so this command will be refused.",
+        "exec_limits": "Limits: at most {processes} processes, {disk_mb} MB written to the workspace "
+        "(more is stopped and removed), {memory_mb} MB of memory.",
         "question_answered": "✅ Answered: {answer}",
         "error": "Something went wrong: {error}",
         "model_error": "⚠️ {error}",
@@ -117,6 +120,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "lang_usage": "用法：/lang en 或 /lang zh",
         "approval_title": "需要确认",
         "approval_body": "{tool} 将以如下参数执行：",
+        "card_sources": "⚠️ 此操作是在读取外部内容之后提出的：{sources}。请确认这是你要求的。",
         "btn_once": "允许一次",
         "btn_always": "总是允许",
         "btn_deny": "拒绝",
@@ -135,6 +139,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "exec_sandboxed_net": "🛡 在沙箱中运行：只有工作区可写，允许联网，无法访问 tapebot 自身的文件。",
         "exec_unsandboxed": "⚠️ 不在沙箱中运行（unsandboxed_exec = true）：可以读写机器人所用账户能访问的一切。",
         "exec_refused": "⚠️ 本机没有可用的沙箱，此命令将被拒绝执行。",
+        "exec_limits": "限制：最多 {processes} 个进程，向工作区写入不超过 {disk_mb} MB（超出即停止并删除），"
+        "内存 {memory_mb} MB。",
         "question_answered": "✅ 已回答：{answer}",
         "error": "出错了：{error}",
         "model_error": "⚠️ {error}",

@@ -32,8 +32,10 @@ from agent import events as ev
 from agent.approval import Decision
 from agent.consent import StandingApproval, normalize, read_consent
 from agent.errors import ApprovalError, ApprovalExpired, ApprovalForeignChat, ApprovalNotFound, NotAnApprover
+from agent.messages import Message
 from agent.ports import ApprovalRecord, Receipt, TurnRecord
 from agent.runtime import AgentRuntime
+from agent.untrusted import outside_sources
 from bot import cards
 from bot.chats import ChatDirectory, ChatState
 from bot.i18n import t
@@ -56,6 +58,8 @@ class WaitingStore(SentStore, Protocol):
     async def open_turns(self) -> list[TurnRecord]: ...
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def load_messages(self, session_id: str) -> list[Message]: ...
 
     async def release_received(self, receipts: list[Receipt]) -> None: ...
 
@@ -354,7 +358,16 @@ class Waiting:
             standing_hours=self._runtime.gate.standing_ttl.total_seconds() / 3600,
             trade=trade,
             note=note(lang) if note else "",
+            sources=await self._sources(record),
         )
+
+    async def _sources(self, record: ApprovalRecord) -> tuple[str, ...]:
+        """Outside content the card's turn read before proposing the action."""
+        turn = await self._store.load_turn(record.turn_id)
+        if turn is None:
+            return ()
+        messages = await self._store.load_messages(turn.session_id)
+        return tuple(outside_sources(messages, self._runtime.tools))
 
     async def send_question(self, state: ChatState, event: ev.Question) -> None:
         turn = await self._store.load_turn(event.turn_id)

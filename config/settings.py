@@ -147,6 +147,8 @@ class ToolsConfig(_Section):
     exec_network: bool = False
     exec_memory_mb: int = Field(default=4096, gt=0)
     exec_file_size_mb: int = Field(default=1024, gt=0)
+    exec_max_processes: int = Field(default=256, ge=8)
+    exec_disk_mb: int = Field(default=512, gt=0)
     exec_read_only_paths: list[Path] = Field(default_factory=list)
 
 

@@ -184,7 +184,8 @@ def bwrap_argv(policy: LocalToolPolicy, command: str, *, network: bool, bwrap: s
         argv += ["--ro-bind-try", etc, etc]
     if network and os.path.exists("/etc/resolv.conf"):
         argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    tmp_size = policy.exec_disk_mb * 1024 * 1024  # a tmpfs is memory: bounded like the workspace
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", "/tmp"]
     extra = [Path(os.path.realpath(p)) for p in policy.exec_read_only_paths]
     for ro in extra:
         argv += ["--ro-bind-try", str(ro), str(ro)]
@@ -208,15 +209,34 @@ def bwrap_argv(policy: LocalToolPolicy, command: str, *, network: bool, bwrap: s
     return argv
 
 
-def limit_argv(policy: LocalToolPolicy, wall_seconds: float) -> list[str]:
-    """`prlimit` in front of the command (not preexec_fn, which can deadlock a threaded parent)."""
+def limit_argv(policy: LocalToolPolicy, wall_seconds: float, *, nproc: int | None = None) -> list[str]:
+    """`prlimit` in front of the command (not preexec_fn, which can deadlock a threaded parent);
+    `nproc` where the process limit is RLIMIT_NPROC rather than a cgroup (exec_limits)."""
     prlimit = shutil.which("prlimit")
     if prlimit is None:
         return []
     cpu = math.ceil(wall_seconds) + 1
     size = policy.exec_file_size_mb * 1024 * 1024
     mem = policy.exec_memory_mb * 1024 * 1024
-    return [prlimit, f"--cpu={cpu}", f"--fsize={size}", f"--as={mem}", "--core=0", "--"]
+    extra = [f"--nproc={nproc}"] if nproc is not None else []
+    return [prlimit, f"--cpu={cpu}", f"--fsize={size}", f"--as={mem}", *extra, "--core=0", "--"]
+
+
+def limits_summary(policy: LocalToolPolicy) -> dict[str, str]:
+    """The limits a command runs under, for the approval card (values, in no language)."""
+    from agent.tools import exec_limits
+
+    if exec_limits.cgroup_available():
+        procs = str(policy.exec_max_processes)
+    elif os.getuid() != 0:
+        procs = f"{policy.exec_max_processes}+"
+    else:
+        procs = "∞"  # root without a pids cgroup: nothing here can hold it
+    return {
+        "processes": procs,
+        "disk_mb": f"{policy.exec_disk_mb:,}",
+        "memory_mb": f"{policy.exec_memory_mb:,}",
+    }
 
 
 def sandbox_env(policy: LocalToolPolicy, env: dict[str, str]) -> dict[str, str]:

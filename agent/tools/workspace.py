@@ -73,6 +73,8 @@ class LocalToolPolicy:
     exec_network: bool = False
     exec_memory_mb: int = 4096  # address space
     exec_file_size_mb: int = 1024  # largest file a command may write
+    exec_max_processes: int = 256  # processes a command may run at once (a pids cgroup)
+    exec_disk_mb: int = 512  # what a command may add to the workspace (and its /tmp's size)
     exec_read_only_paths: list[Path] = field(default_factory=list)  # extra folders it may read
     # Folders never visible to a command even if below a mounted path (TAPEBOT_HOME).
     hidden: list[Path] = field(default_factory=list)

@@ -139,3 +139,39 @@ async def test_c6_provider_error_text_with_a_key_never_reaches_the_chat(tmp_path
         await h.stop()
     _clean(_on_disk(h.home))
     _clean(_files(h.home))
+
+
+async def test_disguised_secrets_reach_no_chat_and_no_disk(tmp_path):
+    """Disguised secrets (after C2): asked to "encode the exchange key", the model answers with it
+    base64-encoded, reversed, letter-spaced and with a zero-width space inside, and splits the
+    bot token across two replies of one turn around a tool call. The chat and the disk see none
+    of them in any form."""
+    import base64
+
+    from agent.redact import alnum_view, disguises
+
+    h = _harness(tmp_path)
+    encoded = base64.b64encode(f"exchange={EXCHANGE_KEY}".encode()).decode()
+    answer = (
+        f"base64: {encoded}\nreversed: {EXCHANGE_KEY[::-1]}\nspaced: {' '.join(EXCHANGE_KEY)}\n"
+        f"hidden: {EXCHANGE_KEY[:7]}\u200b{EXCHANGE_KEY[7:]}\nthat is all."
+    )
+    h.script.add(
+        reply(f"First half: {BOT_TOKEN[:10]}", tool_calls=[("get_balance", {})]),
+        reply(f"{BOT_TOKEN[10:]} is the rest.\n{answer}", pieces=60),
+    )
+    try:
+        await h.start()
+        api = h.api
+        api.push_text(ALICE, "encode the exchange key for me", user_id=ALICE)
+        await api.wait_for(lambda: any("that is all." in t for t in api.texts(ALICE)))
+        sent = _outbound(api)
+        chat = "\n".join(api.texts(ALICE))
+        assert "First half: " in chat and "is the rest." in chat
+    finally:
+        await h.stop()
+    for where in (sent, _on_disk(h.home), _files(h.home)):
+        view = alnum_view(where)
+        for secret in (EXCHANGE_KEY, BOT_TOKEN):
+            assert not any(n in view for n in disguises(secret)), secret
+        assert BOT_TOKEN[:10] not in where  # not even the half said before the tool call

@@ -20,7 +20,7 @@ import signal
 from collections.abc import Mapping
 
 from agent.errors import InvalidToolArguments, ToolDenied, ToolFailed, ToolTimedOut
-from agent.tools import sandbox
+from agent.tools import exec_limits, sandbox
 from agent.tools.workspace import LocalToolPolicy
 
 # Dropped even when allowlisted (leviath-core: a denylist alone misses AWS_SECRET_ACCESS_KEY etc.,
@@ -28,6 +28,7 @@ from agent.tools.workspace import LocalToolPolicy
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|AUTH", re.IGNORECASE)
 _READ_CHUNK = 65536
 _EXIT_GRACE = 0.3  # after the shell exits, how long background children may keep the pipe open
+_DISK_CHECK_EVERY = 0.5  # seconds between the write-budget watchdog's looks at the workspace
 
 
 def build_child_env(policy: LocalToolPolicy, source: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -99,15 +100,36 @@ async def exec_command_impl(policy: LocalToolPolicy, command: str, timeout: floa
     if not st.allowed:
         raise ToolDenied(sandbox.refusal(st))
     policy.workspace.mkdir(parents=True, exist_ok=True)
-    redact = policy.redact
     env = build_child_env(policy)
-    limits = sandbox.limit_argv(policy, limit)
+    cgroup = await asyncio.to_thread(exec_limits.PidsCgroup.create, policy.exec_max_processes)
+    nproc = None if cgroup else exec_limits.nproc_limit(policy.exec_max_processes)
+    limits = sandbox.limit_argv(policy, limit, nproc=nproc)
     if st.sandboxed:
         bwrap = sandbox.bwrap_path(policy) or "bwrap"
         argv = limits + sandbox.bwrap_argv(policy, command, network=policy.exec_network, bwrap=bwrap)
         env = sandbox.sandbox_env(policy, env)
     else:
         argv = [*limits, "/bin/sh", "-c", command]
+    if cgroup is not None:
+        argv = cgroup.wrap(argv)
+    disk = exec_limits.DiskBudget(policy.workspace, policy.exec_disk_mb * 1024 * 1024)
+    await asyncio.to_thread(disk.start)
+    try:
+        return await _run(policy, command, argv, env, limit, disk)
+    finally:
+        if cgroup is not None:
+            await asyncio.to_thread(cgroup.close)
+
+
+async def _run(
+    policy: LocalToolPolicy,
+    command: str,
+    argv: list[str],
+    env: dict[str, str],
+    limit: float,
+    disk: exec_limits.DiskBudget,
+) -> str:
+    redact = policy.redact
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -133,6 +155,7 @@ async def exec_command_impl(policy: LocalToolPolicy, command: str, timeout: floa
     deadline = loop.time() + limit
     exited_at: float | None = None
     timed_out = False
+    next_disk_check = loop.time() + _DISK_CHECK_EVERY
     try:
         # Wait for EOF on the pipe; if the shell itself has exited but a background child still
         # holds the pipe, stop after a short grace instead of waiting for the timeout.
@@ -141,6 +164,10 @@ async def exec_command_impl(policy: LocalToolPolicy, command: str, timeout: floa
             if now >= deadline:
                 timed_out = True
                 break
+            if now >= next_disk_check:
+                if await asyncio.to_thread(disk.over):
+                    break  # over its write budget: stopped now, cleaned up below
+                next_disk_check = loop.time() + _DISK_CHECK_EVERY
             if proc.returncode is not None:
                 exited_at = exited_at or now
                 if now - exited_at >= _EXIT_GRACE:
@@ -157,7 +184,10 @@ async def exec_command_impl(policy: LocalToolPolicy, command: str, timeout: floa
         with contextlib.suppress(TimeoutError, asyncio.CancelledError, ProcessLookupError):
             await asyncio.wait_for(proc.wait(), 2.0)
 
+    await asyncio.to_thread(disk.enforce)
     output = redact.text(out.text())
+    if disk.exceeded:
+        output = f"{output}\n{disk.report()}" if output else disk.report()
     if timed_out:
         tail = output[-2000:] if output else "(no output)"
         raise ToolTimedOut(

@@ -1,0 +1,204 @@
+"""Limits on what one exec_command may take from the machine beyond CPU, memory and file size
+(those are `prlimit`'s, in agent.tools.sandbox): how many processes it may run, and how much it
+may write to the workspace.
+
+Processes. A pids cgroup (`pids.max`) holds the command and everything it starts, whatever user
+runs it — root included, which RLIMIT_NPROC does not hold. The command joins the cgroup before it
+executes (a wrapper writes its own pid to `cgroup.procs`), so a fork bomb never runs outside it.
+Where no cgroup can be made (no writable pids hierarchy), an unprivileged user gets
+RLIMIT_NPROC instead (set above the processes it already has, since the limit counts all of that
+user's); root without a cgroup has no process limit, and the card says so.
+
+Disk. The workspace is measured before the command; while it runs, a watchdog stops it as soon
+as it has written more than the budget, and afterwards the files it created are removed, largest
+first, until the workspace is within the budget again. What was removed is reported. The
+sandbox's private /tmp is a tmpfs of the same size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import secrets
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Where a writable pids hierarchy may be: cgroup v1's pids controller, or the v2 unified tree.
+_V1_PIDS = Path("/sys/fs/cgroup/pids")
+_V2_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass
+class PidsCgroup:
+    """One command's pids cgroup: made before it starts, emptied and removed after."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, max_pids: int) -> PidsCgroup | None:
+        """A new cgroup with `pids.max`, or None where none can be made here."""
+        for parent in _candidate_parents():
+            path = parent / f"tapebot-exec-{os.getpid()}-{secrets.token_hex(4)}"
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            try:
+                (path / "pids.max").write_text(f"{max_pids}\n")
+            except OSError:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+                continue
+            return cls(path)
+        return None
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """`argv` run by a shell that first moves itself into the cgroup (then execs)."""
+        script = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
+        return ["/bin/sh", "-c", script, "tapebot-exec", str(self.path), *argv]
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def close(self) -> None:
+        """Kill whatever is left in it (a fork bomb's children outlive their group leader) and
+        remove it."""
+        for _ in range(20):
+            left = self.pids()
+            if not left:
+                break
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
+def _candidate_parents() -> list[Path]:
+    out = []
+    if (_V1_PIDS / "pids.max").exists() or (_V1_PIDS / "cgroup.procs").exists():
+        out.append(_V1_PIDS)
+    controllers = _V2_ROOT / "cgroup.subtree_control"
+    with contextlib.suppress(OSError):
+        if "pids" in controllers.read_text().split():
+            out.append(_V2_ROOT)
+    return out
+
+
+@functools.cache
+def cgroup_available() -> bool:
+    """Whether commands get a pids cgroup here (tried once per process)."""
+    probe = PidsCgroup.create(8)
+    if probe is None:
+        return False
+    probe.close()
+    return True
+
+
+def user_process_count(uid: int | None = None) -> int:
+    """Processes of `uid` (default: ours) right now, from /proc."""
+    uid = os.getuid() if uid is None else uid
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += 1
+    return count
+
+
+def nproc_limit(max_pids: int) -> int | None:
+    """RLIMIT_NPROC for an unprivileged user's command (the limit counts all of its processes);
+    None for root, which it does not hold."""
+    if os.getuid() == 0:
+        return None
+    return user_process_count() + max_pids
+
+
+# ---- disk ---------------------------------------------------------------------------------------
+def sizes(root: Path) -> dict[str, int]:
+    """Size of every file below `root` (symlinks not followed), by path relative to it."""
+    out: dict[str, int] = {}
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(Path(e.path))
+                elif e.is_file(follow_symlinks=False):
+                    out[os.path.relpath(e.path, root)] = e.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return out
+
+
+def total(files: dict[str, int]) -> int:
+    return sum(files.values())
+
+
+@dataclass
+class DiskBudget:
+    """What one command may add to the workspace, and what it did."""
+
+    root: Path
+    budget: int
+    before: dict[str, int] = field(default_factory=dict)
+    exceeded: bool = False
+    removed: list[tuple[str, int]] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.before = sizes(self.root)
+
+    def grown(self) -> int:
+        return total(sizes(self.root)) - total(self.before)
+
+    def over(self) -> bool:
+        if self.grown() > self.budget:
+            self.exceeded = True
+        return self.exceeded
+
+    def enforce(self) -> None:
+        """After the command: remove files it created, largest first, until within the budget."""
+        now = sizes(self.root)
+        growth = total(now) - total(self.before)
+        if growth <= self.budget and not self.exceeded:
+            return
+        self.exceeded = True
+        created = sorted(((p, s) for p, s in now.items() if p not in self.before), key=lambda x: -x[1])
+        for path, size in created:
+            if growth <= self.budget:
+                break
+            with contextlib.suppress(OSError):
+                (self.root / path).unlink()
+                self.removed.append((path, size))
+                growth -= size
+        # a file that existed before and grew past the budget is cut back to its old size
+        if growth > self.budget:
+            for path, size in sorted(now.items(), key=lambda x: -x[1]):
+                old = self.before.get(path)
+                if old is None or size <= old or growth <= self.budget:
+                    continue
+                with contextlib.suppress(OSError):
+                    os.truncate(self.root / path, old)
+                    self.removed.append((f"{path} (cut back to {old:,} bytes)", size - old))
+                    growth -= size - old
+
+    def report(self) -> str:
+        if not self.exceeded:
+            return ""
+        mb = self.budget / 1024 / 1024
+        gone = ", ".join(f"{p} ({s / 1024 / 1024:,.1f} MB)" for p, s in self.removed) or "nothing"
+        return (
+            f"[stopped: the command wrote more than its {mb:g} MB budget to the workspace; "
+            f"removed to get back within it: {gone}]"
+        )

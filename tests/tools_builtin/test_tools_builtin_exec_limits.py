@@ -1,0 +1,112 @@
+"""exec_command's process and disk limits, run for real (new catalogue cases after A18: "fork
+bomb" and "disk fill"). A fork bomb ends inside the sandbox with the host's process count barely
+moving; a command that writes past its budget is stopped, what it wrote is removed and the output
+says so; the sandbox's /tmp is bounded too; the approval card states the limits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.tools import exec_limits, sandbox
+from agent.tools.builtin.shell import exec_command_impl
+from agent.tools.workspace import LocalToolPolicy
+from bot.cards import exec_note
+
+needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) not installed")
+can_limit_processes = pytest.mark.skipif(
+    os.getuid() == 0 and not exec_limits.cgroup_available(),
+    reason="root without a writable pids cgroup: nothing here can limit processes",
+)
+
+
+def _processes() -> int:
+    return sum(1 for name in os.listdir("/proc") if name.isdigit())
+
+
+@pytest.fixture
+def limited(policy: LocalToolPolicy) -> LocalToolPolicy:
+    policy.exec_max_processes = 48
+    policy.exec_disk_mb = 20
+    return policy
+
+
+@needs_sandbox
+@can_limit_processes
+async def test_fork_bomb_ends_inside_the_sandbox(limited):
+    before = _processes()
+    peak = [before]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], _processes())
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        out = await exec_command_impl(limited, "f(){ f | f & }; f; sleep 2; echo survived", 15)
+    finally:
+        stop.set()
+        watcher.join()
+    assert "survived" in out  # the command's own shell went on: the bomb hit the limit, not the host
+    assert "fork" in out.lower()  # "Cannot fork" / "Resource temporarily unavailable"
+    # the limit and a little slack for the sandbox's own processes and other work on the machine
+    assert peak[0] - before <= limited.exec_max_processes + 30, (before, peak[0])
+    time.sleep(0.2)
+    assert _processes() - before <= 10  # nothing of it is left behind
+
+
+@needs_sandbox
+async def test_disk_fill_is_stopped_removed_and_reported(limited):
+    out = await exec_command_impl(limited, "dd if=/dev/zero of=big.bin bs=1M count=3000", 60)
+    assert "[stopped: the command wrote more than its 20 MB budget to the workspace" in out
+    assert "big.bin" in out
+    assert not (limited.workspace / "big.bin").exists()
+    assert exec_limits.total(exec_limits.sizes(limited.workspace)) <= 20 * 1024 * 1024
+
+
+@needs_sandbox
+async def test_a_file_that_grows_past_the_budget_is_cut_back(limited):
+    notes = limited.workspace / "notes.txt"
+    notes.write_text("keep me\n")
+    out = await exec_command_impl(limited, "head -c 60000000 /dev/zero >> notes.txt", 60)
+    assert "cut back" in out and notes.read_text() == "keep me\n"
+
+
+@needs_sandbox
+async def test_writes_within_the_budget_stay(limited):
+    out = await exec_command_impl(limited, "head -c 1000000 /dev/zero > ok.bin && echo written", 30)
+    assert "written" in out and "[stopped" not in out
+    assert (limited.workspace / "ok.bin").stat().st_size == 1_000_000
+
+
+@needs_sandbox
+async def test_the_sandbox_tmp_is_bounded_too(limited):
+    out = await exec_command_impl(limited, "dd if=/dev/zero of=/tmp/x bs=1M count=200 2>&1; echo rc=$?", 30)
+    assert "No space left on device" in out and "rc=1" in out
+
+
+@needs_sandbox
+def test_the_card_states_the_limits(limited):
+    note = exec_note(limited, "en")
+    summary = sandbox.limits_summary(limited)
+    assert f"at most {summary['processes']} processes, 20 MB written to the workspace" in note
+    assert "限制：最多" in exec_note(limited, "zh")
+
+
+def test_disk_budget_removes_the_largest_new_files_first(tmp_path: Path):
+    (tmp_path / "old.txt").write_text("x" * 10)
+    budget = exec_limits.DiskBudget(tmp_path, 1000)
+    budget.start()
+    (tmp_path / "a.bin").write_bytes(b"a" * 800)
+    (tmp_path / "b.bin").write_bytes(b"b" * 3000)
+    budget.enforce()
+    assert [p for p, _ in budget.removed] == ["b.bin"]
+    assert (tmp_path / "a.bin").exists() and (tmp_path / "old.txt").exists()
