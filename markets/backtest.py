@@ -29,7 +29,7 @@ import numpy as np
 
 from markets.bars import Bars
 from markets.panel import Panel
-from markets.rules import MarketRules, Side, limit_block
+from markets.rules import MarketRules, Side, limit_block, money_sum, notional
 
 ProgressCb = Callable[[str, str, float | None], None]
 Outcome = Literal["filled", "blocked", "t+1", "rejected"]  # blocked: price limit or no bar → retried
@@ -191,9 +191,10 @@ class _Book:
             qty = self.rules.round_qty(qty)
         if qty <= 0:
             return "rejected"
-        notional = qty * price
-        fee, tax = self.rules.order_cost("buy", notional)
-        if notional + fee + tax > self.cash + 1e-9:
+        value = notional(qty, price)
+        fee, tax = self.rules.order_cost("buy", value)
+        cost = money_sum(value, fee, tax)
+        if cost > self.cash:
             self.blocked.append(
                 {
                     "date": str(self.panel.dates[t]),
@@ -203,14 +204,14 @@ class _Book:
                 }
             )
             return "rejected"
-        self.cash -= notional + fee + tax
+        self.cash = money_sum(self.cash, -cost)
         if i in self.pos:
             p = self.pos[i]
             p.qty += qty
-            p.cost += notional + fee + tax
+            p.cost = money_sum(p.cost, cost)
         else:
             trip = RoundTrip(sym, str(self.panel.dates[t]), price, None, None, qty, None, None, reason)
-            self.pos[i] = _Pos(qty, notional + fee + tax, t, price, price, trip)
+            self.pos[i] = _Pos(qty, cost, t, price, price, trip)
             self.trips.append(trip)
         self.fills.append(
             {
@@ -249,9 +250,10 @@ class _Book:
         qty = p.qty if qty is None or qty >= p.qty else self.rules.round_qty(qty, "sell", p.qty)
         if qty <= 0:
             return "rejected"
-        notional = qty * price
-        fee, tax = self.rules.order_cost("sell", notional)
-        self.cash += notional - fee - tax
+        value = notional(qty, price)
+        fee, tax = self.rules.order_cost("sell", value)
+        proceeds = money_sum(value, -fee, -tax)
+        self.cash = money_sum(self.cash, proceeds)
         share = qty / p.qty
         cost_part = p.cost * share
         self.fills.append(
@@ -268,7 +270,7 @@ class _Book:
         if qty >= p.qty - 1e-12:
             tr = p.trip
             tr.exit_date, tr.exit_price = str(self.panel.dates[t]), price
-            tr.pnl = notional - fee - tax - p.cost
+            tr.pnl = money_sum(proceeds, -p.cost)
             tr.pnl_pct = tr.pnl / p.cost if p.cost else None
             tr.reason = f"{tr.reason} → {reason}".strip(" →")
             del self.pos[i]

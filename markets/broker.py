@@ -50,7 +50,7 @@ from markets.data import MarketData
 from markets.errors import IdempotencyConflict, MarketError, NotFound, TradeRejected
 from markets.models import MarketTrade, SessionFactory
 from markets.portfolio import Portfolio, trade_dict
-from markets.rules import MarketRules, Side, limit_block
+from markets.rules import MarketRules, Side, limit_block, money_sum, notional
 from markets.settings import MarketSettings
 from markets.symbols import Instrument
 from memory.tasks import rowcount
@@ -283,11 +283,12 @@ class PaperBroker:
             return f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not"
         acc = await self.portfolio._account(s, user_id, market)
         pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
-        notional = qty * price
-        fee, tax = rules.order_cost(side, notional)
+        value = notional(qty, price)
+        fee, tax = rules.order_cost(side, value)
         if side == "buy":
-            if notional + fee + tax > acc.cash + 1e-9:
-                return f"insufficient cash: need {notional + fee + tax:,.2f}, have {acc.cash:,.2f}"
+            need = money_sum(value, fee, tax)
+            if need > acc.cash:
+                return f"insufficient cash: need {need:,.2f}, have {acc.cash:,.2f}"
             return None
         sellable = pos.quantity
         if rules.t_plus_1 and t_plus_1:
@@ -335,19 +336,19 @@ class PaperBroker:
         """Move cash and shares for a checked order, and mark the trade filled (one transaction)."""
         acc = await self.portfolio._account(s, user_id, market)
         pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
-        notional = qty * price
-        fee, tax = rules.order_cost(side, notional)
+        value = notional(qty, price)
+        fee, tax = rules.order_cost(side, value)
         if side == "buy":
             new_qty = pos.quantity + qty
-            pos.avg_cost = (pos.avg_cost * pos.quantity + notional + fee) / new_qty
+            pos.avg_cost = (pos.avg_cost * pos.quantity + value + fee) / new_qty
             pos.quantity = new_qty
             pos.high_since_entry = max(pos.high_since_entry or 0.0, price)
             pos.opened_on = pos.opened_on or day
-            acc.cash -= notional + fee + tax
+            acc.cash = money_sum(acc.cash, -value, -fee, -tax)
         else:
-            t.realized_pnl = notional - fee - tax - pos.avg_cost * qty
+            t.realized_pnl = value - fee - tax - pos.avg_cost * qty
             pos.quantity -= qty
-            acc.cash += notional - fee - tax
+            acc.cash = money_sum(acc.cash, value, -fee, -tax)
             if pos.quantity <= 1e-12:
                 pos.quantity, pos.avg_cost, pos.high_since_entry, pos.opened_on = 0.0, 0.0, 0.0, None
         t.status, t.price, t.fee, t.tax, t.trade_date = "filled", price, fee, tax, day
