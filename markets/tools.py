@@ -494,7 +494,7 @@ def _backtest(
     s0 = int(np.searchsorted(panel.dates, np.datetime64(start))) if start else min(200, panel.shape[1] // 3)
     prog("signals", f"{len(panel.symbols)} instruments", 5.0)
     limits = limits_for(data, panel.symbols) if cfg.market == "cn" else None
-    sig = strategy_signals(panel, cfg, limits)
+    sig = strategy_signals(panel, cfg, limits, start=s0)
     bench = data.index_bars("000300") if cfg.market == "cn" else None
     result = bt.run(
         panel,
@@ -513,6 +513,9 @@ def _backtest(
             trail_pct=cfg.trail_pct,
             max_hold=cfg.max_hold,
             start=s0,
+            # buy-and-hold needs no close to decide: it buys at the open of the start bar
+            enter_same_bar=cfg.entry == "buy_and_hold",
+            equal_weight=equal_weights,
         ),
         progress=prog,
     )

@@ -3,7 +3,9 @@ metrics cover, and a caption that agrees with the chart."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,12 +53,36 @@ def test_ma_cross_uses_the_last_nonzero_difference():
     assert np.flatnonzero(up[0]).tolist() == [6] and np.flatnonzero(down[0]).tolist() == [9]
 
 
-async def test_buy_and_hold_on_002229_buys_the_next_day(ctx):
-    b = await backtest(ctx, codes=["002229"], config={"entry": "buy_and_hold"}, start="2023-08-14")
+async def test_buy_and_hold_from_the_first_bar_buys_on_that_bar(ctx):
+    # 002229's data starts 2023-08-14 (open 35.88): a start on that bar buys at its open, not the
+    # next bar's (41.00)
+    for start in ("2023-08-14", "2023-01-01"):
+        out = (await backtest(ctx, codes=["002229"], config={"entry": "buy_and_hold"}, start=start)).content
+        assert out["start"] == "2023-08-14"
+        assert out["blocked_orders"] == 0 and out["trades_total"] == 1 and out["rejected_orders"] == 0
+        [trip] = out["trades"]
+        assert (
+            trip["entry_date"] == "2023-08-14" and trip["entry_price"] == 35.88 and trip["exit_date"] is None
+        )
+
+
+async def test_whole_universe_buy_and_hold_buys_every_stock_on_its_first_bar(ctx):
+    b = await backtest(ctx, config={"entry": "buy_and_hold"}, start="2024-04-03")
     out = b.content
-    assert out["blocked_orders"] == 0 and out["trades_total"] == 1
-    [trip] = out["trades"]
-    assert trip["entry_date"] == "2023-08-15" and trip["entry_price"] == 41.0 and trip["exit_date"] is None
+    assert out["universe"] == 300 and out["trades_total"] == 300
+    assert out["rejected_orders"] == 0 and out["blocked_orders"] == 0
+    saved = json.loads(Path(out["saved_to"]).read_text("utf-8"))
+    assert saved["metrics"]["open_positions"] == 300
+
+
+async def test_whole_universe_buy_and_hold_reports_what_cash_cannot_buy(ctx):
+    # 200,000 cannot buy one lot of each of the 300 stocks: the dearest are reported, never skipped
+    out = (
+        await backtest(ctx, config={"entry": "buy_and_hold"}, start="2024-04-03", initial_cash=200_000)
+    ).content
+    assert out["rejected_orders"] > 0 and out["trades_total"] + out["rejected_orders"] == 300
+    assert all("unaffordable: one lot costs" in r["reason"] for r in out["rejected_examples"])
+    assert out["metrics"]["final_equity"] > 0
 
 
 async def test_summary_reports_the_period_the_metrics_cover(ctx, monkeypatch):
