@@ -408,10 +408,11 @@ async def run_backtest(
     if strategy:
         saved = await StrategyStore(svc.sessions()).get(_user(ctx), strategy)
         base, name = saved["config"], saved["name"]
-    cfg = _backtest_config(base, config or {})
+    insts = [svc.data.resolve(c) for c in (codes or base.get("universe") or [])]
+    cfg = _backtest_config(base, {**_market_of(insts, config or {}), **(config or {})})
     if cfg.benchmark and not strategy:
         name = str(cfg.entry)
-    syms = [svc.data.resolve(c).symbol for c in codes] if codes else (cfg.universe or None)
+    syms = [i.symbol for i in insts] or None
     equal = cfg.benchmark and "position_pct" not in (config or {})
     res = await asyncio.to_thread(
         _backtest, svc, cfg, syms, start, end, initial_cash, _progress_bridge(ctx), equal
@@ -456,6 +457,22 @@ async def run_backtest(
         {"metrics": out["metrics"]},
     )
     return ToolOutput(out, attachments)
+
+
+def _market_of(insts: list[Any], config: dict[str, Any]) -> dict[str, str]:
+    """The market whose rules the instruments trade under (BTC: crypto), as a config override; an
+    explicit `market` that contradicts them, or a mix of markets, is an error, not a silent rule."""
+    found = {"crypto" if i.market == "crypto" else "cn" for i in insts}
+    if len(found) > 1:
+        raise MarketError("the codes mix crypto and A-shares; backtest each market on its own")
+    if not found:
+        return {}
+    market = found.pop()
+    asked = config.get("market")
+    if asked is not None and asked != market:
+        names = ", ".join(i.label for i in insts[:3])
+        raise MarketError(f"{names} trade under {market} rules, not market={asked!r}")
+    return {"market": market}
 
 
 def _backtest_config(base: dict[str, Any], overrides: dict[str, Any]) -> StrategyConfig:
@@ -872,7 +889,11 @@ async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) 
             high_since_entry=p.high_since_entry if p else None,
         )
         action, why = reports.decide(a, p is not None)
-        f = reports.facts(a, _source(svc), {"quantity": p.quantity, "avg_cost": p.avg_cost} if p else None)
+        f = reports.facts(
+            a,
+            _source(svc, "crypto" if inst.market == "crypto" else "cn"),
+            {"quantity": p.quantity, "avg_cost": p.avg_cost} if p else None,
+        )
         f["decision"] = {"action": action, "why": why}
         text, model = await reports.write(
             svc.model, f, f"Explain the rule-based decision '{action}' for {inst.label}."

@@ -126,3 +126,29 @@ async def test_default_period_chart_matches_metrics(ctx, monkeypatch):
     assert round((ok[-1] / ok[0] - 1) * 100, 2) == out["metrics"]["benchmark_return_pct"]
     assert str(seen["dates"][1]) == out["start"]
     assert out["config"]["stop_pct"] is None and out["trades_total"] > 1
+
+
+async def test_btc_runs_under_crypto_rules_without_being_told(ctx):
+    out = (await backtest(ctx, codes=["BTC"], config={"entry": "buy_and_hold"})).content
+    assert out["config"]["market"] == "crypto" and out["rules"].startswith("crypto: fractional")
+    assert out["source"].endswith(f"as of {MD.as_of('crypto')}")  # BTC's own date, not the A-shares'
+    assert MD.as_of("crypto") != MD.as_of("cn")
+    assert "benchmark_return_pct" not in out["metrics"]  # no CSI 300 beside a coin
+    [trip] = out["trades"]
+    qty, price = trip["quantity"], trip["entry_price"]
+    assert qty != int(qty)  # fractional, no lots of 100
+    # all-in: what is left is less than one size step and a cent of fee rounding
+    spent = qty * price * 1.001
+    assert 1_000_000 - spent < price * 1e-6 + 0.01
+
+
+async def test_a_market_contradicting_the_codes_is_an_error(ctx):
+    from agent.errors import ToolError
+
+    for args in (
+        {"codes": ["BTC"], "config": {"entry": "buy_and_hold", "market": "cn"}},
+        {"codes": ["BTC", "600519"], "config": {"entry": "buy_and_hold"}},
+    ):
+        with pytest.raises(ToolError) as e:
+            await backtest(ctx, **args)
+        assert "crypto" in str(e.value)
