@@ -147,7 +147,7 @@ class _Book:
     panel: Panel
     rules: MarketRules
     cfg: BacktestConfig
-    limits: np.ndarray  # per-symbol limit fraction (NaN: none)
+    limits: np.ndarray  # limit fraction per symbol, or per [symbol, day] (ST by date); NaN: none
     cash: float = 0.0
     pos: dict[int, _Pos] = field(default_factory=dict)
     trips: list[RoundTrip] = field(default_factory=list)
@@ -166,8 +166,8 @@ class _Book:
         )
         return "rejected"
 
-    def _limit(self, i: int) -> float | None:
-        v = self.limits[i]
+    def _limit(self, i: int, t: int) -> float | None:
+        v = self.limits[i, t] if self.limits.ndim == 2 else self.limits[i]
         return None if np.isnan(v) else float(v)
 
     def _prev_close(self, i: int, t: int) -> float:
@@ -185,7 +185,7 @@ class _Book:
             self._prev_close(i, t),
             float(P.high[i, t]),
             float(P.low[i, t]),
-            self._limit(i),
+            self._limit(i, t),
             block_at_limit=self.cfg.block_limit_open,
         )
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from markets.broker import PaperBroker, rules_for
     from markets.portfolio import Portfolio
     from markets.screen import ScreenConfig, screen
+    from markets.st import st_limits
     from markets.strategies import (
         DEFAULT_STRATEGY,
         StrategyConfig,
@@ -46,6 +47,7 @@ else:  # registering the tools imports none of these: they load when a tool firs
     PaperBroker, rules_for = lazy("markets.broker", "PaperBroker"), lazy("markets.broker", "rules_for")
     Portfolio = lazy("markets.portfolio", "Portfolio")
     ScreenConfig, screen = lazy("markets.screen", "ScreenConfig"), lazy("markets.screen", "screen")
+    st_limits = lazy("markets.st", "st_limits")
     DEFAULT_STRATEGY, StrategyConfig, StrategyStore, limits_for, strategy_signals = (
         lazy("markets.strategies", n)
         for n in ("DEFAULT_STRATEGY", "StrategyConfig", "StrategyStore", "limits_for", "strategy_signals")
@@ -417,13 +419,14 @@ async def run_backtest(
     res = await asyncio.to_thread(
         _backtest, svc, cfg, syms, start, end, initial_cash, _progress_bridge(ctx), equal
     )
-    result, panel = res
+    result, panel, st_note = res
     out = result.summary()
     out.update(
         strategy=name,
         config=cfg.model_dump(),
         universe=len(panel.symbols),
         source=_source(svc, cfg.market),
+        **({"st": st_note} if st_note else {}),
         rules="A-share: T+1, lots of 100, ±10/20/5% limits (a blocked order waits for the next bar), "
         "commission 0.025% (min 5) + stamp duty 0.05% on sells"
         if cfg.market == "cn"
@@ -496,7 +499,7 @@ def _backtest(
     cash: float,
     prog: bt.ProgressCb,
     equal_weights: bool = False,
-) -> tuple[bt.BacktestResult, Any]:
+) -> tuple[bt.BacktestResult, Any, str]:
     data = svc.data
     panel = data.panel(syms, cfg.market, min_bars=60)
     if not panel.symbols:
@@ -510,7 +513,8 @@ def _backtest(
         )
     s0 = int(np.searchsorted(panel.dates, np.datetime64(start))) if start else min(200, panel.shape[1] // 3)
     prog("signals", f"{len(panel.symbols)} instruments", 5.0)
-    limits = limits_for(data, panel.symbols) if cfg.market == "cn" else None
+    st = st_limits(data, panel.symbols, panel.dates) if cfg.market == "cn" else None
+    limits = st.limits if st is not None else None
     sig = strategy_signals(panel, cfg, limits, start=s0)
     bench = data.index_bars("000300") if cfg.market == "cn" else None
     result = bt.run(
@@ -536,7 +540,7 @@ def _backtest(
         ),
         progress=prog,
     )
-    return result, panel
+    return result, panel, st.note if st is not None else ""
 
 
 # ---- portfolio ----------------------------------------------------------------------------------

@@ -152,3 +152,8 @@ async def test_a_market_contradicting_the_codes_is_an_error(ctx):
         with pytest.raises(ToolError) as e:
             await backtest(ctx, **args)
         assert "crypto" in str(e.value)
+
+
+async def test_the_result_states_how_st_was_decided(ctx):
+    out = (await backtest(ctx, codes=["002602", "600000"], config={"entry": "buy_and_hold"})).content
+    assert "ST华通(002602)" in out["st"] and "no ST history" in out["st"]
