@@ -23,6 +23,19 @@ def shift(x: np.ndarray, n: int = 1, fill: float = np.nan) -> np.ndarray:
     return out
 
 
+def prev_valid(x: np.ndarray) -> np.ndarray:
+    """The last non-NaN value strictly before each position along the last axis (NaN when none):
+    on a panel, a stock's previous close across its suspended days, as on its own bars."""
+    x = np.asarray(x, dtype=np.float64)
+    T = x.shape[-1]
+    idx = np.where(np.isnan(x), -1, np.arange(T))
+    np.maximum.accumulate(idx, axis=-1, out=idx)
+    before = np.concatenate([np.full((*x.shape[:-1], 1), -1), idx[..., :-1]], axis=-1)
+    out = np.take_along_axis(x, np.clip(before, 0, None), axis=-1)
+    out[before < 0] = np.nan
+    return out
+
+
 def sma(x: np.ndarray, n: int) -> np.ndarray:
     """Simple moving average; NaN until n values exist (a NaN inside the window gives NaN)."""
     x = np.asarray(x, dtype=np.float64)
@@ -41,9 +54,10 @@ def sma(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def wilder(x: np.ndarray, n: int) -> np.ndarray:
-    """Wilder's smoothing (RMA): seeded with the mean of the first n values of a row, then
-    y[t] = (y[t-1]·(n-1) + x[t]) / n; a NaN input (a suspension) carries the previous value. NaN
-    before the seed, and for rows whose first n values are not all present.
+    """Wilder's smoothing (RMA): seeded with the mean of the first n present values of a row, then
+    y[t] = (y[t-1]·(n-1) + x[t]) / n over present values; a NaN input (a suspension) is skipped and
+    carries the previous value, so a panel row equals the series of the stock's own bars. NaN
+    before the seed and for rows with fewer than n values.
 
     Vectorised over rows and time: inside chunks of bars the recursion has the closed form
     y[t] = P[t]·(y[c-1] + Σ c[k]/P[k]) with P the running product of (1 - 1/n); a chunk is short
@@ -56,15 +70,15 @@ def wilder(x: np.ndarray, n: int) -> np.ndarray:
     if n > T or R == 0:
         return out.reshape(x.shape)
     valid = ~np.isnan(flat)
-    first = np.argmax(valid, axis=1)
-    seed = first + n - 1
-    window = np.clip(first[:, None] + np.arange(n), 0, T - 1)
-    win = np.take_along_axis(flat, window, axis=1)
-    ok = valid.any(axis=1) & (seed < T) & ~np.isnan(win).any(axis=1)
+    count = np.cumsum(valid, axis=1)
+    ok = count[:, -1] >= n
     if not ok.any():
         return out.reshape(x.shape)
     rows = np.flatnonzero(ok)
-    f, sd, seeds = flat[rows], seed[rows], win[rows].mean(axis=1)
+    seed = np.argmax(count >= n, axis=1)  # the n-th present value
+    head = valid & (count <= n)
+    f, sd = flat[rows], seed[rows]
+    seeds = np.where(head[rows], np.nan_to_num(f), 0.0).sum(axis=1) / n
     t = np.arange(T)
     after = (t[None, :] > sd[:, None]) & ~np.isnan(f)
     if n == 1:  # y = x, carried over gaps
@@ -89,8 +103,9 @@ def wilder(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def true_range(high: np.ndarray, low: np.ndarray, close: np.ndarray) -> np.ndarray:
-    """max(high, previous close) - min(low, previous close); NaN on a row's first bar (TA-Lib's TRANGE)."""
-    prev = shift(close)
+    """max(high, previous close) - min(low, previous close); NaN on a row's first bar (TA-Lib's TRANGE).
+    The previous close is the stock's last one, across suspended (NaN) days."""
+    prev = prev_valid(close)
     out: np.ndarray = np.fmax(high - low, np.fmax(np.abs(high - prev), np.abs(low - prev))) + np.where(
         np.isnan(prev), np.nan, 0.0
     )
@@ -105,8 +120,8 @@ def atr(high: np.ndarray, low: np.ndarray, close: np.ndarray, n: int = 14) -> np
 
 def rsi(close: np.ndarray, n: int = 14) -> np.ndarray:
     """Wilder's RSI (TA-Lib's RSI): average gain / (average gain + average loss) × 100, first value at
-    bar n; 0 when nothing moved."""
-    d = np.diff(close, axis=-1, prepend=np.nan)
+    bar n; 0 when nothing moved. Changes are from the stock's previous close, across suspended days."""
+    d = close - prev_valid(close)
     up = wilder(np.where(np.isnan(d), np.nan, np.clip(d, 0, None)), n)
     down = wilder(np.where(np.isnan(d), np.nan, np.clip(-d, 0, None)), n)
     total = up + down

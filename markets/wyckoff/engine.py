@@ -192,12 +192,15 @@ def analyze(
     if not s.has_volume:
         vol20 = vol60 = float("nan")
     c = float(bars.close[-1])
+    atr_now = atr_fn(bars.high, bars.low, bars.close, 14)[
+        -1
+    ]  # the as-of bar's ATR (events use the one before)
     hi250 = float(np.max(bars.high[-250:]))
     lo250 = float(np.min(bars.low[-250:]))
     indicators = {
         **{k: last(v) for k, v in mas.items()},
-        "atr14": last(s.atr),
-        "atr_pct": None if np.isnan(atr_pct[-1]) else round(float(atr_pct[-1]) * 100, 2),
+        "atr14": None if np.isnan(atr_now) else round(float(atr_now), 4),
+        "atr_pct": None if np.isnan(atr_now) else round(float(atr_now / c) * 100, 2),
         "rsi14": last(rsi_fn(bars.close, 14)),
         "ret_5d_pct": round((c / bars.close[-6] - 1) * 100, 2) if len(bars) > 5 else None,
         "ret_20d_pct": round((c / bars.close[-21] - 1) * 100, 2) if len(bars) > 20 else None,
