@@ -34,6 +34,9 @@ from markets.wyckoff.range import TradingRange, find_range
 MIN_BARS = 60
 
 
+LISTED_EVENTS = 12  # the events an analysis lists (and its chart must draw)
+
+
 @dataclass(frozen=True, slots=True)
 class WyckoffAnalysis:
     symbol: str
@@ -55,7 +58,7 @@ class WyckoffAnalysis:
         """Events on the last `bars` bars."""
         return [e for e in self.events if e.index >= self.bars_used - bars]
 
-    def to_dict(self, max_events: int = 12) -> dict[str, Any]:
+    def to_dict(self, max_events: int = LISTED_EVENTS) -> dict[str, Any]:
         return {
             "symbol": self.symbol,
             "name": self.name,
