@@ -13,8 +13,8 @@ under a UNIQUE constraint — and only then is the order executed:
 
 The paper broker fills at the last bar's close ("as of" the dataset, stated on every fill) with the
 market's rules: lots of 100 for A-share buys, T+1 on the wall-clock trading calendar (shares bought in
-today's session — the injected clock's date at the exchange, or the next trading day when today is
-none — can be sold from the next session, even while the bars stay frozen), the
+today's session — the injected clock's date at the exchange before the 15:00 close, else the next
+trading day — can be sold from the next session, even while the bars stay frozen), the
 backtester's price-limit rule (`rules.limit_block`: no fill on a limit-locked bar, no buy at a
 limit-up close, no sell at a limit-down close), commission/stamp duty, cash and holdings checks.
 
@@ -45,7 +45,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from markets.bars import Bars
-from markets.calendar import exchange_today
 from markets.data import MarketData
 from markets.errors import IdempotencyConflict, MarketError, NotFound, TradeRejected
 from markets.models import MarketTrade, SessionFactory
@@ -110,14 +109,13 @@ class PaperBroker:
         self.clock = clock or (lambda: datetime.now(UTC))
 
     def session_day(self, market: str) -> date:
-        """The trading session an order placed now belongs to: today at the exchange when it is a
-        trading day, else the next one (an order on Saturday is Monday's). Crypto: the UTC date."""
+        """The trading session an order placed now belongs to: today at the exchange before the
+        close on a trading day, else the next one (Monday 20:00 is Tuesday's, Saturday is Monday's).
+        Crypto: the UTC date."""
         now = self.clock()
         if market == "crypto":
             return now.astimezone(UTC).date()
-        cal = self.data.calendar("cn")
-        today = exchange_today(now)
-        return today if cal.is_trading_day(today) else cal.next_trading_day(today)
+        return self.data.calendar("cn").session_of(now)
 
     async def _existing(self, key: str) -> MarketTrade | None:
         async with self.sessions() as s:
