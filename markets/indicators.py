@@ -54,43 +54,72 @@ def sma(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def wilder(x: np.ndarray, n: int) -> np.ndarray:
-    """Wilder's smoothing (RMA): seeded with the mean of the first n present values of a row, then
-    y[t] = (y[t-1]·(n-1) + x[t]) / n over present values; a NaN input (a suspension) is skipped and
-    carries the previous value, so a panel row equals the series of the stock's own bars. NaN
-    before the seed and for rows with fewer than n values.
+    """Wilder's smoothing (RMA, alpha = 1/n): seeded with the mean of the first n present values
+    of a row, then y[t] = (y[t-1]·(n-1) + x[t]) / n over present values; a NaN input (a suspension)
+    is skipped and carries the previous value, so a panel row equals the series of the stock's own
+    bars. NaN before the seed and for rows with fewer than n values."""
+    return smooth(x, n, 1.0 / n)
+
+
+def ema(x: np.ndarray, n: int) -> np.ndarray:
+    """Exponential moving average as TA-Lib's EMA: alpha = 2/(n+1), seeded with the mean of the
+    first n present values (first value at the n-th bar); NaN inputs are skipped as in `wilder`."""
+    return smooth(x, n, 2.0 / (n + 1))
+
+
+def macd(
+    close: np.ndarray, fast: int = 12, slow: int = 26, signal: int = 9
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(MACD line, signal line, histogram) as TA-Lib's MACD: the fast EMA is seeded on the `fast`
+    closes that end where the slow EMA's seed ends (not on the first closes), the signal is the
+    `signal`-bar EMA of the line, and all three start once the signal exists (bar slow + signal - 2
+    of the stock's own bars). NaN on suspended days."""
+    close = np.asarray(close, dtype=np.float64)
+    absent = np.isnan(close)
+    line = smooth(close, fast, 2.0 / (fast + 1), skip=slow - fast) - smooth(close, slow, 2.0 / (slow + 1))
+    line[absent] = np.nan
+    sig = ema(line, signal)
+    sig[absent] = np.nan
+    line[np.isnan(sig)] = np.nan
+    return line, sig, line - sig
+
+
+def smooth(x: np.ndarray, n: int, alpha: float, skip: int = 0) -> np.ndarray:
+    """y[t] = y[t-1]·(1 - alpha) + x[t]·alpha over a row's present values, seeded with the mean of
+    n present values after the first `skip` (the first value at the (skip + n)-th present one); a NaN
+    input carries the previous value. NaN before the seed and for rows that never reach it.
 
     Vectorised over rows and time: inside chunks of bars the recursion has the closed form
-    y[t] = P[t]·(y[c-1] + Σ c[k]/P[k]) with P the running product of (1 - 1/n); a chunk is short
+    y[t] = P[t]·(y[c-1] + Σ c[k]/P[k]) with P the running product of (1 - alpha); a chunk is short
     enough that P stays above 1e-2, so the division loses no precision (≤ 1e-13 relative)."""
     x = np.asarray(x, dtype=np.float64)
     T = x.shape[-1]
     flat = x.reshape(-1, T)
-    R = flat.shape[0]
     out = np.full_like(flat, np.nan)
-    if n > T or R == 0:
+    if n + skip > T or flat.shape[0] == 0:
         return out.reshape(x.shape)
     valid = ~np.isnan(flat)
     count = np.cumsum(valid, axis=1)
-    ok = count[:, -1] >= n
+    ok = count[:, -1] >= skip + n
     if not ok.any():
         return out.reshape(x.shape)
     rows = np.flatnonzero(ok)
-    seed = np.argmax(count >= n, axis=1)  # the n-th present value
-    head = valid & (count <= n)
+    seed = np.argmax(count >= skip + n, axis=1)  # the (skip + n)-th present value
+    head = valid & (count > skip) & (count <= skip + n)
     f, sd = flat[rows], seed[rows]
     seeds = np.where(head[rows], np.nan_to_num(f), 0.0).sum(axis=1) / n
     t = np.arange(T)
     after = (t[None, :] > sd[:, None]) & ~np.isnan(f)
-    if n == 1:  # y = x, carried over gaps
+    if alpha >= 1.0:  # y = x, carried over gaps
         idx = np.where(after | (t[None, :] == sd[:, None]), t[None, :], 0)
         np.maximum.accumulate(idx, axis=1, out=idx)
         y = np.take_along_axis(f, idx, axis=1)
     else:
-        b = np.where(after, 1.0 - 1.0 / n, 1.0)
-        c = np.where(after, np.nan_to_num(f) / n, 0.0)
+        b = np.where(after, 1.0 - alpha, 1.0)
+        c = np.where(after, np.nan_to_num(f) * alpha, 0.0)
         c[np.arange(len(rows)), sd] = seeds  # y[seed] = seed mean (y before it is 0, b = 1)
         y = np.empty_like(f)
-        step = max(1, int(math.log(1e-2) / math.log(1.0 - 1.0 / n)))
+        step = max(1, int(math.log(1e-2) / math.log(1.0 - alpha)))
         prev = np.zeros(len(rows))
         for c0 in range(0, T, step):
             c1 = min(T, c0 + step)

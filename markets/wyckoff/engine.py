@@ -22,8 +22,8 @@ import numpy as np
 
 from markets.bars import Bars
 from markets.indicators import atr as atr_fn
+from markets.indicators import ema, macd, shift, sma
 from markets.indicators import rsi as rsi_fn
-from markets.indicators import shift, sma
 from markets.symbols import Instrument
 from markets.wyckoff import events as ev
 from markets.wyckoff.health import Health, rate
@@ -205,6 +205,11 @@ def analyze(
         "atr14": None if np.isnan(atr_now) else round(float(atr_now), 4),
         "atr_pct": None if np.isnan(atr_now) else round(float(atr_now / c) * 100, 2),
         "rsi14": last(rsi_fn(bars.close, 14)),
+        "ema12": last(ema(bars.close, 12)),
+        "ema26": last(ema(bars.close, 26)),
+        **dict(
+            zip(("macd", "macd_signal", "macd_hist"), map(last, macd(bars.close, 12, 26, 9)), strict=True)
+        ),
         "ret_5d_pct": round((c / bars.close[-6] - 1) * 100, 2) if len(bars) > 5 else None,
         "ret_20d_pct": round((c / bars.close[-21] - 1) * 100, 2) if len(bars) > 20 else None,
         "ret_60d_pct": round((c / bars.close[-61] - 1) * 100, 2) if len(bars) > 60 else None,

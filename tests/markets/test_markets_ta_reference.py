@@ -96,3 +96,78 @@ def test_panel_indicators_equal_talib_on_own_bars():
         h, lo, c = P.high[i, ok], P.low[i, ok], P.close[i, ok]
         np.testing.assert_allclose(a[i, ok], talib.ATR(h, lo, c, 14), rtol=1e-10, equal_nan=True)
         np.testing.assert_allclose(r[i, ok], talib.RSI(c, 14), rtol=1e-10, equal_nan=True)
+
+
+def hand_ema(x: list[float], n: int, skip: int = 0) -> list[float]:
+    """TA-Lib's EMA: k = 2/(n+1), seeded with the mean of n values after the first `skip`."""
+    out = [np.nan] * len(x)
+    if len(x) < skip + n:
+        return out
+    k = 2 / (n + 1)
+    y = sum(x[skip : skip + n]) / n
+    out[skip + n - 1] = y
+    for t in range(skip + n, len(x)):
+        y = (x[t] - y) * k + y
+        out[t] = y
+    return out
+
+
+def hand_macd(c: list[float], fast: int = 12, slow: int = 26, signal: int = 9):
+    """TA-Lib's MACD: the fast EMA seeded on the `fast` closes ending at the slow EMA's first value;
+    the signal an EMA of the line; everything from the signal's first value on."""
+    f, s = hand_ema(c, fast, skip=slow - fast), hand_ema(c, slow)
+    line = [a - b for a, b in zip(f, s, strict=True)]
+    start = slow - 1
+    sig = [np.nan] * start + hand_ema(line[start:], signal)
+    first = start + signal - 1
+    line = [np.nan] * first + line[first:]
+    return line, sig, [a - b for a, b in zip(line, sig, strict=True)]
+
+
+@pytest.mark.parametrize("code", ["600519", "300274", "BTC"])
+def test_ema_and_macd_equal_the_ta_lib_definitions(code):
+    from markets.indicators import ema, macd
+
+    c = MD.bars(MD.resolve(code)).close
+    for n in (5, 12, 26, 50):
+        np.testing.assert_allclose(ema(c, n), hand_ema(list(c), n), rtol=1e-12, equal_nan=True)
+    for got, want in zip(macd(c), hand_macd(list(c)), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * float(np.max(c)), equal_nan=True)
+    line, sig, _ = macd(c)
+    assert np.isnan(line[32]) and not np.isnan(line[33]) and not np.isnan(sig[33])
+
+
+def test_panel_ema_and_macd_equal_each_stocks_own_bars():
+    from markets.indicators import ema, macd
+
+    P = PANEL
+    e = ema(P.close, 20)
+    m = macd(P.close)
+    for i in suspended():
+        ok = ~np.isnan(P.close[i])
+        c = list(P.close[i, ok])
+        np.testing.assert_allclose(e[i, ok], hand_ema(c, 20), rtol=1e-12, equal_nan=True)
+        for got, want in zip(m, hand_macd(c), strict=True):
+            np.testing.assert_allclose(got[i, ok], want, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+
+def test_analysis_reports_ema_and_macd_of_the_as_of_bar():
+    bars = MD.bars(MD.resolve("600519"))
+    ind = analyze(bars, MD.resolve("600519")).indicators
+    c = list(bars.tail(500).close)  # the analysis window
+    line, sig, hist = hand_macd(c)
+    assert ind["ema12"] == round(hand_ema(c, 12)[-1], 4) and ind["ema26"] == round(hand_ema(c, 26)[-1], 4)
+    assert (ind["macd"], ind["macd_signal"], ind["macd_hist"]) == tuple(
+        round(v[-1], 4) for v in (line, sig, hist)
+    )
+
+
+def test_ema_and_macd_equal_talib():
+    talib = pytest.importorskip("talib")
+    from markets.indicators import ema, macd
+
+    for code in ("600519", "300274", "BTC"):
+        c = MD.bars(MD.resolve(code)).close
+        np.testing.assert_allclose(ema(c, 12), talib.EMA(c, 12), rtol=1e-12, equal_nan=True)
+        for got, want in zip(macd(c), talib.MACD(c, 12, 26, 9), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * float(np.max(c)), equal_nan=True)
