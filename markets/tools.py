@@ -397,7 +397,7 @@ async def run_backtest(
     """Backtest a Wyckoff strategy (or the benchmarks buy_and_hold / ma_cross) on daily bars with A-share rules (T+1, 100-share lots, price limits, fees) or crypto rules; returns CAGR, max drawdown, Sharpe, win rate, trades, CSI 300 comparison over the stated period and an equity-curve chart.
 
     Args:
-        codes: codes or names to trade (default: the strategy's universe, else every stock in the dataset).
+        codes: codes or names to trade (default: the strategy's universe, else every stock in the dataset); their market sets the rules (BTC, ETH: crypto).
         strategy: a saved strategy's name or id (default: the default Wyckoff strategy).
         config: overrides of the strategy config (entry, exit, stop_pct, max_positions, position_pct, ...). entry may be "buy_and_hold" (buy on the first tradable bar, hold to the end) or "ma_cross" (with ma_fast, ma_slow); these split cash equally unless position_pct is given.
         start: first trading date (YYYY-MM-DD); earlier bars warm up the indicators.
