@@ -12,6 +12,8 @@ from datetime import UTC, date, datetime
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from markets_helpers import DATA
 
 from bot import cli
@@ -188,3 +190,20 @@ def test_the_fixed_holiday_guess_never_closes_a_real_session(year):
     assert real <= guessed
     for month, day in full.fixed_holidays:
         assert date(year, month, day) not in guessed
+
+
+NAIVE_FROM, NAIVE_TO = datetime(2024, 1, 1), datetime(2027, 12, 31)  # noqa: DTZ001 — hypothesis bounds are naive
+
+
+@given(st.datetimes(min_value=NAIVE_FROM, max_value=NAIVE_TO, timezones=st.just(UTC)))
+def test_session_of_is_today_only_before_the_close_on_a_trading_day(now):
+    from markets.calendar import EXCHANGE_TZ, SSE_CLOSE
+
+    cal = TradingCalendar.sse()
+    local = now.astimezone(EXCHANGE_TZ)
+    s = cal.session_of(now)
+    assert cal.is_trading_day(s) and s >= local.date()
+    if cal.is_trading_day(local.date()) and local.time() < SSE_CLOSE:
+        assert s == local.date()
+    else:
+        assert s == cal.next_trading_day(local.date())

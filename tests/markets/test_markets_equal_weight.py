@@ -5,11 +5,13 @@ a zero-quantity order is reported, and entries known before the open fill on the
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from markets.backtest import BacktestConfig, Order, run
 from markets.bars import Bars
 from markets.panel import Panel
-from markets.rules import MarketRules
+from markets.rules import MarketRules, money_sum, notional
 
 
 def flat_panel(prices: dict[str, float], days: int = 3) -> Panel:
@@ -89,3 +91,29 @@ def test_entries_known_before_the_open_fill_on_their_own_bar():
     assert [f["date"] for f in r.fills] == ["2024-01-02"]  # the first bar, not the second
     r = run(p, rules=MarketRules.cn(), cfg=cfg(100_000, 1), entries=e)
     assert [f["date"] for f in r.fills] == ["2024-01-03"]  # a close's signal: the next open
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    prices=st.lists(st.integers(min_value=100, max_value=200_000), min_size=1, max_size=12),
+    cash=st.integers(min_value=1_000, max_value=2_000_000),
+)
+def test_equal_weight_buys_every_stock_the_cash_allows_property(prices, cash):
+    p = flat_panel({f"S{k:02d}": c / 100 for k, c in enumerate(prices)})
+    rules = MarketRules.cn()
+    r = run(p, rules=rules, cfg=cfg(float(cash), len(prices), equal_weight=True), entries=entries_day0(p))
+    lot_cost = {}
+    for sym, c in zip(p.symbols, prices, strict=True):
+        n = notional(100, c / 100)
+        lot_cost[sym] = money_sum(n, *rules.order_cost("buy", n))
+    got = bought(r)
+    rejected = {x["symbol"] for x in r.rejected}
+    assert set(got) | rejected == set(p.symbols) and not set(got) & rejected  # nothing silent
+    assert r.equity[0] > 0 and min(r.equity) > 0
+    spent = sum(lot_cost[s] for s in got)
+    assert spent <= cash
+    if sum(lot_cost.values()) <= cash:
+        assert rejected == set()  # one lot of each fits: every stock is bought
+    else:
+        # only the dearest are left out, and adding the cheapest of them would not fit
+        assert min(lot_cost[s] for s in rejected) >= max((lot_cost[s] for s in got), default=0)
