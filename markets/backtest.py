@@ -1,6 +1,7 @@
 """An in-house daily backtester that knows A-share rules (and crypto's).
 
-Timing (no look-ahead): signals are read at the close of day t and executed at the open of day t + 1.
+Timing (no look-ahead): signals are read at the close of day t and executed at the open of day t + 1;
+entries known before the open (buy-and-hold, `enter_same_bar`) fill at their own bar's open.
 Stops are intraday: when a bar's low reaches the stop, the position is sold at min(open, stop).
 Explicit orders (`Order`) may also fill at a day's open or close; the tests use them.
 
@@ -11,10 +12,11 @@ cannot be sold on day d — a stop hit that day waits for the next bar); the pri
 at limit-down. A blocked order is not dropped: it stays pending and is tried again at the next bar's
 open until it fills or the opposite signal cancels it (`BacktestConfig.retry_blocked`, default on);
 commission 0.025 % (min 5 CNY) + 0.001 % transfer fee per order and 0.05 %
-stamp duty on sells. Crypto: fractional sizes, same-day round trips, a flat fee, no limits.
+stamp duty on sells, each to the cent half-up in decimal, and cash kept in decimal steps. Crypto: fractional sizes, same-day round trips, a flat fee, no limits.
 
 Results: equity curve, total return, CAGR (calendar days), max drawdown, Sharpe (daily returns,
-rf = 0, annualised with 252 or 365 days), win rate and the list of round trips, blocked orders, and a
+rf = 0, annualised with 252 or 365 days), win rate and the list of round trips, blocked orders,
+rejected orders (a zero quantity, no cash for a lot: each with its reason, never silent), and a
 comparison with the benchmark (CSI 300 for A-shares).
 """
 
