@@ -1,6 +1,7 @@
 """An in-house daily backtester that knows A-share rules (and crypto's).
 
-Timing (no look-ahead): signals are read at the close of day t and executed at the open of day t + 1.
+Timing (no look-ahead): signals are read at the close of day t and executed at the open of day t + 1;
+entries known before the open (buy-and-hold, `enter_same_bar`) fill at their own bar's open.
 Stops are intraday: when a bar's low reaches the stop, the position is sold at min(open, stop).
 Explicit orders (`Order`) may also fill at a day's open or close; the tests use them.
 
@@ -11,10 +12,11 @@ cannot be sold on day d — a stop hit that day waits for the next bar); the pri
 at limit-down. A blocked order is not dropped: it stays pending and is tried again at the next bar's
 open until it fills or the opposite signal cancels it (`BacktestConfig.retry_blocked`, default on);
 commission 0.025 % (min 5 CNY) + 0.001 % transfer fee per order and 0.05 %
-stamp duty on sells. Crypto: fractional sizes, same-day round trips, a flat fee, no limits.
+stamp duty on sells, each to the cent half-up in decimal, and cash kept in decimal steps. Crypto: fractional sizes, same-day round trips, a flat fee, no limits.
 
 Results: equity curve, total return, CAGR (calendar days), max drawdown, Sharpe (daily returns,
-rf = 0, annualised with 252 or 365 days), win rate and the list of round trips, blocked orders, and a
+rf = 0, annualised with 252 or 365 days), win rate and the list of round trips, blocked orders,
+rejected orders (a zero quantity, no cash for a lot: each with its reason, never silent), and a
 comparison with the benchmark (CSI 300 for A-shares).
 """
 
@@ -29,7 +31,7 @@ import numpy as np
 
 from markets.bars import Bars
 from markets.panel import Panel
-from markets.rules import MarketRules, Side, limit_block
+from markets.rules import MarketRules, Side, limit_block, money_sum, notional
 
 ProgressCb = Callable[[str, str, float | None], None]
 Outcome = Literal["filled", "blocked", "t+1", "rejected"]  # blocked: price limit or no bar → retried
@@ -58,6 +60,13 @@ class BacktestConfig:
     block_limit_open: bool = True  # no buy when the open is at limit-up (sell: at limit-down)
     retry_blocked: bool = True  # an order blocked by a price limit (or a missing bar) waits for the next bar
     start: int = 0  # first day index that may trade (warm-up before it)
+    # Entries known before the open (buy-and-hold) fill at the open of their own bar, so a start on
+    # the data's first bar buys on that bar; other entries are read at a close and fill next open.
+    enter_same_bar: bool = False
+    # Split the day's buys equally (position_pct of equity each) but give a stock whose one lot costs
+    # more than that share one lot when the cash allows, so every stock is bought; those no cash can
+    # reach are reported in `rejected`.
+    equal_weight: bool = False
 
 
 @dataclass
@@ -90,6 +99,7 @@ class BacktestResult:
     fills: list[dict[str, Any]]
     blocked: list[dict[str, Any]]
     metrics: dict[str, Any]
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # never filled: zero size, no cash
     benchmark: np.ndarray | None = None
     bars_processed: int = 0
     start: int = 0  # first day the metrics cover (earlier bars only warm up the signals)
@@ -119,6 +129,8 @@ class BacktestResult:
             "trades_total": len(self.trades),
             "blocked_orders": len(self.blocked),
             "blocked_examples": self.blocked[:5],
+            "rejected_orders": len(self.rejected),
+            "rejected_examples": self.rejected[:10],
         }
 
 
@@ -137,15 +149,27 @@ class _Book:
     panel: Panel
     rules: MarketRules
     cfg: BacktestConfig
-    limits: np.ndarray  # per-symbol limit fraction (NaN: none)
+    limits: np.ndarray  # limit fraction per symbol, or per [symbol, day] (ST by date); NaN: none
     cash: float = 0.0
     pos: dict[int, _Pos] = field(default_factory=dict)
     trips: list[RoundTrip] = field(default_factory=list)
     fills: list[dict[str, Any]] = field(default_factory=list)
     blocked: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
 
-    def _limit(self, i: int) -> float | None:
-        v = self.limits[i]
+    def reject(self, i: int, t: int, side: Side, reason: str) -> Outcome:
+        self.rejected.append(
+            {
+                "date": str(self.panel.dates[t]),
+                "symbol": self.panel.symbols[i],
+                "side": side,
+                "reason": reason,
+            }
+        )
+        return "rejected"
+
+    def _limit(self, i: int, t: int) -> float | None:
+        v = self.limits[i, t] if self.limits.ndim == 2 else self.limits[i]
         return None if np.isnan(v) else float(v)
 
     def _prev_close(self, i: int, t: int) -> float:
@@ -163,7 +187,7 @@ class _Book:
             self._prev_close(i, t),
             float(P.high[i, t]),
             float(P.low[i, t]),
-            self._limit(i),
+            self._limit(i, t),
             block_at_limit=self.cfg.block_limit_open,
         )
 
@@ -186,31 +210,30 @@ class _Book:
             )
             return "blocked"
         if qty is None:
-            qty = self.rules.max_affordable(min(value or self.cash, self.cash), price)
+            budget = min(value or self.cash, self.cash)
+            qty = self.rules.max_affordable(budget, price)
+            if qty <= 0:
+                unit = self.rules.lot or self.rules.qty_step
+                return self.reject(
+                    i, t, "buy", f"zero quantity: {budget:,.2f} buys no {unit:g} at {price:g} with fees"
+                )
         else:
-            qty = self.rules.round_qty(qty)
-        if qty <= 0:
-            return "rejected"
-        notional = qty * price
-        fee, tax = self.rules.order_cost("buy", notional)
-        if notional + fee + tax > self.cash + 1e-9:
-            self.blocked.append(
-                {
-                    "date": str(self.panel.dates[t]),
-                    "symbol": sym,
-                    "side": "buy",
-                    "reason": "insufficient cash",
-                }
-            )
-            return "rejected"
-        self.cash -= notional + fee + tax
+            want, qty = qty, self.rules.round_qty(qty)
+            if qty <= 0:
+                return self.reject(i, t, "buy", f"zero quantity: {want:g} rounds to no whole lot")
+        value = notional(qty, price)
+        fee, tax = self.rules.order_cost("buy", value)
+        cost = money_sum(value, fee, tax)
+        if cost > self.cash:
+            return self.reject(i, t, "buy", f"insufficient cash: need {cost:,.2f}, have {self.cash:,.2f}")
+        self.cash = money_sum(self.cash, -cost)
         if i in self.pos:
             p = self.pos[i]
             p.qty += qty
-            p.cost += notional + fee + tax
+            p.cost = money_sum(p.cost, cost)
         else:
             trip = RoundTrip(sym, str(self.panel.dates[t]), price, None, None, qty, None, None, reason)
-            self.pos[i] = _Pos(qty, notional + fee + tax, t, price, price, trip)
+            self.pos[i] = _Pos(qty, cost, t, price, price, trip)
             self.trips.append(trip)
         self.fills.append(
             {
@@ -246,12 +269,14 @@ class _Book:
                 {"date": str(self.panel.dates[t]), "symbol": sym, "side": "sell", "reason": why}
             )
             return "blocked"
+        want = qty
         qty = p.qty if qty is None or qty >= p.qty else self.rules.round_qty(qty, "sell", p.qty)
         if qty <= 0:
-            return "rejected"
-        notional = qty * price
-        fee, tax = self.rules.order_cost("sell", notional)
-        self.cash += notional - fee - tax
+            return self.reject(i, t, "sell", f"zero quantity: {want:g} rounds to no whole lot")
+        value = notional(qty, price)
+        fee, tax = self.rules.order_cost("sell", value)
+        proceeds = money_sum(value, -fee, -tax)
+        self.cash = money_sum(self.cash, proceeds)
         share = qty / p.qty
         cost_part = p.cost * share
         self.fills.append(
@@ -268,7 +293,7 @@ class _Book:
         if qty >= p.qty - 1e-12:
             tr = p.trip
             tr.exit_date, tr.exit_price = str(self.panel.dates[t]), price
-            tr.pnl = notional - fee - tax - p.cost
+            tr.pnl = money_sum(proceeds, -p.cost)
             tr.pnl_pct = tr.pnl / p.cost if p.cost else None
             tr.reason = f"{tr.reason} → {reason}".strip(" →")
             del self.pos[i]
@@ -330,12 +355,15 @@ def run(
                         got = book.sell(i, t, float(P.open[i, t]), None, why)
                     if got == "filled" or (got == "blocked" and not cfg.retry_blocked) or got == "rejected":
                         del pend_sell[i]
-                if entries is not None:
-                    for ci in np.flatnonzero(entries[:, t - 1]):
-                        i = int(ci)
-                        if i not in book.pos and i not in pend_sell:
-                            pend_buy.setdefault(i, "entry signal")
-                eq = book.equity(t - 1)
+            day = t if cfg.enter_same_bar else t - 1  # the bar whose entries fill at this open
+            if entries is not None and day >= 0:
+                for ci in np.flatnonzero(entries[:, day]):
+                    i = int(ci)
+                    if i not in book.pos and i not in pend_sell:
+                        pend_buy.setdefault(i, "entry signal")
+            if pend_buy:
+                eq = book.equity(t - 1) if t > 0 else book.cash
+                budgets = _equal_budgets(book, pend_buy, t, eq * cfg.position_pct) if cfg.equal_weight else {}
                 for i, why in list(pend_buy.items()):
                     if i in book.pos:
                         del pend_buy[i]
@@ -345,7 +373,8 @@ def run(
                         continue
                     got = "blocked"
                     if not np.isnan(P.open[i, t]):
-                        got = book.buy(i, t, float(P.open[i, t]), None, eq * cfg.position_pct, why)
+                        budget = budgets.get(i, eq * cfg.position_pct)
+                        got = book.buy(i, t, float(P.open[i, t]), None, budget, why)
                     if got != "blocked" or not cfg.retry_blocked:
                         del pend_buy[i]
             for o in by_day.get(t, []):
@@ -392,11 +421,52 @@ def run(
             cfg.start,
             cfg.initial_cash,
         ),
+        book.rejected,
         bench,
         processed,
         cfg.start,
         cfg.initial_cash,
     )
+
+
+def _equal_budgets(book: _Book, pending: dict[int, str], t: int, share: float) -> dict[int, float]:
+    """Cash per stock for the day's equal-weight buys. Each gets `share` (or an equal part of the
+    cash when that is less); a stock whose one lot costs more gets exactly one lot, paid from the
+    others' shares; when one lot of each cannot be paid for, the dearest are left out (rejected,
+    with the reason) until the rest fit."""
+    rules, P = book.rules, book.panel
+    unit: dict[int, float] = {}
+    for i in pending:
+        price = float(P.open[i, t])
+        if i in book.pos or np.isnan(price) or book._block(i, t, "buy", price):
+            continue  # held, or left to the buy itself to block and retry
+        n = notional(rules.lot, price) if rules.lot else 0.0
+        unit[i] = money_sum(n, *rules.order_cost("buy", n)) if n else 0.0
+    rest = sorted(unit, key=lambda i: unit[i])
+    cash = book.cash
+    while rest and sum(unit[i] for i in rest) > cash:
+        i = rest.pop()
+        book.reject(
+            i,
+            t,
+            "buy",
+            f"unaffordable: one lot costs {unit[i]:,.2f} with fees, and {cash:,.2f} cash cannot "
+            "buy a lot of every stock",
+        )
+        del pending[i]
+    out: dict[int, float] = {}
+    pool = cash
+    while rest:
+        each = min(share, pool / len(rest))
+        dear = [i for i in rest if unit[i] > each]
+        if not dear:
+            out.update(dict.fromkeys(rest, each))
+            break
+        for i in dear:
+            out[i] = unit[i]
+            pool -= unit[i]
+            rest.remove(i)
+    return out
 
 
 def _explicit(book: _Book, i: int, t: int, o: Order, price: float, by_day: dict[int, list[Order]]) -> None:

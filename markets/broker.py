@@ -13,8 +13,8 @@ under a UNIQUE constraint — and only then is the order executed:
 
 The paper broker fills at the last bar's close ("as of" the dataset, stated on every fill) with the
 market's rules: lots of 100 for A-share buys, T+1 on the wall-clock trading calendar (shares bought in
-today's session — the injected clock's date at the exchange, or the next trading day when today is
-none — can be sold from the next session, even while the bars stay frozen), the
+today's session — the injected clock's date at the exchange before the 15:00 close, else the next
+trading day — can be sold from the next session, even while the bars stay frozen), the
 backtester's price-limit rule (`rules.limit_block`: no fill on a limit-locked bar, no buy at a
 limit-up close, no sell at a limit-down close), commission/stamp duty, cash and holdings checks.
 
@@ -45,12 +45,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from markets.bars import Bars
-from markets.calendar import exchange_today
 from markets.data import MarketData
 from markets.errors import IdempotencyConflict, MarketError, OrderNotFound, TradeRejected
 from markets.models import MarketTrade, SessionFactory
 from markets.portfolio import Portfolio, trade_dict
-from markets.rules import MarketRules, Side, limit_block
+from markets.rules import MarketRules, Side, limit_block, money_sum, notional
 from markets.settings import MarketSettings
 from markets.symbols import Instrument
 from memory.tasks import rowcount
@@ -110,14 +109,13 @@ class PaperBroker:
         self.clock = clock or (lambda: datetime.now(UTC))
 
     def session_day(self, market: str) -> date:
-        """The trading session an order placed now belongs to: today at the exchange when it is a
-        trading day, else the next one (an order on Saturday is Monday's). Crypto: the UTC date."""
+        """The trading session an order placed now belongs to: today at the exchange before the
+        close on a trading day, else the next one (Monday 20:00 is Tuesday's, Saturday is Monday's).
+        Crypto: the UTC date."""
         now = self.clock()
         if market == "crypto":
             return now.astimezone(UTC).date()
-        cal = self.data.calendar("cn")
-        today = exchange_today(now)
-        return today if cal.is_trading_day(today) else cal.next_trading_day(today)
+        return self.data.calendar("cn").session_of(now)
 
     async def _existing(self, key: str) -> MarketTrade | None:
         async with self.sessions() as s:
@@ -283,11 +281,12 @@ class PaperBroker:
             return f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not"
         acc = await self.portfolio._account(s, user_id, market)
         pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
-        notional = qty * price
-        fee, tax = rules.order_cost(side, notional)
+        value = notional(qty, price)
+        fee, tax = rules.order_cost(side, value)
         if side == "buy":
-            if notional + fee + tax > acc.cash + 1e-9:
-                return f"insufficient cash: need {notional + fee + tax:,.2f}, have {acc.cash:,.2f}"
+            need = money_sum(value, fee, tax)
+            if need > acc.cash:
+                return f"insufficient cash: need {need:,.2f}, have {acc.cash:,.2f}"
             return None
         sellable = pos.quantity
         if rules.t_plus_1 and t_plus_1:
@@ -335,19 +334,19 @@ class PaperBroker:
         """Move cash and shares for a checked order, and mark the trade filled (one transaction)."""
         acc = await self.portfolio._account(s, user_id, market)
         pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
-        notional = qty * price
-        fee, tax = rules.order_cost(side, notional)
+        value = notional(qty, price)
+        fee, tax = rules.order_cost(side, value)
         if side == "buy":
             new_qty = pos.quantity + qty
-            pos.avg_cost = (pos.avg_cost * pos.quantity + notional + fee) / new_qty
+            pos.avg_cost = (pos.avg_cost * pos.quantity + value + fee) / new_qty
             pos.quantity = new_qty
             pos.high_since_entry = max(pos.high_since_entry or 0.0, price)
             pos.opened_on = pos.opened_on or day
-            acc.cash -= notional + fee + tax
+            acc.cash = money_sum(acc.cash, -value, -fee, -tax)
         else:
-            t.realized_pnl = notional - fee - tax - pos.avg_cost * qty
+            t.realized_pnl = value - fee - tax - pos.avg_cost * qty
             pos.quantity -= qty
-            acc.cash += notional - fee - tax
+            acc.cash = money_sum(acc.cash, value, -fee, -tax)
             if pos.quantity <= 1e-12:
                 pos.quantity, pos.avg_cost, pos.high_since_entry, pos.opened_on = 0.0, 0.0, 0.0, None
         t.status, t.price, t.fee, t.tax, t.trade_date = "filled", price, fee, tax, day

@@ -1,7 +1,10 @@
 """Trading calendars: the SSE calendar for A-shares (bundled, 1990-12-19 → 2026-12-31) and an
 every-day calendar for crypto.
 
-Outside the known range weekdays are assumed to be trading days, and that guess is never silent:
+Outside the known range weekdays are assumed to be trading days except the SSE's fixed-date
+holidays (1 January, 1 May, 1–7 October: closed on every weekday they fell on since 2009); the
+lunar-calendar holidays (Spring Festival, Qingming, Dragon Boat, Mid-Autumn) are not known there.
+That guess is never silent:
 `warning(day)` says so (shown by /status, `tapebot config check`, briefs and the market tools), and
 also when the range ends within 30 days. A newer calendar: `tapebot data update-calendar` (akshare's
 `tool_trade_date_hist_sina`, the `akshare` extra) writes `$TAPEBOT_HOME/data/cn_trade_calendar.json`,
@@ -15,7 +18,7 @@ import bisect
 import importlib
 import json
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,19 +30,23 @@ if TYPE_CHECKING:
 CALENDAR_FILE = "cn_trade_calendar.json"
 WARN_DAYS = 30  # warn this long before the known range ends
 EXCHANGE_TZ = ZoneInfo("Asia/Shanghai")
+SSE_CLOSE = time(15, 0)  # the closing auction ends: an order after it belongs to the next session
+# (month, day) closed on every weekday they fell on in the bundled calendar since 2009
+SSE_FIXED_HOLIDAYS = frozenset({(1, 1), (5, 1), *((10, d) for d in range(1, 8))})
 
 # the warning reaches chats (/status) in their language; markets sits below bot/, so the words are here
 CALENDAR_STRINGS: dict[str, dict[str, str]] = {
     "en": {
         "fix": "run `tapebot data update-calendar` (akshare extra) or put a newer {file} into $TAPEBOT_HOME/data/",
         "outside": "the {name} trading calendar ends {last} ({source}); {day} is outside it, so weekdays are "
-        "assumed to be trading days (holidays are not known): {fix}",
+        "assumed to be trading days except 1 Jan, 1 May and 1–7 Oct (the lunar-calendar holidays are "
+        "not known): {fix}",
         "ends_soon": "the {name} trading calendar ends {last} ({source}), in {left} days: {fix}",
     },
     "zh": {
         "fix": "运行 `tapebot data update-calendar`（需 akshare 扩展），或把更新的 {file} 放到 $TAPEBOT_HOME/data/",
-        "outside": "{name} 交易日历只到 {last}（{source}）；{day} 不在其中，因此把工作日都当作交易日"
-        "（不知道节假日）：{fix}",
+        "outside": "{name} 交易日历只到 {last}（{source}）；{day} 不在其中，因此除元旦、5月1日和10月1–7日外"
+        "把工作日都当作交易日（不知道春节等农历节假日）：{fix}",
         "ends_soon": "{name} 交易日历只到 {last}（{source}），还剩 {left} 天：{fix}",
     },
 }
@@ -70,9 +77,16 @@ class TradingCalendar:
     """Sorted set of trading days with fast neighbour lookups. Plain dates and `bisect`, no numpy:
     the scheduler asks it every day, and `tapebot run` should not load numpy for that (issue 21)."""
 
-    def __init__(self, days: list[date] | np.ndarray | None, name: str = "SSE", source: str = "bundled"):
+    def __init__(
+        self,
+        days: list[date] | np.ndarray | None,
+        name: str = "SSE",
+        source: str = "bundled",
+        fixed_holidays: frozenset[tuple[int, int]] = frozenset(),
+    ):
         self.name = name
         self.source = source
+        self.fixed_holidays = fixed_holidays  # (month, day) closed beyond the known range
         self.every_day = days is None
         self._days: list[date] = sorted({_day(d) for d in (days if days is not None else [])})
 
@@ -81,9 +95,10 @@ class TradingCalendar:
         """The SSE calendar: `<data_dir>/cn_trade_calendar.json` when that file exists (a newer
         calendar dropped in by hand or by `tapebot data update-calendar`), else the bundled one."""
         if data_dir is not None and (path := Path(data_dir) / CALENDAR_FILE).is_file():
-            return cls(_parse_days(path.read_text("utf-8"), str(path)), name="SSE", source=str(path))
+            days = _parse_days(path.read_text("utf-8"), str(path))
+            return cls(days, name="SSE", source=str(path), fixed_holidays=SSE_FIXED_HOLIDAYS)
         text = resources.files("markets.dataset").joinpath(CALENDAR_FILE).read_text("utf-8")
-        return cls(_parse_days(text, CALENDAR_FILE), name="SSE", source="bundled")
+        return cls(_parse_days(text, CALENDAR_FILE), "SSE", "bundled", SSE_FIXED_HOLIDAYS)
 
     @classmethod
     def crypto(cls) -> TradingCalendar:
@@ -122,9 +137,19 @@ class TradingCalendar:
         if self.every_day:
             return True
         if not self.covers(d):
-            return d.weekday() < 5
+            return d.weekday() < 5 and (d.month, d.day) not in self.fixed_holidays
         i = bisect.bisect_left(self._days, d)
         return i < len(self._days) and self._days[i] == d
+
+    def session_of(self, now: datetime) -> date:
+        """The session an order placed at `now` belongs to: today at the exchange when it is a
+        trading day and the close (15:00) has not passed, else the next trading day (an order on
+        Monday at 20:00 is Tuesday's, one on Saturday is Monday's)."""
+        local = now.astimezone(EXCHANGE_TZ)
+        today = local.date()
+        if self.is_trading_day(today) and local.time() < SSE_CLOSE:
+            return today
+        return self.next_trading_day(today)
 
     def next_trading_day(self, d: date | str, n: int = 1) -> date:
         """The n-th trading day strictly after `d`."""

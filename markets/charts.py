@@ -7,6 +7,10 @@ Noto Sans CJK SC subset (markets/fonts, SIL OFL 1.1); if that file is missing, a
 used if one is installed, else titles fall back to codes (`cjk_font()` returns None).
 A-share colours: red up, green down.
 
+Failed springs and upthrusts are drawn hollow and grey with "failed" in their label; every event
+the analysis lists is drawn (the window widens past the last 160 bars when one is older); labels
+that would overlap move outward; volume ticks read 万/亿 (or K/M/B), never a "1e7" offset.
+
 The range and the event markers are placed by date (`overlay`), not by bar index: the analysis
 reads its own window (the last 500 bars) and the chart may be given a longer series, so an index
 in one is not a position in the other. The chart also stops at the analysis's as-of bar.
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from importlib import resources
 from pathlib import Path
@@ -45,6 +49,7 @@ EVENT_STYLE = {
     "LPSY": ("v", "#e377c2"),
     "EvR": ("D", "#bcbd22"),
 }
+FAILED = "#555555"  # a failed spring/upthrust: hollow grey marker, "failed" in its label
 FONT_FILE = "NotoSansCJKsc-Regular-subset.otf"
 
 
@@ -91,11 +96,13 @@ def _out(out_dir: Path, stem: str) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Overlay:
-    """Where an analysis lands on the drawn bars: markers (x, kind, date) and the range's span."""
+    """Where an analysis lands on the drawn bars: markers (x, kind, date), whether each marks a
+    failed test (a spring or upthrust closed back through), and the range's span."""
 
     dates: np.ndarray
     markers: list[tuple[int, str, date]]
     span: tuple[int, int] | None
+    failed: list[bool] = field(default_factory=list)
 
     @property
     def first_date(self) -> date:
@@ -107,15 +114,33 @@ class Overlay:
         return x if x < len(self.dates) and self.dates[x] == np.datetime64(d, "D") else None
 
 
+def bars_shown(bars: Bars, analysis: WyckoffAnalysis | None, last: int = 160) -> int:
+    """How many bars the chart draws: `last`, widened so that every event the analysis lists
+    (its `events`) is on the chart, with a few bars before the oldest."""
+    if analysis is None:
+        return last
+    from markets.wyckoff.engine import LISTED_EVENTS
+
+    listed = analysis.events[-LISTED_EVENTS:]
+    if not listed:
+        return last
+    b = bars.between(None, analysis.as_of)
+    first = int(np.searchsorted(b.dates, np.datetime64(listed[0].date, "D")))
+    return max(last, len(b) - first + 5)
+
+
 def overlay(bars: Bars, analysis: WyckoffAnalysis, last: int = 160) -> Overlay:
-    """The analysis's events and range on the last `last` bars of `bars` (up to its as-of date)."""
-    b = bars.between(None, analysis.as_of).tail(last)
+    """The analysis's events and range on the chart's bars: the last `last` of `bars` up to its
+    as-of date, more when a listed event is older (`bars_shown`)."""
+    b = bars.between(None, analysis.as_of).tail(bars_shown(bars, analysis, last))
     ov = Overlay(b.dates, [], None)
     markers: list[tuple[int, str, date]] = []
+    failed: list[bool] = []
     for e in analysis.events:
         x = ov.x_of(e.date)
         if x is not None:
             markers.append((x, e.kind, e.date))
+            failed.append(e.status == "failed" and e.kind in ("Spring", "UT", "UTAD"))
     span = None
     r = analysis.range
     if r is not None and r.end_date >= ov.first_date:
@@ -123,7 +148,54 @@ def overlay(bars: Bars, analysis: WyckoffAnalysis, last: int = 160) -> Overlay:
         x0 = 0 if r.start_date < ov.first_date else ov.x_of(r.start_date)
         if x0 is not None and x1 is not None:
             span = (x0, x1)
-    return Overlay(b.dates, markers, span)
+    return Overlay(b.dates, markers, span, failed)
+
+
+def volume_formatter(chinese: bool) -> Any:
+    """Volume ticks as 1.2万 / 3.4亿 (Chinese) or 12K / 3.4M / 1.2B: never matplotlib's "1e7"
+    offset, which sits at the top of the volume axis, on the price panel's edge."""
+    from matplotlib.ticker import FuncFormatter
+
+    steps = ((1e8, "亿"), (1e4, "万")) if chinese else ((1e9, "B"), (1e6, "M"), (1e3, "K"))
+
+    def fmt(v: float, _pos: int | None = None) -> str:
+        for size, unit in steps:
+            if abs(v) >= size:
+                return f"{_short(v / size)}{unit}"
+        return _short(v)
+
+    return FuncFormatter(fmt)
+
+
+def _short(q: float) -> str:
+    """1.5, 12, 350, 9999: one decimal below 10, none above, never an exponent."""
+    text = f"{q:.1f}" if abs(q) < 10 else f"{q:.0f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _declutter(fig: Any, texts: list[tuple[Any, bool]]) -> None:
+    """Move event labels that would overlap another label or a marker outward (down under the
+    bars, up above them), one label height at a time, measured on the rendered figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.transforms import Bbox
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
+    r = 3.5 * fig.dpi / 72.0  # a marker's half size (s=36 → 6 points across) in pixels
+    placed: list[Any] = []
+    for text, _ in texts:
+        x, y = text.axes.transData.transform(text.xy)
+        placed.append(Bbox.from_extents(x - r, y - r, x + r, y + r))
+    to_points = 72.0 / fig.dpi
+    for text, below in sorted(texts, key=lambda t: t[0].xy[0]):
+        box = text.get_window_extent(renderer)
+        for _ in range(30):
+            if not any(box.overlaps(p) for p in placed):
+                break
+            dx, dy = text.xyann
+            step = (box.height + 1.0) * to_points
+            text.xyann = (dx, dy - step if below else dy + step)
+            box = text.get_window_extent(renderer)
+        placed.append(box)
 
 
 def candles(
@@ -135,15 +207,32 @@ def candles(
     last: int = 160,
     mas: tuple[int, ...] = (20, 50, 200),
 ) -> Path:
-    """Candles + volume + MAs (+ range and events from `analysis`) for the last `last` bars."""
+    """Candles + volume + MAs (+ range and events from `analysis`) for the last `last` bars (more
+    when an event the analysis lists is older)."""
+    fig = draw_candles(bars, name=name, analysis=analysis, last=last, mas=mas)
+    path = _out(out_dir, f"{bars.symbol}_candles")
+    fig.savefig(path, bbox_inches="tight")
+    return path
+
+
+def draw_candles(
+    bars: Bars,
+    *,
+    name: str = "",
+    analysis: WyckoffAnalysis | None = None,
+    last: int = 160,
+    mas: tuple[int, ...] = (20, 50, 200),
+) -> Any:
+    """The candle chart's matplotlib Figure (see `candles`)."""
     if analysis is not None:
         bars = bars.between(None, analysis.as_of)
+    last = bars_shown(bars, analysis, last)
     n_all = len(bars)
     ma_lines = {n: sma(bars.close, n) for n in mas}
     b = bars.tail(last)
     off = n_all - len(b)
     x = np.arange(len(b))
-    fig = _figure(11, 6.4)
+    fig = _figure(11 if len(b) <= 200 else 14, 6.4)
     gs = fig.add_gridspec(4, 1, hspace=0.05)
     ax = fig.add_subplot(gs[:3, 0])
     axv = fig.add_subplot(gs[3, 0], sharex=ax)
@@ -156,7 +245,13 @@ def candles(
     for n, line in ma_lines.items():
         ax.plot(x, line[off:], linewidth=1.0, label=f"MA{n}")
     axv.bar(x, b.volume, width=0.7, color=colors)
-    axv.set_ylabel("volume")
+    font = cjk_font()
+    chinese = font is not None and "/" not in bars.symbol
+    axv.yaxis.set_major_formatter(volume_formatter(chinese))
+    axv.set_ylabel("成交量" if chinese else "volume", fontproperties=font if chinese else None)
+    if chinese:
+        for t in axv.get_yticklabels():
+            t.set_fontproperties(font)
 
     ov = overlay(bars, analysis, last) if analysis is not None else None
     if analysis is not None and analysis.range is not None and ov is not None:
@@ -168,20 +263,27 @@ def candles(
         if ov.span:
             ax.axvspan(ov.span[0] - 0.5, ov.span[1] + 0.5, color="#999999", alpha=0.08)
     if ov is not None:
-        for i, kind, _ in ov.markers:
+        texts = []
+        for (i, kind, _), failed in zip(ov.markers, ov.failed, strict=True):
             marker, c = EVENT_STYLE.get(kind, ("o", "black"))
             below = marker == "^"
             y = b.low[i] * 0.985 if below else b.high[i] * 1.015
-            ax.scatter([i], [y], marker=marker, color=c, s=36, zorder=5)
-            ax.annotate(
-                kind,
+            if failed:  # hollow grey marker: the test failed, the event no longer counts
+                ax.scatter([i], [y], marker=marker, facecolors="none", edgecolors=FAILED, s=36, zorder=5)
+            else:
+                ax.scatter([i], [y], marker=marker, color=c, s=36, zorder=5)
+            text = ax.annotate(
+                f"{kind} failed" if failed else kind,
                 (i, y),
                 textcoords="offset points",
                 xytext=(0, -12 if below else 6),
                 ha="center",
                 fontsize=7,
-                color=c,
+                color=FAILED if failed else c,
+                gid=f"event:{kind}:{'failed' if failed else 'ok'}",
             )
+            texts.append((text, below))
+        _declutter(fig, texts)
 
     ticks = np.linspace(0, len(b) - 1, 8).astype(int)
     axv.set_xticks(ticks)
@@ -191,13 +293,11 @@ def candles(
     ax.legend(loc="upper left", fontsize=8)
     label = f"{name}({bars.symbol})" if name else bars.symbol
     phase = f" · {analysis.phase.label}" if analysis is not None else ""
-    text, font = _title(
+    text, tfont = _title(
         f"{label}{phase} · as of {b.dates[-1]}", f"{bars.symbol}{phase} · as of {b.dates[-1]}"
     )
-    ax.set_title(text, fontproperties=font, fontsize=11)
-    path = _out(out_dir, f"{bars.symbol}_candles")
-    fig.savefig(path, bbox_inches="tight")
-    return path
+    ax.set_title(text, fontproperties=tfont, fontsize=11)
+    return fig
 
 
 def equity_curve(

@@ -23,6 +23,19 @@ def shift(x: np.ndarray, n: int = 1, fill: float = np.nan) -> np.ndarray:
     return out
 
 
+def prev_valid(x: np.ndarray) -> np.ndarray:
+    """The last non-NaN value strictly before each position along the last axis (NaN when none):
+    on a panel, a stock's previous close across its suspended days, as on its own bars."""
+    x = np.asarray(x, dtype=np.float64)
+    T = x.shape[-1]
+    idx = np.where(np.isnan(x), -1, np.arange(T))
+    np.maximum.accumulate(idx, axis=-1, out=idx)
+    before = np.concatenate([np.full((*x.shape[:-1], 1), -1), idx[..., :-1]], axis=-1)
+    out = np.take_along_axis(x, np.clip(before, 0, None), axis=-1)
+    out[before < 0] = np.nan
+    return out
+
+
 def sma(x: np.ndarray, n: int) -> np.ndarray:
     """Simple moving average; NaN until n values exist (a NaN inside the window gives NaN)."""
     x = np.asarray(x, dtype=np.float64)
@@ -41,42 +54,72 @@ def sma(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def wilder(x: np.ndarray, n: int) -> np.ndarray:
-    """Wilder's smoothing (RMA): seeded with the mean of the first n values of a row, then
-    y[t] = (y[t-1]·(n-1) + x[t]) / n; a NaN input (a suspension) carries the previous value. NaN
-    before the seed, and for rows whose first n values are not all present.
+    """Wilder's smoothing (RMA, alpha = 1/n): seeded with the mean of the first n present values
+    of a row, then y[t] = (y[t-1]·(n-1) + x[t]) / n over present values; a NaN input (a suspension)
+    is skipped and carries the previous value, so a panel row equals the series of the stock's own
+    bars. NaN before the seed and for rows with fewer than n values."""
+    return smooth(x, n, 1.0 / n)
+
+
+def ema(x: np.ndarray, n: int) -> np.ndarray:
+    """Exponential moving average as TA-Lib's EMA: alpha = 2/(n+1), seeded with the mean of the
+    first n present values (first value at the n-th bar); NaN inputs are skipped as in `wilder`."""
+    return smooth(x, n, 2.0 / (n + 1))
+
+
+def macd(
+    close: np.ndarray, fast: int = 12, slow: int = 26, signal: int = 9
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(MACD line, signal line, histogram) as TA-Lib's MACD: the fast EMA is seeded on the `fast`
+    closes that end where the slow EMA's seed ends (not on the first closes), the signal is the
+    `signal`-bar EMA of the line, and all three start once the signal exists (bar slow + signal - 2
+    of the stock's own bars). NaN on suspended days."""
+    close = np.asarray(close, dtype=np.float64)
+    absent = np.isnan(close)
+    line = smooth(close, fast, 2.0 / (fast + 1), skip=slow - fast) - smooth(close, slow, 2.0 / (slow + 1))
+    line[absent] = np.nan
+    sig = ema(line, signal)
+    sig[absent] = np.nan
+    line[np.isnan(sig)] = np.nan
+    return line, sig, line - sig
+
+
+def smooth(x: np.ndarray, n: int, alpha: float, skip: int = 0) -> np.ndarray:
+    """y[t] = y[t-1]·(1 - alpha) + x[t]·alpha over a row's present values, seeded with the mean of
+    n present values after the first `skip` (the first value at the (skip + n)-th present one); a NaN
+    input carries the previous value. NaN before the seed and for rows that never reach it.
 
     Vectorised over rows and time: inside chunks of bars the recursion has the closed form
-    y[t] = P[t]·(y[c-1] + Σ c[k]/P[k]) with P the running product of (1 - 1/n); a chunk is short
+    y[t] = P[t]·(y[c-1] + Σ c[k]/P[k]) with P the running product of (1 - alpha); a chunk is short
     enough that P stays above 1e-2, so the division loses no precision (≤ 1e-13 relative)."""
     x = np.asarray(x, dtype=np.float64)
     T = x.shape[-1]
     flat = x.reshape(-1, T)
-    R = flat.shape[0]
     out = np.full_like(flat, np.nan)
-    if n > T or R == 0:
+    if n + skip > T or flat.shape[0] == 0:
         return out.reshape(x.shape)
     valid = ~np.isnan(flat)
-    first = np.argmax(valid, axis=1)
-    seed = first + n - 1
-    window = np.clip(first[:, None] + np.arange(n), 0, T - 1)
-    win = np.take_along_axis(flat, window, axis=1)
-    ok = valid.any(axis=1) & (seed < T) & ~np.isnan(win).any(axis=1)
+    count = np.cumsum(valid, axis=1)
+    ok = count[:, -1] >= skip + n
     if not ok.any():
         return out.reshape(x.shape)
     rows = np.flatnonzero(ok)
-    f, sd, seeds = flat[rows], seed[rows], win[rows].mean(axis=1)
+    seed = np.argmax(count >= skip + n, axis=1)  # the (skip + n)-th present value
+    head = valid & (count > skip) & (count <= skip + n)
+    f, sd = flat[rows], seed[rows]
+    seeds = np.where(head[rows], np.nan_to_num(f), 0.0).sum(axis=1) / n
     t = np.arange(T)
     after = (t[None, :] > sd[:, None]) & ~np.isnan(f)
-    if n == 1:  # y = x, carried over gaps
+    if alpha >= 1.0:  # y = x, carried over gaps
         idx = np.where(after | (t[None, :] == sd[:, None]), t[None, :], 0)
         np.maximum.accumulate(idx, axis=1, out=idx)
         y = np.take_along_axis(f, idx, axis=1)
     else:
-        b = np.where(after, 1.0 - 1.0 / n, 1.0)
-        c = np.where(after, np.nan_to_num(f) / n, 0.0)
+        b = np.where(after, 1.0 - alpha, 1.0)
+        c = np.where(after, np.nan_to_num(f) * alpha, 0.0)
         c[np.arange(len(rows)), sd] = seeds  # y[seed] = seed mean (y before it is 0, b = 1)
         y = np.empty_like(f)
-        step = max(1, int(math.log(1e-2) / math.log(1.0 - 1.0 / n)))
+        step = max(1, int(math.log(1e-2) / math.log(1.0 - alpha)))
         prev = np.zeros(len(rows))
         for c0 in range(0, T, step):
             c1 = min(T, c0 + step)
@@ -89,8 +132,9 @@ def wilder(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def true_range(high: np.ndarray, low: np.ndarray, close: np.ndarray) -> np.ndarray:
-    """max(high, previous close) - min(low, previous close); NaN on a row's first bar (TA-Lib's TRANGE)."""
-    prev = shift(close)
+    """max(high, previous close) - min(low, previous close); NaN on a row's first bar (TA-Lib's TRANGE).
+    The previous close is the stock's last one, across suspended (NaN) days."""
+    prev = prev_valid(close)
     out: np.ndarray = np.fmax(high - low, np.fmax(np.abs(high - prev), np.abs(low - prev))) + np.where(
         np.isnan(prev), np.nan, 0.0
     )
@@ -105,8 +149,8 @@ def atr(high: np.ndarray, low: np.ndarray, close: np.ndarray, n: int = 14) -> np
 
 def rsi(close: np.ndarray, n: int = 14) -> np.ndarray:
     """Wilder's RSI (TA-Lib's RSI): average gain / (average gain + average loss) × 100, first value at
-    bar n; 0 when nothing moved."""
-    d = np.diff(close, axis=-1, prepend=np.nan)
+    bar n; 0 when nothing moved. Changes are from the stock's previous close, across suspended days."""
+    d = close - prev_valid(close)
     up = wilder(np.where(np.isnan(d), np.nan, np.clip(d, 0, None)), n)
     down = wilder(np.where(np.isnan(d), np.nan, np.clip(-d, 0, None)), n)
     total = up + down

@@ -15,6 +15,7 @@ from typing import Any
 
 from markets.broker import rules_for
 from markets.portfolio import Portfolio
+from markets.rules import notional
 from markets.services import MarketServices
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ async def trade_preview(svc: MarketServices, user_id: str, arguments: dict[str, 
     except Exception as exc:  # noqa: BLE001 — the card is best effort: without a price it has no amount line
         log.debug("no price for the card of %s: %s", code, exc)
         return preview
-    amount = quantity * price
+    amount = notional(quantity, price)
     fee, tax = rules_for(market, svc.settings).order_cost("sell" if side == "sell" else "buy", amount)
     cash = currency = None
     if svc.session_factory is not None and not live:  # the paper account's cash

@@ -79,7 +79,7 @@ def template_report(f: dict[str, Any]) -> str:
     ind = f["indicators"]
     lines.append(
         f"**Trend:** MA20 {ind.get('ma20')}, MA50 {ind.get('ma50')}, MA200 {ind.get('ma200')}; RSI14 {ind.get('rsi14')}; "
-        f"20-day return {ind.get('ret_20d_pct')}%."
+        f"MACD(12,26,9) {ind.get('macd')} vs signal {ind.get('macd_signal')}; 20-day return {ind.get('ret_20d_pct')}%."
     )
     h = f["health"]
     lines.append(

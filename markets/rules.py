@@ -13,9 +13,34 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Literal
 
 Side = Literal["buy", "sell"]
+CENT = Decimal("0.01")
+
+
+def dec(x: float | int | Decimal) -> Decimal:
+    """The decimal a float stands for: its shortest repr (12.35, not 12.3499999…), so a price
+    or rate read from storage is the number that was written."""
+    return x if isinstance(x, Decimal) else Decimal(repr(float(x)))
+
+
+def cents(x: Decimal) -> float:
+    """Money to the cent, half-up as brokers round (0.125 → 0.13)."""
+    return float(x.quantize(CENT, rounding=ROUND_HALF_UP))
+
+
+def notional(qty: float, price: float) -> float:
+    """qty × price computed in decimal: the float product can land a hair under x.xx5 and turn a
+    fee's half-up into a round-down."""
+    return float(dec(qty) * dec(price))
+
+
+def money_sum(*xs: float) -> float:
+    """A cash balance after adding amounts, in decimal: repeated float additions drift by fractions
+    of a cent that a later comparison or rounding can turn into a whole cent."""
+    return float(sum((dec(x) for x in xs), Decimal(0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +51,14 @@ class Fees:
     transfer: float = 0.00001
 
     def cost(self, side: Side, notional: float) -> tuple[float, float]:
-        """(commission + transfer fee, stamp duty) for one order of `notional` value."""
+        """(commission + transfer fee, stamp duty) for one order of `notional` value, each to the
+        cent half-up, computed in decimal (pass `notional(qty, price)` for an exact notional)."""
         if notional <= 0:
             return 0.0, 0.0
-        fee = max(self.commission * notional, self.commission_min) + self.transfer * notional
-        tax = self.stamp_duty_sell * notional if side == "sell" else 0.0
-        return round(fee, 2), round(tax, 2)
+        n = dec(notional)
+        fee = max(dec(self.commission) * n, dec(self.commission_min)) + dec(self.transfer) * n
+        tax = dec(self.stamp_duty_sell) * n if side == "sell" else Decimal(0)
+        return cents(fee), cents(tax)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,21 +86,31 @@ class MarketRules:
         """Round a wanted quantity to what can be traded: whole lots (a sell of the full holding may
         include an odd lot) or the crypto size step."""
         if self.lot <= 0:
-            return math.floor(qty / self.qty_step) * self.qty_step
+            return round(math.floor(qty / self.qty_step + 1e-9) * self.qty_step, 9)
         if side == "sell" and held is not None and qty >= held:
             return float(held)
         return math.floor(qty / self.lot + 1e-9) * self.lot
 
     def max_affordable(self, cash: float, price: float) -> float:
-        """Largest buy quantity whose value plus fees fits in `cash`."""
+        """Largest buy quantity whose value plus fees fits in `cash`. Fractional sizes start from
+        cash / (price × (1 + fee rate)), so a crypto buy spends all but the last size step."""
         if price <= 0 or cash <= 0:
             return 0.0
-        qty = self.round_qty(cash / price)
+        if self.lot <= 0:
+            rate = dec(self.fees.commission) + dec(self.fees.transfer)
+            qty = self.round_qty(float(dec(cash) / (dec(price) * (1 + rate))))
+        else:
+            qty = self.round_qty(cash / price)
         while qty > 0:
-            fee, tax = self.order_cost("buy", qty * price)
-            if qty * price + fee + tax <= cash + 1e-9:
+            n = notional(qty, price)
+            fee, tax = self.order_cost("buy", n)
+            over = money_sum(n, fee, tax, -cash)
+            if over <= 0:
                 return qty
-            qty = self.round_qty(qty - (self.lot or qty * 0.001))
+            if self.lot:
+                qty = self.round_qty(qty - self.lot)
+            else:  # fee rounding: step down by as many size steps as the excess needs
+                qty = round(qty - max(1, math.ceil(over / price / self.qty_step)) * self.qty_step, 9)
         return 0.0
 
 

@@ -10,7 +10,8 @@ Stages (each reports progress as (stage, detail, percent)):
    those at or above the 70th percentile with ≥ 3 members are "strong" and add to the score
    (with `require_resonance`, other industries are dropped).
 4. Pre-ranking: the vectorised trigger rules (signals.compute) in the last `trigger_window` bars
-   plus channel + industry + RS points pick a pool of 2 × max(top, confirm_top) candidates.
+   plus channel + industry + RS points pick a pool of 2 × max(top, confirm_top) candidates; with
+   `require_trigger` the pool is every candidate, filtered in step 5 on the engine's triggers.
 5. Ranking: every candidate in the pool is read by the per-stock engine (`analyze`, the same call
    `analyze_stock` makes, on the same bars and as-of date); its events in the last
    `trigger_window` bars ARE the pick's triggers (`triggers_of`: Spring that has not failed, SOS,
@@ -214,18 +215,17 @@ def screen(
         full = np.zeros(n, dtype=bool)
         full[cand] = getattr(sg, name)[:, days].any(axis=1)
         trig[name] = full
-    has_trigger = np.zeros(n, dtype=bool)
-    for name in cfg.triggers:
-        has_trigger |= trig[name]
     base = 1.0 * markup + 0.8 * ranged + 0.8 * accum + 0.6 * rs + 1.0 * resonant
     base = base + np.clip(np.nan_to_num(ret20 - bench20), -0.2, 0.2) * 5
     pre = base.copy()
     for name, pts in (*TRIGGER_POINTS.items(), *PENALTY_POINTS.items()):
         if name in cfg.triggers or name in PENALTY_POINTS:
             pre += pts * trig[name]
-    pool_keep = keep & has_trigger if cfg.require_trigger else keep
-    pool = [int(k) for k in np.argsort(-pre, kind="stable") if pool_keep[k]]
-    pool = pool[: 2 * max(cfg.top, cfg.confirm_top)]
+    pool = [int(k) for k in np.argsort(-pre, kind="stable") if keep[k]]
+    if not cfg.require_trigger:
+        pool = pool[: 2 * max(cfg.top, cfg.confirm_top)]
+    # With require_trigger every candidate is read by the engine (a few ms each): its events are the
+    # triggers, and the vectorised rules both miss some and fire on others, so they cannot filter.
 
     # -- 5. ranking on the engine's own read -------------------------------------------------------
     prog("ranking", f"engine read of {len(pool)} candidates", 75.0)
@@ -248,7 +248,7 @@ def screen(
             prog("confirm", f"{sym}", 75.0 + 25.0 * j / max(1, len(pool)))
     scored.sort(key=lambda t: -t[0])
     funnel["triggers"] = sum(1 for _, _, names, _ in scored if set(names) & set(cfg.triggers))
-    funnel["ranked"] = int(pool_keep.sum())
+    funnel["ranked"] = int(keep.sum())
     picks = []
     for j, (sc, k, names, a) in enumerate(scored[: cfg.top]):
         inst = insts[k]

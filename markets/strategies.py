@@ -120,9 +120,17 @@ def strategy_signals(
     limits: np.ndarray | None = None,
     params: WyckoffParams | None = None,
     days: np.ndarray | None = None,
+    start: int | None = None,
 ) -> StrategySignals:
-    if cfg.entry == "buy_and_hold":  # every bar is an entry: the first tradable one buys, nothing sells
+    """Entry and exit masks. With `start` (a backtest), buy-and-hold's entry is each stock's first
+    bar from `start` on, once: a buy that no cash can pay for is reported, not retried every day
+    until a cheaper bar; without it (a running trader) every bar is an entry."""
+    if cfg.entry == "buy_and_hold":  # nothing sells
         entries = ~np.isnan(panel.close)
+        if start is not None:
+            entries[:, :start] = False
+            first = np.cumsum(entries, axis=1) == 1
+            entries &= first
         return StrategySignals(entries, np.zeros_like(entries), None)
     if cfg.entry == "ma_cross":
         up, down = ma_cross(panel.close, cfg.ma_fast, cfg.ma_slow)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from markets.broker import PaperBroker, rules_for
     from markets.portfolio import Portfolio
     from markets.screen import ScreenConfig, screen
+    from markets.st import st_limits
     from markets.strategies import (
         DEFAULT_STRATEGY,
         StrategyConfig,
@@ -46,6 +47,7 @@ else:  # registering the tools imports none of these: they load when a tool firs
     PaperBroker, rules_for = lazy("markets.broker", "PaperBroker"), lazy("markets.broker", "rules_for")
     Portfolio = lazy("markets.portfolio", "Portfolio")
     ScreenConfig, screen = lazy("markets.screen", "ScreenConfig"), lazy("markets.screen", "screen")
+    st_limits = lazy("markets.st", "st_limits")
     DEFAULT_STRATEGY, StrategyConfig, StrategyStore, limits_for, strategy_signals = (
         lazy("markets.strategies", n)
         for n in ("DEFAULT_STRATEGY", "StrategyConfig", "StrategyStore", "limits_for", "strategy_signals")
@@ -395,7 +397,7 @@ async def run_backtest(
     """Backtest a Wyckoff strategy (or the benchmarks buy_and_hold / ma_cross) on daily bars with A-share rules (T+1, 100-share lots, price limits, fees) or crypto rules; returns CAGR, max drawdown, Sharpe, win rate, trades, CSI 300 comparison over the stated period and an equity-curve chart.
 
     Args:
-        codes: codes or names to trade (default: the strategy's universe, else every stock in the dataset).
+        codes: codes or names to trade (default: the strategy's universe, else every stock in the dataset); their market sets the rules (BTC, ETH: crypto).
         strategy: a saved strategy's name or id (default: the default Wyckoff strategy).
         config: overrides of the strategy config (entry, exit, stop_pct, max_positions, position_pct, ...). entry may be "buy_and_hold" (buy on the first tradable bar, hold to the end) or "ma_cross" (with ma_fast, ma_slow); these split cash equally unless position_pct is given.
         start: first trading date (YYYY-MM-DD); earlier bars warm up the indicators.
@@ -408,21 +410,23 @@ async def run_backtest(
     if strategy:
         saved = await StrategyStore(svc.sessions()).get(_user(ctx), strategy)
         base, name = saved["config"], saved["name"]
-    cfg = _backtest_config(base, config or {})
+    insts = [svc.data.resolve(c) for c in (codes or base.get("universe") or [])]
+    cfg = _backtest_config(base, {**_market_of(insts, config or {}), **(config or {})})
     if cfg.benchmark and not strategy:
         name = str(cfg.entry)
-    syms = [svc.data.resolve(c).symbol for c in codes] if codes else (cfg.universe or None)
+    syms = [i.symbol for i in insts] or None
     equal = cfg.benchmark and "position_pct" not in (config or {})
     res = await asyncio.to_thread(
         _backtest, svc, cfg, syms, start, end, initial_cash, _progress_bridge(ctx), equal
     )
-    result, panel = res
+    result, panel, st_note = res
     out = result.summary()
     out.update(
         strategy=name,
         config=cfg.model_dump(),
         universe=len(panel.symbols),
         source=_source(svc, cfg.market),
+        **({"st": st_note} if st_note else {}),
         rules="A-share: T+1, lots of 100, ±10/20/5% limits (a blocked order waits for the next bar), "
         "commission 0.025% (min 5) + stamp duty 0.05% on sells"
         if cfg.market == "cn"
@@ -458,6 +462,22 @@ async def run_backtest(
     return ToolOutput(out, attachments)
 
 
+def _market_of(insts: list[Any], config: dict[str, Any]) -> dict[str, str]:
+    """The market whose rules the instruments trade under (BTC: crypto), as a config override; an
+    explicit `market` that contradicts them, or a mix of markets, is an error, not a silent rule."""
+    found = {"crypto" if i.market == "crypto" else "cn" for i in insts}
+    if len(found) > 1:
+        raise MarketError("the codes mix crypto and A-shares; backtest each market on its own")
+    if not found:
+        return {}
+    market = found.pop()
+    asked = config.get("market")
+    if asked is not None and asked != market:
+        names = ", ".join(i.label for i in insts[:3])
+        raise MarketError(f"{names} trade under {market} rules, not market={asked!r}")
+    return {"market": market}
+
+
 def _backtest_config(base: dict[str, Any], overrides: dict[str, Any]) -> StrategyConfig:
     """The strategy config with the call's overrides. A benchmark entry (buy_and_hold, ma_cross) runs
     without stop, trailing stop or holding limit unless the call sets them: the default Wyckoff
@@ -479,7 +499,7 @@ def _backtest(
     cash: float,
     prog: bt.ProgressCb,
     equal_weights: bool = False,
-) -> tuple[bt.BacktestResult, Any]:
+) -> tuple[bt.BacktestResult, Any, str]:
     data = svc.data
     panel = data.panel(syms, cfg.market, min_bars=60)
     if not panel.symbols:
@@ -493,8 +513,9 @@ def _backtest(
         )
     s0 = int(np.searchsorted(panel.dates, np.datetime64(start))) if start else min(200, panel.shape[1] // 3)
     prog("signals", f"{len(panel.symbols)} instruments", 5.0)
-    limits = limits_for(data, panel.symbols) if cfg.market == "cn" else None
-    sig = strategy_signals(panel, cfg, limits)
+    st = st_limits(data, panel.symbols, panel.dates) if cfg.market == "cn" else None
+    limits = st.limits if st is not None else None
+    sig = strategy_signals(panel, cfg, limits, start=s0)
     bench = data.index_bars("000300") if cfg.market == "cn" else None
     result = bt.run(
         panel,
@@ -513,10 +534,13 @@ def _backtest(
             trail_pct=cfg.trail_pct,
             max_hold=cfg.max_hold,
             start=s0,
+            # buy-and-hold needs no close to decide: it buys at the open of the start bar
+            enter_same_bar=cfg.entry == "buy_and_hold",
+            equal_weight=equal_weights,
         ),
         progress=prog,
     )
-    return result, panel
+    return result, panel, st.note if st is not None else ""
 
 
 # ---- portfolio ----------------------------------------------------------------------------------
@@ -869,7 +893,11 @@ async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) 
             high_since_entry=p.high_since_entry if p else None,
         )
         action, why = reports.decide(a, p is not None)
-        f = reports.facts(a, _source(svc), {"quantity": p.quantity, "avg_cost": p.avg_cost} if p else None)
+        f = reports.facts(
+            a,
+            _source(svc, "crypto" if inst.market == "crypto" else "cn"),
+            {"quantity": p.quantity, "avg_cost": p.avg_cost} if p else None,
+        )
         f["decision"] = {"action": action, "why": why}
         text, model = await reports.write(
             svc.model, f, f"Explain the rule-based decision '{action}' for {inst.label}."

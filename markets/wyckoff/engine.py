@@ -22,8 +22,8 @@ import numpy as np
 
 from markets.bars import Bars
 from markets.indicators import atr as atr_fn
+from markets.indicators import ema, macd, shift, sma
 from markets.indicators import rsi as rsi_fn
-from markets.indicators import shift, sma
 from markets.symbols import Instrument
 from markets.wyckoff import events as ev
 from markets.wyckoff.health import Health, rate
@@ -32,6 +32,9 @@ from markets.wyckoff.phase import Phase, classify
 from markets.wyckoff.range import TradingRange, find_range
 
 MIN_BARS = 60
+
+
+LISTED_EVENTS = 12  # the events an analysis lists (and its chart must draw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +58,7 @@ class WyckoffAnalysis:
         """Events on the last `bars` bars."""
         return [e for e in self.events if e.index >= self.bars_used - bars]
 
-    def to_dict(self, max_events: int = 12) -> dict[str, Any]:
+    def to_dict(self, max_events: int = LISTED_EVENTS) -> dict[str, Any]:
         return {
             "symbol": self.symbol,
             "name": self.name,
@@ -192,13 +195,21 @@ def analyze(
     if not s.has_volume:
         vol20 = vol60 = float("nan")
     c = float(bars.close[-1])
+    atr_now = atr_fn(bars.high, bars.low, bars.close, 14)[
+        -1
+    ]  # the as-of bar's ATR (events use the one before)
     hi250 = float(np.max(bars.high[-250:]))
     lo250 = float(np.min(bars.low[-250:]))
     indicators = {
         **{k: last(v) for k, v in mas.items()},
-        "atr14": last(s.atr),
-        "atr_pct": None if np.isnan(atr_pct[-1]) else round(float(atr_pct[-1]) * 100, 2),
+        "atr14": None if np.isnan(atr_now) else round(float(atr_now), 4),
+        "atr_pct": None if np.isnan(atr_now) else round(float(atr_now / c) * 100, 2),
         "rsi14": last(rsi_fn(bars.close, 14)),
+        "ema12": last(ema(bars.close, 12)),
+        "ema26": last(ema(bars.close, 26)),
+        **dict(
+            zip(("macd", "macd_signal", "macd_hist"), map(last, macd(bars.close, 12, 26, 9)), strict=True)
+        ),
         "ret_5d_pct": round((c / bars.close[-6] - 1) * 100, 2) if len(bars) > 5 else None,
         "ret_20d_pct": round((c / bars.close[-21] - 1) * 100, 2) if len(bars) > 20 else None,
         "ret_60d_pct": round((c / bars.close[-61] - 1) * 100, 2) if len(bars) > 60 else None,

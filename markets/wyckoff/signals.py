@@ -115,7 +115,8 @@ def compute(
     lookbacks: tuple[int, ...] = (60, 120),
     days: np.ndarray | None = None,
 ) -> Signals:
-    """Trigger masks for a panel. `limit` is the per-symbol daily limit (NaN: none)."""
+    """Trigger masks for a panel. `limit` is the daily limit per symbol, or per [symbol, day] (an
+    ST spell narrows it); NaN: none."""
     with np.errstate(all="ignore"):
         prev_c = shift(C)
         pct = C / prev_c - 1
@@ -126,7 +127,8 @@ def compute(
         if limit is None:
             locked = np.zeros(C.shape, dtype=bool)
         else:
-            lim = np.asarray(limit, dtype=float)[:, None]
+            lim = np.asarray(limit, dtype=float)
+            lim = lim if lim.ndim == 2 else lim[:, None]
             locked = (H == L) & (np.abs(np.nan_to_num(pct)) >= np.nan_to_num(lim, nan=9.0) - p.limit_tol)
         sup, res, valid = rolling_levels(H, L, C, atr_pct, p, lookbacks, days)
         mid, width = (sup + res) / 2, res - sup

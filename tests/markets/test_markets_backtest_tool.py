@@ -3,7 +3,9 @@ metrics cover, and a caption that agrees with the chart."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,12 +53,36 @@ def test_ma_cross_uses_the_last_nonzero_difference():
     assert np.flatnonzero(up[0]).tolist() == [6] and np.flatnonzero(down[0]).tolist() == [9]
 
 
-async def test_buy_and_hold_on_002229_buys_the_next_day(ctx):
-    b = await backtest(ctx, codes=["002229"], config={"entry": "buy_and_hold"}, start="2023-08-14")
+async def test_buy_and_hold_from_the_first_bar_buys_on_that_bar(ctx):
+    # 002229's data starts 2023-08-14 (open 35.88): a start on that bar buys at its open, not the
+    # next bar's (41.00)
+    for start in ("2023-08-14", "2023-01-01"):
+        out = (await backtest(ctx, codes=["002229"], config={"entry": "buy_and_hold"}, start=start)).content
+        assert out["start"] == "2023-08-14"
+        assert out["blocked_orders"] == 0 and out["trades_total"] == 1 and out["rejected_orders"] == 0
+        [trip] = out["trades"]
+        assert (
+            trip["entry_date"] == "2023-08-14" and trip["entry_price"] == 35.88 and trip["exit_date"] is None
+        )
+
+
+async def test_whole_universe_buy_and_hold_buys_every_stock_on_its_first_bar(ctx):
+    b = await backtest(ctx, config={"entry": "buy_and_hold"}, start="2024-04-03")
     out = b.content
-    assert out["blocked_orders"] == 0 and out["trades_total"] == 1
-    [trip] = out["trades"]
-    assert trip["entry_date"] == "2023-08-15" and trip["entry_price"] == 41.0 and trip["exit_date"] is None
+    assert out["universe"] == 300 and out["trades_total"] == 300
+    assert out["rejected_orders"] == 0 and out["blocked_orders"] == 0
+    saved = json.loads(Path(out["saved_to"]).read_text("utf-8"))
+    assert saved["metrics"]["open_positions"] == 300
+
+
+async def test_whole_universe_buy_and_hold_reports_what_cash_cannot_buy(ctx):
+    # 200,000 cannot buy one lot of each of the 300 stocks: the dearest are reported, never skipped
+    out = (
+        await backtest(ctx, config={"entry": "buy_and_hold"}, start="2024-04-03", initial_cash=200_000)
+    ).content
+    assert out["rejected_orders"] > 0 and out["trades_total"] + out["rejected_orders"] == 300
+    assert all("unaffordable: one lot costs" in r["reason"] for r in out["rejected_examples"])
+    assert out["metrics"]["final_equity"] > 0
 
 
 async def test_summary_reports_the_period_the_metrics_cover(ctx, monkeypatch):
@@ -100,3 +126,34 @@ async def test_default_period_chart_matches_metrics(ctx, monkeypatch):
     assert round((ok[-1] / ok[0] - 1) * 100, 2) == out["metrics"]["benchmark_return_pct"]
     assert str(seen["dates"][1]) == out["start"]
     assert out["config"]["stop_pct"] is None and out["trades_total"] > 1
+
+
+async def test_btc_runs_under_crypto_rules_without_being_told(ctx):
+    out = (await backtest(ctx, codes=["BTC"], config={"entry": "buy_and_hold"})).content
+    assert out["config"]["market"] == "crypto" and out["rules"].startswith("crypto: fractional")
+    assert out["source"].endswith(f"as of {MD.as_of('crypto')}")  # BTC's own date, not the A-shares'
+    assert MD.as_of("crypto") != MD.as_of("cn")
+    assert "benchmark_return_pct" not in out["metrics"]  # no CSI 300 beside a coin
+    [trip] = out["trades"]
+    qty, price = trip["quantity"], trip["entry_price"]
+    assert qty != int(qty)  # fractional, no lots of 100
+    # all-in: what is left is less than one size step and a cent of fee rounding
+    spent = qty * price * 1.001
+    assert 1_000_000 - spent < price * 1e-6 + 0.01
+
+
+async def test_a_market_contradicting_the_codes_is_an_error(ctx):
+    from agent.errors import ToolError
+
+    for args in (
+        {"codes": ["BTC"], "config": {"entry": "buy_and_hold", "market": "cn"}},
+        {"codes": ["BTC", "600519"], "config": {"entry": "buy_and_hold"}},
+    ):
+        with pytest.raises(ToolError) as e:
+            await backtest(ctx, **args)
+        assert "crypto" in str(e.value)
+
+
+async def test_the_result_states_how_st_was_decided(ctx):
+    out = (await backtest(ctx, codes=["002602", "600000"], config={"entry": "buy_and_hold"})).content
+    assert "ST华通(002602)" in out["st"] and "no ST history" in out["st"]

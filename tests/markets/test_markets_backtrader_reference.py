@@ -56,9 +56,12 @@ class AShareFees(bt.CommInfoBase):
     params = (("stocklike", True), ("commtype", bt.CommInfoBase.COMM_FIXED))
 
     def _getcommission(self, size, price, pseudoexec):
-        v = abs(size) * price
-        fee = round(max(v * 0.00025, 5.0) + v * 0.00001, 2)
-        return fee + (round(v * 0.0005, 2) if size < 0 else 0.0)
+        # to the cent half-up, in decimal (an exact x.xx5 rounds up, as brokers charge)
+        v = Decimal(str(abs(size))) * Decimal(str(price))
+        cent = Decimal("0.01")
+        fee = (max(v * Decimal("0.00025"), Decimal(5)) + v * Decimal("0.00001")).quantize(cent, ROUND_HALF_UP)
+        tax = (v * Decimal("0.0005")).quantize(cent, ROUND_HALF_UP) if size < 0 else Decimal(0)
+        return float(fee + tax)
 
 
 class Feed(bt.feed.DataBase):

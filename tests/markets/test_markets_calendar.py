@@ -12,6 +12,8 @@ from datetime import UTC, date, datetime
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from markets_helpers import DATA
 
 from bot import cli
@@ -160,5 +162,48 @@ def test_scheduler_calendar_logs_days_outside_the_range(caplog):
 
     is_trading = warned_trading_days(TradingCalendar.sse())
     assert not is_trading(date(2026, 10, 1)) and "outside" not in caplog.text
-    assert is_trading(date(2027, 1, 1))  # a weekday guess (New Year's Day) …
-    assert "2027-01-01 is outside it" in caplog.text  # … that is logged, not silent
+    assert not is_trading(date(2027, 1, 1))  # New Year's Day: a fixed holiday, even beyond the range
+    assert is_trading(date(2027, 1, 4))  # a weekday guess …
+    assert "2027-01-04 is outside it" in caplog.text  # … that is logged, not silent
+
+
+def test_beyond_the_bundled_range_fixed_holidays_are_closed():
+    cal = TradingCalendar.sse()
+    assert cal.last == date(2026, 12, 31)
+    assert not cal.is_trading_day("2027-01-01")  # a Friday, New Year's Day
+    assert cal.next_trading_day("2026-12-31") == date(2027, 1, 4)
+    assert not cal.is_trading_day("2027-05-01") and cal.is_trading_day("2027-05-03")
+    # National Day: 2027-10-01 is a Friday, 4–7 October are Monday–Thursday
+    assert cal.next_trading_day("2027-09-30") == date(2027, 10, 8)
+    assert cal.trading_days("2027-10-01", "2027-10-08") == [date(2027, 10, 8)]
+
+
+@pytest.mark.parametrize("year", range(2009, 2027))
+def test_the_fixed_holiday_guess_never_closes_a_real_session(year):
+    # a calendar that ends the year before guesses the year from weekdays and fixed holidays:
+    # every real session of that year is still a session, and each fixed holiday is closed
+    full = TradingCalendar.sse()
+    known = [d for d in full._days if d.year < year]
+    cut = TradingCalendar(known, fixed_holidays=full.fixed_holidays)
+    real = set(full.trading_days(f"{year}-01-01", f"{year}-12-31"))
+    guessed = set(cut.trading_days(f"{year}-01-01", f"{year}-12-31"))
+    assert real <= guessed
+    for month, day in full.fixed_holidays:
+        assert date(year, month, day) not in guessed
+
+
+NAIVE_FROM, NAIVE_TO = datetime(2024, 1, 1), datetime(2027, 12, 31)  # noqa: DTZ001 — hypothesis bounds are naive
+
+
+@given(st.datetimes(min_value=NAIVE_FROM, max_value=NAIVE_TO, timezones=st.just(UTC)))
+def test_session_of_is_today_only_before_the_close_on_a_trading_day(now):
+    from markets.calendar import EXCHANGE_TZ, SSE_CLOSE
+
+    cal = TradingCalendar.sse()
+    local = now.astimezone(EXCHANGE_TZ)
+    s = cal.session_of(now)
+    assert cal.is_trading_day(s) and s >= local.date()
+    if cal.is_trading_day(local.date()) and local.time() < SSE_CLOSE:
+        assert s == local.date()
+    else:
+        assert s == cal.next_trading_day(local.date())

@@ -4,7 +4,7 @@ bar's close (stated); realized P&L is reported."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
 import pytest
 from markets_helpers import make_sessions
@@ -73,9 +73,9 @@ async def test_t_plus_1_follows_the_wall_clock_calendar_and_realized_pnl(session
     assert "2025-09-03 close" in buy.trade["reason"]
     same = await thu.submit("u1", "600519", "sell", 100, key="s0")
     assert same.status == "rejected" and "T+1" in same.trade["reason"]
-    # the evening of the same day (Shanghai) is still the same session
+    # later the same day, before the close (14:00 in Shanghai), is still the same session
     assert (
-        await PaperBroker(sessions, MD, clock=at("2026-12-03", 12)).submit(
+        await PaperBroker(sessions, MD, clock=at("2026-12-03", 6)).submit(
             "u1", "600519", "sell", 100, key="s0b"
         )
     ).status == "rejected"
@@ -120,3 +120,23 @@ async def test_tools_record_real_holdings_and_trade_on_paper(tmp_path):
         "600519"
     ]
     await engine.dispose()
+
+
+async def test_an_order_after_the_close_belongs_to_the_next_session(sessions):
+    # Monday 2026-11-30 20:00 in Shanghai: after the close, so Tuesday's session; a sell on
+    # Tuesday 09:31 is the same session and T+1 refuses it; Wednesday's fills
+    mon_evening = PaperBroker(sessions, MD, clock=lambda: datetime.fromisoformat("2026-11-30T20:00:00+08:00"))
+    b = await mon_evening.submit("u1", "600519", "buy", 100, key="b")
+    assert b.status == "filled" and b.trade["trade_date"] == "2026-12-01"
+    tue = PaperBroker(sessions, MD, clock=lambda: datetime.fromisoformat("2026-12-01T09:31:00+08:00"))
+    s = await tue.submit("u1", "600519", "sell", 100, key="s")
+    assert s.status == "rejected" and "T+1" in s.trade["reason"] and "2026-12-01" in s.trade["reason"]
+    wed = PaperBroker(sessions, MD, clock=lambda: datetime.fromisoformat("2026-12-02T09:31:00+08:00"))
+    assert (await wed.submit("u1", "600519", "sell", 100, key="s2")).status == "filled"
+    # 14:59 is still the day's session; 15:00 is the next one's
+    for t, want in (("14:59", "2026-12-02"), ("15:00", "2026-12-03")):
+        br = PaperBroker(sessions, MD, clock=lambda t=t: datetime.fromisoformat(f"2026-12-02T{t}:00+08:00"))
+        assert br.session_day("cn") == date.fromisoformat(want)
+    # the day before the National Day holiday, after the close: the session after it
+    eve = PaperBroker(sessions, MD, clock=lambda: datetime.fromisoformat("2026-09-30T16:00:00+08:00"))
+    assert eve.session_day("cn") == date(2026, 10, 8)

@@ -207,7 +207,7 @@ async def test_a_sell_blocked_at_limit_down_respects_t_plus_1_at_fill_time(db, f
     assert s["status"] == "waiting" and "limit-down" in s["reason"]
     append(folder, "600000", ("2025-09-03", 9.2, 9.4, 8.9, 9.1))
     # the new bar is there but the wall clock is still the buying session: T+1 rejects at the retry
-    same = await Bot(db, folder, "2025-09-02", hour=12).call("portfolio")
+    same = await Bot(db, folder, "2025-09-02", hour=6).call("portfolio")  # 14:00, before the close
     [upd] = same["order_updates"]
     assert upd["status"] == "rejected" and "T+1" in upd["reason"]
 
