@@ -103,8 +103,8 @@ class MarketTrade(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     idempotency_key: Mapped[str] = mapped_column(String(191), unique=True)
     # sha256 of the order as requested (tool + canonical arguments): a key reused for another
-    # order is refused, not replayed (migration 0008). Empty on rows from before it.
-    request_hash: Mapped[str] = mapped_column(String(64), default="")
+    # order is refused, not replayed; "exec:" + 64 hex for a chat's order. Empty on older rows.
+    request_hash: Mapped[str] = mapped_column(String(128), default="")
     user_id: Mapped[str] = mapped_column(String(128), index=True)
     market: Mapped[str] = mapped_column(String(16))
     symbol: Mapped[str] = mapped_column(String(32))

@@ -26,6 +26,7 @@ from markets.models import (
 from markets.settings import MarketSettings
 
 CURRENCY = {"cn": "CNY", "crypto": "USDT"}
+MAX_NAME_CHARS = 64  # an instrument's display name, as a provider gave it: cut to the column
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +298,7 @@ class Portfolio:
                 user_id=user_id,
                 market=market,
                 symbol=symbol,
-                name=name,
+                name=name[:MAX_NAME_CHARS],
                 quantity=0.0,
                 avg_cost=0.0,
                 high_since_entry=0.0,

@@ -38,6 +38,16 @@ Trigger = Literal["spring", "sos", "lps"]
 ExitTrigger = Literal["sow", "upthrust"]
 Benchmark = Literal["buy_and_hold", "ma_cross"]
 BENCHMARKS = ("buy_and_hold", "ma_cross")
+MAX_NAME_CHARS = 128  # a strategy's or a trader's name (the column's length)
+
+
+def checked_name(name: str) -> str:
+    """A name the model chose, refused with a clear error when the column could not hold it."""
+    if len(name) > MAX_NAME_CHARS:
+        raise MarketError(
+            f"a name can be at most {MAX_NAME_CHARS} characters long (this one has {len(name)})"
+        )
+    return name
 
 
 class StrategyConfig(BaseModel):
@@ -233,7 +243,9 @@ class StrategyStore:
             ).scalar_one_or_none()
             if exists:
                 raise MarketError(f"a strategy named {name!r} exists already (id {exists.id})")
-            row = MarketStrategy(user_id=user_id, name=name, config=cfg.model_dump(), is_active=False)
+            row = MarketStrategy(
+                user_id=user_id, name=checked_name(name), config=cfg.model_dump(), is_active=False
+            )
             s.add(row)
             await s.flush()
             return strategy_dict(row)
@@ -246,7 +258,7 @@ class StrategyStore:
             if config:
                 row.config = StrategyConfig.model_validate({**row.config, **config}).model_dump()
             if name:
-                row.name = name
+                row.name = checked_name(name)
             await s.flush()
             return strategy_dict(row)
 
@@ -304,6 +316,7 @@ class StrategyStore:
     async def create_trader(
         self, user_id: str, name: str, strategy: int | str, config: dict[str, Any] | None = None
     ) -> dict[str, Any]:
+        checked_name(name)
         async with self.sessions() as s, s.begin():
             st = await self._get(s, user_id, strategy)
             row = MarketTrader(

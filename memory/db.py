@@ -257,7 +257,30 @@ def _upgrade_sync(connection: Any, url: str, revision: str) -> None:
     cfg = alembic_config(url)
     check_migration_chain(cfg)
     cfg.attributes["connection"] = connection  # env.py runs on this connection
-    command.upgrade(cfg, revision)
+    sqlite = connection.dialect.name == "sqlite"
+    if sqlite:
+        # SQLite changes a column by copying its table and dropping the old one, and dropping a
+        # table with foreign keys on deletes what refers to it (a session's messages). Off for
+        # the migrations (only outside a transaction), and checked before they commit.
+        _driver_sql(connection, "PRAGMA foreign_keys=OFF")
+    try:
+        with connection.begin():
+            command.upgrade(cfg, revision)
+            if sqlite and (broken := _driver_sql(connection, "PRAGMA foreign_key_check")):
+                raise StorageError(f"the migrations broke {len(broken)} foreign key(s), e.g. {broken[0]}")
+    finally:
+        if sqlite:
+            _driver_sql(connection, "PRAGMA foreign_keys=ON")
+
+
+def _driver_sql(connection: Any, sql: str) -> list[Any]:
+    """Straight to the driver: through SQLAlchemy, a statement would begin a transaction first."""
+    cursor = connection.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 async def upgrade(target: str | AsyncEngine, revision: str = "head") -> str | None:
@@ -268,7 +291,7 @@ async def upgrade(target: str | AsyncEngine, revision: str = "head") -> str | No
     url = engine.url.render_as_string(hide_password=False)
     try:
         before = await current_revision(engine)
-        async with engine.begin() as conn:
+        async with engine.connect() as conn:
             await conn.run_sync(_upgrade_sync, url, revision)
         after = await current_revision(engine)
         if after != before:  # alembic's own INFO lines are kept quiet (bot/logs.py): say it once

@@ -79,7 +79,7 @@ class MemoryRow(Base):
     memory_type: Mapped[str] = mapped_column(sa.String(24))
     level: Mapped[str] = mapped_column(sa.String(4))
     content: Mapped[str] = mapped_column(sa.Text)
-    codes: Mapped[str] = mapped_column(sa.String(255), default="")
+    codes: Mapped[str] = mapped_column(sa.Text, default="")  # every code a memory names
     scope_tag: Mapped[str] = mapped_column(sa.String(16), default="")
     source_ref: Mapped[str] = mapped_column(sa.String(255), default="")
     source_kind: Mapped[str] = mapped_column(sa.String(24), default="user")

@@ -45,7 +45,7 @@ TASKS = Table(
     column("session_id", String(128), index=True),
     column("chat_key", String(255), default="", index=True),
     column("tool_name", String(128)),
-    column("call_id", String(128), default=""),
+    column("call_id", Text, default=""),  # the provider's id: no bound of ours
     column("arguments", JSON, default=dict),
     column("status", String(16), index=True),
     column("stage", String(200), default=""),

@@ -94,7 +94,7 @@ TASK_STATE_SQL = "SELECT data FROM task_states WHERE session_id = ?"
 TASK_STATES = sa.Table(
     "task_states",
     Base.metadata,
-    sa.Column("session_id", sa.String(64), primary_key=True, nullable=False),
+    sa.Column("session_id", sa.String(255), primary_key=True, nullable=False),
     sa.Column("data", sa.JSON, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )

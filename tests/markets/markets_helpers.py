@@ -124,14 +124,15 @@ def distribution() -> tuple[Bars, dict[str, int]]:
     return b.build(), idx
 
 
-async def make_sessions(tmp_path):
-    """A real SQLite file with every table on Base.metadata; returns (engine, async_sessionmaker)."""
+async def make_sessions(tmp_path, url: str | None = None):
+    """A real SQLite file (or the database at `url`) with every table on Base.metadata; returns
+    (engine, async_sessionmaker)."""
     from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
     import markets.models  # noqa: F401
     from memory.base import Base
 
-    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'markets.db'}")
+    engine = create_async_engine(url or f"sqlite+aiosqlite:///{tmp_path / 'markets.db'}")
     async with engine.begin() as conn:
         await conn.run_sync(Base.metadata.create_all)
     return engine, async_sessionmaker(engine, expire_on_commit=False)

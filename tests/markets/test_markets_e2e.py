@@ -22,6 +22,7 @@ from markets.services import MarketServices
 from markets.snapshots import concerns_account, dynamic_snapshot, references_from
 from markets.strategies import StrategyStore, run_trader_once
 from markets.tools import market_tools
+from tests.pg import fresh_postgres
 
 MD = MarketData()
 
@@ -30,9 +31,12 @@ async def collect(it):
     return [e async for e in it]
 
 
-@pytest.fixture
-async def world(tmp_path):
-    engine, sessions = await make_sessions(tmp_path)
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def world(request, tmp_path):
+    """The toolkit on a real SQLite file, and on PostgreSQL when a server is configured (lengths
+    and types hold there: SQLite ignores them)."""
+    url = await fresh_postgres() if request.param == "postgresql" else None
+    engine, sessions = await make_sessions(tmp_path, url)
     svc = MarketServices(data=MD, session_factory=sessions, results_dir=tmp_path / "results")
     yield svc
     await engine.dispose()

@@ -464,7 +464,20 @@ async def test_migration_0004_matches_the_models(tmp_path):
             return d[2]
         return d[1].table.name
 
-    assert [d for d in diffs if table_of(d) in mine] == []
+    # a column a later revision changes (0013_column_limits) differs by exactly that change
+    later_spec = importlib.util.spec_from_file_location(
+        "mig_0013", "memory/migrations/versions/0013_column_limits.py"
+    )
+    later = importlib.util.module_from_spec(later_spec)
+    later_spec.loader.exec_module(later)
+    changed = {(t, c) for t, c, *_ in later.CHANGES}
+    left = [
+        d
+        for d in diffs
+        if table_of(d) in mine
+        and not (isinstance(d, list) and d[0][0] == "modify_type" and d[0][2:4] in changed)
+    ]
+    assert left == []
     with engine.begin() as conn:
         module.downgrade.__globals__["op"]
         ctx = MigrationContext.configure(conn, opts={"target_metadata": Base.metadata})

@@ -10,12 +10,13 @@ from memory.base import Base
 from memory.db import create_engine, upgrade
 
 
-async def migration_diffs(db_path: Path) -> list[Any]:
-    """Migrate a fresh SQLite file at `db_path` to head; autogenerate's diffs against the code."""
+async def migration_diffs(db: Path | str) -> list[Any]:
+    """Migrate a fresh SQLite file at `db` (or the empty database at the URL `db`) to head;
+    autogenerate's diffs against the code."""
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    engine = create_engine(f"sqlite+aiosqlite:///{db_path}")
+    engine = create_engine(db if isinstance(db, str) else f"sqlite+aiosqlite:///{db}")
     try:
         await upgrade(engine)
 
