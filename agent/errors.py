@@ -14,6 +14,7 @@ TapebotError
 │   ├── ToolDenied                 approval denied, policy refusal, no human present
 │   ├── ToolTimedOut
 │   └── ToolFailed                 the tool raised
+│       └── ToolFailedInternally   on tapebot's database: a plain sentence; the details are logged
 ├── ApprovalError                  a decision that was refused; nothing was executed
 │   ├── ApprovalNotFound           unknown or forged approval id (a stale or tampered button)
 │   ├── NotAnApprover              the person tapping may not decide this approval
@@ -85,6 +86,25 @@ class ToolTimedOut(ToolError):
 
 class ToolFailed(ToolError):
     code = "failed"
+
+
+class ToolFailedInternally(ToolFailed):
+    """A tool stopped on tapebot's own machinery (its database), not on anything the model or the
+    user can change. Its message says so plainly; the driver's text, which quotes the SQL and its
+    parameters, goes to the log only."""
+
+    code = "internal"
+
+
+# The drivers whose exceptions are storage failures, by the package that raises them: agent/ does
+# not import the database libraries.
+_STORAGE_PACKAGES = frozenset({"sqlalchemy", "asyncpg", "aiosqlite", "sqlite3", "psycopg", "psycopg2"})
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    if isinstance(exc, StorageError):
+        return True
+    return any(cls.__module__.split(".", 1)[0] in _STORAGE_PACKAGES for cls in type(exc).__mro__)
 
 
 class ApprovalError(TapebotError):

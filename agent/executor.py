@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,12 +18,21 @@ from typing import Any, Protocol
 
 from agent.approval import ApprovalGate, Requester
 from agent.consent import StandingApproval
-from agent.errors import ToolError, ToolFailed, ToolNotFound, ToolTimedOut
+from agent.errors import (
+    ToolError,
+    ToolFailed,
+    ToolFailedInternally,
+    ToolNotFound,
+    ToolTimedOut,
+    is_storage_failure,
+)
 from agent.events import RuntimeEvent, ToolErrorEvent, ToolResult
 from agent.messages import Message, ToolCallPart
 from agent.ports import TurnRecord
 from agent.tools.registry import Attachment, Tool, ToolContext, ToolOutput, Toolset, render_result
 from agent.untrusted import defuse_control_tokens
+
+log = logging.getLogger(__name__)
 
 SPILL_CHARS = 8_000
 PREVIEW_CHARS = 1_500
@@ -149,6 +159,13 @@ class ToolExecutor:
 
             if isinstance(exc, Suspend):
                 raise
+            if is_storage_failure(exc):
+                log.error("%s failed on the database", tool.name, exc_info=exc)
+                raise ToolFailedInternally(
+                    f"{tool.name} did not complete: tapebot's database failed (an internal error, "
+                    "not caused by the request; the details are in the operator's log). Tell the user "
+                    "it did not go through; do not retry it now."
+                ) from None
             raise ToolFailed(f"{tool.name} failed: {type(exc).__name__}: {exc}") from exc
 
     def _spill(self, call: ToolCallPart, content: str) -> str:

@@ -50,6 +50,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "(more is stopped and removed), {memory_mb} MB of memory.",
         "question_answered": "✅ Answered: {answer}",
         "error": "Something went wrong: {error}",
+        "internal_error": "Something went wrong inside the bot, so this message got no answer. The details are in its log; try again in a while.",
         "model_error": "⚠️ {error}",
         "model_rejected": "⚠️ The model provider rejected the request. The operator should check the "
         "model name and API key (details are in the log).",
@@ -143,6 +144,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "内存 {memory_mb} MB。",
         "question_answered": "✅ 已回答：{answer}",
         "error": "出错了：{error}",
+        "internal_error": "机器人内部出错，这条消息没有得到回答。详情已记入日志，请稍后再试。",
         "model_error": "⚠️ {error}",
         "model_rejected": "⚠️ 模型服务拒绝了请求。请管理员检查模型名称和 API 密钥（详情见日志）。",
         "model_interrupted": "⚠️ 模型的回答中断了。你的消息已保存，重新发送即可重试。",

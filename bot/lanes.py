@@ -266,9 +266,7 @@ class Lane:
                         done = await render_all(deps.view(state), job)
                     except Exception:
                         log.exception("turn in %s failed", state.key)
-                        await deps.say(
-                            state, t(state.lang, "error", error="internal error; the details are in the log")
-                        )
+                        await deps.say(state, t(state.lang, "internal_error"))
                 if deps.stopping():
                     return  # queued messages stay recorded: the restart takes them up
                 if done is not None and done.turn_id in self._undelivered:

@@ -44,6 +44,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.errors import is_storage_failure
 from markets.bars import Bars
 from markets.data import MarketData
 from markets.errors import IdempotencyConflict, MarketError, OrderNotFound, TradeRejected
@@ -158,7 +159,8 @@ class PaperBroker:
                 return t.id, None
         except IntegrityError:
             prev = await self._existing(key)
-            assert prev is not None
+            if prev is None:  # not the key: the database refused the row for another reason
+                raise
             return prev.id, prev
 
     async def submit(
@@ -193,7 +195,9 @@ class PaperBroker:
             trade = await self._fill(trade_id, user_id, inst, market, side, float(quantity))
         except Exception as exc:  # nothing was applied (one transaction): record it, never retry
             log.exception("paper fill failed for trade %s", trade_id)
-            trade = await self._finish(trade_id, "rejected", reason=f"not filled: {exc}")
+            # a driver's text quotes SQL and parameters: the log has it, the reason does not
+            why = "the database failed (details in the log)" if is_storage_failure(exc) else str(exc)
+            trade = await self._finish(trade_id, "rejected", reason=f"not filled: {why}")
         return TradeResult(trade, updates=updates)
 
     @staticmethod

@@ -67,3 +67,83 @@ async def test_analyze_buy_portfolio_over_telegram(harness):
     positions = seen["portfolio"]["paper"]["positions"]  # a paper trade: the paper book
     held = [p for p in positions if "600519" in p.get("symbol", "")]
     assert len(held) == 1 and held[0]["quantity"] == 100  # exactly one fill despite the double tap
+
+
+async def _fail_trade_inserts(url: str) -> None:
+    """The database refuses every new trade, as PostgreSQL refused a too-long column: a real
+    driver error, its text quoting the SQL and its parameters, raised on the real write path."""
+    from sqlalchemy import text
+
+    from memory.db import create_engine
+
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            if engine.dialect.name == "sqlite":
+                await conn.execute(
+                    text(
+                        "CREATE TRIGGER refuse_trades BEFORE INSERT ON market_trades BEGIN "
+                        "SELECT RAISE(ABORT, 'value too long for type character varying(64)'); END"
+                    )
+                )
+            else:
+                await conn.execute(
+                    text(
+                        "CREATE FUNCTION refuse_trades() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION "
+                        "'value too long for type character varying(64)'; END $$ LANGUAGE plpgsql"
+                    )
+                )
+                await conn.execute(
+                    text(
+                        "CREATE TRIGGER refuse_trades BEFORE INSERT ON market_trades "
+                        "FOR EACH ROW EXECUTE FUNCTION refuse_trades()"
+                    )
+                )
+    finally:
+        await engine.dispose()
+
+
+async def test_a_database_failure_reaches_the_chat_as_a_sentence_not_as_sql(harness, caplog):
+    """The approved trade's write fails in the database. The chat gets a plain sentence in its
+    language; the SQL, its parameters and the driver's words stay in the log. The model is
+    scripted to repeat its tool result word for word (the worst a model can do with it)."""
+    import logging
+
+    harness.script.add(
+        reply(tool_calls=[("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]),
+        lambda req: reply("Tool said: " + req.messages[-1].tool_results[0].content),
+    )
+    app = await harness.start()
+    await _fail_trade_inserts(app.settings.db_url)
+    api = harness.api
+    caplog.set_level(logging.ERROR)
+    api.push_text(ALICE, "buy 100 shares", user_id=ALICE, language_code="zh-hans")
+    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None), timeout=10)
+    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
+    await api.wait_for(lambda: any("Tool said" in t for t in api.texts(ALICE)), timeout=10)
+    await asyncio.sleep(0.3)  # the progress line's last edit
+
+    chat = "\n".join(api.texts(ALICE))
+    for raw in ("INSERT", "market_trades", "[SQL", "parameters", "varying", "sqlalchemy", "600519', 'buy"):
+        assert raw not in chat, f"{raw!r} reached the chat:\n{chat}"
+    assert "机器人的数据库出错" in chat, chat  # the progress line, in the chat's language
+    assert "did not complete: tapebot's database failed" in chat  # the model's words
+    logged = caplog.text  # as formatted for the log: message and traceback
+    assert "execute_trade failed on the database" in logged
+    assert "INSERT INTO market_trades" in logged and "value too long" in logged
+
+
+def test_storage_failures_are_told_apart_from_a_tool_s_own_errors():
+    import sqlite3
+
+    from sqlalchemy.exc import DataError, IntegrityError
+
+    from agent.errors import StorageError, ToolFailed, is_storage_failure
+
+    assert is_storage_failure(IntegrityError("INSERT ...", {}, Exception("x")))
+    assert is_storage_failure(DataError("INSERT ...", {}, Exception("x")))
+    assert is_storage_failure(sqlite3.OperationalError("disk I/O error"))
+    assert is_storage_failure(StorageError("database error: locked"))
+    assert not is_storage_failure(ValueError("unknown symbol 999999"))
+    assert not is_storage_failure(ToolFailed("insufficient cash"))
