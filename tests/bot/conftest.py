@@ -6,6 +6,7 @@ from agent.providers.scripted import ScriptedClient
 from bot.app import App
 from config.loader import load_settings
 from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
+from tests.pg import fresh_postgres
 
 ALICE, BOB, ADMIN = 1001, 1002, 1003
 
@@ -63,9 +64,23 @@ class Harness:
             self.app = None
 
 
+# The end-to-end tests that also run on PostgreSQL take this as their first decorator.
+ON_BOTH_DATABASES = pytest.mark.parametrize("database_env", ["sqlite", "postgresql"], indirect=True)
+
+
 @pytest.fixture
-async def harness(tmp_path):
+async def database_env(request) -> dict[str, str]:
+    """The bot's database as settings: its default SQLite file in its home; with ON_BOTH_DATABASES
+    also PostgreSQL when a server is configured (TAPEBOT_TEST_POSTGRES_URL; CI starts one),
+    emptied for each test."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        return {}
+    return {"TAPEBOT_DATABASE_URL": await fresh_postgres()}
+
+
+@pytest.fixture
+async def harness(tmp_path, database_env):
     api = FakeBotAPI()
-    h = Harness(tmp_path / "home", api, ScriptedClient())
+    h = Harness(tmp_path / "home", api, ScriptedClient(), extra_env=database_env)
     yield h
     await h.stop()

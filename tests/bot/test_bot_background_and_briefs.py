@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from agent.providers.scripted import reply
-from tests.bot.conftest import ALICE, Harness
+from tests.bot.conftest import ALICE, ON_BOTH_DATABASES, Harness
 from tests.fakes.telegram_api import FakeBotAPI
 
 
+@ON_BOTH_DATABASES
 async def test_background_backtest_reports_back_into_the_chat(harness):
     def report(req):
         notice = req.messages[-1].text
@@ -36,12 +37,15 @@ async def test_background_backtest_reports_back_into_the_chat(harness):
     assert len(photos) == 1 and "CSI 300" in photos[0].params.get("caption", "")
 
 
-async def test_brief_scheduled_and_delivered_through_telegram(tmp_path):
+@ON_BOTH_DATABASES
+async def test_brief_scheduled_and_delivered_through_telegram(tmp_path, database_env):
     api = FakeBotAPI()
     from agent.providers.scripted import ScriptedClient
 
     script = ScriptedClient()
-    h = Harness(tmp_path / "home", api, script, extra_env={"TAPEBOT_SCHEDULER__ENABLED": "true"})
+    h = Harness(
+        tmp_path / "home", api, script, extra_env={"TAPEBOT_SCHEDULER__ENABLED": "true", **database_env}
+    )
 
     def brief(req):
         assert "daily brief" in req.messages[-1].text.lower()
@@ -83,6 +87,7 @@ async def test_tasks_command_lists_background_work(harness):
     await api.wait_for(lambda: any("run_backtest" in t and "bg_" in t for t in api.texts(ALICE)), timeout=10)
 
 
+@ON_BOTH_DATABASES
 async def test_task_notice_during_a_turn_gets_its_own_turn_afterwards(harness):
     release = asyncio.Event()
     seen = []

@@ -8,7 +8,7 @@ import asyncio
 import json
 
 from agent.providers.scripted import reply
-from tests.bot.conftest import ALICE
+from tests.bot.conftest import ALICE, ON_BOTH_DATABASES
 
 
 def buttons_of(msg):
@@ -20,6 +20,7 @@ def last_tool_json(req) -> dict:
     return json.loads(req.messages[-1].tool_results[0].content)
 
 
+@ON_BOTH_DATABASES
 async def test_analyze_buy_portfolio_over_telegram(harness):
     seen: dict = {}
 
@@ -103,6 +104,7 @@ async def _fail_trade_inserts(url: str) -> None:
         await engine.dispose()
 
 
+@ON_BOTH_DATABASES
 async def test_a_database_failure_reaches_the_chat_as_a_sentence_not_as_sql(harness, caplog):
     """The approved trade's write fails in the database. The chat gets a plain sentence in its
     language; the SQL, its parameters and the driver's words stay in the log. The model is

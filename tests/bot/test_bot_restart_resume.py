@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 
 from agent.providers.scripted import ScriptedClient, reply
-from tests.bot.conftest import ALICE, Harness
+from tests.bot.conftest import ALICE, ON_BOTH_DATABASES, Harness
 from tests.bot.test_bot_telegram_flow import buttons_of
 from tests.fakes.telegram_api import FakeBotAPI
 
@@ -57,10 +57,11 @@ async def test_an_action_approved_just_before_a_crash_runs_after_the_restart(tmp
         await again.stop()
 
 
-async def test_a_pending_approval_still_waits_after_a_restart(tmp_path):
+@ON_BOTH_DATABASES
+async def test_a_pending_approval_still_waits_after_a_restart(tmp_path, database_env):
     """Not decided before the crash: nothing runs, nothing is said; the card still decides it."""
     api = FakeBotAPI()
-    h = Harness(tmp_path / "home", api, ScriptedClient())
+    h = Harness(tmp_path / "home", api, ScriptedClient(), extra_env=database_env)
     h.script.add(reply(tool_calls=[("write_file", {"path": "b.txt", "content": "later"})]))
     try:
         await h.start()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from agent.providers.scripted import ScriptedClient, reply
-from tests.bot.conftest import ADMIN, ALICE, BOB
+from tests.bot.conftest import ADMIN, ALICE, BOB, ON_BOTH_DATABASES
 from tests.fakes.telegram_api import buttons_of
 
 GROUP = -100500
@@ -26,6 +26,7 @@ async def test_unknown_user_is_denied_and_the_model_is_never_called(harness):
     assert harness.script.requests == []
 
 
+@ON_BOTH_DATABASES
 async def test_approval_card_tap_executes_exactly_once(harness, tmp_path):
     harness.script.add(
         reply(tool_calls=[("write_file", {"path": "plan.txt", "content": "max 15% per position"})]),
@@ -83,6 +84,7 @@ async def test_group_member_who_is_not_an_approver_cannot_decide(harness):
     await api.wait_for(lambda: (harness.home / "workspace" / "g.txt").exists())
 
 
+@ON_BOTH_DATABASES
 async def test_restart_between_card_and_tap(harness):
     harness.script.add(reply(tool_calls=[("write_file", {"path": "r.txt", "content": "after restart"})]))
     await harness.start()
