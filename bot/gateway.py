@@ -285,11 +285,13 @@ class Gateway:
             await self.say(state, t(state.lang, "too_long", size=len(text), limit=MAX_INBOUND_CHARS))
             return
         lane = self.lane(state)
-        if lane.is_running:  # a running turn is never waiting: fold the message into it
+        open_turn = await self.store.open_turn(state.session_id)
+        # A running lane is folded into, unless its turn has just suspended: the card or question
+        # is out while the lane finishes, and this message may be its answer (the lane wakes).
+        if lane.is_running and not is_waiting(open_turn):
             if msg.addressed:
                 lane.fold_in(text, receipt)
             return
-        open_turn = await self.store.open_turn(state.session_id)
         if is_waiting(open_turn):
             assert open_turn is not None
             if await self.waiting.answer_message(state, open_turn, msg, receipt):

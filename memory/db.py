@@ -251,7 +251,7 @@ def sqlite_is_current(url: str) -> bool:
     return {r[0] for r in rows} == heads
 
 
-def _upgrade_sync(connection: Any, url: str, revision: str) -> None:
+def _upgrade_sync(connection: Any, url: str, revision: str, down: bool = False) -> None:
     from alembic import command
 
     cfg = alembic_config(url)
@@ -265,7 +265,7 @@ def _upgrade_sync(connection: Any, url: str, revision: str) -> None:
         _driver_sql(connection, "PRAGMA foreign_keys=OFF")
     try:
         with connection.begin():
-            command.upgrade(cfg, revision)
+            (command.downgrade if down else command.upgrade)(cfg, revision)
             if sqlite and (broken := _driver_sql(connection, "PRAGMA foreign_key_check")):
                 raise StorageError(f"the migrations broke {len(broken)} foreign key(s), e.g. {broken[0]}")
     finally:
@@ -297,6 +297,22 @@ async def upgrade(target: str | AsyncEngine, revision: str = "head") -> str | No
         if after != before:  # alembic's own INFO lines are kept quiet (bot/logs.py): say it once
             log.info("database migrated from %s to %s", before or "an empty database", after)
         return after
+    except SQLAlchemyError as exc:
+        raise storage_error(exc, url) from exc
+    finally:
+        if own:
+            await engine.dispose()
+
+
+async def downgrade(target: str | AsyncEngine, revision: str) -> None:
+    """Take the database back to `revision` (tests and a manual way back), with the same care as
+    `upgrade`: on SQLite foreign keys are off while tables are copied."""
+    own = isinstance(target, str)
+    engine = create_engine(target) if isinstance(target, str) else target
+    url = engine.url.render_as_string(hide_password=False)
+    try:
+        async with engine.connect() as conn:
+            await conn.run_sync(_upgrade_sync, url, revision, True)
     except SQLAlchemyError as exc:
         raise storage_error(exc, url) from exc
     finally:

@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any
 
 from agent.providers.scripted import ScriptedClient, reply
-from memory.db import alembic_config, create_engine
+from memory.db import downgrade as downgrade_db
 from tests.bot.conftest import ALICE, Harness
 from tests.bot.test_bot_telegram_flow import buttons_of
 from tests.fakes.telegram_api import FakeBotAPI
@@ -20,21 +20,7 @@ STRANGER = 7777  # not in the allow-list: admitted by a pairing made before the 
 
 
 async def downgrade(home: Any, revision: str) -> None:
-    from alembic import command
-
-    url = f"sqlite+aiosqlite:///{home / 'tapebot.db'}"
-    engine = create_engine(url)
-
-    def run(conn: Any) -> None:
-        cfg = alembic_config(url)
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
-
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(run)
-    finally:
-        await engine.dispose()
+    await downgrade_db(f"sqlite+aiosqlite:///{home / 'tapebot.db'}", revision)
 
 
 def kv_keys(home: Any) -> set[str]:

@@ -100,6 +100,7 @@ async def test_restart_between_card_and_tap(harness):
     assert (harness.home / "workspace" / "r.txt").read_text() == "after restart"
 
 
+@ON_BOTH_DATABASES
 async def test_text_yes_approves_and_no_denies(harness):
     harness.script.add(
         reply(tool_calls=[("write_file", {"path": "y.txt", "content": "1"})]),
@@ -121,6 +122,7 @@ async def test_text_yes_approves_and_no_denies(harness):
     assert not (harness.home / "workspace" / "n.txt").exists()
 
 
+@ON_BOTH_DATABASES
 async def test_question_answered_by_number_and_by_button(harness):
     harness.script.add(
         reply(
@@ -158,6 +160,7 @@ async def test_new_command_while_waiting_moves_on(harness):
     assert [m.role for m in harness.script.requests[-1].messages] == ["user"]
 
 
+@ON_BOTH_DATABASES
 async def test_message_during_a_running_turn_is_folded_in(harness):
     def first(req):
         return reply(tool_calls=[("update_plan", {"steps": [{"text": "look", "status": "in_progress"}]})])

@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.ports import ApprovalRecord
 from memory.chat_tables import ChatRecord, PausedProgress, SentRef
-from memory.db import Database, create_engine, upgrade
+from memory.db import Database, upgrade
 from memory.stores import SqlStore
 
 PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
@@ -99,22 +98,9 @@ async def _at(url: str, revision: str) -> None:
 
 
 async def _downgrade(url: str, revision: str) -> None:
-    from alembic import command
+    from memory.db import downgrade
 
-    from memory.db import alembic_config
-
-    engine: AsyncEngine = create_engine(url)
-
-    def run(conn: Any) -> None:
-        cfg = alembic_config(url)
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
-
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(run)
-    finally:
-        await engine.dispose()
+    await downgrade(url, revision)
 
 
 async def _old_database(url: str) -> None:
