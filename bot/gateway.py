@@ -32,6 +32,7 @@ from adapters.base import (
     UserRef,
 )
 from agent.cancel import CancelSignal
+from agent.elicit import LiveQuestions
 from agent.errors import ApprovalError
 from agent.messages import Message
 from agent.ports import Receipt, TurnRecord
@@ -44,6 +45,7 @@ from bot.commands.context import CommandServices
 from bot.delivery import TurnView
 from bot.i18n import pick_language, t
 from bot.lanes import Events, Lane, LaneDeps, Lanes
+from bot.live_questions import ChatQuestions
 from bot.notices import TaskNotices
 from bot.progress import ProgressBoard
 from bot.received import pending_record
@@ -133,6 +135,9 @@ class Gateway:
             )
         )
         self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)
+        # an MCP server's question during a tool call is asked in the chat and answered here
+        self.questions = ChatQuestions(self.chats, self.adapters)
+        runtime.deps.add(self.questions, as_type=LiveQuestions)
         self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
         self.recovery = Recovery(
             runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message
@@ -226,7 +231,12 @@ class Gateway:
                 await self.say(state, t(state.lang, "restarting_kept"))
             return
         if isinstance(inbound, ButtonPress):
-            await self.waiting.on_button(state, inbound)
+            tapped = self.questions.answer_tap(state.key, user.user_id, inbound.data)
+            if tapped is None:
+                await self.waiting.on_button(state, inbound)
+            else:
+                with contextlib.suppress(Exception):
+                    await inbound.ack("✅" if tapped else t(state.lang, "approval_stale"), not tapped)
         elif isinstance(inbound, InboundCommand):
             await self._on_command(state, inbound)
         else:
@@ -283,6 +293,10 @@ class Gateway:
             return
         if len(text) > MAX_INBOUND_CHARS:
             await self.say(state, t(state.lang, "too_long", size=len(text), limit=MAX_INBOUND_CHARS))
+            return
+        if self.questions.answer_text(state.key, msg.user.user_id, text):  # a tool call waits on it
+            if receipt is not None:
+                await self.store.release_received([receipt])
             return
         lane = self.lane(state)
         if lane.is_running:  # a running turn is never waiting: fold the message into it
