@@ -204,6 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help(ctx.stdout)
         return 0
+    # One configuration truth: every command sees the same environment — the real one, then
+    # ./.env, then $TAPEBOT_HOME/.env — so a key in .env works for `chat` as for `run`.
+    ctx.read_env_files()
     # Whatever a command writes under TAPEBOT_HOME is private, whatever the caller's umask (C9).
     old_umask = private_umask()
     try:
@@ -253,7 +256,6 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
             parser.parse_args(["db", "--help"])
         return cmd_db_upgrade(ctx)
     if command == "doctor":
-        ctx.read_env_files()
         # by name: bot.cli_doctor names CliContext for its types (an import would be a cycle)
         doctor: Callable[[CliContext], int] = importlib.import_module("bot.cli_doctor").main
         return doctor(ctx)
@@ -278,7 +280,6 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
         terminal = importlib.import_module("bot.terminal")
         return _exit_code(asyncio.run(terminal.run_chat(args, settings)))
     if command == "run":
-        ctx.read_env_files()
         settings = ctx.settings(require_platform=True)
         run = importlib.import_module("bot.run")
         return _exit_code(asyncio.run(run.run_bot(settings)))

@@ -80,7 +80,7 @@ def mcp_main(args: argparse.Namespace | Sequence[str], settings: Settings) -> in
     if getattr(ns, "http", None):
         try:
             listen = parse_listen(ns.http)
-            check_exposure(listen, os.environ.get(TOKEN_ENV, ""))
+            check_exposure(listen, settings.environ.get(TOKEN_ENV, ""))
         except ListenError as exc:
             print(f"tapebot mcp: {exc}", file=sys.stderr)
             return 2
@@ -147,7 +147,7 @@ async def _serve_http(settings: Settings, ns: argparse.Namespace, listen: Listen
     app, toolset = await _app_toolset(settings)
     try:
         server = _build_server(app, toolset, settings, ns, "streamable HTTP")
-        token = os.environ.get(TOKEN_ENV, "")
+        token = settings.environ.get(TOKEN_ENV, "")
         try:
             asgi = http_app(server, listen, token=token, extra_hosts=ns.allowed_host)
         except ListenError as exc:
