@@ -100,3 +100,22 @@ def test_systemd_unit_verifies():
         if line.strip() and "/opt/tapebot/bin/tapebot is not executable" not in line
     ]
     assert problems == []
+
+
+def test_smoke_script_is_runnable_and_checks_what_the_readme_promises():
+    smoke = DEPLOY / "smoke"
+    assert smoke.stat().st_mode & 0o111
+    done = subprocess.run(["bash", "-n", str(smoke)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    text = smoke.read_text()
+    for needed in (
+        "--format docker",  # else podman's OCI format drops the HEALTHCHECK
+        "podman healthcheck run",
+        "tapebot doctor",
+        "tapebot chat -m",
+        "--security-opt systempaths=unconfined",
+        'runtime = "runc"',
+        "nofile=16384:16384",
+        "debootstrap",
+    ):
+        assert needed in text, needed
