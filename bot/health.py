@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +28,13 @@ STALE_AFTER_S = 3 * HEARTBEAT_S
 State = Literal["starting", "running", "stopping"]
 
 
-def heartbeat_path(home: Path) -> Path:
-    return home / "run" / "heartbeat.json"
+def heartbeat_path(home: Path, host: str | None = None) -> Path:
+    """One file per host name: replicas in containers that share a TAPEBOT_HOME volume each have
+    their own (a container's host name is its own), and `tapebot health` run inside a container
+    reads that container's."""
+    name = socket.gethostname() if host is None else host
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "host"
+    return home / "run" / f"heartbeat-{safe}.json"
 
 
 @dataclass(frozen=True, slots=True)

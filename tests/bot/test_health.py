@@ -103,3 +103,11 @@ def test_cli_exit_status_and_one_line(tmp_path):
     assert rc == 0 and out.startswith("tapebot health: running") and err == ""
     rc, _, err = _cli(tmp_path, datetime.fromtimestamp(T0 + 600, UTC))
     assert rc == 1 and "600 s old" in err
+
+
+def test_replicas_sharing_a_home_each_have_their_own_beat(tmp_path):
+    a, b = heartbeat_path(tmp_path, "replica-a"), heartbeat_path(tmp_path, "replica-b")
+    assert a != b and a.parent == b.parent
+    Heartbeat(a, clock=lambda: T0).set("running")
+    assert judge(a, T0).healthy and not judge(b, T0).healthy
+    assert heartbeat_path(tmp_path, "../../etc").parent == tmp_path / "run"
