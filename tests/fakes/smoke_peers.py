@@ -3,8 +3,9 @@ scripted LLM server (OpenAI wire protocol) on this host's loopback, and a user w
 
     python -m tests.fakes.smoke_peers --urls FILE --result FILE [--exec] [--timeout S]
 
-Writes {"telegram": <api_base_url>, "openai": <base_url>, "token": <bot token>} to --urls once both
-listen, then waits for the bot to poll, sends "hi" and waits for the model's answer; with --exec
+Both listen on every interface (a container on a bridge network reaches them at the host's
+address). Writes {"telegram": <api_base_url>, "openai": <base_url>, "telegram_port": …,
+"openai_port": …, "token": <bot token>} to --urls once both listen, then waits for the bot to poll, sends "hi" and waits for the model's answer; with --exec
 it also asks for a shell command, taps Approve on the card, and waits for the command's output to
 come back (the model quotes the tool result). Then writes "ok" (or why not) to --result and keeps
 serving (for `tapebot doctor` and `tapebot chat -m`) until SIGTERM.
@@ -46,11 +47,21 @@ def _answer(body: dict[str, Any]) -> Reply:
 
 async def _main(urls: Path, result: Path, with_exec: bool, timeout: float) -> int:
     api = FakeBotAPI(token=TOKEN)
-    await api.serve()
-    llm = ScriptedLLMServer()
+    await api.serve(host="0.0.0.0")
+    llm = ScriptedLLMServer(host="0.0.0.0")
     llm.default = _answer
     await llm.start()
-    urls.write_text(json.dumps({"telegram": api.base_url, "openai": llm.openai_base_url, "token": TOKEN}))
+    urls.write_text(
+        json.dumps(
+            {
+                "telegram": api.base_url,
+                "openai": f"http://127.0.0.1:{llm.port}/v1",
+                "telegram_port": api.port,
+                "openai_port": llm.port,
+                "token": TOKEN,
+            }
+        )
+    )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     try:
