@@ -180,3 +180,36 @@ async def test_tapebot_run_waits_for_a_database_that_answers_late(tmp_path):
         await api.close()
     assert proc.returncode == 0, "".join(logged)[-2000:]
     assert any("answered after" in line for line in logged)
+
+
+async def test_sigterm_while_waiting_for_the_database_stops_at_once(tmp_path):
+    """A container stopped while its database is still down: the wait ends on SIGTERM, exit 0,
+    instead of running out its 120 s bound and failing."""
+    proxy = LateProxy("127.0.0.1", 9)  # never opened: every connection is refused
+    api = FakeBotAPI(token=TOKEN)
+    await api.serve()
+    async with ScriptedLLMServer() as llm:
+        url = f"postgresql+asyncpg://tapebot:pw@127.0.0.1:{proxy.port}/tapebot"
+        env = _env(_home(tmp_path, api), llm, TAPEBOT_DATABASE_URL=url)
+        proc = await _start(env)
+        assert proc.stderr is not None
+        logged: list[str] = []
+        try:
+            while not any("not reachable yet" in line for line in logged):
+                line = await asyncio.wait_for(proc.stderr.readline(), 30)
+                assert line, "".join(logged)[-2000:]
+                logged.append(line.decode(errors="replace"))
+            rc, health = await _health(env)
+            assert rc == 1 and health.endswith("waiting for the database"), health
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            await proxy.close()
+        await api.close()
+        rc, health = await _health(env)
+    assert proc.returncode == 0, (("".join(logged)) + err.decode())[-2000:]
+    assert "pw@" not in "".join(logged)  # the password is masked in every retry line
+    assert rc == 1 and "not running" in health
