@@ -154,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="ID", help="use this [[models]] id instead of agent.model")
 
     sub.add_parser("run", help="run the chat bot (Telegram/Discord) and the scheduler (reads .env files)")
+    sub.add_parser("health", help="exit 0 when `tapebot run` is running here (a container's HEALTHCHECK)")
     sub.add_parser(
         "doctor", help="check model, Telegram, Discord, database, calendar, data, file modes and sandbox"
     )
@@ -259,6 +260,9 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
         # by name: bot.cli_doctor names CliContext for its types (an import would be a cycle)
         doctor: Callable[[CliContext], int] = importlib.import_module("bot.cli_doctor").main
         return doctor(ctx)
+    if command == "health":
+        health: Callable[[CliContext], int] = importlib.import_module("bot.cli_health").main
+        return health(ctx)
     if command == "completion":
         completion = importlib.import_module("bot.cli_completion")
         print(completion.script(args.shell, parser), file=ctx.stdout, end="")
