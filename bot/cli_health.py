@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bot.cli import CliContext
+    from bot.cli_context import CliContext
 
 
 def main(ctx: CliContext) -> int:

@@ -208,6 +208,6 @@ def cli_main(argv: Sequence[str], ctx: Any) -> int:
 
 
 if __name__ == "__main__":  # python -m bot.cli_mcp [serve|tools|servers] [--allow-writes]
-    from bot.cli import CliContext
+    from bot.cli_context import CliContext
 
     sys.exit(cli_main(sys.argv[1:], CliContext()))
