@@ -80,6 +80,14 @@ INTERRUPTED_CALL = (
     "Interrupted by a restart while running: it may or may not have completed. "
     "It was not repeated; check the current state before trying again."
 )
+CANCELLED_NOTE = (
+    "[Cancelled by the user before it finished — not done. Do not act on that request unless the "
+    "user asks for it again.]"
+)
+FAILED_NOTE = (
+    "[This request failed (the model provider did not answer) — not done. Do not act on it unless "
+    "the user asks for it again.]"
+)
 ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
 
 
@@ -665,6 +673,7 @@ class AgentRuntime:
                 trace.close()
                 raise
             await self._cancel_open_calls(turn, messages)
+            await self._mark_unfinished(turn, messages, CANCELLED_NOTE)
             turn.status = "cancelled"
             await self.store.save_turn(turn)
             trace.record("cancelled")
@@ -678,6 +687,7 @@ class AgentRuntime:
             log.warning("model call failed in turn %s: %s: %s", turn.id, type(exc).__name__, exc)
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {message}"
             await self._cancel_open_calls(turn, messages, reason="Not run: the model provider failed.")
+            await self._mark_unfinished(turn, messages, FAILED_NOTE)
             await self.store.save_turn(turn)
             trace.record("error", message=message, detail=str(exc), error_type=type(exc).__name__)
             trace.close()
@@ -927,6 +937,14 @@ class AgentRuntime:
         else:
             out.append(ev.Question(turn.id, call.id, s.waiting.question, tuple(s.waiting.options)))
         await self.store.save_turn(turn)
+
+    async def _mark_unfinished(self, turn: TurnRecord, messages: list[Message], note: str) -> None:
+        """A request that was cancelled or failed stays in the history, so the next turn's model
+        sees it: said there, in the history itself, that it was not done and must not be acted on
+        ("buy 1000" cancelled is not an order to carry out with the next message)."""
+        marker = Message.assistant(note, unfinished=True)
+        messages.append(marker)
+        await self.store.append_messages(turn.session_id, [marker])
 
     async def _cancel_open_calls(
         self, turn: TurnRecord, messages: list[Message], reason: str = "Cancelled by the user before it ran."

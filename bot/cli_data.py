@@ -11,7 +11,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bot.cli import CliContext
+    from bot.cli_context import CliContext
 
 
 def main(argv: list[str], ctx: CliContext) -> int:

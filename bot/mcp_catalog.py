@@ -75,20 +75,6 @@ RESOURCES: tuple[ResourceSpec, ...] = (
         lambda _: {"limit": 20},
     ),
     ResourceSpec(
-        "tapebot://watchlist",
-        "get_watchlist",
-        "watchlist",
-        "Watch list",
-        "The symbols the user watches.",
-    ),
-    ResourceSpec(
-        "tapebot://alerts",
-        "list_alerts",
-        "alerts",
-        "Alerts",
-        "The user's price and signal alerts and when they last fired.",
-    ),
-    ResourceSpec(
         "tapebot://market/overview",
         "get_market_overview",
         "market-overview",

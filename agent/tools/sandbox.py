@@ -72,6 +72,7 @@ class SandboxStatus:
     sandboxed: bool
     allowed: bool  # False: exec_command is refused (no sandbox and no opt-in)
     reason: str = ""  # why there is no sandbox
+    installed: bool = False  # bwrap is there: the fault is the machine's (namespaces, mounts)
 
 
 def bwrap_path(policy: LocalToolPolicy) -> str | None:
@@ -107,14 +108,32 @@ def status(policy: LocalToolPolicy) -> SandboxStatus:
         probe = _probe(bwrap, policy.exec_network)
         if probe is None:
             return SandboxStatus(True, True)
-        reason = f"bubblewrap cannot create a sandbox here ({probe.splitlines()[0][:200]})"
+        reason = f"bubblewrap is installed but cannot create a sandbox here: {probe.splitlines()[0][:200]}"
+        return SandboxStatus(False, policy.unsandboxed_exec, reason, installed=True)
     return SandboxStatus(False, policy.unsandboxed_exec, reason)
 
 
+# What container engines leave behind: podman's /run/.containerenv, Docker's /.dockerenv, and the
+# `container` variable podman, systemd-nspawn and LXC set for process 1.
+_CONTAINER_MARKERS = ("run/.containerenv", ".dockerenv")
+
+
+def in_container(root: Path = Path("/"), environ: dict[str, str] | None = None) -> bool:
+    """Whether this process runs in a container: there, a sandbox that cannot start is a matter of
+    the container's run flags, not of the machine."""
+    env = os.environ if environ is None else environ
+    return bool(env.get("container")) or any((root / m).exists() for m in _CONTAINER_MARKERS)
+
+
 def refusal(st: SandboxStatus) -> str:
+    fix = (
+        "See `tapebot doctor` for how to let it start here"
+        if st.installed
+        else "Install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`)"
+    )
     return (
         f"exec_command is disabled: no sandbox is available on this machine — {st.reason}. "
-        "Install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`), or, to run commands without "
+        f"{fix}, or, to run commands without "
         "a sandbox (they can then read and change everything your user can), set "
         "[tools] unsandboxed_exec = true in config.toml."
     )

@@ -275,3 +275,26 @@ def test_header_secrets_are_masked_like_other_keys():
     assert {"tok-abcdef123", "key-zyxwvu987"} <= set(settings.secret_values())
     with pytest.raises(ValueError, match="url servers only"):
         McpServerConfig(name="x", command=["x"], bearer_token_env="T")
+
+
+async def test_the_calls_clock_stands_still_while_the_user_answers_the_servers_question():
+    """A server's question (elicitation) during a call with a 2 s timeout, answered slowly: the
+    answers' time does not count against the call's timeout."""
+    from agent.elicit import LiveQuestions
+    from agent.tools.registry import Deps
+
+    class SlowPerson(LiveQuestions):
+        async def ask(self, chat_key, user_id, question, options, timeout):
+            await asyncio.sleep(1.5)
+            return options[0] if options else "2"
+
+    deps = Deps()
+    deps.add(SlowPerson(), as_type=LiveQuestions)
+    mgr = McpManager([toy(tool_overrides={"survey": False}, timeout=2)], start_timeout=60)
+    await mgr.start()
+    try:
+        survey = mgr.toolset.get("toy__survey")
+        out = await survey.call(ToolContext(chat_key="telegram:1", user_id="1", deps=deps), {})
+    finally:
+        await mgr.stop()
+    assert '"action": "accept"' in out and '"lots": 2' in out  # 4.5 s of answers, a 2 s timeout
