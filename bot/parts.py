@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from markets.data import MarketData
     from markets.models import SessionFactory
     from markets.portfolio import Portfolio
-    from markets.services import MarketServices
+    from markets.services import MarketServices, MarketSettings
     from memory.hooks import MemoryContextHooks
     from memory.stores import SqlStore
     from memory.tools import MemoryServices
@@ -61,22 +61,15 @@ def warned_trading_days(cal: TradingCalendar) -> Callable[[date], bool]:
     return is_trading_day
 
 
-def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | None) -> MarketServices:
-    """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading: their
-    services (the tools find them in the Deps). The data loads on first use."""
-    from markets.services import (
-        LazyMarketData,
-        MarketServices,
-        MarketSettings,
-        build_live_broker,
-        build_market_data,
-    )
+def market_settings(s: Settings) -> MarketSettings:
+    """The `[markets]` config as the market services read it (also for `tapebot data update`)."""
+    from markets.services import MarketSettings
 
     env = s.environ
     providers: list[str] = (
         [s.markets.provider] if s.markets.provider == "bundled" else [s.markets.provider, "bundled"]
     )
-    ms = MarketSettings(
+    return MarketSettings(
         initial_cash_cn=s.markets.initial_cash,
         retry_blocked=s.markets.retry_blocked,
         live=s.markets.live,
@@ -87,6 +80,19 @@ def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | Non
         providers=providers,
         data_dir=str(s.home / "data"),
     )
+
+
+def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | None) -> MarketServices:
+    """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading: their
+    services (the tools find them in the Deps). The data loads on first use."""
+    from markets.services import (
+        LazyMarketData,
+        MarketServices,
+        build_live_broker,
+        build_market_data,
+    )
+
+    ms = market_settings(s)
     # built on first use: a turn that runs no market tool imports no numpy (issue 21)
     lazy_data = LazyMarketData(lambda: build_market_data(ms, sessions))
     data = cast("MarketData", lazy_data)  # the stand-in answers as a MarketData does
