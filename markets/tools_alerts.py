@@ -65,23 +65,27 @@ async def manage_alerts(
         return {"watchlist": await store.watchlist(user), "note": note, "refs": {"stock": inst.symbol}}
     if kind is None:
         raise MarketError("create needs `kind`")
-    market = "cn"
-    symbol = ""
+    if not ctx.chat_key:
+        raise MarketError("alerts are delivered into a chat: set them from one")
+    spec = AlertSpec(kind, float(value or 0), "", event or "").check()  # a bad condition fails first
+    market, symbol, now_note = "cn", "", ""
     if code:
         inst = svc.data.resolve(code)
         if inst.market == "index":
             raise MarketError("alerts watch stocks and coins; an index is not traded")
         symbol, market = inst.symbol, inst.market
+        bars = await svc.data.abars(inst)  # its own newest bar: only later ones can trigger it
+        as_of = bars.last_date
+        now_note = f" (close {float(bars.close[-1]):g} on {as_of})"
     elif not await store.watchlist(user):
         raise MarketError("the watchlist is empty: watch a symbol first (action=watch), or give `code`")
-    if not ctx.chat_key:
-        raise MarketError("alerts are delivered into a chat: set them from one")
-    as_of = svc.data.as_of(market)
-    spec = AlertSpec(kind, float(value or 0), symbol, event or "")
+    else:
+        as_of = svc.data.as_of(market)
+    spec = AlertSpec(spec.kind, spec.value, symbol, spec.event)
     a = await store.create(user, ctx.chat_key, spec, market, as_of)
     return {
         "alert": a.to_dict(),
         "confirmed": f"alert #{a.id} set: {a.condition()} — checked on each new daily bar after "
-        f"{age_note(as_of, svc.now())}",
+        f"{age_note(as_of, svc.now())}{now_note}",
         "refs": {"stock": symbol} if symbol else {},
     }
