@@ -27,7 +27,9 @@ async def manage_alerts(
     event: str | None = None,
     alert_id: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Alerts delivered into this chat when a condition is met on a new daily bar (checked after each data refresh): close above/below a price, a day's move of N % (up or down), RSI(14) crossing a level, the close crossing its N-day moving average, or a new Wyckoff event (Spring, SOS, UTAD, ...). On one symbol, or on the watchlist when `code` is omitted. Also manages the watchlist (watch, unwatch, watchlist).
+    """Price and signal alerts delivered into this chat on a new daily bar, on one symbol or the watchlist; also manages the watchlist.
+
+    Conditions: close above/below a price, a day's move of N % either way, RSI(14) crossing a level, the close crossing its N-day moving average, a new Wyckoff event. Checked after each data refresh; no approval needed.
 
     Args:
         action: create, list, remove (alert_id), watch (code), unwatch (code), watchlist.

@@ -18,7 +18,7 @@ from markets.providers.stored import StoredProvider
 from markets.refresh import refresh_market
 from markets.services import MarketServices, MarketSettings, build_market_data
 from markets.store import BarStore
-from markets.toolset import source_note
+from markets.toolset import age_note, data_dates, source_note
 from tests.fakes.market_libs import FakeAkshare, FakeCcxtExchange, FakeCcxtModule, FakeYfinance
 
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
@@ -60,7 +60,18 @@ def test_as_of_index_and_source_follow_the_provider_not_the_bundle(tmp_path):
     sse = md.index_bars("000001")  # the Shanghai Composite, not Ping An Bank
     assert sse.last_date == date(2026, 12, 4) and sse.close[-1] != md.bars("000001").close[-1]
     svc = MarketServices(data=md, clock=Clock())
-    assert "as of 2026-12-04" in source_note(svc)
+    assert source_note(svc) == "akshare+bundled daily bars, as of 2026-12-04 (2 days old)"
+
+
+def test_every_date_carries_its_age_by_the_injected_clock():
+    md = MarketData()  # the bundled data: 2025-09-03
+    svc = MarketServices(data=md, clock=Clock(datetime(2026, 12, 6, 9, 0, tzinfo=UTC)))
+    assert source_note(svc) == "bundled daily bars, as of 2025-09-03 (459 days old)"
+    assert age_note(date(2026, 12, 5), NOW) == "2026-12-05 (1 day old)"
+    assert age_note("2026-12-06", NOW) == "2026-12-06 (today)"
+    assert age_note(date(2025, 9, 3), NOW, "zh") == "2025-09-03（459 天前）"
+    assert data_dates(svc, NOW) == "A-shares 2025-09-03 (459 days old), crypto 2025-07-13 (511 days old)"
+    assert data_dates(svc, NOW, "zh").startswith("A股 2025-09-03（459 天前）")
 
 
 def test_the_universe_is_the_providers_stock_list(tmp_path):
