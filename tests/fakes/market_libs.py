@@ -104,6 +104,7 @@ class FakeAkshare:
         self.fail: Exception | None = None
         self.bump: dict[str, float] = {}  # symbol → factor applied to every price (a re-adjustment)
         self.override: dict[str, Callable[[list[float]], list[float]]] = {}
+        self.rows_override: dict[tuple[str, date], dict[str, float]] = {}  # one bar's fields, by hand
 
     def _closes(self, symbol: str, days: list[date], seed: int, base: float) -> list[float]:
         closes = path(days, base, seed)
@@ -129,6 +130,9 @@ class FakeAkshare:
         rows = akshare_rows(
             symbol, days, self._closes(symbol, days, int(symbol) % 13, 100.0 + int(symbol) % 900)
         )
+        for r in rows:
+            for k, v in self.rows_override.get((symbol, r["日期"]), {}).items():
+                r[k] = np.float64(v)
         return self._window(rows, start_date, end_date)
 
     def index_zh_a_hist(

@@ -164,3 +164,31 @@ def test_build_market_data_keeps_network_bars_under_the_data_dir(tmp_path, monke
     assert isinstance(md.providers[0], StoredProvider)
     assert md.bars("600519").last_date == date(2026, 12, 4)
     assert (tmp_path / "bars" / "akshare" / "cn" / "600519.csv").is_file()
+
+
+async def test_a_waiting_paper_order_is_retried_at_the_providers_next_bar(tmp_path):
+    from markets_helpers import make_sessions
+
+    from markets.broker import PaperBroker
+
+    ak = FakeAkshare(end=date(2026, 12, 3))
+    prev = float(ak.stock_zh_a_hist("600519", end_date="20261202").to_dict("records")[-1]["收盘"])
+    limit = round(prev * 1.1, 2)  # 600519 (main board): closes at its limit-up on 2026-12-03
+    ak.rows_override[("600519", date(2026, 12, 3))] = {
+        "开盘": round(prev * 1.05, 2), "最高": limit, "最低": round(prev * 1.04, 2), "收盘": limit,
+    }  # fmt: skip
+    clock = Clock(datetime(2026, 12, 3, 2, 0, tzinfo=UTC))  # 10:00 in Shanghai
+    md = live_md(tmp_path, ak, clock)
+    engine, sessions = await make_sessions(tmp_path)
+    try:
+        broker = PaperBroker(sessions, md, MarketSettings(), clock=clock)
+        r = await broker.submit("u1", "600519", "buy", 100, key="k1")
+        assert r.status == "waiting"
+        ak.end = date(2026, 12, 4)  # the after-close refresh brings the next session's bar
+        clock.now = datetime(2026, 12, 4, 8, 0, tzinfo=UTC)
+        refresh_market(md, "cn")
+        [upd] = await PaperBroker(sessions, md, MarketSettings(), clock=clock).retry_waiting()
+        next_open = float(md.bars("600519").open[-1])
+        assert upd["status"] == "filled" and upd["price"] == next_open and upd["price_as_of"] == "2026-12-04"
+    finally:
+        await engine.dispose()
