@@ -143,3 +143,26 @@ def test_threshold_fires_exactly_when_the_new_close_is_beyond_the_level(closes, 
     got = fires(alert, bars_of(closes, end))
     beyond = closes[-1] < level if below else closes[-1] > level
     assert got == ([(end, closes[-1])] if beyond and baseline_back > 0 else [])
+
+
+def test_a_wyckoff_alert_fires_on_a_new_spring_and_not_on_a_failed_one():
+    from markets_helpers import Builder, accumulation
+
+    bars, idx = accumulation(upto="spring", with_test=False)
+    upto = bars._take(slice(0, idx["Spring"] + 2))
+    spring_day = upto.dates[idx["Spring"]].astype(object)
+    before = upto.dates[idx["Spring"] - 1].astype(object)
+    alert = Alert(1, "u", "c", "TEST", "cn", "wyckoff", 0.0, "Spring", before, "active")
+    [(day, price)] = fires(alert, upto)
+    assert day == spring_day and price == pytest.approx(91.0)
+    assert fires(Alert(1, "u", "c", "TEST", "cn", "wyckoff", 0.0, "Spring", spring_day, "active"), upto) == []
+    assert fires(Alert(1, "u", "c", "TEST", "cn", "wyckoff", 0.0, "UTAD", before, "active"), upto) == []
+
+    b = Builder()  # the same spring, then a close under its low: failed, no alert
+    rows = np.column_stack([bars.open, bars.high, bars.low, bars.close, bars.volume])[: idx["Spring"] + 1]
+    b.rows = [tuple(r) for r in rows]
+    b.c = rows[-1, 3]
+    b.bar(96.0, 96.2, 89.0, 89.5, 1.0e6)
+    b.bar(89.5, 90.0, 88.5, 89.0, 0.8e6)
+    failed = b.build()
+    assert fires(alert, failed) == []
