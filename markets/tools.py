@@ -332,7 +332,8 @@ def _overview(svc: MarketServices) -> dict[str, Any]:
             {"industry": k, "median_ret_20d_pct": round(v * 100, 2), "members": n} for k, v, n in inds[-3:]
         ],
         "source": _source(svc),
-        "note": "breadth is measured over the configured universe (the bundled demo set: 300 liquid A-shares)",
+        "note": f"breadth is measured over the configured universe: {len(panel.symbols)} A-shares from "
+        + "+".join(p.name for p in data.providers),
     }
 
 

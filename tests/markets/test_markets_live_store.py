@@ -192,3 +192,17 @@ async def test_a_waiting_paper_order_is_retried_at_the_providers_next_bar(tmp_pa
         assert upd["status"] == "filled" and upd["price"] == next_open and upd["price_as_of"] == "2026-12-04"
     finally:
         await engine.dispose()
+
+
+async def test_the_overview_reads_the_providers_index_universe_and_dates(tmp_path):
+    from agent.tools.registry import Deps, ToolContext
+    from markets.tools import market_tools
+
+    md = live_md(tmp_path, FakeAkshare())
+    refresh_market(md, "cn", full_list=True)
+    svc = MarketServices(data=md, clock=Clock())
+    out = await market_tools.get("get_market_overview").call(ToolContext(deps=Deps(svc)), {})
+    assert out["as_of"] == "2026-12-04" and out["breadth"]["universe"] == 3
+    assert out["index"]["close"] == round(float(md.index_bars("000300").close[-1]), 2)
+    assert out["source"] == "akshare+bundled daily bars, as of 2026-12-04 (2 days old)"
+    assert "3 A-shares from akshare+bundled" in out["note"]
