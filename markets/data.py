@@ -149,15 +149,18 @@ class MarketData:
 
     def panel(self, symbols: Iterable[str] | None = None, market: str = "cn", min_bars: int = 1) -> Panel:
         """Aligned 2-D bars of many symbols (default: the whole universe of the market)."""
+        from markets.providers.stored import stored_only
+
         syms = list(symbols) if symbols is not None else [i.symbol for i in self.universe(market)]
         got = {}
-        for s in syms:
-            try:
-                b = self.bars(s)
-            except NoData:
-                continue
-            if len(b) >= min_bars:
-                got[s] = b
+        with stored_only():  # a universe is read from local files, never fetched symbol by symbol
+            for s in syms:
+                try:
+                    b = self.bars(s)
+                except NoData:
+                    continue
+                if len(b) >= min_bars:
+                    got[s] = b
         return Panel.from_bars(got)
 
     # -- minute bars ------------------------------------------------------------------------------

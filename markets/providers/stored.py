@@ -9,14 +9,18 @@ is asked only when a symbol was never fetched, its copy is older than `ttl`, or 
     p.as_of("cn")       # the newest stored bar: as-of dates follow the provider, not the bundle
 
 A failed fetch is not retried for `backoff`, so an unreachable provider costs one timeout, not one
-per symbol of a screen.
+per symbol of a screen. Inside `stored_only()` (the whole-universe panel of a screen or the
+overview) nothing is fetched at all: thousands of symbols are read from the files as they are, and
+the scheduled refresh is what brings them up to date.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -29,6 +33,18 @@ from markets.store import BarStore
 from markets.symbols import Instrument, board_of, exchange_of, is_st_name
 
 log = logging.getLogger(__name__)
+
+_STORED_ONLY: ContextVar[bool] = ContextVar("tapebot_stored_only", default=False)
+
+
+@contextmanager
+def stored_only() -> Iterator[None]:
+    """Reads in this block come from the store alone (no network call, however old the copy)."""
+    token = _STORED_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _STORED_ONLY.reset(token)
 
 
 class StoredProvider:
@@ -61,7 +77,7 @@ class StoredProvider:
         info = self.store.info(self.name, inst.symbol, inst.market)
         stored = self.store.read(self.name, inst.symbol, inst.market) if info is not None else None
         due = stored is None or (info is not None and self.clock() - info.fetched_at > self.ttl)
-        if due and not self._backing_off():
+        if due and not self._backing_off() and not _STORED_ONLY.get():
             try:
                 stored = self.refresh(inst)
             except Exception as exc:  # any provider failure falls back to the stored copy
@@ -76,7 +92,8 @@ class StoredProvider:
                     "%s refresh of %s failed, serving the stored bars: %s", self.name, inst.symbol, exc
                 )
         if stored is None:
-            raise NoData(f"{self.name} was unreachable moments ago and no bars of {inst.label} are stored")
+            why = "reads stored bars only here" if _STORED_ONLY.get() else "was unreachable moments ago"
+            raise NoData(f"{self.name} {why} and no bars of {inst.label} are stored")
         return stored.between(start, end) if (start or end) else stored
 
     def instruments(self) -> list[Instrument]:

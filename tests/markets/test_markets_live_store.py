@@ -206,3 +206,16 @@ async def test_the_overview_reads_the_providers_index_universe_and_dates(tmp_pat
     assert out["index"]["close"] == round(float(md.index_bars("000300").close[-1]), 2)
     assert out["source"] == "akshare+bundled daily bars, as of 2026-12-04 (2 days old)"
     assert "3 A-shares from akshare+bundled" in out["note"]
+
+
+def test_a_universe_panel_never_fetches_symbol_by_symbol(tmp_path):
+    ak = FakeAkshare()
+    clock = Clock()
+    md = live_md(tmp_path, ak, clock)
+    refresh_market(md, "cn", full_list=True)
+    clock.now += timedelta(days=3)  # every stored copy is past its ttl
+    ak.calls.clear()
+    panel = md.panel(min_bars=60)
+    assert ak.calls == [] and len(panel.symbols) == 3  # read from the files as they are
+    md.bars("600519")  # a single symbol asked for is brought up to date
+    assert [c[0] for c in ak.calls] == ["stock_zh_a_hist"]
