@@ -70,15 +70,16 @@ def refresh_market(
         if not targets:
             continue
         report.providers.append(p.name)
-        for n, inst in enumerate(targets, 1):
-            key = inst.symbol if inst.market != "index" else f"index {inst.symbol}"
-            try:
-                p.refresh(inst)
-                report.updated.append(key)
-            except Exception as exc:  # noqa: BLE001 — one symbol's failure is reported; the others go on
-                report.failed[key] = f"{type(exc).__name__}: {exc}"[:200]
-            if progress is not None:
-                progress(inst.symbol, n, len(targets))
+        with p.store.batch():
+            for n, inst in enumerate(targets, 1):
+                key = inst.symbol if inst.market != "index" else f"index {inst.symbol}"
+                try:
+                    p.refresh(inst)
+                    report.updated.append(key)
+                except Exception as exc:  # noqa: BLE001 — one symbol's failure is reported; the rest go on
+                    report.failed[key] = f"{type(exc).__name__}: {exc}"[:200]
+                if progress is not None:
+                    progress(inst.symbol, n, len(targets))
     md.refreshed()
     report.as_of = md.as_of(market)
     return report

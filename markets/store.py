@@ -19,6 +19,8 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -62,6 +64,8 @@ class BarStore:
         self.folder = Path(folder).expanduser()
         self._lock = threading.Lock()
         self._meta: dict[str, dict[str, Any]] = {}
+        self._batch = 0  # inside batch(): metadata is written once at the end
+        self._dirty: set[str] = set()
 
     # -- metadata ---------------------------------------------------------------------------------
     def _meta_path(self, source: str) -> Path:
@@ -82,7 +86,26 @@ class BarStore:
         return self._meta[source]
 
     def _save_meta(self, source: str) -> None:
-        _atomic_write(self._meta_path(source), json.dumps(self._meta[source], ensure_ascii=False, indent=0))
+        if self._batch:
+            self._dirty.add(source)
+            return
+        # no indent: the C encoder (an indented dump of thousands of entries takes ~30 ms each)
+        _atomic_write(self._meta_path(source), json.dumps(self._meta[source], ensure_ascii=False))
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Many writes, one metadata file write at the end (a refresh of thousands of symbols)."""
+        with self._lock:
+            self._batch += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._batch -= 1
+                if not self._batch:
+                    for source in sorted(self._dirty):
+                        self._save_meta(source)
+                    self._dirty.clear()
 
     def info(self, source: str, symbol: str, market: str) -> StoredInfo | None:
         with self._lock:
