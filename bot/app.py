@@ -490,6 +490,16 @@ class App:
                     await self.gateway.say(state, line)
         await self.gateway.run_brief(chat_key, text)
 
+    async def _alert_loop(self, every: float = 60.0) -> None:
+        """What fired while we were down, then every minute what another process recorded
+        (`tapebot data update`, a replica's refresh): one indexed query when nothing waits."""
+        while True:
+            try:
+                await self._deliver_alerts()
+            except Exception:  # a database hiccup: the next round tries again
+                log.exception("delivering alerts failed")
+            await asyncio.sleep(every)
+
     async def _deliver_alerts(self) -> int:
         """Alert firings waiting for delivery into the chats this process serves."""
         if self.gateway is None or self.market is None or self.market.session_factory is None:
@@ -514,7 +524,7 @@ class App:
             self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
         self.adapters = await open_chats(gateway, parts, adapters)
         if self.market is not None and self.market.session_factory is not None:
-            self.spawn(self._deliver_alerts(), "alerts-at-start")  # what fired while we were down
+            self.spawn(self._alert_loop(), "alerts")
 
     def _chat_parts(self) -> ChatParts:
         """What the chats are built from: each part of the App they use, and nothing else."""
