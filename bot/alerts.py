@@ -76,6 +76,10 @@ class AlertDelivery:
         adapter = self.adapters[state.chat.platform]
         try:
             text, chart = await self._render(state.lang, f)
+        except Exception as exc:  # noqa: BLE001 — the data went missing since: the firing is still sent
+            log.warning("alert firing %s rendered without its bars: %s", f.id, exc)
+            text, chart = self._plain(state.lang, f), None
+        try:
             await adapter.send_text(state.chat, text, format="plain")
         except (DeliveryError, OSError) as exc:
             await self.store.finish(f.id, delivered=False, error=f"{type(exc).__name__}: {exc}")
@@ -86,6 +90,17 @@ class AlertDelivery:
             with contextlib.suppress(DeliveryError, OSError):  # the text is the alert; the chart adds to it
                 await adapter.send_image(state.chat, chart, f"{f.symbol} · {f.bar_date}")
         return 1
+
+    def _plain(self, lang: str, f: Firing) -> str:
+        return t(
+            lang,
+            "alert_fired_plain",
+            id=f.alert.id,
+            symbol=f.symbol,
+            condition=describe(f.alert.kind, f.alert.value, f.alert.event, lang),
+            day=f.bar_date,
+            observed=observed_text(f),
+        )
 
     async def _summary(self, state: ChatState, firings: list[Firing]) -> int:
         claimed = [f for f in firings if await self.store.claim(f.id)]

@@ -6,6 +6,7 @@ ALERT_STRINGS: dict[str, dict[str, str]] = {
     "en": {
         "alert_fired": "🔔 Alert #{id}: {name} {symbol} — {condition}\nClose {close} on {day} ({observed}).\n{source}",
         "alert_fired_more": "🔔 {n} more alerts fired: {items}",
+        "alert_fired_plain": "🔔 Alert #{id}: {symbol} — {condition} ({day}, {observed})",
         "alerts_off": "Alerts need the market tools and the database.",
         "alerts_none": 'No alerts are set. Ask me, e.g. "tell me when 600519 closes below 1400".',
         "alerts_head": "Alerts ({n}):",
@@ -20,6 +21,7 @@ ALERT_STRINGS: dict[str, dict[str, str]] = {
     "zh": {
         "alert_fired": "🔔 提醒 #{id}：{name} {symbol} — {condition}\n{day} 收盘 {close}（{observed}）。\n{source}",
         "alert_fired_more": "🔔 另有 {n} 条提醒触发：{items}",
+        "alert_fired_plain": "🔔 提醒 #{id}：{symbol} — {condition}（{day}，{observed}）",
         "alerts_off": "提醒需要行情工具和数据库。",
         "alerts_none": "还没有设置提醒。可以直接说，例如“600519 收盘跌破 1400 时提醒我”。",
         "alerts_head": "提醒（{n} 条）：",

@@ -96,3 +96,17 @@ async def test_rate_limit_summary_language_and_retry(world):
     assert await delivery.deliver_pending() == 0  # nothing twice
     left = await store.pending()
     assert [f.alert.chat_key for f in left] == ["discord:9"]  # not this process's platform: left alone
+
+
+async def test_a_firing_whose_bars_are_gone_is_still_delivered_once(world, tmp_path):
+    _ak, md, svc, store = world
+    md.bars("600519")
+    en = ChatState("telegram:2", ChatRef("telegram", "2"), "s2", lang="en")
+    await store.create("u1", en.key, AlertSpec("close_above", 1, "600519"), "cn", date(2026, 12, 2))
+    assert len(await evaluate_alerts(store, md, ["cn"])) == 1
+    svc.data = MarketData([])  # the data cannot render it any more (no provider has the symbol)
+    tg = Recorder()
+    delivery = AlertDelivery(store, svc, Chats([en]), {"telegram": tg}, now=lambda: NOW)
+    assert await delivery.deliver_pending() == 1 and await delivery.deliver_pending() == 0
+    assert tg.texts == ["🔔 Alert #1: 600519 — close above 1 (2026-12-03, " + tg.texts[0].split(", ", 1)[1]]
+    assert tg.images == []
