@@ -116,6 +116,8 @@ def _trade_lines(p: TradePreview, lang: str, now: datetime | None = None) -> lis
         lines.append(t(lang, "card_amount", amount=_money(p.amount), fees=_money(p.fees)))
     if p.cash is not None and p.cash_after is not None:
         lines.append(t(lang, "card_cash", cash=_money(p.cash), after=_money(p.cash_after)))
+    if p.refusal:
+        lines.append(t(lang, "card_will_not_fill", why=visible(p.refusal)))
     return lines
 
 

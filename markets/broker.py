@@ -260,6 +260,30 @@ class PaperBroker:
             await s.flush()
             return trade_dict(t)
 
+    async def precheck(self, user_id: str, inst: Instrument, side: Side, qty: float) -> str | None:
+        """Why an order would not fill now, checked as placing it would (lots, cash, holdings,
+        T+1 in today's session, a close at the limit) but without placing it: for the approval
+        card, so a sell that T+1 will reject says so before the tap. None: it would fill."""
+        market = "crypto" if inst.market == "crypto" else "cn"
+        rules = rules_for(market, self.settings)
+        bars = self.data.bars(inst)
+        price = float(bars.close[-1])
+        blocked = limit_block(
+            side,
+            price,
+            float(bars.close[-2]) if len(bars) > 1 else float("nan"),
+            float(bars.high[-1]),
+            float(bars.low[-1]),
+            _limit(inst, market, rules),
+        )
+        async with self.sessions() as s:
+            why = await self._check(
+                s, rules, user_id, inst, market, side, qty, price, self.session_day(market)
+            )
+        if why:
+            return why
+        return _pending_note(blocked) if blocked else None
+
     async def _check(
         self,
         s: AsyncSession,
