@@ -465,6 +465,12 @@ class App:
         self.scheduler = jobs
         return jobs
 
+    async def _chat_timezone(self, chat_key: str) -> str:
+        """A chat's time zone for its cards: its /brief zone, else `[scheduler] timezone`."""
+        if self.schedules is not None:
+            return await self.schedules.chat_timezone(chat_key)
+        return self.settings.scheduler.timezone
+
     async def _deliver_brief(self, chat_key: str, text: str) -> None:
         """A scheduled brief into its chat's lane. The scheduler opens only once the chats have
         (`start`); run without them, the brief fails and the scheduler retries it."""
@@ -524,7 +530,7 @@ class App:
             spawn=self.spawn,
             on_stop=self.on_stop,
             skill_commands=skill_commands(self.skills) if self.skills is not None else (),
-            card_facts=CardFacts(self.trade_facts, notes),
+            card_facts=CardFacts(self.trade_facts, notes, self._chat_timezone),
             system_dynamic=self.system_dynamic(),
             redact=self.redactor.text,
             adapter_options=self.adapter_options,

@@ -90,6 +90,7 @@ class CardInfo:
     standing_hours: float = 24.0
     trade: TradePreview | None = None
     note: str = ""  # what the tool may do (exec_command: its sandbox)
+    timezone: str = "UTC"  # the chat's: the card's times are said in it
     # outside content the turn read before proposing this (files, URLs, command output)
     sources: tuple[str, ...] = ()
 
@@ -145,7 +146,7 @@ def approval_view(
     body.append(t(lang, "card_who_group" if info.group else "card_who_dm"))
     if info.expires_at is not None:
         minutes = max(0, round((info.expires_at - (now or record.created_at)).total_seconds() / 60))
-        body.append(t(lang, "card_expires", at=info.expires_at.strftime("%Y-%m-%d %H:%M"), minutes=minutes))
+        body.append(t(lang, "card_expires", at=local_time(info.expires_at, info.timezone), minutes=minutes))
     if info.scope is not None:
         body.append(
             t(lang, "card_always", scope=visible(info.scope.describe(lang)), hours=f"{info.standing_hours:g}")
@@ -190,7 +191,36 @@ def plain(text: str) -> str:
     return text.replace("**", "").replace("`", "").replace("\n_", "\n").rstrip("_")
 
 
-def approval_final(record: ApprovalRecord, lang: str, outcome: str, who: str, rule: str = "") -> str:
+def local_time(at: datetime, zone: str) -> str:
+    """`2026-12-06 16:30 Asia/Shanghai`: a card's time in the chat's zone, named."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return at.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M ") + zone
+    except (ZoneInfoNotFoundError, ValueError):
+        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def summary_line(record: ApprovalRecord, info: CardInfo, lang: str) -> str:
+    """The card's readable first line: the trade, or what the tool wants to do."""
+    if info.trade is not None:
+        return _trade_lines(info.trade, lang)[0]
+    return t(lang, "approval_body", tool=record.tool).rstrip(":：")
+
+
+def approval_final(
+    record: ApprovalRecord,
+    lang: str,
+    outcome: str,
+    who: str,
+    rule: str = "",
+    *,
+    summary: str = "",
+    timezone: str = "UTC",
+    at: datetime | None = None,
+) -> str:
+    """A decided card: its readable line kept, the decision (and when, in the chat's zone)
+    appended; the arguments stay for what is not a trade."""
     key = {
         "once": "approved_by",
         "always": "approved_always_by",
@@ -200,10 +230,13 @@ def approval_final(record: ApprovalRecord, lang: str, outcome: str, who: str, ru
         "moved_on": "moved_on",
         "no_answer": "expired",
     }.get(outcome, "expired")
-    return (
-        f"🔐 {record.tool} · `{record.id}`\n"
-        f"{_code_block(render_arguments(record.arguments, record.args_hash))}\n{t(lang, key, who=who, rule=rule)}"
-    )
+    decided = t(lang, key, who=who, rule=rule)
+    if at is not None:
+        decided += f" · {local_time(at, timezone)}"
+    if summary.startswith("📈"):  # a trade: its line says it all
+        return f"🔐 `{record.id}`\n{summary}\n{decided}"
+    head = f"🔐 {summary or record.tool} · `{record.id}`"
+    return f"{head}\n{_code_block(render_arguments(record.arguments, record.args_hash))}\n{decided}"
 
 
 def question_prompt(waiting: WaitingState, turn_id: str) -> tuple[str, list[list[Button]]]:

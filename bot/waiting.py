@@ -94,6 +94,8 @@ class CardFacts:
 
     trade: Callable[[ApprovalRecord], Awaitable[TradePreview | None]] | None = None
     notes: Mapping[str, Callable[[str], str]] = field(default_factory=dict)
+    # the chat's time zone (its /brief zone, else the configured default): card times are its
+    timezone: Callable[[str], Awaitable[str]] | None = None
 
 
 class Waiting:
@@ -359,6 +361,7 @@ class Waiting:
             trade=trade,
             note=note(lang) if note else "",
             sources=await self._sources(record),
+            timezone=await self._facts.timezone(record.chat_key) if self._facts.timezone else "UTC",
         )
 
     async def _sources(self, record: ApprovalRecord) -> tuple[str, ...]:
@@ -409,8 +412,18 @@ class Waiting:
         if outcome == "always":
             rules = await self._store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
             rule = next((r.id for r in rules if r.approval_id == approval_id), "")
+        # the card keeps its readable line ("BUY 100 × 贵州茅台 (600519) · PAPER"), the decision below it
+        summary, zone = "", "UTC"
+        try:
+            info = await self.card_info(record, msg.chat, lang)
+            summary, zone = cards.summary_line(record, info, lang), info.timezone
+        except Exception:  # the decision is shown all the same
+            log.warning("no summary for the decided card %s", approval_id, exc_info=True)
+        final = cards.approval_final(
+            record, lang, outcome, who, rule, summary=summary, timezone=zone, at=datetime.now(UTC)
+        )
         with contextlib.suppress(DeliveryError):
-            await adapter.edit_text(msg, cards.approval_final(record, lang, outcome, who, rule), buttons=None)
+            await adapter.edit_text(msg, final, buttons=None)
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
         """The question's buttons go; a line says how it ended (`line`: an i18n key)."""
