@@ -114,11 +114,15 @@ class Waiting:
         self._say = say
         self._facts = card_facts or CardFacts()
 
-    def _unclear_key(self, state: ChatState, always: bool) -> str:
+    def _unclear_key(self, state: ChatState, always: bool, *, question: bool = False) -> str:
         """The hint for a reply that is no decision: "tap a button" where the card has buttons;
-        in the terminal, the words to type ("always" only where the card offers it)."""
+        in the terminal, the words to type ("always" only where the card offers it). A question
+        ("yes?") is told that it approved nothing."""
         adapter = self._adapters.get(state.chat.platform)
-        if adapter is None or adapter.has_buttons:
+        buttons = adapter is None or adapter.has_buttons
+        if question:
+            return "approval_question" if buttons else "approval_question_typed"
+        if buttons:
             return "approval_unclear"
         return "approval_unclear_typed_always" if always else "approval_unclear_typed"
 
@@ -179,7 +183,8 @@ class Waiting:
                 return True
             if is_short_reply(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
-                await self._say(state, t(state.lang, self._unclear_key(state, scope is not None)))
+                key = self._unclear_key(state, scope is not None, question=decision.question)
+                await self._say(state, t(state.lang, key))
                 return True
             await self.move_on(state, turn)  # a new request: the card closes, nothing runs
             return False
