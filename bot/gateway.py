@@ -130,6 +130,7 @@ class Gateway:
                 waiting_turn=self.waiting_turn,
                 approvers_for=self.access.approvers_for,
                 dynamic_context=self._dynamic_context,
+                reread=self._on_message,
             )
         )
         self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)
@@ -287,7 +288,7 @@ class Gateway:
         lane = self.lane(state)
         if lane.is_running:  # a running turn is never waiting: fold the message into it
             if msg.addressed:
-                lane.fold_in(text, receipt)
+                lane.fold_in(msg, receipt)
             return
         open_turn = await self.store.open_turn(state.session_id)
         if is_waiting(open_turn):
