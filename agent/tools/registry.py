@@ -58,6 +58,10 @@ class ToolSpec:
     timeout: float | None = None
     toolset: str = ""
     summary: str = ""  # first line of the description, for /help and tables
+    # The same call (same call id and arguments) never acts twice: the tool finds its earlier
+    # outcome by a key derived from the call. A call a crash cut off is then run again on resume
+    # (it finds its outcome, or acts once) instead of being reported as "may or may not have run".
+    idempotent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +320,7 @@ class Toolset:
         background: bool = False,
         side_effect: SideEffect | None = None,
         timeout: float | None = None,
+        idempotent: bool = False,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -330,6 +335,7 @@ class Toolset:
         background: bool = False,
         side_effect: SideEffect | None = None,
         timeout: float | None = None,
+        idempotent: bool = False,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (`@ts.tool`) or with flags."""
 
@@ -346,6 +352,7 @@ class Toolset:
                     background=background,
                     side_effect=effect,
                     timeout=timeout,
+                    idempotent=idempotent,
                 )
             )
             return f
