@@ -322,6 +322,12 @@ class Gateway:
             return  # group chatter that isn't for us
         lane.submit_message(text, msg.user, receipt, no_open_turn=open_turn is None)
 
+    async def tell(self, chat_key: str, key: str) -> None:
+        """One line (an i18n key) into a chat known by its key, in its language."""
+        state = await self.chats.by_key(chat_key)
+        if state is not None and state.chat.platform in self.adapters:
+            await self.say(state, t(state.lang, key))
+
     async def say(self, state: ChatState, text: str, fmt: str = "plain") -> SentMessage | None:
         adapter = self.adapters[state.chat.platform]
         try:

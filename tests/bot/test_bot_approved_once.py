@@ -230,3 +230,52 @@ async def test_a_card_still_pending_after_a_restart_keeps_one_progress_line_and_
         assert sum("execute_trade" in text and "✓" in text for text in _shown(api)) == 1
     finally:
         await again.stop()
+
+
+class _HeldModel(ScriptedClient):
+    """Every model call waits for ever (the brief is still being written when the process dies)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called = asyncio.Event()
+
+    async def stream(self, request):
+        self.called.set()
+        await asyncio.Event().wait()
+        yield  # pragma: no cover
+
+
+async def test_an_acknowledged_brief_now_is_delivered_after_a_crash(tmp_path):
+    """ "Preparing your brief now…" was said, then the process died while the brief was being
+    written: after the restart the brief is written and delivered, once."""
+    api = FakeBotAPI()
+    env = {"TAPEBOT_SCHEDULER__ENABLED": "true"}
+    h = Harness(tmp_path / "home", api, _HeldModel(), extra_env=env)
+    crashed = tmp_path / "crashed"
+    try:
+        await h.start()
+        api.push_text(ALICE, "/brief now", user_id=ALICE)
+        await api.wait_for(
+            lambda: any("Preparing your brief" in text for text in api.texts(ALICE)), timeout=10
+        )
+        await asyncio.wait_for(h.script.called.wait(), 10)
+        crash_copy(h.home, crashed)
+    finally:
+        await h.stop()
+    assert not any("Brief for today" in text for text in api.texts(ALICE))
+    again = Harness(crashed, api, ScriptedClient([reply("Brief for today: calm.")]), extra_env=env)
+    try:
+        await again.start()
+        await api.wait_for(lambda: any("Brief for today" in text for text in api.texts(ALICE)), timeout=20)
+        await asyncio.sleep(0.3)
+        assert sum("Brief for today" in text for text in api.texts(ALICE)) == 1
+    finally:
+        await again.stop()
+    # delivered: nothing is kept for a later restart
+    con = sqlite3.connect(crashed / "tapebot.db")
+    try:
+        assert con.execute(
+            "SELECT COUNT(*) FROM processed_updates WHERE platform = 'brief' AND pending IS NOT NULL"
+        ).fetchone() == (0,)
+    finally:
+        con.close()
