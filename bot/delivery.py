@@ -115,7 +115,14 @@ class TurnView:
     async def _waiting(self, call_id: str, name: str) -> None:
         progress = self._progress_for(call_id)
         progress.waiting_call = call_id
-        await progress.set(call_id, name, f"{WAITING} {name}", now=True)
+        line = f"{WAITING} {name}"
+        if progress.msg is not None:  # kept before it shows ⏸: a crash just after never strands it
+            progress.names[call_id], progress.lines[call_id] = name, line
+            await self._keep(progress)
+            await progress.set(call_id, name, line, now=True)
+            return
+        await progress.set(call_id, name, line, now=True)
+        await self._keep(progress)
 
     async def _end_progress(self, done: ev.Done) -> None:
         """Final state of this turn's progress; an older parked one nobody adopted is settled."""
@@ -133,7 +140,8 @@ class TurnView:
         if done.status == "suspended":
             self.board.park(self.key, p)
             await p.close()
-            await self._keep(p)  # a crash now must not leave its ⏸ line for ever
+            if p.waiting_call is None:  # kept when its ⏸ line was shown (`_waiting`) otherwise
+                await self._keep(p)
             return
         if done.status == "interrupted":
             await self._pause(p)

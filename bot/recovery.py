@@ -18,7 +18,7 @@ from bot.access import Access
 from bot.chats import ChatDirectory, ChatState
 from bot.i18n import pick_language, t
 from bot.lanes import Lanes
-from bot.progress import FAILED, PAUSED, RUNNING, WAITING, ProgressBoard, ProgressLine, settled_text
+from bot.progress import FAILED, OK, PAUSED, RUNNING, WAITING, ProgressBoard, ProgressLine, settled_text
 from bot.received import NOTICES, inbound_from_record, notice_from_record
 from bot.retry import preview
 from bot.sent import SentStore, forget_sent, sent_ref
@@ -182,11 +182,17 @@ class Recovery:
         for call_id, line in p.lines.items():
             if not line.startswith((WAITING, RUNNING)):
                 continue
-            if calls.get(call_id) in ("pending", "awaiting_approval"):
+            name = p.names.get(call_id, "?")
+            status = calls.get(call_id)
+            if status in ("pending", "awaiting_approval"):
                 p.waiting_call = call_id  # runs (or waits) on resume: its line is continued
-                p.lines[call_id] = f"{WAITING} {p.names.get(call_id, '?')}"
-            else:  # ran and will not run again (cut off), or closed meanwhile
-                p.lines[call_id] = f"{FAILED} {p.names.get(call_id, '?')}: {cut_note}"
+                p.lines[call_id] = f"{WAITING} {name}"
+            elif status == "done":  # it ran and its result is stored
+                p.lines[call_id] = f"{OK} {name}"
+            elif status == "denied":
+                p.lines[call_id] = f"{FAILED} {name}: {t(state.lang, 'not_run')}"
+            else:  # ran and will not run again (cut off)
+                p.lines[call_id] = f"{FAILED} {name}: {cut_note}"
         self._board.park(state.key, p)
         await p.show(force=True)
 
