@@ -322,11 +322,17 @@ class AgentRuntime:
         return turn, messages, req
 
     async def decide(
-        self, approval_id: str, user_id: str, decision: Decision, note: str = ""
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        note: str = "",
+        receipt: Receipt | None = None,
     ) -> ApprovalRecord:
         """Record an approver's decision (raises ApprovalError when not allowed). The caller
-        then `resume()`s the turn. A denial or an edit request answers the call right away."""
-        record = await self.gate.decide(approval_id, user_id, decision)
+        then `resume()`s the turn. A denial or an edit request answers the call right away.
+        `receipt`: the tap, recorded as processed together with the decision."""
+        record = await self.gate.decide(approval_id, user_id, decision, receipt)
         self._trace_approval(record, record.status, by=user_id, decision=decision)
         if decision in ("deny", "edit"):
             text = (
@@ -404,24 +410,36 @@ class AgentRuntime:
         except Exception:  # tracing never costs a decision
             log.warning("approval %s not traced", record.id, exc_info=True)
 
-    async def settle_interrupted(self, turn_id: str) -> list[str]:
+    async def settle_interrupted(self, turn_id: str, rechecked: list[str] | None = None) -> list[str]:
         """Before resuming a turn that a stop or a crash interrupted: each call that had started
         gets a result saying it may or may not have completed, so it is never run again (calls
-        that never started run on resume). Returns the names of the tools that were cut off."""
+        that never started run on resume). An idempotent tool's call (an order: its key is
+        derived from the call) runs again instead: it finds its earlier outcome by that key, or
+        acts once. Returns the names of the tools that were cut off; the idempotent ones go into
+        `rechecked`, if given."""
         turn = await self.store.load_turn(turn_id)
         if turn is None or turn.status != "running":
             return []
         messages = await self.store.load_messages(turn.session_id)
-        fixes, names = [], []
+        fixes, names, rerun = [], [], False
         for call in unanswered_calls(messages):
             if turn.calls.get(call.id) in ("executing", "done"):  # done: its result was not stored
+                if self._idempotent(call.name):
+                    turn.calls[call.id] = "pending"
+                    rerun = True
+                    if rechecked is not None:
+                        rechecked.append(call.name)
+                    continue
                 error = json.dumps({"error": INTERRUPTED_CALL, "code": "interrupted"})
                 fixes.append(Message.tool_result(call.id, call.name, error, is_error=True))
                 turn.calls[call.id] = "failed"
                 names.append(call.name)
-        if fixes:
+        if fixes or rerun:
             await self.store.commit(turn.session_id, messages=fixes, turn=turn)
         return names
+
+    def _idempotent(self, name: str) -> bool:
+        return name in self.tools and self.tools.get(name).spec.idempotent
 
     # ---- internals ---------------------------------------------------------------------------
     async def _answer(

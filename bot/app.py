@@ -320,6 +320,8 @@ class App:
         if jobs is not None:
             self.on_stop(jobs.stop)  # after the chats' stoppers: stopped first, while they deliver
             jobs.open()
+            if self.schedules is not None and adapters:
+                await self.schedules.take_up_kept()  # /brief now acknowledged before a crash
         # tasks that finished (or were lost) while we were down are reported now, into the chat;
         # without chats (a one-shot turn) nobody could be told: they wait for `tapebot run`
         await tasks.start(notify=bool(adapters))
@@ -489,6 +491,10 @@ class App:
         self.task_listeners.append(gateway.notices.notify_task)
         if self.task_manager is not None:
             self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
+        if self.schedules is not None and self.store is not None:  # /brief now is kept until it has run
+            from bot.briefs import KeptBriefs
+
+            self.schedules.kept = KeptBriefs(self.store, gateway.tell)
         self.adapters = await open_chats(gateway, parts, adapters)
 
     def _chat_parts(self) -> ChatParts:

@@ -27,6 +27,9 @@ CONSENT_STRINGS: dict[str, dict[str, str]] = {
         "approval_unclear": "That is not an answer to the card: reply yes or no, or tap a button.",
         "approval_unclear_typed": "not an answer: type yes or no",
         "approval_unclear_typed_always": "not an answer: type yes, always or no",
+        "approval_question": "That reads as a question, so nothing was approved: reply yes or no "
+        "without a question mark, or tap a button.",
+        "approval_question_typed": "a question is not an answer, nothing was approved: type yes or no",
         "admin_only": "In a group only an admin can use /{name}.",
         "rules_none": "No standing approvals in this chat.",
         "rules_head": "Standing approvals in this chat (revoke: /rules revoke <id> | all):",
@@ -59,6 +62,8 @@ CONSENT_STRINGS: dict[str, dict[str, str]] = {
         "approval_unclear": "这不是对确认卡片的回答：请回复“好”或“不”，或点按钮。",
         "approval_unclear_typed": "这不是回答：请输入“好”或“不”",
         "approval_unclear_typed_always": "这不是回答：请输入“好”、“总是允许”或“不”",
+        "approval_question": "这是一个问题，所以没有批准：请不带问号回复“好”或“不”，或点按钮。",
+        "approval_question_typed": "问题不是回答，没有批准：请输入“好”或“不”",
         "admin_only": "在群里只有管理员可以使用 /{name}。",
         "rules_none": "本对话没有长期允许规则。",
         "rules_head": "本对话的长期允许规则（撤销：/rules revoke <id> | all）：",
