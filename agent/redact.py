@@ -228,7 +228,7 @@ class Redactor:
         # tail that may be the start of a disguised secret
         needle_ends: dict[str, list[tuple[str, int]]] = {}
         for needle in self._needles:
-            for k in range(len(needle) - 1, DISGUISE_HOLD_MIN - 1, -1):
+            for k in range(len(needle) - 1, 0, -1):
                 needle_ends.setdefault(needle[k - 1], []).append((needle, k))
         self._needle_ends = needle_ends
         self._needle_max = max((len(n) for n in self._needles), default=0)
@@ -332,26 +332,6 @@ class Redactor:
                 best = k
         return best
 
-    def secret_suffix_head(self, s: str, minimum: int = 4) -> int:
-        """The length of the longest start of `s` that ends a configured secret."""
-        best = 0
-        for secret in self._secrets:
-            for k in range(min(len(secret) - 1, len(s)), max(minimum, best + 1) - 1, -1):
-                if s.startswith(secret[-k:]):
-                    best = k
-                    break
-        return best
-
-    def mask_edges(self, s: str, *, tail: bool, head: bool, minimum: int = 6) -> str:
-        """`s` with an end that begins a configured secret (`tail`) and a start that ends one
-        (`head`) masked: a secret split across two stored messages of one turn is stored as
-        neither half."""
-        if head and (k := self.secret_suffix_head(s, minimum)):
-            s = MASK + s[k:]
-        if tail and (k := self.secret_prefix_tail(s, minimum)):
-            s = s[:-k] + MASK
-        return s
-
     def safe_length(self, s: str) -> int:
         """How much of a text that is still growing (a streamed answer) can be shown now: all but
         a tail that may yet turn into a secret — the trailing run of printable ASCII (every token
@@ -366,9 +346,10 @@ class Redactor:
                     end = len(s) - k
         return end
 
-    def disguise_tail_start(self, s: str) -> int:
+    def disguise_tail_start(self, s: str, minimum: int = DISGUISE_HOLD_MIN) -> int:
         """Where a tail of `s` starts whose letters and digits begin a disguised secret (a
-        letter-spaced or zero-width-split key still arriving); len(s) if there is none."""
+        letter-spaced or zero-width-split key still arriving), at least `minimum` of them;
+        len(s) if there is none."""
         if not self._needle_ends or not s:
             return len(s)
         view = alnum_view(s[-4 * self._needle_max :])
@@ -376,7 +357,7 @@ class Redactor:
             return len(s)
         longest = 0
         for needle, k in self._needle_ends.get(view[-1], ()):
-            if k > longest and k <= len(view) and view.endswith(needle[:k]):
+            if k > longest and minimum <= k <= len(view) and view.endswith(needle[:k]):
                 longest = k
         if not longest:
             return len(s)
@@ -502,9 +483,14 @@ class StreamRedactor:
 
     def flush_holding(self) -> tuple[str, str]:
         """The end of one send when more of the same answer may follow (a tool round): all of
-        it but an end that begins a configured secret, returned raw to be fed first into the
-        next send's redactor — so a secret split across the two is masked whole."""
-        keep = self.redactor.secret_prefix_tail(self._raw)
+        it but an end that begins a configured secret or a disguise of one, returned raw to be
+        fed first into the next send's redactor — so a secret split across the two is masked
+        whole."""
+        raw = self._raw
+        # from a single character on: what is held is only shown a moment later, with the
+        # next send, while a half shown now could never be masked once the rest arrives
+        tail = self.redactor.disguise_tail_start(raw, minimum=1)
+        keep = max(self.redactor.secret_prefix_tail(raw, minimum=1), len(raw) - tail)
         held = self._raw[len(self._raw) - keep :] if keep else ""
         self._raw = self._raw[: len(self._raw) - keep]
         return self.flush(), held
@@ -537,8 +523,10 @@ class StreamRedactor:
         if self.redactor.safe_length(head) != cut or _continues(head):
             return 0
         masked = self.redactor.text(head)
-        if self.redactor.disguise_tail_start(masked) != len(masked):
-            return 0  # a letter-spaced or line-split secret may go on past the cut
+        if self.redactor.disguise_tail_start(masked, minimum=1) != len(masked):
+            # a letter-spaced or line-split secret may go on past the cut (after as little
+            # as its first character: a committed segment is never looked at again)
+            return 0
         return cut
 
 

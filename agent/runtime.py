@@ -605,10 +605,10 @@ class AgentRuntime:
                 rest, held = shown.flush_holding() if calls else (shown.flush(), "")
                 if rest:
                     yield ev.TextDelta(rest)
-                # a secret split across two rounds' texts is stored as neither half
-                text = self.redactor.mask_edges(
-                    self.redactor.text("".join(text_parts)), tail=bool(calls), head=bool(carried)
-                )
+                # a held tail is stored with the next round's text, as it is shown: a secret (or
+                # a disguise of one) split across two rounds is masked whole, stored as neither half
+                said = carried + "".join(text_parts)
+                text = self.redactor.text(said[: len(said) - len(held)])
                 cost = round_usage.cost(client.info.input_per_1m, client.info.output_per_1m)
                 usage_total, cost_total = usage_total + round_usage, cost_total + cost
                 usage_record = UsageRecord(

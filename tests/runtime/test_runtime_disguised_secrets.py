@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from agent import events as ev
 from agent.approval import Requester
 from agent.inmemory import InMemoryStore
-from agent.redact import MASK, Redactor, alnum_view, disguises
+from agent.redact import MASK, Redactor, StreamRedactor, alnum_view, disguises
 from agent.runtime import AgentRuntime, TurnRequest
 from agent.tools.registry import Toolset
 from tests.fakes.runtime_kit import Script, call, collect, text
@@ -143,3 +143,75 @@ async def test_property_a_split_across_rounds_never_shows(secret, cut):
     rt = AgentRuntime(model_for=lambda _id: script, tools=tools, store=store, redactor=Redactor([secret]))
     shown = "".join(e.text for e in await collect(rt.run(_req("go"))) if isinstance(e, ev.TextDelta))
     assert secret not in shown and secret[:cut] not in shown
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["base64", "base64 url-safe at offset 2", "hex", "reversed", "letter-spaced", "zero-width space inside"],
+)
+async def test_a_disguised_key_split_across_two_replies_of_one_turn_is_masked(name):
+    """Disguised secrets, split around a tool call: the first reply ends with the first half of
+    the disguise, the second begins with the rest. Neither the chat nor the store may hold a
+    half that, joined with the other, reads as the key."""
+    disguised = DISGUISES[name](KEY)
+    cut = len(disguised) // 2
+    script = Script(
+        [[text(f"Part one: {disguised[:cut]}"), call("lookup", {})], [text(f"{disguised[cut:]} — end.")]]
+    )
+    store = InMemoryStore()
+    events = await collect(_runtime(store, script).run(_req("encode the key")))
+    shown = "".join(e.text for e in events if isinstance(e, ev.TextDelta))
+    assert shown.startswith("Part one: ") and shown.endswith("— end.")
+    assert not revealed(shown, KEY), shown
+    # the first half alone is not shown before the tool runs, nor stored
+    assert alnum_view(disguised[:cut])[-10:] not in alnum_view(shown)
+    stored = _stored(store)
+    assert not revealed(stored, KEY) and alnum_view(disguised[:cut])[-10:] not in alnum_view(stored), stored
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(secret=_secret, name=st.sampled_from(list(DISGUISES)), frac=st.floats(0.2, 0.8))
+async def test_property_a_disguise_split_across_rounds_never_shows(secret, name, frac):
+    """Any secret, any disguise, cut anywhere in its middle around a tool call: what the chat is
+    shown and what is stored, read whole, reveals it in no disguise."""
+    disguised = DISGUISES[name](secret)
+    cut = max(1, int(len(disguised) * frac))
+    script = Script([[text("a: " + disguised[:cut]), call("lookup", {})], [text(disguised[cut:] + " end")]])
+    store = InMemoryStore()
+    rt = AgentRuntime(model_for=lambda _id: script, tools=tools, store=store, redactor=Redactor([secret]))
+    shown = "".join(e.text for e in await collect(rt.run(_req("go"))) if isinstance(e, ev.TextDelta))
+    assert not revealed(shown, secret)
+    assert not revealed(_stored(store), secret)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secret=_secret,
+    name=st.sampled_from(list(DISGUISES)),
+    brk=st.integers(1, 60),
+    sep=st.sampled_from(["\n", "\r\n", " ", "\u200b"]),
+    step=st.integers(1, 9),
+    before=_prose,
+    after=_prose,
+)
+def test_property_a_streamed_disguise_broken_anywhere_never_shows(
+    secret, name, brk, sep, step, before, after
+):
+    """Disguised secrets in a stream: the disguise is broken by a line break, a space or a
+    zero-width character after any of its characters (the first one too) and streamed in pieces
+    of any size; what is shown reveals it in no disguise."""
+    disguised = DISGUISES[name](secret)
+    at = min(brk, len(disguised) - 1)
+    streamed = before + " " + disguised[:at] + sep + disguised[at:] + " " + after
+    redactor = StreamRedactor(Redactor([secret]))
+    shown = "".join(redactor.feed(streamed[i : i + step]) for i in range(0, len(streamed), step))
+    shown += redactor.flush()
+    assert not revealed(shown, secret), shown
+
+
+def test_a_key_broken_after_its_first_character_is_masked_in_a_stream():
+    """The line-split disguise at its most extreme: one character, a line break, the rest."""
+    streamed = f"here: {KEY[0]}\n{KEY[1:]} ok"
+    redactor = StreamRedactor(Redactor([KEY]))
+    shown = "".join(redactor.feed(streamed[i : i + 3]) for i in range(0, len(streamed), 3)) + redactor.flush()
+    assert not revealed(shown, KEY) and shown.endswith(" ok"), shown
