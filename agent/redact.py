@@ -230,7 +230,8 @@ class Redactor:
         for needle in self._needles:
             for k in range(len(needle) - 1, 0, -1):
                 needle_ends.setdefault(needle[k - 1], []).append((needle, k))
-        self._needle_ends = needle_ends
+        # longest first: the first prefix a tail ends with is the one to hold back
+        self._needle_ends = {c: sorted(ends, key=lambda e: -e[1]) for c, ends in needle_ends.items()}
         self._needle_max = max((len(n) for n in self._needles), default=0)
         self._generation += 1  # what was clean may not be any more
         self._memo = OrderedDict()
@@ -346,19 +347,29 @@ class Redactor:
                     end = len(s) - k
         return end
 
-    def disguise_tail_start(self, s: str, minimum: int = DISGUISE_HOLD_MIN) -> int:
+    def disguise_tail_start(self, s: str, minimum: int = DISGUISE_HOLD_MIN, after: str = "") -> int:
         """Where a tail of `s` starts whose letters and digits begin a disguised secret (a
         letter-spaced or zero-width-split key still arriving), at least `minimum` of them;
-        len(s) if there is none."""
+        len(s) if there is none. `after`: text known to follow `s`, which the secret's rest
+        must agree with (a tail it contradicts is not held)."""
         if not self._needle_ends or not s:
             return len(s)
         view = alnum_view(s[-4 * self._needle_max :])
         if not view:
             return len(s)
+        more = alnum_view(after[: 4 * self._needle_max]) if after else ""
         longest = 0
+        size = len(view)
         for needle, k in self._needle_ends.get(view[-1], ()):
-            if k > longest and minimum <= k <= len(view) and view.endswith(needle[:k]):
+            if k < minimum:
+                break
+            if (
+                k <= size
+                and view.endswith(needle[:k])
+                and more[: len(needle) - k] == needle[k : k + len(more)]
+            ):
                 longest = k
+                break
         if not longest:
             return len(s)
         # walk back over `longest` letters and digits (and whatever lies between them)
@@ -523,11 +534,17 @@ class StreamRedactor:
         if self.redactor.safe_length(head) != cut or _continues(head):
             return 0
         masked = self.redactor.text(head)
-        if self.redactor.disguise_tail_start(masked, minimum=1) != len(masked):
-            # a letter-spaced or line-split secret may go on past the cut (after as little
-            # as its first character: a committed segment is never looked at again)
+        tail = self.redactor.disguise_tail_start(masked, minimum=1, after=raw[cut:safe])
+        if tail == len(masked):
+            return cut
+        # A letter-spaced or line-split secret may go on past the cut, after as little as its
+        # first character (a committed segment is never looked at again): commit only what lies
+        # before that tail. Nothing before it can continue past the tail, which stays open.
+        if masked != head or tail == 0:
             return 0
-        return cut
+        if self.redactor.safe_length(head[:tail]) != tail or _continues(head[:tail]):
+            return 0
+        return tail
 
 
 def _continues(head: str) -> bool:
