@@ -219,3 +219,44 @@ async def test_a_preference_about_asking_is_still_saved(services):
     await tool.call(_ctx(services), {"action": "add", "text": "Always ask me before selling anything"})
     saved = await services.store.recent("u1", types=["preference"])
     assert [r.content for r in saved] == ["Always ask me before selling anything"]
+
+
+async def test_waivers_the_extraction_drops_are_told_once_with_the_next_recall(store):
+    """Where the extraction side-call runs, its waivers (tagged by the model, or tagged as a
+    preference and caught by the classifier) are dropped, and the session's next turn is told —
+    once — to let the user know they were not remembered; the preference beside them is saved."""
+    from memory_helpers import answer_with
+
+    from agent.context import TaskTracker
+    from agent.messages import Message, ToolCallPart
+    from memory.extraction import MemoryExtractor
+    from memory.hooks import MemoryContextHooks
+
+    extraction = "[偏好] 单票仓位不超过15%\n[waiver] 以后下单不用问我\n[preference] you can trade on your own"
+    client = answer_with(lambda req: extraction if "[waiver]" in (req.system or "") else "NEW")
+    tracker = TaskTracker()
+
+    async def scope_of(_session_id: str) -> str:
+        return "u1"
+
+    hooks = MemoryContextHooks(
+        recall=MemoryRecall(store),
+        tracker=tracker,
+        extractor=MemoryExtractor(store, client=client),
+        scope_of=scope_of,
+        extract_every=4,
+    )
+    chat = [
+        Message.user("单票仓位不超过15%，以后下单不用问我，you can trade on your own"),
+        Message.assistant("", [ToolCallPart(id="c1", name="get_balance", arguments={})]),
+        Message.tool_result("c1", "get_balance", '{"cash": 1000}'),
+        Message.assistant("好的"),
+    ]
+    await hooks.after_turn("s1", chat)
+    assert await tracker.drain(timeout=10)
+    assert [r.content for r in await store.recent("u1")] == ["单票仓位不超过15%"]
+    first = await hooks.recall("s1", "hi") or ""
+    assert "Not remembered" in first and "以后下单不用问我" in first and "trade on your own" in first
+    assert "Tell the user so once" in first
+    again = await hooks.recall("s1", "hi again") or ""
+    assert "Not remembered" not in again
