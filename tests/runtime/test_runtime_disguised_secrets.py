@@ -215,3 +215,26 @@ def test_a_key_broken_after_its_first_character_is_masked_in_a_stream():
     redactor = StreamRedactor(Redactor([KEY]))
     shown = "".join(redactor.feed(streamed[i : i + 3]) for i in range(0, len(streamed), 3)) + redactor.flush()
     assert not revealed(shown, KEY) and shown.endswith(" ok"), shown
+
+
+_kept: list[str] = []
+
+
+@tools.tool
+def remember(text: str) -> str:
+    """Stands for anything a tool stores (a memory, a file): it records what it was given."""
+    _kept.append(text)
+    return "saved"
+
+
+@pytest.mark.parametrize("name", ["base64", "reversed", "letter-spaced", "zero-width space inside", "hex"])
+async def test_a_disguised_key_in_tool_arguments_is_masked_before_anything_stores_it(name):
+    """Stored text gets the same treatment: a tool (memory, a file) never receives a disguised key
+    in its arguments, and the stored call shows none either."""
+    _kept.clear()
+    script = Script([[call("remember", {"text": f"the key is {DISGUISES[name](KEY)} ok"})], [text("Saved.")]])
+    store = InMemoryStore()
+    await collect(_runtime(store, script).run(_req("remember my key")))
+    assert _kept and all(not revealed(k, KEY) for k in _kept), _kept
+    stored_calls = [c.arguments for m in store.messages.get("s1", []) for c in m.tool_calls]
+    assert stored_calls and not revealed(str(stored_calls), KEY)
