@@ -148,10 +148,11 @@ def drop_argv() -> list[str]:
     ]
 
 
-def hand_over(root: Path, uid: int = UNPRIVILEGED_UID) -> None:
+def hand_over(root: Path, uid: int = UNPRIVILEGED_UID, keep: frozenset[str] = frozenset()) -> None:
     """Give `root` and everything below it to `uid`, so a command running as it can write there
-    (tapebot, as root, still can). Links are not followed, and a file with other hard links is
-    left as it is: its other name may lie outside the workspace."""
+    (tapebot, as root, still can). Links are not followed; a file with other hard links is left
+    as it is (its other name may lie outside the workspace), and so is what `keep` names
+    (protected files: real paths) and everything below it."""
     stack = [root]
     with contextlib.suppress(OSError):
         if root.stat().st_uid != uid:
@@ -163,6 +164,8 @@ def hand_over(root: Path, uid: int = UNPRIVILEGED_UID) -> None:
         except OSError:
             continue
         for e in entries:
+            if keep and os.path.realpath(e.path) in keep:
+                continue
             with contextlib.suppress(OSError):
                 st = e.stat(follow_symlinks=False)
                 is_dir = e.is_dir(follow_symlinks=False)

@@ -167,6 +167,11 @@ def _protected_inside(policy: LocalToolPolicy, workspace: Path) -> list[Path]:
     return sorted(set(found))
 
 
+def protected_inside(policy: LocalToolPolicy) -> frozenset[str]:
+    """The real paths of protected files (and folders) inside the workspace."""
+    return frozenset(str(p) for p in _protected_inside(policy, Path(os.path.realpath(policy.workspace))))
+
+
 def child_path(env_path: str | None, visible: list[Path]) -> str:
     """PATH for the command: the caller's entries that exist inside the sandbox, else a default."""
     keep = [p for p in (env_path or "").split(os.pathsep) if p and _under(Path(p), visible)]

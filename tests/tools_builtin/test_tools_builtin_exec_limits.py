@@ -147,7 +147,7 @@ async def test_without_a_cgroup_root_runs_the_command_unprivileged(policy, monke
     assert (policy.workspace / "mine.txt").read_text() == "from tapebot\nmore\n"
 
 
-def test_hand_over_leaves_a_file_with_other_hard_links_alone(tmp_path: Path):
+def test_hand_over_leaves_hard_linked_and_protected_files_alone(tmp_path: Path):
     outside = tmp_path / "outside.txt"
     outside.write_text("not the workspace's")
     ws = tmp_path / "ws"
@@ -156,7 +156,8 @@ def test_hand_over_leaves_a_file_with_other_hard_links_alone(tmp_path: Path):
     os.link(outside, ws / "linked.txt")
     if os.getuid() != 0:
         pytest.skip("chown to another uid needs root")
-    exec_limits.hand_over(ws)
+    (ws / "secret.env").write_text("protected")
+    exec_limits.hand_over(ws, keep=frozenset({os.path.realpath(ws / "secret.env")}))
     uid = exec_limits.UNPRIVILEGED_UID
     assert (ws / "sub").stat().st_uid == uid and (ws / "sub" / "a.txt").stat().st_uid == uid
-    assert outside.stat().st_uid == 0
+    assert outside.stat().st_uid == 0 and (ws / "secret.env").stat().st_uid == 0

@@ -106,7 +106,8 @@ async def exec_command_impl(policy: LocalToolPolicy, command: str, timeout: floa
     if cgroup is None and os.getuid() == 0 and await asyncio.to_thread(sandbox.unprivileged_works, policy):
         # RLIMIT_NPROC does not hold root: the command runs as a user it holds
         drop = exec_limits.drop_argv()
-        await asyncio.to_thread(exec_limits.hand_over, policy.workspace)
+        keep = sandbox.protected_inside(policy)
+        await asyncio.to_thread(exec_limits.hand_over, policy.workspace, keep=keep)
     run_as = exec_limits.UNPRIVILEGED_UID if drop else None
     nproc = None if cgroup else exec_limits.nproc_limit(policy.exec_max_processes, run_as)
     limits = sandbox.limit_argv(policy, limit, nproc=nproc)
