@@ -333,6 +333,19 @@ class Redactor:
                 best = k
         return best
 
+    def text_after(self, context: str, s: str) -> str:
+        """`s` redacted as it reads after `context` (which is not part of the result): a key
+        begun in `context` is masked where it goes on in `s`."""
+        if not context:
+            return self.text(s)
+        before, whole = self.text(context), self.text(context + s)
+        same = 0
+        for a, b in zip(before, whole, strict=False):
+            if a != b:
+                break
+            same += 1
+        return whole[same:]
+
     def safe_length(self, s: str) -> int:
         """How much of a text that is still growing (a streamed answer) can be shown now: all but
         a tail that may yet turn into a secret — the trailing run of printable ASCII (every token
@@ -464,10 +477,12 @@ class StreamRedactor:
 
     SEGMENT_MAX = 80  # an open segment longer than this may also be committed at a space
 
-    def __init__(self, redactor: Redactor):
+    def __init__(self, redactor: Redactor, context: str = ""):
+        """`context`: the end of an earlier send of the same answer, already shown: not shown
+        again, but read with what follows, so a key begun there is masked where it goes on."""
         self.redactor = redactor
-        self._raw = ""  # the open (uncommitted) segment
-        self._shown = ""  # what was shown of it, redacted
+        self._raw = context  # the open (uncommitted) segment
+        self._shown = redactor.text(context) if context else ""  # what was shown of it, redacted
 
     def feed(self, delta: str) -> str:
         self._raw += delta
@@ -498,10 +513,9 @@ class StreamRedactor:
         fed first into the next send's redactor — so a secret split across the two is masked
         whole."""
         raw = self._raw
-        # from a single character on: what is held is only shown a moment later, with the
-        # next send, while a half shown now could never be masked once the rest arrives
-        tail = self.redactor.disguise_tail_start(raw, minimum=1)
-        keep = max(self.redactor.secret_prefix_tail(raw, minimum=1), len(raw) - tail)
+        # a shorter beginning (one or two characters) is shown; the next send, given this one as
+        # its context, masks the rest
+        keep = max(self.redactor.secret_prefix_tail(raw), len(raw) - self.redactor.disguise_tail_start(raw))
         held = self._raw[len(self._raw) - keep :] if keep else ""
         self._raw = self._raw[: len(self._raw) - keep]
         return self.flush(), held

@@ -238,3 +238,26 @@ async def test_a_disguised_key_in_tool_arguments_is_masked_before_anything_store
     assert _kept and all(not revealed(k, KEY) for k in _kept), _kept
     stored_calls = [c.arguments for m in store.messages.get("s1", []) for c in m.tool_calls]
     assert stored_calls and not revealed(str(stored_calls), KEY)
+
+
+@pytest.mark.parametrize(
+    "said", ["Let me check the prices", "Checking 600519 now", "好的，我查一下", "Looking it up:"]
+)
+async def test_ordinary_text_before_a_tool_call_is_shown_whole_before_it(said):
+    """Holding back the end of a round is for what may begin a key: an ordinary ending is shown
+    before the tool runs, and nothing of it moves into the next reply."""
+    script = Script([[text(said), call("lookup", {})], [text("Done.")]])
+    events = await collect(_runtime(InMemoryStore(), script).run(_req("go")))
+    before: list[str] = []
+    for e in events:
+        if isinstance(e, ev.ToolCalls):
+            break
+        if isinstance(e, ev.TextDelta):
+            before.append(e.text)
+    assert "".join(before) == said
+    after = "".join(
+        e.text
+        for e in events[events.index(next(e for e in events if isinstance(e, ev.ToolCalls))) :]
+        if isinstance(e, ev.TextDelta)
+    )
+    assert after == "Done."
