@@ -92,6 +92,9 @@ ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to contin
 
 
 TRACE_PREVIEW_CHARS = 500
+# how much of what earlier rounds of a turn said the next round's redaction reads first: enough for
+# the longest disguise of a key (a letter-spaced or hex one) to be seen whole across the two
+CONTEXT_CHARS = 512
 
 
 class _RandomHex:
@@ -525,6 +528,7 @@ class AgentRuntime:
 
         final_text = ""
         held = ""  # the end of a tool round's text that began a secret: shown with the next send
+        context = ""  # the end of what earlier rounds of this turn said: a key may go on from it
         try:
             while True:
                 if cancel.is_set():
@@ -591,7 +595,7 @@ class AgentRuntime:
                     max_tokens=self.config.max_tokens,
                 )
                 t_model = time.perf_counter()
-                shown = StreamRedactor(self.redactor)  # a secret split across chunks never shows
+                shown = StreamRedactor(self.redactor, context)  # a secret split across chunks never shows
                 thought = StreamRedactor(self.redactor)
                 carried, held = held, ""
                 if carried:
@@ -631,10 +635,12 @@ class AgentRuntime:
                 rest, held = shown.flush_holding() if calls else (shown.flush(), "")
                 if rest:
                     yield ev.TextDelta(rest)
-                # a secret split across two rounds' texts is stored as neither half
-                text = self.redactor.mask_edges(
-                    self.redactor.text("".join(text_parts)), tail=bool(calls), head=bool(carried)
-                )
+                # a held tail is stored with the next round's text, as it is shown: a secret (or
+                # a disguise of one) split across two rounds is masked whole, stored as neither half
+                said = carried + "".join(text_parts)
+                said = said[: len(said) - len(held)]
+                text = self.redactor.text_after(context, said)
+                context = (context + said)[-CONTEXT_CHARS:] if calls else ""
                 cost = round_usage.cost(client.info.input_per_1m, client.info.output_per_1m)
                 usage_total, cost_total = usage_total + round_usage, cost_total + cost
                 usage_record = UsageRecord(

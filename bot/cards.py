@@ -64,14 +64,21 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
-def render_arguments(arguments: dict[str, Any], args_hash: str) -> str:
+def render_arguments(arguments: dict[str, Any], args_hash: str, lang: str = "en") -> str:
     """The arguments as shown; a long one keeps its head AND its tail (where `rm -rf` may hide),
-    with the full length and the hash the approval is bound to between them."""
+    with what was cut, the full length of each long argument (an exec card's command) and the
+    hash the approval is bound to between them."""
     text = visible(json.dumps(arguments, ensure_ascii=False, sort_keys=True, indent=1))
     if len(text) > MAX_ARGS_CHARS:
         head, tail = text[: MAX_ARGS_CHARS * 2 // 3], text[-(MAX_ARGS_CHARS // 3) :]
         cut = len(text) - len(head) - len(tail)
-        text = f"{head}\n… [truncated: {cut:,} of {len(text):,} chars not shown; sha256 {args_hash[:16]}] …\n{tail}"
+        notes = [t(lang, "card_cut", cut=f"{cut:,}", total=f"{len(text):,}")]
+        notes += [
+            t(lang, "card_cut_arg", name=visible(k[:40]), length=f"{len(v):,}")
+            for k, v in sorted(arguments.items())
+            if isinstance(v, str) and len(v) > MAX_ARGS_CHARS // 3
+        ]
+        text = f"{head}\n… [{'; '.join(notes)}; sha256 {args_hash[:16]}] …\n{tail}"
     return text
 
 
@@ -153,7 +160,7 @@ def approval_view(
         )
     else:
         body.append(t(lang, "card_no_always"))
-    raw = _code_block(render_arguments(record.arguments, record.args_hash))
+    raw = _code_block(render_arguments(record.arguments, record.args_hash, lang))
     hint = t(lang, "approval_hint")
     lines = [
         f"🔐 **{t(lang, 'approval_title')}** · `{record.id}`",
@@ -236,7 +243,7 @@ def approval_final(
     if summary.startswith("📈"):  # a trade: its line says it all
         return f"🔐 `{record.id}`\n{summary}\n{decided}"
     head = f"🔐 {summary or record.tool} · `{record.id}`"
-    return f"{head}\n{_code_block(render_arguments(record.arguments, record.args_hash))}\n{decided}"
+    return f"{head}\n{_code_block(render_arguments(record.arguments, record.args_hash, lang))}\n{decided}"
 
 
 def question_prompt(waiting: WaitingState, turn_id: str) -> tuple[str, list[list[Button]]]:
