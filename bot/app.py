@@ -478,8 +478,7 @@ class App:
         (`start`); run without them, the brief fails and the scheduler retries it."""
         if self.gateway is None:
             raise RuntimeError("no chat adapter is running to deliver the brief")
-        data_line = self.market.data_dates if self.market is not None else None
-        await self.gateway.run_brief(chat_key, text, data_line=data_line)
+        await self.gateway.run_brief(chat_key, text)
 
     async def _start_chat(self, adapters: list[ChatAdapter] | None = None) -> None:
         """The gateway and the chat adapters (`adapters`: given ones; None: as configured)."""
@@ -525,7 +524,6 @@ class App:
                 self.task_manager,
                 self.schedules,
                 self.mcp.status if self.mcp is not None else None,
-                self.market.data_dates if self.market is not None else None,
             ),
         )
         return ChatParts(

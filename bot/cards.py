@@ -17,7 +17,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import Button, Card
@@ -106,7 +106,7 @@ def _money(value: float) -> str:
     return f"{value:,.2f}"
 
 
-def _trade_lines(p: TradePreview, lang: str, now: datetime | None = None) -> list[str]:
+def _trade_lines(p: TradePreview, lang: str) -> list[str]:
     name = f"{visible(p.name)} ({p.code})" if p.name else p.code
     label = "LIVE ⚠️" if p.live else "PAPER"
     side = t(lang, p.side) if p.side in ("buy", "sell") else visible(p.side)
@@ -114,12 +114,7 @@ def _trade_lines(p: TradePreview, lang: str, now: datetime | None = None) -> lis
     if p.price is None:
         lines.append(t(lang, "card_no_price"))
         return lines
-    as_of = p.as_of
-    if isinstance(as_of, date) and now is not None:  # "2025-09-03 (459 days old)"
-        from markets.staleness import dated
-
-        as_of = dated(as_of, now, "crypto" if p.currency == "USDT" else "cn", lang)  # type: ignore[assignment]
-    lines.append(t(lang, "card_price", price=f"{p.price:,.2f}", as_of=as_of))
+    lines.append(t(lang, "card_price", price=f"{p.price:,.2f}", as_of=p.as_of))
     if p.amount is not None and p.fees is not None:
         lines.append(t(lang, "card_amount", amount=_money(p.amount), fees=_money(p.fees)))
     if p.cash is not None and p.cash_after is not None:
@@ -143,7 +138,7 @@ def approval_view(
     """The card as a `Card` (a Discord embed), whose `text` is the same words as one message."""
     body = []
     if info.trade is not None:
-        body += _trade_lines(info.trade, lang, now or datetime.now(UTC))
+        body += _trade_lines(info.trade, lang)
     else:
         body.append(t(lang, "approval_body", tool=record.tool))
     if info.note:

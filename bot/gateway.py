@@ -417,15 +417,10 @@ class Gateway:
     def run_skill(self, state: ChatState, text: str, user: UserRef) -> None:
         self.lane(state).run_skill(text, user)
 
-    async def run_brief(
-        self, chat_key: str, text: str, *, data_line: Callable[[str], str] | None = None
-    ) -> None:
-        """A scheduled brief in its chat's lane, under a header the product writes itself: the
-        market data's date and age (`data_line`, in the chat's language), whatever the model says.
-        Raises if it cannot be delivered, so the scheduler retries with backoff."""
+    async def run_brief(self, chat_key: str, text: str) -> None:
+        """A scheduled brief in its chat's lane. Raises if it cannot be delivered, so the
+        scheduler retries with backoff."""
         state = await self.chats.by_key(chat_key)
         if state is None or state.chat.platform not in self.adapters:
             raise DeliveryError(f"chat {chat_key} is not reachable on a running adapter")
-        if data_line is not None and (line := data_line(state.lang)):
-            await self.say(state, t(state.lang, "brief_header", line=line))
         await self.lane(state).run_brief(text)

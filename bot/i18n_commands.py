@@ -26,8 +26,6 @@ COMMAND_STRINGS: dict[str, dict[str, str]] = {
         "skills_head": "Skills (send /<name>, optionally with what to focus on):",
         "skill_gone": "The skill {name} is no longer installed.",
         "status_calendar": "Market calendar: {warning}",
-        "status_data": "Market data: {line}",
-        "brief_header": "📅 Daily brief · market data {line}",
         "status_tasks": "Running tasks: {tasks}",
     },
     "zh": {
@@ -52,8 +50,6 @@ COMMAND_STRINGS: dict[str, dict[str, str]] = {
         "skills_head": "技能（发送 /<名称>，可附上关注点）：",
         "skill_gone": "技能 {name} 已不再安装。",
         "status_calendar": "交易日历：{warning}",
-        "status_data": "行情数据：{line}",
-        "brief_header": "📅 每日简报 · 行情数据 {line}",
         "status_tasks": "运行中的后台任务：{tasks}",
     },
 }

@@ -50,14 +50,6 @@ class MarketServices:
     def chart_dir(self) -> Path:
         return self.charts_dir or self.results_dir / "charts"
 
-    def data_dates(self, lang: str = "en", now: datetime | None = None) -> str:
-        """Each market's data date and age, one line ("A-shares as of 2025-09-03 (459 days old);
-        BTC/ETH as of …"), for /status and the brief's header."""
-        from markets.staleness import data_dates
-
-        markets = {"cn": self.data.as_of("cn"), "crypto": self.data.as_of("crypto")}
-        return data_dates(markets, now or self.now(), lang)
-
     def calendar_warning(self, now: datetime | None = None, *, lang: str = "en") -> str | None:
         """The A-share calendar's range warning for today at the exchange (in `lang`), or None."""
         from markets.calendar import exchange_today  # numpy: loaded with the first market call

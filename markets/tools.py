@@ -20,7 +20,6 @@ from agent.ports import client_key, execution_key
 from agent.tools.registry import Attachment, ToolContext, ToolOutput
 from markets.errors import IdempotencyConflict, MarketError, NoData
 from markets.services import MarketServices, require
-from markets.staleness import age_days, dated
 from markets.toolset import market_tools as market_tools  # re-exported: the app installs it from here
 from markets.toolset import source_note as _source
 
@@ -212,17 +211,14 @@ async def get_market_price(ctx: ToolContext, code: str) -> dict[str, Any]:
     b = (await svc.data.abars(inst)).tail(2)
     prev = float(b.close[0]) if len(b) > 1 else float("nan")
     c = float(b.close[-1])
-    market = "crypto" if inst.market == "crypto" else "cn"
-    day = b.dates[-1].astype(object)  # datetime64 -> date
     return {
         "symbol": inst.symbol,
         "name": inst.name,
         "price": c,
         "change_pct": round((c / prev - 1) * 100, 2) if prev == prev else None,
-        "as_of": str(day),
-        "age_days": age_days(day, svc.now(), market),
+        "as_of": str(b.dates[-1]),
         "currency": "USDT" if inst.market == "crypto" else "CNY",
-        "note": f"last close as of {dated(day, svc.now(), market)} — daily data, not a live quote",
+        "note": f"last close as of {b.dates[-1]} (daily data, not a live quote)",
         "refs": {"stock": inst.symbol},
     }
 

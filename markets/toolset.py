@@ -12,10 +12,7 @@ market_tools = Toolset("markets")
 
 
 def source_note(svc: MarketServices, market: str = "cn") -> str:
-    """Where daily bars came from and how fresh they are, for a tool result's `source`:
-    "bundled daily bars, as of 2025-09-03 (459 days old)"."""
-    from markets.staleness import dated
-
+    """Where daily bars came from and how fresh they are, for a tool result's `source`."""
     names = "+".join(p.name for p in svc.data.providers)
     as_of = svc.data.as_of(market)
-    return f"{names} daily bars" + (f", as of {dated(as_of, svc.now(), market)}" if as_of else "")
+    return f"{names} daily bars" + (f", as of {as_of}" if as_of else "")

@@ -114,14 +114,11 @@ class StatusExtras:
     tasks: TaskOps | None = None
     schedules: ScheduleOps | None = None
     mcp_status: Callable[[str], list[str]] | None = None
-    data_dates: Callable[[str], str] | None = None  # each market's data date and age, in a language
 
     async def __call__(
         self, chat_key: str, session_id: str, lang: str, now: datetime | None = None
     ) -> list[str]:
         lines: list[str] = []
-        if self.data_dates is not None and (line := self.data_dates(lang)):
-            lines.append(t(lang, "status_data", line=line))
         if self.calendar_warning is not None and (warning := self.calendar_warning(now, lang=lang)):
             lines.append(t(lang, "status_calendar", warning=warning))
         if self.tasks is not None:

@@ -50,10 +50,7 @@ async def test_status_shows_the_brief_line_in_chinese_after_lang_zh(tmp_path):
         await app.schedules.create(f"telegram:{ALICE}", "trading_days 08:30", timezone="Asia/Shanghai")
         status = await _ask(api, "/status")
         assert "交易日 08:30 Asia/Shanghai · 下次 " in status and "trading days" not in status
-        assert "行情数据：A股 截至 2025-09-03（" in status and "天前）" in status  # the data's date and age
         assert (await _ask(api, "/lang en")) == "Language set to English."
-        status = await _ask(api, "/status")
-        assert "trading days 08:30 Asia/Shanghai · next " in status
-        assert "Market data: A-shares as of 2025-09-03 (" in status and "BTC/ETH as of 2025-07-13 (" in status
+        assert "trading days 08:30 Asia/Shanghai · next " in await _ask(api, "/status")
     finally:
         await h.stop()

@@ -109,19 +109,3 @@ def test_the_buttons_the_bot_sends_parse_back_to_what_they_stand_for():
     assert [cards.parse_callback(row[0].data) for row in options] == [
         cards.OptionTap(i, "t_9") for i in (1, 2, 3)
     ]
-
-
-def test_a_trade_card_says_how_old_its_price_is():
-    from datetime import UTC, date, datetime
-
-    from markets.preview import TradePreview
-
-    preview = TradePreview(
-        "600519", "贵州茅台", "buy", 100, False, price=1480.55, as_of=date(2025, 9, 3), currency="CNY"
-    )
-    record = _record({"code": "600519", "side": "buy", "quantity": 100})
-    now = datetime(2026, 12, 6, 3, 0, tzinfo=UTC)
-    text, _ = cards.approval_card(record, "en", cards.CardInfo(None, trade=preview), now)
-    assert "Last price 1,480.55 (close of 2025-09-03 (459 days old))" in text
-    zh, _ = cards.approval_card(record, "zh", cards.CardInfo(None, trade=preview), now)
-    assert "2025-09-03（459 天前）" in zh
