@@ -329,6 +329,8 @@ class App:
         if jobs is not None:
             self.on_stop(jobs.stop)  # after the chats' stoppers: stopped first, while they deliver
             jobs.open()
+            if self.schedules is not None and adapters:
+                await self.schedules.take_up_kept()  # /brief now acknowledged before a crash
         # tasks that finished (or were lost) while we were down are reported now, into the chat;
         # without chats (a one-shot turn) nobody could be told: they wait for `tapebot run`
         await tasks.start(notify=bool(adapters))
@@ -477,6 +479,12 @@ class App:
         self.scheduler = jobs
         return jobs
 
+    async def _chat_timezone(self, chat_key: str) -> str:
+        """A chat's time zone for its cards: its /brief zone, else `[scheduler] timezone`."""
+        if self.schedules is not None:
+            return await self.schedules.chat_timezone(chat_key)
+        return self.settings.scheduler.timezone
+
     async def _deliver_brief(self, chat_key: str, text: str) -> None:
         """A scheduled brief into its chat's lane. The scheduler opens only once the chats have
         (`start`); run without them, the brief fails and the scheduler retries it. The market
@@ -523,6 +531,10 @@ class App:
         self.task_listeners.append(gateway.notices.notify_task)
         if self.task_manager is not None:
             self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
+        if self.schedules is not None and self.store is not None:  # /brief now is kept until it has run
+            from bot.briefs import KeptBriefs
+
+            self.schedules.kept = KeptBriefs(self.store, gateway.tell)
         self.adapters = await open_chats(gateway, parts, adapters)
         if self.market is not None and self.market.session_factory is not None:
             self.spawn(self._alert_loop(), "alerts")
@@ -567,7 +579,7 @@ class App:
             spawn=self.spawn,
             on_stop=self.on_stop,
             skill_commands=skill_commands(self.skills) if self.skills is not None else (),
-            card_facts=CardFacts(self.trade_facts, notes),
+            card_facts=CardFacts(self.trade_facts, notes, self._chat_timezone),
             system_dynamic=self.system_dynamic(),
             redact=self.redactor.text,
             adapter_options=self.adapter_options,

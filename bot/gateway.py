@@ -37,6 +37,7 @@ from agent.errors import ApprovalError
 from agent.messages import Message
 from agent.ports import Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
+from bot import cards
 from bot.access import Access, PairedStore, PlatformAccess
 from bot.chats import ChatDirectory, ChatState, ChatStore
 from bot.commands import Command, CommandRegistry, Handler, builtin_commands
@@ -51,7 +52,7 @@ from bot.progress import ProgressBoard
 from bot.received import pending_record
 from bot.recovery import Recovery, RecoveryStore
 from bot.retry import StoragePatience
-from bot.sent import remember_sent
+from bot.sent import forget_sent, remember_sent
 from bot.waiting import CardFacts, Waiting, WaitingStore, is_waiting, may_close
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,11 @@ class Gateway:
         self.stopping = False  # drain() began: queued messages wait for the restart
         # set by drain(): every turn ends at its next durable step and is resumed after the restart
         self.stop_signal = CancelSignal()
+        # cleared while the restart's recovery runs: an update that arrives meanwhile (a tap's
+        # redelivery, the next message, /brief now) waits for it, so it never closes a turn the
+        # recovery is about to resume (an approved order must run, not be "moved on")
+        self._recovered = asyncio.Event()
+        self._recovered.set()
         self.retry = StoragePatience(self.adapters)
         # a suspended turn's progress message, continued when it resumes (bot/progress.py)
         self.progress_board = ProgressBoard()
@@ -132,6 +138,7 @@ class Gateway:
                 waiting_turn=self.waiting_turn,
                 approvers_for=self.access.approvers_for,
                 dynamic_context=self._dynamic_context,
+                reread=self._on_message,
             )
         )
         self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)
@@ -140,8 +147,9 @@ class Gateway:
         runtime.deps.add(self.questions, as_type=LiveQuestions)
         self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
         self.recovery = Recovery(
-            runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message
-        )
+            runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message,
+            board=self.progress_board,
+        )  # fmt: skip
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def attach(self, adapter: ChatAdapter) -> None:
@@ -173,11 +181,19 @@ class Gateway:
         if busy:  # their last writes (the open turn, a cut-off call) land before the database closes
             await asyncio.wait(busy, timeout=5.0)
 
+    def recovering(self) -> None:
+        """Inbound events wait until `recovered()`: the restart's recovery goes first."""
+        self._recovered.clear()
+
+    def recovered(self) -> None:
+        self._recovered.set()
+
     # ---- inbound -----------------------------------------------------------------------------
     async def handle(self, inbound: Inbound) -> None:
         """The adapter's handler. Returns once the event is accepted; turns run as tasks. A tap
         whose handling fails is answered in the chat (its quiet acknowledgement may be used up
         or may have failed): the user is asked to tap again."""
+        await self._recovered.wait()
         try:
             await self._handle(inbound)
         except Exception:
@@ -201,7 +217,15 @@ class Gateway:
         # A message that may queue is recorded with its id until it is in the history (one INSERT).
         platform, update_id = inbound.chat.platform, inbound.update_id
         receipt: Receipt | None = None
-        if isinstance(inbound, InboundMessage) and _may_queue(inbound):
+        stored: bool | None
+        decision_tap = isinstance(inbound, ButtonPress) and isinstance(
+            cards.parse_callback(inbound.data), cards.CardTap
+        )
+        if decision_tap:
+            # recorded by the decision's own transaction (bot/waiting.py): never one without the
+            # other; a redelivered tap finds its approval decided and changes nothing
+            receipt, stored = (platform, update_id), True
+        elif isinstance(inbound, InboundMessage) and _may_queue(inbound):
             receipt = (platform, update_id)
             pending = pending_record(inbound)
             stored = await self.retry.stored(inbound, lambda: self.store.receive_message(*receipt, pending))
@@ -233,7 +257,7 @@ class Gateway:
         if isinstance(inbound, ButtonPress):
             tapped = self.questions.answer_tap(state.key, user.user_id, inbound.data)
             if tapped is None:
-                await self.waiting.on_button(state, inbound)
+                await self.waiting.on_button(state, inbound, receipt if decision_tap else None)
             else:
                 with contextlib.suppress(Exception):
                     await inbound.ack("✅" if tapped else t(state.lang, "approval_stale"), not tapped)
@@ -301,7 +325,7 @@ class Gateway:
         lane = self.lane(state)
         if lane.is_running:  # a running turn is never waiting: fold the message into it
             if msg.addressed:
-                lane.fold_in(text, receipt)
+                lane.fold_in(msg, receipt)
             return
         open_turn = await self.store.open_turn(state.session_id)
         if is_waiting(open_turn):
@@ -311,6 +335,12 @@ class Gateway:
         elif not msg.addressed:
             return  # group chatter that isn't for us
         lane.submit_message(text, msg.user, receipt, no_open_turn=open_turn is None)
+
+    async def tell(self, chat_key: str, key: str) -> None:
+        """One line (an i18n key) into a chat known by its key, in its language."""
+        state = await self.chats.by_key(chat_key)
+        if state is not None and state.chat.platform in self.adapters:
+            await self.say(state, t(state.lang, key))
 
     async def say(self, state: ChatState, text: str, fmt: str = "plain") -> SentMessage | None:
         adapter = self.adapters[state.chat.platform]
@@ -344,6 +374,7 @@ class Gateway:
                 store, "partial", state.key, state, sent[0], message_ids=[m.message_id for m in sent]
             ),
             adopt=self.recovery.adopt_partial(state.key),
+            on_settled=lambda: forget_sent(store, "progress", state.key),
         )
 
     def _dynamic_context(self, state: ChatState) -> str:

@@ -689,7 +689,7 @@ async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: in
     }
 
 
-@market_tools.tool(requires_approval=True, side_effect="mutating")
+@market_tools.tool(requires_approval=True, side_effect="mutating", idempotent=True)
 async def execute_trade(
     ctx: ToolContext, code: str, side: Literal["buy", "sell"], quantity: float
 ) -> dict[str, Any]:
