@@ -187,7 +187,9 @@ class StreamingMessage:
         note = f"{self.resend_note}\n\n" if self._uncertain and self.resend_note else ""
         limit = self.adapter.max_message_len - _MARGIN - len(note)
         length = utf16_len if self.adapter.platform == "telegram" else len
-        chunks = [c for c in split_message(self._text, limit, length=length) if c.strip()]
+        # masked whole before it is cut: a secret across a cut would pass as two harmless halves
+        whole = self.adapter._outgoing(self._text)
+        chunks = [c for c in split_message(whole, limit, length=length) if c.strip()]
         if note and len(self._messages) < len(chunks):  # the part whose first send was uncertain
             k = len(self._messages)
             chunks[k] = note + chunks[k]

@@ -33,6 +33,7 @@ from agent.ports import (
     ApprovalStatus,
     ApprovalStore,
     Clock,
+    Receipt,
     SystemClock,
     TurnRecord,
     WaitingState,
@@ -155,9 +156,12 @@ class ApprovalGate:
         )
         raise Suspend(waiting, record)
 
-    async def decide(self, approval_id: str, user_id: str, decision: Decision) -> ApprovalRecord:
+    async def decide(
+        self, approval_id: str, user_id: str, decision: Decision, receipt: Receipt | None = None
+    ) -> ApprovalRecord:
         """Resolve a pending approval. Raises ApprovalError for unknown ids, non-approvers,
-        expired or already-decided records; nothing executes in those cases."""
+        expired or already-decided records; nothing executes in those cases. `receipt`: the tap
+        that decided it, stored as processed in the decision's own transaction."""
         record = await self.store.get_approval(approval_id)
         if record is None:
             raise ApprovalNotFound()
@@ -178,7 +182,7 @@ class ApprovalGate:
             raise AlwaysNotOffered()
         status: ApprovalStatus = "approved" if decision in ("once", "always") else "denied"
         if not await self.store.resolve_approval(
-            approval_id, status=status, decided_by=user_id, decision=decision
+            approval_id, status=status, decided_by=user_id, decision=decision, receipt=receipt
         ):
             raise ApprovalAlreadyDecided()
         if scope is not None:

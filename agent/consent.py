@@ -10,6 +10,11 @@ Normalisation is deliberately narrow: surrounding whitespace and trailing punctu
 letters are lower-cased, runs of spaces become one. No Unicode folding, so a look-alike (a Kelvin
 sign for "k", full-width letters) is an unknown word, not "ok".
 
+A question is never consent: a reply carrying a question mark of any script ("yes?", "可以？",
+"ok‽"), a question particle ("可以吗", "好不好", "是吧") or an English question form ("really",
+"is it ok", "are you sure") is read by `asks` first and can only be unclear (or, replying to the
+card, a request to change), whatever word it wraps. Question marks are not trailing punctuation.
+
 "Always allow" creates a standing approval bound to a scope (`StandingScope`): for trades the same
 instrument and side up to the approved quantity per order; for `write_file` the same path; for
 other tools the exact same arguments. It is never offered for `exec_command`, nor for trades while
@@ -79,7 +84,28 @@ Source = Literal["button", "command", "text"]
 ButtonChoice = Literal["once", "always", "deny"]
 ConsentKind = Literal["allow_once", "allow_standing", "deny", "edit", "unclear"]
 
-_TRAILING = re.compile(r"[\s!！。.,，?？~～、;；:：]+$")
+_TRAILING = re.compile(r"[\s!！。.,，~～、;；:：]+$")
+# Every question mark Unicode has (and the interrobang); NFKC is not needed to find them.
+QUESTION_MARKS = frozenset("?？¿;՞؟፧᥅⁇⁈⁉‽⍰❓❔⳺⳻⸮⹔꘏꛷︖﹖𑅃𞥟🯄\U000e003f")
+# English question forms: a reply that opens with an auxiliary or a question word, or carries a
+# doubting word or tag anywhere ("ok really", "fine right", "yes or not").
+_EN_OPENERS = (
+    "is|are|am|was|were|do|does|did|can|could|should|shall|will|would|may|might|must|"
+    "what|why|how|which|who|whom|whose|when|where|whether|isn't|aren't|don't you|won't"
+)
+_EN_QUESTION = re.compile(
+    rf"^\W*(?:{_EN_OPENERS})\b|\b(?:really|seriously|for real|sure about|you sure|right|or not|"
+    r"isn't it|is it|are you|do you|can i|should i|shall i|what|why|how)\b",
+    re.IGNORECASE,
+)
+# Chinese question forms: the particles 吗/嘛/么/呢/吧 (traditional forms too), an A-not-A
+# ("好不好", "可不可以", "是没是"), and the question words.
+_ZH_QUESTION = re.compile(
+    r"[吗嗎嘛么麼呢吧]|(\w)[不没沒]\1|真的|是否|难道|難道|到底|究竟|怎么|怎麼|什么|什麼|为什么|為什麼|如何|哪|谁|誰|多少|几"
+)
+# Format characters (zero-width spaces and joiners, bidi controls) must not hide a question word.
+_FORMAT = re.compile(r"[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
+
 _SPACES = re.compile(r"\s+")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -88,6 +114,14 @@ def normalize(text: str) -> str:
     """The form compared with the word lists (see the module docstring)."""
     s = _TRAILING.sub("", text.strip()).strip()
     return _SPACES.sub(" ", s).translate(_ASCII_LOWER)
+
+
+def asks(text: str) -> bool:
+    """True when `text` carries a question form (see the module docstring): never an allow."""
+    if any(ch in QUESTION_MARKS for ch in text):
+        return True
+    bare = _FORMAT.sub("", text)
+    return bool(_EN_QUESTION.search(bare) or _ZH_QUESTION.search(bare))
 
 
 # the scope of a standing approval as a card and /rules show it (agent sits below bot/)
@@ -194,6 +228,7 @@ class ConsentDecision:
     kind: ConsentKind
     scope: StandingScope | None = None  # for allow_standing
     note: str = ""  # for edit: what the user asked to change
+    question: bool = False  # unclear because the reply was a question (it gets its own hint)
 
     @property
     def allows(self) -> bool:
@@ -264,7 +299,7 @@ def read_consent(
     reply, in a chat or the terminal). A button's answer that is no `ButtonChoice` is unclear.
     `scope`: what "Always allow" would cover, None when it is not offered. `replying_to_card`: a
     typed reply to the card that is neither yes nor no is a request to change the action (a
-    denial that carries the note back to the model)."""
+    denial that carries the note back to the model). A question is never an allow (`asks`)."""
     if source == "button":
         if answer == "once":
             return ConsentDecision("allow_once")
@@ -276,6 +311,10 @@ def read_consent(
             return ConsentDecision("allow_once")
         return ConsentDecision("deny") if answer == "deny" else ConsentDecision("unclear")
     word = normalize(answer)
+    if asks(answer):  # "yes?", "可以吗", "really ok": a question is never consent
+        if replying_to_card and word:
+            return ConsentDecision("edit", note=answer.strip(), question=True)
+        return ConsentDecision("unclear", question=True)
     if word in AFFIRMATIVE:
         return ConsentDecision("allow_once")
     if word in STANDING:
@@ -317,11 +356,13 @@ def _hash(tool: str, args: dict[str, Any]) -> str:
 __all__ = [
     "AFFIRMATIVE",
     "NEGATIVE",
+    "QUESTION_MARKS",
     "STANDING",
     "ButtonChoice",
     "ConsentDecision",
     "StandingApproval",
     "StandingScope",
+    "asks",
     "normalize",
     "read_consent",
     "standing_scope",

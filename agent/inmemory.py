@@ -19,6 +19,7 @@ class InMemoryStore:
         self.approvals: dict[str, ApprovalRecord] = {}
         self.standing: dict[str, StandingApproval] = {}
         self.usage: list[UsageRecord] = []
+        self.decided_by_tap: set[tuple[str, str]] = set()  # taps recorded with their decision
 
     async def get_or_create_session(self, session_id: str, *, chat_key: str = "", user_id: str = "") -> None:
         self.sessions.setdefault(session_id, {"chat_key": chat_key, "user_id": user_id})
@@ -69,11 +70,19 @@ class InMemoryStore:
         return self.approvals.get(approval_id)
 
     async def resolve_approval(
-        self, approval_id: str, *, status: ApprovalStatus, decided_by: str, decision: str
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus,
+        decided_by: str,
+        decision: str,
+        receipt: tuple[str, str] | None = None,
     ) -> bool:
         rec = self.approvals.get(approval_id)
-        if rec is None or rec.status != "pending":
+        if rec is None or rec.status != "pending" or receipt in self.decided_by_tap:
             return False
+        if receipt is not None:
+            self.decided_by_tap.add(receipt)
         self.approvals[approval_id] = rec.model_copy(
             update={"status": status, "decided_by": decided_by, "decision": decision}
         )

@@ -272,6 +272,10 @@ class McpServerConnection:
     # Set when the server's tool list changed and `tools` was re-read (the manager republishes).
     tools_changed: asyncio.Event = field(default_factory=asyncio.Event)
     _reloads: set[asyncio.Task[None]] = field(default_factory=set)
+    # The calls in flight (a server's question during one is asked in that call's chat) and how
+    # long questions have held them up (their answer time does not count against the timeout).
+    _calls: list[ToolContext] = field(default_factory=list)
+    _asking: int = 0
 
     @property
     def name(self) -> str:
@@ -343,7 +347,10 @@ class McpServerConnection:
         became_ready = False
         try:
             async with Client(
-                self._transport(), read_timeout_seconds=self.config.timeout, message_handler=self._on_message
+                self._transport(),
+                read_timeout_seconds=self.config.timeout,
+                message_handler=self._on_message,
+                elicitation_callback=self._on_elicit,
             ) as client:
                 async with asyncio.timeout(self.start_timeout or self.config.timeout):
                     listed = await self._list_tools(client)
@@ -392,6 +399,35 @@ class McpServerConnection:
             task = asyncio.create_task(self._reload_tools(self._client))
             self._reloads.add(task)
             task.add_done_callback(self._reloads.discard)
+
+    async def _on_elicit(self, context: Any, params: Any) -> Any:
+        """The server asks the user something mid-call: asked in the chat of the call it came
+        from (agent/elicit.py), declined when that cannot be told or nobody is there."""
+        import mcp_types as types
+
+        from agent.elicit import LiveQuestions, ask_form
+
+        ctx = self._calls[-1] if len(self._calls) == 1 else None
+        if getattr(params, "mode", "form") != "form" or ctx is None:
+            log.info(
+                "MCP server %s: question declined (%s)",
+                self.name,
+                "not one call" if ctx is None else "url mode",
+            )
+            return types.ElicitResult(action="decline")
+        schema = params.requested_schema
+        schema = (
+            schema.model_dump(by_alias=True, exclude_none=True)
+            if hasattr(schema, "model_dump")
+            else dict(schema)
+        )
+        self._asking += 1
+        try:
+            answer = await ask_form(ctx.deps.maybe(LiveQuestions), ctx, self.name, params.message, schema)
+        finally:
+            self._asking -= 1
+        log.info("MCP server %s asked the user; answer: %s", self.name, answer.action)
+        return types.ElicitResult(action=answer.action, content=answer.content)  # type: ignore[arg-type]
 
     async def _listen(self, client: Client) -> None:
         """A 2026-era server says it on a subscriptions/listen stream; older ones do not have it."""
@@ -451,10 +487,9 @@ class McpServerConnection:
                 f"MCP server {self.name} is not available ({reason}{later}); its tools cannot run now"
             )
         timeout = self.config.timeout
+        self._calls.append(ctx)
         try:
-            result = await asyncio.wait_for(
-                client.call_tool(remote_name, arguments, read_timeout_seconds=timeout), timeout + 1
-            )
+            result = await self._call_within(client, remote_name, arguments, timeout)
         except TimeoutError:
             raise ToolTimedOut(
                 f"MCP server {self.name} did not answer {remote_name} within {timeout:.0f} s"
@@ -474,7 +509,35 @@ class McpServerConnection:
                 )
                 self._session_over.set()  # the supervisor reconnects it
             raise ToolFailed(f"MCP server {self.name} failed on {remote_name}: {message}") from None
+        finally:
+            self._calls.remove(ctx)
         return self._convert(remote_name, result, ctx)
+
+    async def _call_within(self, client: Client, name: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """The call, timed out after `timeout` seconds of the server's own time: while it waits on
+        the user's answer to its question, the clock stands still."""
+        from agent.elicit import ANSWER_TIMEOUT, MAX_FIELDS
+
+        longest = timeout + 2 * MAX_FIELDS * ANSWER_TIMEOUT  # the SDK's own read timeout
+        task = asyncio.ensure_future(client.call_tool(name, arguments, read_timeout_seconds=longest))
+        loop = asyncio.get_running_loop()
+        used, last = 0.0, loop.time()
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=0.25)
+                now = loop.time()
+                if not self._asking:
+                    used += now - last
+                last = now
+                if done:
+                    return task.result()
+                if used > timeout + 1:
+                    raise TimeoutError
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
     def _convert(self, remote_name: str, result: CallToolResult, ctx: ToolContext) -> str | ToolOutput:
         texts: list[str] = []

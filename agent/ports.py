@@ -203,9 +203,18 @@ class ApprovalStore(Protocol):
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
 
     async def resolve_approval(
-        self, approval_id: str, *, status: ApprovalStatus, decided_by: str, decision: str
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus,
+        decided_by: str,
+        decision: str,
+        receipt: Receipt | None = None,
     ) -> bool:
-        """Atomically move a pending approval to `status`. False if it was not pending."""
+        """Atomically move a pending approval to `status`. False if it was not pending.
+        `receipt`: the tap that decided it, recorded as processed in the same transaction (False,
+        and nothing changed, if it was recorded before): a crash can never keep one without the
+        other."""
         ...
 
     # Standing approvals (agent/consent.py): policy records, written only by the gate when a

@@ -228,9 +228,10 @@ class Redactor:
         # tail that may be the start of a disguised secret
         needle_ends: dict[str, list[tuple[str, int]]] = {}
         for needle in self._needles:
-            for k in range(len(needle) - 1, DISGUISE_HOLD_MIN - 1, -1):
+            for k in range(len(needle) - 1, 0, -1):
                 needle_ends.setdefault(needle[k - 1], []).append((needle, k))
-        self._needle_ends = needle_ends
+        # longest first: the first prefix a tail ends with is the one to hold back
+        self._needle_ends = {c: sorted(ends, key=lambda e: -e[1]) for c, ends in needle_ends.items()}
         self._needle_max = max((len(n) for n in self._needles), default=0)
         self._generation += 1  # what was clean may not be any more
         self._memo = OrderedDict()
@@ -332,25 +333,18 @@ class Redactor:
                 best = k
         return best
 
-    def secret_suffix_head(self, s: str, minimum: int = 4) -> int:
-        """The length of the longest start of `s` that ends a configured secret."""
-        best = 0
-        for secret in self._secrets:
-            for k in range(min(len(secret) - 1, len(s)), max(minimum, best + 1) - 1, -1):
-                if s.startswith(secret[-k:]):
-                    best = k
-                    break
-        return best
-
-    def mask_edges(self, s: str, *, tail: bool, head: bool, minimum: int = 6) -> str:
-        """`s` with an end that begins a configured secret (`tail`) and a start that ends one
-        (`head`) masked: a secret split across two stored messages of one turn is stored as
-        neither half."""
-        if head and (k := self.secret_suffix_head(s, minimum)):
-            s = MASK + s[k:]
-        if tail and (k := self.secret_prefix_tail(s, minimum)):
-            s = s[:-k] + MASK
-        return s
+    def text_after(self, context: str, s: str) -> str:
+        """`s` redacted as it reads after `context` (which is not part of the result): a key
+        begun in `context` is masked where it goes on in `s`."""
+        if not context:
+            return self.text(s)
+        before, whole = self.text(context), self.text(context + s)
+        same = 0
+        for a, b in zip(before, whole, strict=False):
+            if a != b:
+                break
+            same += 1
+        return whole[same:]
 
     def safe_length(self, s: str) -> int:
         """How much of a text that is still growing (a streamed answer) can be shown now: all but
@@ -366,18 +360,29 @@ class Redactor:
                     end = len(s) - k
         return end
 
-    def disguise_tail_start(self, s: str) -> int:
+    def disguise_tail_start(self, s: str, minimum: int = DISGUISE_HOLD_MIN, after: str = "") -> int:
         """Where a tail of `s` starts whose letters and digits begin a disguised secret (a
-        letter-spaced or zero-width-split key still arriving); len(s) if there is none."""
+        letter-spaced or zero-width-split key still arriving), at least `minimum` of them;
+        len(s) if there is none. `after`: text known to follow `s`, which the secret's rest
+        must agree with (a tail it contradicts is not held)."""
         if not self._needle_ends or not s:
             return len(s)
         view = alnum_view(s[-4 * self._needle_max :])
         if not view:
             return len(s)
+        more = alnum_view(after[: 4 * self._needle_max]) if after else ""
         longest = 0
+        size = len(view)
         for needle, k in self._needle_ends.get(view[-1], ()):
-            if k > longest and k <= len(view) and view.endswith(needle[:k]):
+            if k < minimum:
+                break
+            if (
+                k <= size
+                and view.endswith(needle[:k])
+                and more[: len(needle) - k] == needle[k : k + len(more)]
+            ):
                 longest = k
+                break
         if not longest:
             return len(s)
         # walk back over `longest` letters and digits (and whatever lies between them)
@@ -472,10 +477,12 @@ class StreamRedactor:
 
     SEGMENT_MAX = 80  # an open segment longer than this may also be committed at a space
 
-    def __init__(self, redactor: Redactor):
+    def __init__(self, redactor: Redactor, context: str = ""):
+        """`context`: the end of an earlier send of the same answer, already shown: not shown
+        again, but read with what follows, so a key begun there is masked where it goes on."""
         self.redactor = redactor
-        self._raw = ""  # the open (uncommitted) segment
-        self._shown = ""  # what was shown of it, redacted
+        self._raw = context  # the open (uncommitted) segment
+        self._shown = redactor.text(context) if context else ""  # what was shown of it, redacted
 
     def feed(self, delta: str) -> str:
         self._raw += delta
@@ -502,9 +509,13 @@ class StreamRedactor:
 
     def flush_holding(self) -> tuple[str, str]:
         """The end of one send when more of the same answer may follow (a tool round): all of
-        it but an end that begins a configured secret, returned raw to be fed first into the
-        next send's redactor — so a secret split across the two is masked whole."""
-        keep = self.redactor.secret_prefix_tail(self._raw)
+        it but an end that begins a configured secret or a disguise of one, returned raw to be
+        fed first into the next send's redactor — so a secret split across the two is masked
+        whole."""
+        raw = self._raw
+        # a shorter beginning (one or two characters) is shown; the next send, given this one as
+        # its context, masks the rest
+        keep = max(self.redactor.secret_prefix_tail(raw), len(raw) - self.redactor.disguise_tail_start(raw))
         held = self._raw[len(self._raw) - keep :] if keep else ""
         self._raw = self._raw[: len(self._raw) - keep]
         return self.flush(), held
@@ -537,9 +548,17 @@ class StreamRedactor:
         if self.redactor.safe_length(head) != cut or _continues(head):
             return 0
         masked = self.redactor.text(head)
-        if self.redactor.disguise_tail_start(masked) != len(masked):
-            return 0  # a letter-spaced or line-split secret may go on past the cut
-        return cut
+        tail = self.redactor.disguise_tail_start(masked, minimum=1, after=raw[cut:safe])
+        if tail == len(masked):
+            return cut
+        # A letter-spaced or line-split secret may go on past the cut, after as little as its
+        # first character (a committed segment is never looked at again): commit only what lies
+        # before that tail. Nothing before it can continue past the tail, which stays open.
+        if masked != head or tail == 0:
+            return 0
+        if self.redactor.safe_length(head[:tail]) != tail or _continues(head[:tail]):
+            return 0
+        return tail
 
 
 def _continues(head: str) -> bool:

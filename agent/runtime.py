@@ -80,10 +80,21 @@ INTERRUPTED_CALL = (
     "Interrupted by a restart while running: it may or may not have completed. "
     "It was not repeated; check the current state before trying again."
 )
+CANCELLED_NOTE = (
+    "[Cancelled by the user before it finished — not done. Do not act on that request unless the "
+    "user asks for it again.]"
+)
+FAILED_NOTE = (
+    "[This request failed (the model provider did not answer) — not done. Do not act on it unless "
+    "the user asks for it again.]"
+)
 ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
 
 
 TRACE_PREVIEW_CHARS = 500
+# how much of what earlier rounds of a turn said the next round's redaction reads first: enough for
+# the longest disguise of a key (a letter-spaced or hex one) to be seen whole across the two
+CONTEXT_CHARS = 512
 
 
 class _RandomHex:
@@ -314,11 +325,17 @@ class AgentRuntime:
         return turn, messages, req
 
     async def decide(
-        self, approval_id: str, user_id: str, decision: Decision, note: str = ""
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        note: str = "",
+        receipt: Receipt | None = None,
     ) -> ApprovalRecord:
         """Record an approver's decision (raises ApprovalError when not allowed). The caller
-        then `resume()`s the turn. A denial or an edit request answers the call right away."""
-        record = await self.gate.decide(approval_id, user_id, decision)
+        then `resume()`s the turn. A denial or an edit request answers the call right away.
+        `receipt`: the tap, recorded as processed together with the decision."""
+        record = await self.gate.decide(approval_id, user_id, decision, receipt)
         self._trace_approval(record, record.status, by=user_id, decision=decision)
         if decision in ("deny", "edit"):
             text = (
@@ -396,24 +413,36 @@ class AgentRuntime:
         except Exception:  # tracing never costs a decision
             log.warning("approval %s not traced", record.id, exc_info=True)
 
-    async def settle_interrupted(self, turn_id: str) -> list[str]:
+    async def settle_interrupted(self, turn_id: str, rechecked: list[str] | None = None) -> list[str]:
         """Before resuming a turn that a stop or a crash interrupted: each call that had started
         gets a result saying it may or may not have completed, so it is never run again (calls
-        that never started run on resume). Returns the names of the tools that were cut off."""
+        that never started run on resume). An idempotent tool's call (an order: its key is
+        derived from the call) runs again instead: it finds its earlier outcome by that key, or
+        acts once. Returns the names of the tools that were cut off; the idempotent ones go into
+        `rechecked`, if given."""
         turn = await self.store.load_turn(turn_id)
         if turn is None or turn.status != "running":
             return []
         messages = await self.store.load_messages(turn.session_id)
-        fixes, names = [], []
+        fixes, names, rerun = [], [], False
         for call in unanswered_calls(messages):
             if turn.calls.get(call.id) in ("executing", "done"):  # done: its result was not stored
+                if self._idempotent(call.name):
+                    turn.calls[call.id] = "pending"
+                    rerun = True
+                    if rechecked is not None:
+                        rechecked.append(call.name)
+                    continue
                 error = json.dumps({"error": INTERRUPTED_CALL, "code": "interrupted"})
                 fixes.append(Message.tool_result(call.id, call.name, error, is_error=True))
                 turn.calls[call.id] = "failed"
                 names.append(call.name)
-        if fixes:
+        if fixes or rerun:
             await self.store.commit(turn.session_id, messages=fixes, turn=turn)
         return names
+
+    def _idempotent(self, name: str) -> bool:
+        return name in self.tools and self.tools.get(name).spec.idempotent
 
     # ---- internals ---------------------------------------------------------------------------
     async def _answer(
@@ -499,6 +528,7 @@ class AgentRuntime:
 
         final_text = ""
         held = ""  # the end of a tool round's text that began a secret: shown with the next send
+        context = ""  # the end of what earlier rounds of this turn said: a key may go on from it
         try:
             while True:
                 if cancel.is_set():
@@ -565,7 +595,7 @@ class AgentRuntime:
                     max_tokens=self.config.max_tokens,
                 )
                 t_model = time.perf_counter()
-                shown = StreamRedactor(self.redactor)  # a secret split across chunks never shows
+                shown = StreamRedactor(self.redactor, context)  # a secret split across chunks never shows
                 thought = StreamRedactor(self.redactor)
                 carried, held = held, ""
                 if carried:
@@ -605,10 +635,12 @@ class AgentRuntime:
                 rest, held = shown.flush_holding() if calls else (shown.flush(), "")
                 if rest:
                     yield ev.TextDelta(rest)
-                # a secret split across two rounds' texts is stored as neither half
-                text = self.redactor.mask_edges(
-                    self.redactor.text("".join(text_parts)), tail=bool(calls), head=bool(carried)
-                )
+                # a held tail is stored with the next round's text, as it is shown: a secret (or
+                # a disguise of one) split across two rounds is masked whole, stored as neither half
+                said = carried + "".join(text_parts)
+                said = said[: len(said) - len(held)]
+                text = self.redactor.text_after(context, said)
+                context = (context + said)[-CONTEXT_CHARS:] if calls else ""
                 cost = round_usage.cost(client.info.input_per_1m, client.info.output_per_1m)
                 usage_total, cost_total = usage_total + round_usage, cost_total + cost
                 usage_record = UsageRecord(
@@ -665,6 +697,7 @@ class AgentRuntime:
                 trace.close()
                 raise
             await self._cancel_open_calls(turn, messages)
+            await self._mark_unfinished(turn, messages, CANCELLED_NOTE)
             turn.status = "cancelled"
             await self.store.save_turn(turn)
             trace.record("cancelled")
@@ -678,6 +711,7 @@ class AgentRuntime:
             log.warning("model call failed in turn %s: %s: %s", turn.id, type(exc).__name__, exc)
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {message}"
             await self._cancel_open_calls(turn, messages, reason="Not run: the model provider failed.")
+            await self._mark_unfinished(turn, messages, FAILED_NOTE)
             await self.store.save_turn(turn)
             trace.record("error", message=message, detail=str(exc), error_type=type(exc).__name__)
             trace.close()
@@ -927,6 +961,14 @@ class AgentRuntime:
         else:
             out.append(ev.Question(turn.id, call.id, s.waiting.question, tuple(s.waiting.options)))
         await self.store.save_turn(turn)
+
+    async def _mark_unfinished(self, turn: TurnRecord, messages: list[Message], note: str) -> None:
+        """A request that was cancelled or failed stays in the history, so the next turn's model
+        sees it: said there, in the history itself, that it was not done and must not be acted on
+        ("buy 1000" cancelled is not an order to carry out with the next message)."""
+        marker = Message.assistant(note, unfinished=True)
+        messages.append(marker)
+        await self.store.append_messages(turn.session_id, [marker])
 
     async def _cancel_open_calls(
         self, turn: TurnRecord, messages: list[Message], reason: str = "Cancelled by the user before it ran."

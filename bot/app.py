@@ -29,7 +29,16 @@ from agent.tools.builtin import local_tools
 from agent.tools.core import core_tools
 from agent.tools.registry import Deps, Toolset
 from agent.tools.workspace import LocalToolPolicy
-from bot.parts import housekeeping_jobs, local_policy, warned_trading_days
+from bot.parts import (
+    REFRESH_TIMES,
+    alert_ops,
+    brief_data_line,
+    housekeeping_jobs,
+    local_policy,
+    market_data_status,
+    market_refresh_jobs,
+    warned_trading_days,
+)
 from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
@@ -320,6 +329,8 @@ class App:
         if jobs is not None:
             self.on_stop(jobs.stop)  # after the chats' stoppers: stopped first, while they deliver
             jobs.open()
+            if self.schedules is not None and adapters:
+                await self.schedules.take_up_kept()  # /brief now acknowledged before a crash
         # tasks that finished (or were lost) while we were down are reported now, into the chat;
         # without chats (a one-shot turn) nobody could be told: they wait for `tapebot run`
         await tasks.start(notify=bool(adapters))
@@ -450,11 +461,14 @@ class App:
             calendar_warning=self.market.calendar_warning if self.market is not None else None,
         )
         housekeeping = housekeeping_jobs(self.task_manager, self.memory, self.market)
+        if self.market is not None:
+            housekeeping.update(market_refresh_jobs(self.market, self._deliver_alerts))
         jobs = AppScheduler(
             schedules.store,
             on_brief=runner.run,
             is_trading_day=warned_trading_days(TradingCalendar.sse(s.home / "data")),
             housekeeping=housekeeping,
+            housekeeping_times=REFRESH_TIMES,
             default_timezone=s.scheduler.timezone,
             lease_ttl=s.scheduler.lease_ttl_s,
             brief_grace_time=s.scheduler.misfire_grace_s,
@@ -465,12 +479,47 @@ class App:
         self.scheduler = jobs
         return jobs
 
+    async def _chat_timezone(self, chat_key: str) -> str:
+        """A chat's time zone for its cards: its /brief zone, else `[scheduler] timezone`."""
+        if self.schedules is not None:
+            return await self.schedules.chat_timezone(chat_key)
+        return self.settings.scheduler.timezone
+
     async def _deliver_brief(self, chat_key: str, text: str) -> None:
         """A scheduled brief into its chat's lane. The scheduler opens only once the chats have
-        (`start`); run without them, the brief fails and the scheduler retries it."""
+        (`start`); run without them, the brief fails and the scheduler retries it. The market
+        data's date and age opens it, written here rather than left to the model."""
         if self.gateway is None:
             raise RuntimeError("no chat adapter is running to deliver the brief")
+        if self.market is not None:
+            state = await self.gateway.chats.by_key(chat_key)
+            if state is not None and state.chat.platform in self.gateway.adapters:
+                line = await brief_data_line(self.market, state.lang)
+                if line:
+                    await self.gateway.say(state, line)
         await self.gateway.run_brief(chat_key, text)
+
+    async def _alert_loop(self, every: float = 60.0) -> None:
+        """What fired while we were down, then every minute what another process recorded
+        (`tapebot data update`, a replica's refresh): one indexed query when nothing waits."""
+        while True:
+            try:
+                await self._deliver_alerts()
+            except Exception:  # a database hiccup: the next round tries again
+                log.exception("delivering alerts failed")
+            await asyncio.sleep(every)
+
+    async def _deliver_alerts(self) -> int:
+        """Alert firings waiting for delivery into the chats this process serves."""
+        if self.gateway is None or self.market is None or self.market.session_factory is None:
+            return 0
+        from bot.alerts import AlertDelivery
+        from markets.alerts import AlertStore
+
+        delivery = AlertDelivery(
+            AlertStore(self.market.sessions()), self.market, self.gateway.chats, self.gateway.adapters
+        )
+        return await delivery.deliver_pending()
 
     async def _start_chat(self, adapters: list[ChatAdapter] | None = None) -> None:
         """The gateway and the chat adapters (`adapters`: given ones; None: as configured)."""
@@ -482,7 +531,13 @@ class App:
         self.task_listeners.append(gateway.notices.notify_task)
         if self.task_manager is not None:
             self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
+        if self.schedules is not None and self.store is not None:  # /brief now is kept until it has run
+            from bot.briefs import KeptBriefs
+
+            self.schedules.kept = KeptBriefs(self.store, gateway.tell)
         self.adapters = await open_chats(gateway, parts, adapters)
+        if self.market is not None and self.market.session_factory is not None:
+            self.spawn(self._alert_loop(), "alerts")
 
     def _chat_parts(self) -> ChatParts:
         """What the chats are built from: each part of the App they use, and nothing else."""
@@ -507,11 +562,13 @@ class App:
             tasks=self.task_manager,
             schedules=self.schedules,
             skills=self.skills,
+            alerts=alert_ops(self.market),
             status_extra=StatusExtras(
                 self.market.calendar_warning if self.market is not None else None,
                 self.task_manager,
                 self.schedules,
                 self.mcp.status if self.mcp is not None else None,
+                data_dates=market_data_status(self.market) if self.market is not None else None,
             ),
         )
         return ChatParts(
@@ -522,7 +579,7 @@ class App:
             spawn=self.spawn,
             on_stop=self.on_stop,
             skill_commands=skill_commands(self.skills) if self.skills is not None else (),
-            card_facts=CardFacts(self.trade_facts, notes),
+            card_facts=CardFacts(self.trade_facts, notes, self._chat_timezone),
             system_dynamic=self.system_dynamic(),
             redact=self.redactor.text,
             adapter_options=self.adapter_options,

@@ -1,17 +1,21 @@
 """Scheduled briefs: the scheduler calls `BriefRunner.run(chat_key, schedule_id)` at each chat's
-time; it runs the `daily_brief` skill as an unattended turn and delivers it into the chat."""
+time; it runs the `daily_brief` skill as an unattended turn and delivers it into the chat.
+`KeptBriefs` keeps an acknowledged `/brief now` across a crash until it has run."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.skills import skill_turn_text
+from bot.received import BRIEFS, brief_from_record, brief_record
 
 if TYPE_CHECKING:
     from agent.skills import Skill
+    from scheduler.jobs import BriefOutcome
 
 # Thousands of chats may share 08:30: run a few briefs at a time; the rest wait their turn.
 MAX_CONCURRENT_BRIEFS = 4
@@ -53,3 +57,45 @@ class BriefRunner:
     async def run(self, chat_key: str, schedule_id: str) -> None:
         async with self._slots:
             await self._deliver(chat_key, self.brief_text())
+
+
+class KeptStore(Protocol):
+    async def receive_message(
+        self, platform: str, update_id: str, pending: dict[str, Any] | None
+    ) -> bool: ...
+
+    async def release_received(self, receipts: list[tuple[str, str]]) -> None: ...
+
+    async def received_pending(self) -> list[tuple[tuple[str, str], datetime, dict[str, Any]]]: ...
+
+
+class KeptBriefs:
+    """An acknowledged `/brief now`, kept as a received record (bot/received.py) under
+    ("brief", token) until its outcome is known: the scheduler's `KeptBriefs` port. A brief that
+    was not delivered is told to its chat (`tell(chat_key, i18n key)`) instead of vanishing."""
+
+    def __init__(self, store: KeptStore, tell: Callable[[str, str], Awaitable[None]]):
+        self._store = store
+        self._tell = tell
+
+    async def keep(self, chat_key: str) -> str:
+        token = secrets.token_hex(8)
+        await self._store.receive_message(BRIEFS, token, brief_record(chat_key))
+        return token
+
+    async def done(self, token: str, chat_key: str, outcome: BriefOutcome) -> None:
+        if outcome.status != "delivered":
+            await self._tell(chat_key, "brief_not_delivered")
+        await self._store.release_received([(BRIEFS, token)])
+
+    async def kept(self) -> list[tuple[str, str]]:
+        found = []
+        for (kind, token), _at, record in await self._store.received_pending():
+            if kind != BRIEFS:
+                continue
+            chat_key = brief_from_record(record)
+            if chat_key:
+                found.append((token, chat_key))
+            else:  # not a record this version wrote: nothing to run
+                await self._store.release_received([(kind, token)])
+        return found

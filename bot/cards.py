@@ -17,7 +17,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import Button, Card
@@ -64,14 +64,21 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
-def render_arguments(arguments: dict[str, Any], args_hash: str) -> str:
+def render_arguments(arguments: dict[str, Any], args_hash: str, lang: str = "en") -> str:
     """The arguments as shown; a long one keeps its head AND its tail (where `rm -rf` may hide),
-    with the full length and the hash the approval is bound to between them."""
+    with what was cut, the full length of each long argument (an exec card's command) and the
+    hash the approval is bound to between them."""
     text = visible(json.dumps(arguments, ensure_ascii=False, sort_keys=True, indent=1))
     if len(text) > MAX_ARGS_CHARS:
         head, tail = text[: MAX_ARGS_CHARS * 2 // 3], text[-(MAX_ARGS_CHARS // 3) :]
         cut = len(text) - len(head) - len(tail)
-        text = f"{head}\n… [truncated: {cut:,} of {len(text):,} chars not shown; sha256 {args_hash[:16]}] …\n{tail}"
+        notes = [t(lang, "card_cut", cut=f"{cut:,}", total=f"{len(text):,}")]
+        notes += [
+            t(lang, "card_cut_arg", name=visible(k[:40]), length=f"{len(v):,}")
+            for k, v in sorted(arguments.items())
+            if isinstance(v, str) and len(v) > MAX_ARGS_CHARS // 3
+        ]
+        text = f"{head}\n… [{'; '.join(notes)}; sha256 {args_hash[:16]}] …\n{tail}"
     return text
 
 
@@ -90,6 +97,7 @@ class CardInfo:
     standing_hours: float = 24.0
     trade: TradePreview | None = None
     note: str = ""  # what the tool may do (exec_command: its sandbox)
+    timezone: str = "UTC"  # the chat's: the card's times are said in it
     # outside content the turn read before proposing this (files, URLs, command output)
     sources: tuple[str, ...] = ()
 
@@ -111,6 +119,8 @@ def _trade_lines(p: TradePreview, lang: str) -> list[str]:
         lines.append(t(lang, "card_amount", amount=_money(p.amount), fees=_money(p.fees)))
     if p.cash is not None and p.cash_after is not None:
         lines.append(t(lang, "card_cash", cash=_money(p.cash), after=_money(p.cash_after)))
+    if p.refusal:
+        lines.append(t(lang, "card_will_not_fill", why=visible(p.refusal)))
     return lines
 
 
@@ -138,14 +148,14 @@ def approval_view(
     body.append(t(lang, "card_who_group" if info.group else "card_who_dm"))
     if info.expires_at is not None:
         minutes = max(0, round((info.expires_at - (now or record.created_at)).total_seconds() / 60))
-        body.append(t(lang, "card_expires", at=info.expires_at.strftime("%Y-%m-%d %H:%M"), minutes=minutes))
+        body.append(t(lang, "card_expires", at=local_time(info.expires_at, info.timezone), minutes=minutes))
     if info.scope is not None:
         body.append(
             t(lang, "card_always", scope=visible(info.scope.describe(lang)), hours=f"{info.standing_hours:g}")
         )
     else:
         body.append(t(lang, "card_no_always"))
-    raw = _code_block(render_arguments(record.arguments, record.args_hash))
+    raw = _code_block(render_arguments(record.arguments, record.args_hash, lang))
     hint = t(lang, "approval_hint")
     lines = [
         f"🔐 **{t(lang, 'approval_title')}** · `{record.id}`",
@@ -183,7 +193,36 @@ def plain(text: str) -> str:
     return text.replace("**", "").replace("`", "").replace("\n_", "\n").rstrip("_")
 
 
-def approval_final(record: ApprovalRecord, lang: str, outcome: str, who: str, rule: str = "") -> str:
+def local_time(at: datetime, zone: str) -> str:
+    """`2026-12-06 16:30 Asia/Shanghai`: a card's time in the chat's zone, named."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return at.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M ") + zone
+    except (ZoneInfoNotFoundError, ValueError):
+        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def summary_line(record: ApprovalRecord, info: CardInfo, lang: str) -> str:
+    """The card's readable first line: the trade, or what the tool wants to do."""
+    if info.trade is not None:
+        return _trade_lines(info.trade, lang)[0]
+    return t(lang, "approval_body", tool=record.tool).rstrip(":：")
+
+
+def approval_final(
+    record: ApprovalRecord,
+    lang: str,
+    outcome: str,
+    who: str,
+    rule: str = "",
+    *,
+    summary: str = "",
+    timezone: str = "UTC",
+    at: datetime | None = None,
+) -> str:
+    """A decided card: its readable line kept, the decision (and when, in the chat's zone)
+    appended; the arguments stay for what is not a trade."""
     key = {
         "once": "approved_by",
         "always": "approved_always_by",
@@ -193,10 +232,13 @@ def approval_final(record: ApprovalRecord, lang: str, outcome: str, who: str, ru
         "moved_on": "moved_on",
         "no_answer": "expired",
     }.get(outcome, "expired")
-    return (
-        f"🔐 {record.tool} · `{record.id}`\n"
-        f"{_code_block(render_arguments(record.arguments, record.args_hash))}\n{t(lang, key, who=who, rule=rule)}"
-    )
+    decided = t(lang, key, who=who, rule=rule)
+    if at is not None:
+        decided += f" · {local_time(at, timezone)}"
+    if summary.startswith("📈"):  # a trade: its line says it all
+        return f"🔐 `{record.id}`\n{summary}\n{decided}"
+    head = f"🔐 {summary or record.tool} · `{record.id}`"
+    return f"{head}\n{_code_block(render_arguments(record.arguments, record.args_hash, lang))}\n{decided}"
 
 
 def question_prompt(waiting: WaitingState, turn_id: str) -> tuple[str, list[list[Button]]]:

@@ -195,6 +195,7 @@ async def open_chats(
                 file=sys.stderr,
             )
     parts.opening()  # e.g. the heap is settled now, not while the first message waits (issue 21)
+    gateway.recovering()  # updates that arrive before the recovery below has run wait for it
     started: list[ChatAdapter] = []
     for adapter in adapters:
         gateway.attach(adapter)
@@ -212,9 +213,12 @@ async def open_chats(
                 await adapter.stop()
 
     parts.on_stop(stop_chat)
-    await gateway.waiting.expire_due()
-    await parts.store.prune_processed_updates(UPDATE_IDS_KEPT)
-    await gateway.recovery.resume_interrupted()  # turns a crash or a stop left running
-    await gateway.recovery.take_up_received()  # what a crash or a stop left queued (behind those turns)
+    try:
+        await gateway.waiting.expire_due()
+        await parts.store.prune_processed_updates(UPDATE_IDS_KEPT)
+        await gateway.recovery.resume_interrupted()  # turns a crash or a stop left running
+        await gateway.recovery.take_up_received()  # what a crash or a stop left queued (behind those turns)
+    finally:
+        gateway.recovered()
     parts.spawn(_sweep_expired(gateway, parts.store), "expiry-sweeper")
     return started

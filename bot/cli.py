@@ -16,17 +16,16 @@ import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
+from bot.cli_context import CliContext
 from config.errors import ConfigError, TapebotError
 from config.filemodes import private_umask
 
 if TYPE_CHECKING:
-    from config.settings import Settings
+    pass
 
 PROG = "tapebot"
 
@@ -41,57 +40,6 @@ EXTENSIONS: dict[str, tuple[str, str]] = {
     ),
     "data": ("market data maintenance: `tapebot data update-calendar`", "bot.cli_data:main"),
 }
-
-
-@dataclass
-class CliContext:
-    """What a subcommand needs from the command line: where home is, and how to load settings."""
-
-    home: Path | None = None
-    debug: bool = False
-    log_file: Path | None = None
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
-    stdout: TextIO = field(default_factory=lambda: sys.stdout)
-    stderr: TextIO = field(default_factory=lambda: sys.stderr)
-    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # injected in tests
-
-    def settings(
-        self, *, require_model: bool = True, require_platform: bool = False, model: str | None = None
-    ) -> Settings:
-        from config.loader import load_settings
-
-        settings = load_settings(
-            self.home,
-            self.environ,
-            require_model=require_model,
-            require_platform=require_platform,
-            model=model,
-        )
-        if self.log_file is not None:
-            settings.log.file = self.log_file.expanduser().absolute()
-        return settings
-
-    def read_env_files(self) -> list[Path]:
-        """Add the variables of `./.env` and `$TAPEBOT_HOME/.env` to this context's environment
-        (the real environment wins, then ./.env). Returns the files read."""
-        from dotenv import dotenv_values
-
-        from config.loader import resolve_home
-
-        merged = dict(self.environ)
-        read: list[Path] = []
-
-        def _read(path: Path) -> None:
-            if path.is_file() and path not in read:
-                read.append(path)
-                for k, v in dotenv_values(path).items():
-                    if v is not None:
-                        merged.setdefault(k, v)
-
-        _read(Path.cwd() / ".env")
-        _read(resolve_home(self.home, merged) / ".env")  # ./.env may name TAPEBOT_HOME
-        self.environ = merged
-        return read
 
 
 def version() -> str:
@@ -154,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="ID", help="use this [[models]] id instead of agent.model")
 
     sub.add_parser("run", help="run the chat bot (Telegram/Discord) and the scheduler (reads .env files)")
+    sub.add_parser("health", help="exit 0 when `tapebot run` is running here (a container's HEALTHCHECK)")
     sub.add_parser(
         "doctor", help="check model, Telegram, Discord, database, calendar, data, file modes and sandbox"
     )
@@ -204,6 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help(ctx.stdout)
         return 0
+    # One configuration truth: every command sees the same environment — the real one, then
+    # ./.env, then $TAPEBOT_HOME/.env — so a key in .env works for `chat` as for `run`.
+    ctx.read_env_files()
     # Whatever a command writes under TAPEBOT_HOME is private, whatever the caller's umask (C9).
     old_umask = private_umask()
     try:
@@ -253,12 +205,16 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
             parser.parse_args(["db", "--help"])
         return cmd_db_upgrade(ctx)
     if command == "doctor":
-        ctx.read_env_files()
-        # by name: bot.cli_doctor names CliContext for its types (an import would be a cycle)
-        doctor: Callable[[CliContext], int] = importlib.import_module("bot.cli_doctor").main
-        return doctor(ctx)
+        from bot import cli_doctor
+
+        return cli_doctor.main(ctx)
+    if command == "health":
+        from bot import cli_health
+
+        return cli_health.main(ctx)
     if command == "completion":
-        completion = importlib.import_module("bot.cli_completion")
+        from bot import cli_completion as completion
+
         print(completion.script(args.shell, parser), file=ctx.stdout, end="")
         return 0
     if command == "usage":
@@ -275,12 +231,13 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
                 backups=settings.log.backups,
                 console=False,
             )
-        terminal = importlib.import_module("bot.terminal")
+        from bot import terminal
+
         return _exit_code(asyncio.run(terminal.run_chat(args, settings)))
     if command == "run":
-        ctx.read_env_files()
         settings = ctx.settings(require_platform=True)
-        run = importlib.import_module("bot.run")
+        from bot import run
+
         return _exit_code(asyncio.run(run.run_bot(settings)))
     if command in EXTENSIONS:
         return run_extension(command, list(args.rest), ctx)
@@ -361,15 +318,21 @@ def _drop_none(value: Any) -> Any:
 
 
 def cmd_db_upgrade(ctx: CliContext) -> int:
-    return int(importlib.import_module("bot.cli_db").upgrade(ctx))
+    from bot import cli_db
+
+    return int(cli_db.upgrade(ctx))
 
 
 def cmd_db_backup(ctx: CliContext, *, dest: Path | None = None) -> int:
-    return int(importlib.import_module("bot.cli_db").backup(ctx, dest=dest))
+    from bot import cli_db
+
+    return int(cli_db.backup(ctx, dest=dest))
 
 
 def cmd_usage(ctx: CliContext, *, days: float = 30) -> int:
-    return int(importlib.import_module("bot.cli_db").usage(ctx, days=days))
+    from bot import cli_db
+
+    return int(cli_db.usage(ctx, days=days))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ EXTENSION_WORDS: dict[str, list[str]] = {
     "skills": ["list", "check"],
     "mcp": ["serve", "tools", "servers", "--allow-writes", "--max-tier"],
     "rules": ["list", "revoke", "all", "--chat"],
-    "data": ["update-calendar"],
+    "data": ["update", "update-calendar"],
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bot.cli import CliContext
+    from bot.cli_context import CliContext
 
 
 def upgrade(ctx: CliContext) -> int:

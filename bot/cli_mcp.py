@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -80,7 +79,7 @@ def mcp_main(args: argparse.Namespace | Sequence[str], settings: Settings) -> in
     if getattr(ns, "http", None):
         try:
             listen = parse_listen(ns.http)
-            check_exposure(listen, os.environ.get(TOKEN_ENV, ""))
+            check_exposure(listen, settings.environ.get(TOKEN_ENV, ""))
         except ListenError as exc:
             print(f"tapebot mcp: {exc}", file=sys.stderr)
             return 2
@@ -147,7 +146,7 @@ async def _serve_http(settings: Settings, ns: argparse.Namespace, listen: Listen
     app, toolset = await _app_toolset(settings)
     try:
         server = _build_server(app, toolset, settings, ns, "streamable HTTP")
-        token = os.environ.get(TOKEN_ENV, "")
+        token = settings.environ.get(TOKEN_ENV, "")
         try:
             asgi = http_app(server, listen, token=token, extra_hosts=ns.allowed_host)
         except ListenError as exc:
@@ -209,6 +208,6 @@ def cli_main(argv: Sequence[str], ctx: Any) -> int:
 
 
 if __name__ == "__main__":  # python -m bot.cli_mcp [serve|tools|servers] [--allow-writes]
-    from bot.cli import CliContext
+    from bot.cli_context import CliContext
 
     sys.exit(cli_main(sys.argv[1:], CliContext()))

@@ -47,6 +47,7 @@ class TurnView:
         on_paused: Callable[[SentMessage, PausedProgress], Awaitable[None]] | None = None,
         on_partial: Callable[[list[SentMessage]], Awaitable[None]] | None = None,
         adopt: list[SentMessage] | None = None,
+        on_settled: Callable[[], Awaitable[None]] | None = None,
     ):
         self.adapter, self.chat, self.lang = adapter, chat, lang
         self.on_approval, self.on_question = on_approval, on_question
@@ -60,6 +61,10 @@ class TurnView:
         # an answer cut off mid-stream by a stop: `on_partial` keeps its messages; the resumed
         # turn's answer replaces them in place (`adopt`) instead of being posted a second time
         self.on_partial, self._adopt = on_partial, list(adopt or [])
+        # a progress message parked at a card is kept (`on_paused`) so that a restart can find
+        # it; `on_settled` lets go of it once a turn has shown its final state
+        self.on_settled = on_settled
+        self._kept = False
         self.stream: StreamingMessage | None = None
         self.progress: ProgressLine | None = None
         self.plan_msg: SentMessage | None = None
@@ -97,6 +102,7 @@ class TurnView:
             adopted = self.board.adopt(self.key, call_id)
             if adopted is not None:
                 self.progress = adopted
+                self._kept = True
             elif self.progress is None:
                 self.progress = ProgressLine(self.adapter, self.chat, self.clock)
         return self.progress
@@ -109,7 +115,14 @@ class TurnView:
     async def _waiting(self, call_id: str, name: str) -> None:
         progress = self._progress_for(call_id)
         progress.waiting_call = call_id
-        await progress.set(call_id, name, f"{WAITING} {name}", now=True)
+        line = f"{WAITING} {name}"
+        if progress.msg is not None:  # kept before it shows ⏸: a crash just after never strands it
+            progress.names[call_id], progress.lines[call_id] = name, line
+            await self._keep(progress)
+            await progress.set(call_id, name, line, now=True)
+            return
+        await progress.set(call_id, name, line, now=True)
+        await self._keep(progress)
 
     async def _end_progress(self, done: ev.Done) -> None:
         """Final state of this turn's progress; an older parked one nobody adopted is settled."""
@@ -119,12 +132,18 @@ class TurnView:
             if old is not None and old is not self.progress:
                 old.settle(f": {t(self.lang, 'not_run')}")
                 await old.close()
+                self._kept = True
         p = self.progress
         if p is None:
+            await self._let_go(done)
             return
         if done.status == "suspended":
             self.board.park(self.key, p)
-        elif done.status == "interrupted":
+            await p.close()
+            if p.waiting_call is None:  # kept when its ⏸ line was shown (`_waiting`) otherwise
+                await self._keep(p)
+            return
+        if done.status == "interrupted":
             await self._pause(p)
             return
         elif done.status in ("cancelled", "failed"):
@@ -132,6 +151,23 @@ class TurnView:
         else:
             p.settle(f": {t(self.lang, 'not_run')}")
         await p.close()
+        await self._let_go(done)
+
+    async def _keep(self, p: ProgressLine) -> None:
+        if p.msg is not None and self.on_paused is not None:
+            try:
+                await self.on_paused(p.msg, paused_record(p, []))
+            except Exception:  # a restart then leaves this message as it is
+                log.exception("could not keep the parked progress of %s", self.chat.key)
+
+    async def _let_go(self, done: ev.Done) -> None:
+        """The kept progress message (this turn's, adopted from a park) is final now."""
+        if self._kept and done.status != "interrupted" and self.on_settled is not None:
+            self._kept = False
+            try:
+                await self.on_settled()
+            except Exception:
+                log.exception("could not let go of the progress of %s", self.chat.key)
 
     async def _pause(self, p: ProgressLine) -> None:
         running = p.pause(t(self.lang, "progress_paused"))

@@ -32,10 +32,12 @@ from adapters.base import (
     UserRef,
 )
 from agent.cancel import CancelSignal
+from agent.elicit import LiveQuestions
 from agent.errors import ApprovalError
 from agent.messages import Message
 from agent.ports import Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
+from bot import cards
 from bot.access import Access, PairedStore, PlatformAccess
 from bot.chats import ChatDirectory, ChatState, ChatStore
 from bot.commands import Command, CommandRegistry, Handler, builtin_commands
@@ -44,12 +46,13 @@ from bot.commands.context import CommandServices
 from bot.delivery import TurnView
 from bot.i18n import pick_language, t
 from bot.lanes import Events, Lane, LaneDeps, Lanes
+from bot.live_questions import ChatQuestions
 from bot.notices import TaskNotices
 from bot.progress import ProgressBoard
 from bot.received import pending_record
 from bot.recovery import Recovery, RecoveryStore
 from bot.retry import StoragePatience
-from bot.sent import remember_sent
+from bot.sent import forget_sent, remember_sent
 from bot.waiting import CardFacts, Waiting, WaitingStore, is_waiting, may_close
 
 log = logging.getLogger(__name__)
@@ -113,6 +116,11 @@ class Gateway:
         self.stopping = False  # drain() began: queued messages wait for the restart
         # set by drain(): every turn ends at its next durable step and is resumed after the restart
         self.stop_signal = CancelSignal()
+        # cleared while the restart's recovery runs: an update that arrives meanwhile (a tap's
+        # redelivery, the next message, /brief now) waits for it, so it never closes a turn the
+        # recovery is about to resume (an approved order must run, not be "moved on")
+        self._recovered = asyncio.Event()
+        self._recovered.set()
         self.retry = StoragePatience(self.adapters)
         # a suspended turn's progress message, continued when it resumes (bot/progress.py)
         self.progress_board = ProgressBoard()
@@ -130,13 +138,18 @@ class Gateway:
                 waiting_turn=self.waiting_turn,
                 approvers_for=self.access.approvers_for,
                 dynamic_context=self._dynamic_context,
+                reread=self._on_message,
             )
         )
         self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)
+        # an MCP server's question during a tool call is asked in the chat and answered here
+        self.questions = ChatQuestions(self.chats, self.adapters)
+        runtime.deps.add(self.questions, as_type=LiveQuestions)
         self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
         self.recovery = Recovery(
-            runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message
-        )
+            runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message,
+            board=self.progress_board,
+        )  # fmt: skip
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def attach(self, adapter: ChatAdapter) -> None:
@@ -168,11 +181,19 @@ class Gateway:
         if busy:  # their last writes (the open turn, a cut-off call) land before the database closes
             await asyncio.wait(busy, timeout=5.0)
 
+    def recovering(self) -> None:
+        """Inbound events wait until `recovered()`: the restart's recovery goes first."""
+        self._recovered.clear()
+
+    def recovered(self) -> None:
+        self._recovered.set()
+
     # ---- inbound -----------------------------------------------------------------------------
     async def handle(self, inbound: Inbound) -> None:
         """The adapter's handler. Returns once the event is accepted; turns run as tasks. A tap
         whose handling fails is answered in the chat (its quiet acknowledgement may be used up
         or may have failed): the user is asked to tap again."""
+        await self._recovered.wait()
         try:
             await self._handle(inbound)
         except Exception:
@@ -196,7 +217,15 @@ class Gateway:
         # A message that may queue is recorded with its id until it is in the history (one INSERT).
         platform, update_id = inbound.chat.platform, inbound.update_id
         receipt: Receipt | None = None
-        if isinstance(inbound, InboundMessage) and _may_queue(inbound):
+        stored: bool | None
+        decision_tap = isinstance(inbound, ButtonPress) and isinstance(
+            cards.parse_callback(inbound.data), cards.CardTap
+        )
+        if decision_tap:
+            # recorded by the decision's own transaction (bot/waiting.py): never one without the
+            # other; a redelivered tap finds its approval decided and changes nothing
+            receipt, stored = (platform, update_id), True
+        elif isinstance(inbound, InboundMessage) and _may_queue(inbound):
             receipt = (platform, update_id)
             pending = pending_record(inbound)
             stored = await self.retry.stored(inbound, lambda: self.store.receive_message(*receipt, pending))
@@ -226,7 +255,12 @@ class Gateway:
                 await self.say(state, t(state.lang, "restarting_kept"))
             return
         if isinstance(inbound, ButtonPress):
-            await self.waiting.on_button(state, inbound)
+            tapped = self.questions.answer_tap(state.key, user.user_id, inbound.data)
+            if tapped is None:
+                await self.waiting.on_button(state, inbound, receipt if decision_tap else None)
+            else:
+                with contextlib.suppress(Exception):
+                    await inbound.ack("✅" if tapped else t(state.lang, "approval_stale"), not tapped)
         elif isinstance(inbound, InboundCommand):
             await self._on_command(state, inbound)
         else:
@@ -284,13 +318,17 @@ class Gateway:
         if len(text) > MAX_INBOUND_CHARS:
             await self.say(state, t(state.lang, "too_long", size=len(text), limit=MAX_INBOUND_CHARS))
             return
+        if self.questions.answer_text(state.key, msg.user.user_id, text):  # a tool call waits on it
+            if receipt is not None:
+                await self.store.release_received([receipt])
+            return
         lane = self.lane(state)
         open_turn = await self.store.open_turn(state.session_id)
         # A running lane is folded into, unless its turn has just suspended: the card or question
         # is out while the lane finishes, and this message may be its answer (the lane wakes).
         if lane.is_running and not is_waiting(open_turn):
             if msg.addressed:
-                lane.fold_in(text, receipt)
+                lane.fold_in(msg, receipt)
             return
         if is_waiting(open_turn):
             assert open_turn is not None
@@ -299,6 +337,12 @@ class Gateway:
         elif not msg.addressed:
             return  # group chatter that isn't for us
         lane.submit_message(text, msg.user, receipt, no_open_turn=open_turn is None)
+
+    async def tell(self, chat_key: str, key: str) -> None:
+        """One line (an i18n key) into a chat known by its key, in its language."""
+        state = await self.chats.by_key(chat_key)
+        if state is not None and state.chat.platform in self.adapters:
+            await self.say(state, t(state.lang, key))
 
     async def say(self, state: ChatState, text: str, fmt: str = "plain") -> SentMessage | None:
         adapter = self.adapters[state.chat.platform]
@@ -332,6 +376,7 @@ class Gateway:
                 store, "partial", state.key, state, sent[0], message_ids=[m.message_id for m in sent]
             ),
             adopt=self.recovery.adopt_partial(state.key),
+            on_settled=lambda: forget_sent(store, "progress", state.key),
         )
 
     def _dynamic_context(self, state: ChatState) -> str:

@@ -25,6 +25,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "approval_title": "Approval needed",
         "approval_body": "{tool} wants to run with:",
         "card_sources": "⚠️ Proposed after reading outside content: {sources}. Check it is what you asked for.",
+        "card_cut": "truncated: {cut} of {total} characters not shown",
+        "card_cut_arg": "{name} is {length} characters long",
         "btn_once": "Allow once",
         "btn_always": "Always allow",
         "btn_deny": "Deny",
@@ -102,6 +104,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "restart_cut_off": "⚠️ {tool} was running when I restarted: it may or may not have completed, "
         "and it was not run again.",
         "restart_approved": "✅ Your approval of {tool} still stands: running it now.",
+        "brief_not_delivered": "⚠️ The brief you asked for could not be prepared (the details are in "
+        "the log). Send /brief now to try again.",
+        "restart_rechecked": "🔁 {tool} was running when I restarted: it is looked up by its order key "
+        "now — its earlier result if it went through, else it runs once.",
         "restart_not_resumed": "🔄 I was restarted while working on your request, too long ago to "
         "continue it now; nothing still pending was run. Send it again if you still need it.",
     },
@@ -122,6 +128,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "approval_title": "需要确认",
         "approval_body": "{tool} 将以如下参数执行：",
         "card_sources": "⚠️ 此操作是在读取外部内容之后提出的：{sources}。请确认这是你要求的。",
+        "card_cut": "已截断：共 {total} 个字符，中间 {cut} 个未显示",
+        "card_cut_arg": "{name} 共 {length} 个字符",
         "btn_once": "允许一次",
         "btn_always": "总是允许",
         "btn_deny": "拒绝",
@@ -185,6 +193,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "restart_resumed": "🔄 处理你的请求时我被重启了；现在从中断处继续。",
         "restart_cut_off": "⚠️ 重启时 {tool} 正在运行：它可能已完成，也可能没有，且不会重新执行。",
         "restart_approved": "✅ 你对 {tool} 的批准仍然有效：现在执行。",
+        "brief_not_delivered": "⚠️ 你要的简报没能生成（详情见日志）。发送 /brief now 再试一次。",
+        "restart_rechecked": "🔁 重启时 {tool} 正在运行：现在按订单键核对——已成交则给出当时的结果，否则只执行一次。",
         "restart_not_resumed": "🔄 处理你的请求时我被重启了，且已过去太久，不再继续；未执行任何待办操作。"
         "如仍需要请重新发送。",
     },
@@ -202,11 +212,12 @@ def t(lang: str, key: str, **kw: Any) -> str:
 
 
 def _merge_tables() -> None:
+    from bot.i18n_alerts import ALERT_STRINGS
     from bot.i18n_commands import COMMAND_STRINGS
     from bot.i18n_consent import CONSENT_STRINGS
     from bot.i18n_tasks import TASK_STRINGS
 
-    for tables in (CONSENT_STRINGS, COMMAND_STRINGS, TASK_STRINGS):
+    for tables in (CONSENT_STRINGS, COMMAND_STRINGS, TASK_STRINGS, ALERT_STRINGS):
         for lang, table in tables.items():
             STRINGS[lang].update(table)
 

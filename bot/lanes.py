@@ -6,7 +6,9 @@ A message that arrives while a turn runs is folded into its next model call; any
 it ends starts the next turn — nothing is dropped. Messages that wait on an approval only an
 approver can give are held until it is decided. A task notice waits for the user's turn to end,
 then gets a turn of its own. A turn answered or decided while the lane runs is resumed by the lane
-itself, never as a second turn at once.
+itself, never as a second turn at once. A message folded in while the turn was delivering the card
+or question it then stopped at (an instant reply) is read against it once the turn has suspended,
+as if it had arrived a moment later — never parked until the card expires.
 
 The lane's state (running, the queue, what is held, what to resume) is its own: callers use its
 methods."""
@@ -19,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import ChatAdapter, ChatRef, DeliveryError, UserRef
+from adapters.base import ChatAdapter, ChatRef, DeliveryError, InboundMessage, UserRef
 from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
@@ -33,6 +35,14 @@ from bot.i18n import t
 log = logging.getLogger(__name__)
 
 Events = AsyncIterator[ev.RuntimeEvent]
+
+
+@dataclass(frozen=True, slots=True)
+class Folded(Queued):
+    """A user's message folded into a running turn, with the message as it arrived: if that turn
+    stops at a card or question instead, the router reads it again (`LaneDeps.reread`)."""
+
+    inbound: InboundMessage | None = None
 
 
 @dataclass
@@ -51,6 +61,9 @@ class LaneDeps:
     waiting_turn: Callable[[ChatState], Awaitable[TurnRecord | None]]
     approvers_for: Callable[[ChatRef, UserRef], tuple[str, ...]]
     dynamic_context: Callable[[ChatState], str]
+    # the router's reading of a message (bot/gateway.py): what the turn's card or question makes
+    # of a message that reached the lane while it was being delivered
+    reread: Callable[[ChatState, InboundMessage, Receipt | None], Awaitable[None]]
 
 
 class Lane:
@@ -101,11 +114,11 @@ class Lane:
         return True
 
     # ---- submitting --------------------------------------------------------------------------
-    def fold_in(self, text: str, receipt: Receipt | None) -> bool:
+    def fold_in(self, msg: InboundMessage, receipt: Receipt | None) -> bool:
         """While a turn runs, a message joins its next model call. False when none runs."""
         if not self._running:
             return False
-        self._inbox.put_nowait(Queued(Message.user(text), receipt))
+        self._inbox.put_nowait(Folded(Message.user(msg.text), receipt, msg))
         return True
 
     def submit_message(
@@ -256,7 +269,19 @@ class Lane:
         return deps.runtime.resume(turn_id, req)
 
     async def _worker(self, job: Events | None) -> None:
-        """Runs `job`, then whatever queued up meanwhile (`None`: only the queue), one at a time."""
+        """Runs `job`, then whatever queued up meanwhile (`None`: only the queue), one at a time;
+        then reads again what arrived while the last turn was delivering its card or question."""
+        early = await self._run_jobs(job)
+        for item in early:
+            if item.inbound is None or self._deps.stopping():
+                continue  # still recorded: the restart takes it up
+            try:
+                await self._deps.reread(self.state, item.inbound, item.receipt)
+            except Exception:  # one message's failure must not lose the ones after it
+                log.exception("an early reply in %s could not be read", self.state.key)
+
+    async def _run_jobs(self, job: Events | None) -> list[Folded]:
+        """The lane's loop; returns the messages folded into a turn that then suspended."""
         state, deps = self.state, self._deps
         try:
             while True:
@@ -268,7 +293,7 @@ class Lane:
                         log.exception("turn in %s failed", state.key)
                         await deps.say(state, t(state.lang, "internal_error"))
                 if deps.stopping():
-                    return  # queued messages stay recorded: the restart takes them up
+                    return []  # queued messages stay recorded: the restart takes them up
                 if done is not None and done.turn_id in self._undelivered:
                     await self._close_undelivered(done)
                 if self._wake:  # answered or decided while this lane ran: it goes on now
@@ -282,13 +307,20 @@ class Lane:
                 # a turn that ended (not suspended) leaves nothing waiting: no need to ask the store
                 ended = done is not None and done.status != "suspended"
                 if not ended and await deps.waiting_turn(state) is not None:
-                    # the turn is waiting on a card: these wait for the decision instead of
-                    # silently cancelling it as "moved on"
-                    self._held.extend((q, user) for q in leftovers)
-                    if self._wake:  # decided during the await above: resume it (loop top)
+                    while not self._inbox.empty():  # arrived during that await
+                        leftovers.append(self._inbox.get_nowait())
+                    early = [q for q in leftovers if isinstance(q, Folded)]
+                    # anything else queued (a skill, a held message) waits for the decision
+                    # instead of silently cancelling it as "moved on"
+                    self._held.extend((q, user) for q in leftovers if not isinstance(q, Folded))
+                    if self._wake:  # decided during the await above: they join the resumed turn
+                        for q in early:
+                            self._inbox.put_nowait(q)
                         job = None
                         continue
-                    return
+                    # sent while the card or question was on its way: the router reads them
+                    # against it now that the turn waits (an answer, a decision, a new request)
+                    return early
                 if self._held:  # they waited for a decision; nothing is waiting any more
                     held, self._held = self._held, []
                     if not leftovers:
@@ -304,7 +336,7 @@ class Lane:
                 elif self._wake:
                     job = None  # the loop's top resumes it
                 else:
-                    return  # `_wake` was checked with no await since: nothing is left behind
+                    return []  # `_wake` was checked with no await since: nothing is left behind
         finally:
             self._running = False
             self._cancel = None

@@ -39,6 +39,9 @@ class ResourceSpec:
     description: str
     args: Callable[[dict[str, str]], dict[str, Any]] = lambda _: {}
     mime: str = "application/json"
+    # the tool changes data but `args` name one of its read actions: served as a resource even
+    # where the tool itself is not (no --allow-writes)
+    read_action: bool = False
 
     @property
     def is_template(self) -> bool:
@@ -75,18 +78,22 @@ RESOURCES: tuple[ResourceSpec, ...] = (
         lambda _: {"limit": 20},
     ),
     ResourceSpec(
-        "tapebot://watchlist",
-        "get_watchlist",
-        "watchlist",
-        "Watch list",
-        "The symbols the user watches.",
-    ),
-    ResourceSpec(
         "tapebot://alerts",
-        "list_alerts",
+        "manage_alerts",
         "alerts",
         "Alerts",
-        "The user's price and signal alerts and when they last fired.",
+        "The user's price and signal alerts, their exact conditions and when they last fired.",
+        lambda _: {"action": "list"},
+        read_action=True,
+    ),
+    ResourceSpec(
+        "tapebot://watchlist",
+        "manage_alerts",
+        "watchlist",
+        "Watch list",
+        "The symbols the user watches (and holds), which watch-list alerts cover.",
+        lambda _: {"action": "watchlist"},
+        read_action=True,
     ),
     ResourceSpec(
         "tapebot://market/overview",
@@ -146,7 +153,9 @@ class Resources:
 
     def __init__(self, gate: ToolGate, specs: Iterable[ResourceSpec] = RESOURCES) -> None:
         self.gate = gate
-        self.specs = [s for s in specs if s.tool in gate.exposed]
+        self.specs = [
+            s for s in specs if s.tool in gate.exposed or (s.read_action and s.tool in gate.readable)
+        ]
 
     def listing(self) -> list[Any]:
         import mcp_types as types
@@ -179,7 +188,9 @@ class Resources:
             if values is None:
                 continue
             try:
-                out = await self.gate.invoke(spec.tool, spec.args(values), request_id=request_id)
+                out = await self.gate.invoke(
+                    spec.tool, spec.args(values), request_id=request_id, read_action=spec.read_action
+                )
             except CallFailed as exc:
                 raise MCPError(types.INVALID_PARAMS, f"cannot read {uri}: {exc}") from None
             if spec.mime.startswith("image/"):

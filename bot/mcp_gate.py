@@ -95,6 +95,8 @@ class ToolGate:
     user_id: str
     workspace: Path | None
     default_timeout: float
+    # write tools not served, whose read actions back resources (manage_alerts' "list")
+    readable: dict[str, Tool] = field(default_factory=dict)
 
     def refusal(self, name: str) -> str:
         if name in self.hidden_writes:
@@ -105,10 +107,18 @@ class ToolGate:
         return f"unknown tool {name}; available: {', '.join(self.exposed) or 'none'}"
 
     async def invoke(
-        self, name: str, args: dict[str, Any], *, request_id: Any, progress: Any = None
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        request_id: Any,
+        progress: Any = None,
+        read_action: bool = False,
     ) -> Outcome:
+        """Run a served tool; `read_action`: a resource's read of a write tool that is not served
+        (its arguments name a read action, fixed by the resource, never the client's)."""
         started = time.perf_counter()
-        tool = self.exposed[name]
+        tool = self.exposed.get(name) or (self.readable[name] if read_action else self.exposed[name])
         args = coerce_arguments(tool.spec, args)
         write = is_write(tool.spec)
         client_key = str(args.pop(IDEMPOTENCY_ARG, "") or "") if write else ""

@@ -61,6 +61,7 @@ TIER_BY_TOOL: dict[str, int] = {
     "manage_strategy": 3,
     "manage_trader": 3,
     "execute_trade": 3,
+    "manage_alerts": 3,
     "cancel_order": 3,
     "get_strategies": 3,
     "get_positions": 3,
@@ -233,16 +234,26 @@ def build_mcp_server(
     audit = audit if audit is not None else McpAudit(results_dir / AUDIT_FILE if results_dir else None)
     hidden_writes: set[str] = set()
     exposed: dict[str, Tool] = {}
+    readable: dict[str, Tool] = {}
     for tool in toolset:
         spec = tool.spec
         if tier_of(spec) > max_tier:
             continue
         if is_write(spec) and not allow_writes:
             hidden_writes.add(spec.name)
+            readable[spec.name] = tool
             continue
         exposed[spec.name] = tool
     gate = ToolGate(
-        exposed, hidden_writes, deps, audit, secrets.token_hex(4), user_id, workspace, default_timeout
+        exposed,
+        hidden_writes,
+        deps,
+        audit,
+        secrets.token_hex(4),
+        user_id,
+        workspace,
+        default_timeout,
+        readable,
     )
     listing = [mcp_tool(t.spec, open_world=open_world) for t in exposed.values()]
     resources = catalog.Resources(gate)

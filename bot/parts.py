@@ -3,9 +3,10 @@ calls them in order and owns what they return)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import date
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from agent.redact import Redactor
@@ -17,11 +18,12 @@ if TYPE_CHECKING:
     from agent.providers.base import ModelClient
     from agent.scratchpad import BackgroundWriter
     from agent.tools.registry import ToolContext
+    from markets.alerts import AlertStore
     from markets.calendar import TradingCalendar
     from markets.data import MarketData
     from markets.models import SessionFactory
     from markets.portfolio import Portfolio
-    from markets.services import MarketServices
+    from markets.services import MarketServices, MarketSettings
     from memory.hooks import MemoryContextHooks
     from memory.stores import SqlStore
     from memory.tools import MemoryServices
@@ -63,22 +65,15 @@ def warned_trading_days(cal: TradingCalendar) -> Callable[[date], bool]:
     return is_trading_day
 
 
-def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | None) -> MarketServices:
-    """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading: their
-    services (the tools find them in the Deps). The data loads on first use."""
-    from markets.services import (
-        LazyMarketData,
-        MarketServices,
-        MarketSettings,
-        build_live_broker,
-        build_market_data,
-    )
+def market_settings(s: Settings) -> MarketSettings:
+    """The `[markets]` config as the market services read it (also for `tapebot data update`)."""
+    from markets.services import MarketSettings
 
     env = s.environ
     providers: list[str] = (
         [s.markets.provider] if s.markets.provider == "bundled" else [s.markets.provider, "bundled"]
     )
-    ms = MarketSettings(
+    return MarketSettings(
         initial_cash_cn=s.markets.initial_cash,
         retry_blocked=s.markets.retry_blocked,
         live=s.markets.live,
@@ -89,6 +84,19 @@ def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | Non
         providers=providers,
         data_dir=str(s.home / "data"),
     )
+
+
+def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | None) -> MarketServices:
+    """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading: their
+    services (the tools find them in the Deps). The data loads on first use."""
+    from markets.services import (
+        LazyMarketData,
+        MarketServices,
+        build_live_broker,
+        build_market_data,
+    )
+
+    ms = market_settings(s)
     # built on first use: a turn that runs no market tool imports no numpy (issue 21)
     lazy_data = LazyMarketData(lambda: build_market_data(ms, sessions))
     data = cast("MarketData", lazy_data)  # the stand-in answers as a MarketData does
@@ -239,3 +247,74 @@ def housekeeping_jobs(
 
         jobs["run_traders"] = run_traders
     return jobs
+
+
+def market_data_status(market: MarketServices) -> Callable[[str, datetime | None], Awaitable[str | None]]:
+    """/status's market-data line: each market's newest bar with its age, and the providers. The
+    dates are read in a worker thread (the first call loads the data)."""
+
+    async def line(lang: str, now: datetime | None = None) -> str | None:
+        from bot.i18n import t
+        from markets.toolset import data_dates
+
+        when = now or market.now()
+        try:
+            dates = await asyncio.to_thread(data_dates, market, when, lang)
+        except Exception as exc:  # noqa: BLE001 — /status reports what it can; the data's error is shown
+            return t(lang, "status_data", dates=f"⚠️ {type(exc).__name__}: {exc}", source="")
+        names = "+".join(p.name for p in market.data.providers)
+        return t(lang, "status_data", dates=dates, source=names)
+
+    return line
+
+
+def market_refresh_jobs(
+    market: MarketServices, deliver: Callable[[], Awaitable[int]] | None
+) -> dict[str, Callable[[], Awaitable[Any]]]:
+    """The data refreshes after each market's close (bot/app.py times them): newest bars into the
+    local store, then the alerts checked against them, waiting paper orders retried, and what
+    fired delivered into its chat."""
+
+    def job(m: str) -> Callable[[], Awaitable[Any]]:
+        async def refresh() -> str:
+            from markets.alerts import AlertStore, evaluate_alerts
+            from markets.broker import PaperBroker
+            from markets.refresh import refresh_market
+
+            data = cast("MarketData", getattr(market.data, "get", lambda: market.data)())
+            report = await asyncio.to_thread(refresh_market, data, m)
+            fired = await evaluate_alerts(AlertStore(market.sessions()), data, [m])
+            updates = await PaperBroker(
+                market.sessions(), data, market.settings, clock=market.clock
+            ).retry_waiting()
+            sent = await deliver() if deliver is not None else 0
+            return f"{report.summary()}; {len(fired)} alert(s) fired, {sent} delivered; {len(updates)} order(s) retried"
+
+        return refresh
+
+    return {"refresh_cn": job("cn"), "refresh_crypto": job("crypto")}
+
+
+# After each market's close: A-shares close 15:00 Beijing (bars settle by ~15:30); crypto's daily
+# candle closes 00:00 UTC.
+REFRESH_TIMES = {"refresh_cn": ("15:40", "Asia/Shanghai"), "refresh_crypto": ("00:10", "UTC")}
+
+
+def alert_ops(market: MarketServices | None) -> AlertStore | None:
+    """The alerts /alerts lists and removes (None without the market tools or the database)."""
+    if market is None or market.session_factory is None:
+        return None
+    from markets.alerts import AlertStore
+
+    return AlertStore(market.session_factory)
+
+
+async def brief_data_line(market: MarketServices, lang: str, now: datetime | None = None) -> str:
+    """The brief's first line: the market data's date and age, and a warning when it is not today's."""
+    from bot.i18n import t
+    from markets.toolset import age_days, data_dates
+
+    when = now or market.now()
+    dates = await asyncio.to_thread(data_dates, market, when, lang)
+    ages = [a for m in ("cn",) if (a := age_days(market.data.as_of(m), when)) is not None]
+    return t(lang, "data_stale" if any(a > 3 for a in ages) else "data_line", dates=dates)

@@ -142,12 +142,17 @@ def paused_record(progress: ProgressLine, running: list[str]) -> PausedProgress:
     return PausedProgress(lines=lines, names=dict(progress.names), cut=list(running))
 
 
-def settled_text(record: PausedProgress, cut_note: str) -> str:
+def settled_text(record: PausedProgress, cut_note: str, *, not_run: str = "") -> str:
     """The stopped turn's progress after the restart: its lines without the "paused" line, a tool
-    cut off by the stop marked with `cut_note` (the chat is told it may or may not have run)."""
+    cut off by the stop marked with `cut_note` (the chat is told it may or may not have run), and
+    with `not_run`, a line still waiting (the turn is closed, not resumed) marked with it."""
     lines = dict(record.lines)
     names = record.names
     for call_id in record.cut:
         if call_id in lines:
             lines[call_id] = f"{FAILED} {names.get(call_id, '?')}: {cut_note}"
+    if not_run:
+        for call_id, line in lines.items():
+            if call_id != PAUSED and line.startswith((WAITING, RUNNING)):
+                lines[call_id] = f"{FAILED} {names.get(call_id, '?')}: {not_run}"
     return "\n".join(list(lines.values())[-MAX_LINES:])

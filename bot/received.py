@@ -22,6 +22,17 @@ from adapters.base import ChatRef, InboundMessage, UserRef
 
 RECORD_VERSION = 1
 NOTICES = "task"  # the receipts' "platform" for task notices
+BRIEFS = "brief"  # ... and for an acknowledged `/brief now` (bot/briefs.py KeptBriefs)
+
+
+def brief_record(chat_key: str) -> dict[str, Any]:
+    return {"v": RECORD_VERSION, "brief": chat_key}
+
+
+def brief_from_record(record: dict[str, Any]) -> str:
+    """The chat key of a kept `/brief now`; "" if the record is not one this version wrote."""
+    key = record.get("brief") if record.get("v") == RECORD_VERSION else None
+    return key if isinstance(key, str) else ""
 
 
 def notice_record(chat_key: str, text: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from bot.access import Access
 from bot.chats import ChatDirectory, ChatState
 from bot.i18n import pick_language, t
 from bot.lanes import Lanes
-from bot.progress import settled_text
+from bot.progress import FAILED, OK, PAUSED, RUNNING, WAITING, ProgressBoard, ProgressLine, settled_text
 from bot.received import NOTICES, inbound_from_record, notice_from_record
 from bot.retry import preview
 from bot.sent import SentStore, forget_sent, sent_ref
@@ -36,6 +36,8 @@ class RecoveryStore(SentStore, Protocol):
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
 
+    async def load_turn(self, turn_id: str) -> TurnRecord | None: ...
+
 
 class Recovery:
     def __init__(
@@ -48,6 +50,8 @@ class Recovery:
         lanes: Lanes,
         say: Callable[[ChatState, str], Awaitable[Any]],
         on_message: Callable[[ChatState, InboundMessage, Receipt], Awaitable[None]],
+        *,
+        board: ProgressBoard | None = None,
     ):
         self._runtime = runtime
         self._store = store
@@ -57,6 +61,8 @@ class Recovery:
         self._lanes = lanes
         self._say = say
         self._on_message = on_message  # the router's: a message taken up goes its usual way
+        # where a resumed turn finds the progress message its turn showed before the restart
+        self._board = board or ProgressBoard()
         # chat key -> the messages of an answer a stop cut off, for the resumed turn to replace
         self._partials: dict[str, list[SentMessage]] = {}
 
@@ -118,7 +124,12 @@ class Recovery:
         for turn in await self._store.open_turns():
             approved = await self._approved_tool(turn)
             if turn.status == "suspended" and approved is None:
-                continue  # waiting on the user: the card or question is still there
+                # waiting on the user: the card or question is still there, and so is its ⏸ line,
+                # which the turn continues once it is answered
+                waiting_on = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
+                if waiting_on is not None and waiting_on.chat.platform in self._adapters:
+                    await self._park_progress(waiting_on, turn)
+                continue
             state = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
             if state is None or state.chat.platform not in self._adapters:
                 continue  # its platform is not running now: left for when it is
@@ -135,11 +146,13 @@ class Recovery:
                 await self._runtime.close_turn(turn.id)
                 await self._say(state, t(state.lang, "restart_not_resumed"))
                 continue
-            await self._settle_paused_progress(state)
             await self._take_partial(state)
-            cut_off = await self._runtime.settle_interrupted(turn.id)
+            rechecked: list[str] = []
+            cut_off = await self._runtime.settle_interrupted(turn.id, rechecked)
+            await self._park_progress(state, turn)
             lines = [t(state.lang, "restart_resumed")]
             lines += [t(state.lang, "restart_cut_off", tool=name) for name in cut_off]
+            lines += [t(state.lang, "restart_rechecked", tool=name) for name in rechecked]
             if approved is not None:
                 lines.append(t(state.lang, "restart_approved", tool=approved))
             await self._say(state, "\n".join(lines))
@@ -149,6 +162,40 @@ class Recovery:
             log.info("after the restart: %d interrupted turn(s) resumed", resumed)
         return resumed
 
+    async def _park_progress(self, state: ChatState, turn: TurnRecord) -> None:
+        """The progress message the turn showed before the restart (kept when it stopped at a
+        card, or by a stop) goes back on the board: the resumed turn edits its outcome into the
+        same line, and a line nobody continues is settled when the chat's next turn ends —
+        never left at ⏸. A call cut off (it will not run again) is marked so at once."""
+        found = await sent_ref(self._store, self._adapters, "progress", state.key)
+        if found is None:
+            return
+        sent, adapter, ref = found
+        record = ref.progress or PausedProgress()
+        fresh = await self._store.load_turn(turn.id)
+        calls = (fresh or turn).calls
+        p = ProgressLine(adapter, sent.chat)
+        p.msg = sent
+        p.names = dict(record.names)
+        p.lines = {c: line for c, line in record.lines.items() if c != PAUSED}
+        cut_note = t(state.lang, "progress_cut_off")
+        for call_id, line in p.lines.items():
+            if not line.startswith((WAITING, RUNNING)):
+                continue
+            name = p.names.get(call_id, "?")
+            status = calls.get(call_id)
+            if status in ("pending", "awaiting_approval"):
+                p.waiting_call = call_id  # runs (or waits) on resume: its line is continued
+                p.lines[call_id] = f"{WAITING} {name}"
+            elif status == "done":  # it ran and its result is stored
+                p.lines[call_id] = f"{OK} {name}"
+            elif status == "denied":
+                p.lines[call_id] = f"{FAILED} {name}: {t(state.lang, 'not_run')}"
+            else:  # ran and will not run again (cut off)
+                p.lines[call_id] = f"{FAILED} {name}: {cut_note}"
+        self._board.park(state.key, p)
+        await p.show(force=True)
+
     async def _settle_paused_progress(self, state: ChatState) -> None:
         """The progress message a stop left saying "paused" shows its final state."""
         found = await sent_ref(self._store, self._adapters, "progress", state.key)
@@ -156,7 +203,11 @@ class Recovery:
             return
         sent, adapter, ref = found
         await forget_sent(self._store, "progress", state.key)
-        text = settled_text(ref.progress or PausedProgress(), t(state.lang, "progress_cut_off"))
+        text = settled_text(
+            ref.progress or PausedProgress(),
+            t(state.lang, "progress_cut_off"),
+            not_run=t(state.lang, "not_run"),
+        )
         if text:
             with contextlib.suppress(DeliveryError):
                 await adapter.edit_text(sent, text, format="plain")

@@ -4,11 +4,16 @@ settled once everything is built."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
+from collections.abc import Coroutine
+from typing import Any
 
 from bot.app import App
+from bot.dbwait import wait_for_database
+from bot.health import Heartbeat, heartbeat_path
 from bot.logs import configure_logging
 from bot.signals import on_signals
 from config.settings import Settings
@@ -43,14 +48,44 @@ async def run_bot(settings: Settings) -> int:
         max_bytes=settings.log.max_bytes,
         backups=settings.log.backups,
     )
-    app = App(settings)
     stop = asyncio.Event()
     on_signals((signal.SIGTERM, signal.SIGINT), stop.set)
-    await app.start(adapters=True, before_open=settle_heap)
-    log.info("tapebot is running; press Ctrl-C to stop")
+    heartbeat = Heartbeat(heartbeat_path(settings.home))
+    settings.ensure_dirs()
+    heartbeat.start()  # `tapebot health` says "starting" from here on
     try:
-        await stop.wait()
+        heartbeat.set("starting", "waiting for the database")
+        if not await _until_stopped(wait_for_database(settings.db_url), stop):
+            return 0
+        heartbeat.set("starting", "building the bot")
+        app = App(settings)
+        await app.start(adapters=True, before_open=settle_heap)
+        heartbeat.set("running")
+        log.info("tapebot is running; press Ctrl-C to stop")
+        try:
+            await stop.wait()
+        finally:
+            heartbeat.set("stopping")
+            log.info("stopping…")
+            await app.stop()
     finally:
-        log.info("stopping…")
-        await app.stop()
+        await heartbeat.stop()
     return 0
+
+
+async def _until_stopped(work: Coroutine[Any, Any, object], stop: asyncio.Event) -> bool:
+    """Run `work` unless SIGTERM comes first (a container stopped while the database is still
+    down stops at once): True when the work finished."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return False
+    task.result()
+    return True

@@ -94,6 +94,8 @@ class CardFacts:
 
     trade: Callable[[ApprovalRecord], Awaitable[TradePreview | None]] | None = None
     notes: Mapping[str, Callable[[str], str]] = field(default_factory=dict)
+    # the chat's time zone (its /brief zone, else the configured default): card times are its
+    timezone: Callable[[str], Awaitable[str]] | None = None
 
 
 class Waiting:
@@ -118,11 +120,15 @@ class Waiting:
         self._say = say
         self._facts = card_facts or CardFacts()
 
-    def _unclear_key(self, state: ChatState, always: bool) -> str:
+    def _unclear_key(self, state: ChatState, always: bool, *, question: bool = False) -> str:
         """The hint for a reply that is no decision: "tap a button" where the card has buttons;
-        in the terminal, the words to type ("always" only where the card offers it)."""
+        in the terminal, the words to type ("always" only where the card offers it). A question
+        ("yes?") is told that it approved nothing."""
         adapter = self._adapters.get(state.chat.platform)
-        if adapter is None or adapter.has_buttons:
+        buttons = adapter is None or adapter.has_buttons
+        if question:
+            return "approval_question" if buttons else "approval_question_typed"
+        if buttons:
             return "approval_unclear"
         return "approval_unclear_typed_always" if always else "approval_unclear_typed"
 
@@ -132,9 +138,14 @@ class Waiting:
         return turn if is_waiting(turn) else None
 
     async def move_on(self, state: ChatState, turn: TurnRecord) -> None:
-        """Close a waiting turn because the user moved on; the card shows it."""
+        """Close a waiting turn because the user moved on; the card shows it. A turn whose
+        approval was given already (it had not resumed yet: a crash came between) is resumed
+        instead: an approved action runs, it is never dropped as "moved on"."""
         assert turn.waiting is not None
         approval_id = turn.waiting.confirmation_target.approval_id
+        if approval_id and await self._approved(approval_id):
+            self._lanes.of(state).resume_soon(turn.id)
+            return
         await self._runtime.answer(turn.id, "", status="moved_on")
         if approval_id:
             await self._finalize_card(approval_id, "moved_on", "")
@@ -165,6 +176,12 @@ class Waiting:
                     await self._hold(state, msg, receipt, "held_until_decided")
                 return True
             record = await self._store.get_approval(approval_id)
+            if record is not None and record.status == "approved":
+                # decided already but not resumed (a crash came between): it runs now, and this
+                # message is the next one after it
+                lane.resume_soon(turn.id)
+                lane.fold_in(msg, receipt)
+                return True
             card = await card_ref(self._chats, self._adapters, record) if record is not None else None
             replying_to_card = card is not None and msg.reply_to_message_id == card[0].message_id
             # in a group, typed consent must be addressed: a reply to the card or a mention
@@ -183,7 +200,8 @@ class Waiting:
                 return True
             if is_short_reply(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
-                await self._say(state, t(state.lang, self._unclear_key(state, scope is not None)))
+                key = self._unclear_key(state, scope is not None, question=decision.question)
+                await self._say(state, t(state.lang, key))
                 return True
             await self.move_on(state, turn)  # a new request: the card closes, nothing runs
             return False
@@ -206,6 +224,10 @@ class Waiting:
         lane.resume_soon(turn.id)
         return True
 
+    async def _approved(self, approval_id: str) -> bool:
+        record = await self._store.get_approval(approval_id)
+        return record is not None and record.status == "approved"
+
     async def _release(self, receipt: Receipt | None) -> None:
         """The message was answered otherwise than by entering the history (a reply to a card or
         a question): nothing to take up after a restart. Released before acting on it, so a crash
@@ -214,7 +236,9 @@ class Waiting:
             await self._store.release_received([receipt])
 
     # ---- buttons and commands ----------------------------------------------------------------
-    async def on_button(self, state: ChatState, press: ButtonPress) -> None:
+    async def on_button(self, state: ChatState, press: ButtonPress, receipt: Receipt | None = None) -> None:
+        """A tap. `receipt`: an approval card's tap not yet recorded as processed — recorded in
+        the decision's own transaction (a crash keeps both or neither)."""
         tap = cards.parse_callback(press.data)
         if tap is None:
             await press.ack(t(state.lang, "approval_stale"), False)
@@ -226,7 +250,7 @@ class Waiting:
         scope = self._runtime.gate.scope_for(record) if record is not None else None
         word = read_consent("button", tap.choice, scope=scope).gate_decision
         refused = (
-            await self._decide(state, tap.approval_id, press.user, word, "", record)
+            await self._decide(state, tap.approval_id, press.user, word, "", record, receipt)
             if word
             else ApprovalNotFound("this button is no longer valid")
         )
@@ -275,14 +299,16 @@ class Waiting:
         decision: Decision,
         note: str = "",
         record: ApprovalRecord | None = None,
+        receipt: Receipt | None = None,
     ) -> ApprovalError | None:
         """Apply a decision; returns None on success or why it was refused. `record`: the
-        approval as the caller read it already (one read per tap)."""
+        approval as the caller read it already (one read per tap); `receipt`: the tap, stored
+        as processed with the decision."""
         record = record or await self._store.get_approval(approval_id)
         if record is not None and record.chat_key and record.chat_key != state.key:
             return ApprovalForeignChat()  # chat A never resolves B's approval
         try:
-            record = await self._runtime.decide(approval_id, user.user_id, decision, note)
+            record = await self._runtime.decide(approval_id, user.user_id, decision, note, receipt)
         except ApprovalExpired as exc:
             await self._expire(approval_id)
             return exc
@@ -359,6 +385,7 @@ class Waiting:
             trade=trade,
             note=note(lang) if note else "",
             sources=await self._sources(record),
+            timezone=await self._facts.timezone(record.chat_key) if self._facts.timezone else "UTC",
         )
 
     async def _sources(self, record: ApprovalRecord) -> tuple[str, ...]:
@@ -409,8 +436,18 @@ class Waiting:
         if outcome == "always":
             rules = await self._store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
             rule = next((r.id for r in rules if r.approval_id == approval_id), "")
+        # the card keeps its readable line ("BUY 100 × 贵州茅台 (600519) · PAPER"), the decision below it
+        summary, zone = "", "UTC"
+        try:
+            info = await self.card_info(record, msg.chat, lang)
+            summary, zone = cards.summary_line(record, info, lang), info.timezone
+        except Exception:  # the decision is shown all the same
+            log.warning("no summary for the decided card %s", approval_id, exc_info=True)
+        final = cards.approval_final(
+            record, lang, outcome, who, rule, summary=summary, timezone=zone, at=datetime.now(UTC)
+        )
         with contextlib.suppress(DeliveryError):
-            await adapter.edit_text(msg, cards.approval_final(record, lang, outcome, who, rule), buttons=None)
+            await adapter.edit_text(msg, final, buttons=None)
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
         """The question's buttons go; a line says how it ended (`line`: an i18n key)."""

@@ -5,8 +5,9 @@ a replayed or double-tapped approval reuses it). The key is reserved first — a
 under a UNIQUE constraint — and only then is the order executed:
 - the same key again returns the first outcome and never fills twice;
 - paper fills update cash, position and the trade's status in ONE transaction, so a crash leaves a
-  `pending` row with nothing applied; `reconcile` marks such rows `rejected` (not filled) and never
-  re-runs them;
+  `pending` row with nothing applied; the same key asked again (the approved call resumed after
+  the crash) fills it then, once — the fill claims the row under a lock — and `reconcile` marks
+  such rows `rejected` (not filled) instead where nobody asks again;
 - a live order whose request may have reached the exchange without a confirmed answer is marked
   `unknown`; `reconcile` asks the exchange by client order id and records what really happened. It
   is never blindly retried.
@@ -58,10 +59,35 @@ from memory.tasks import rowcount
 log = logging.getLogger(__name__)
 
 
-async def _ledger_row(s: AsyncSession, trade_id: int, *, refresh: bool = False) -> MarketTrade:
+_PROCESS_STARTED = datetime.now(UTC)  # this module loads before any order of this process
+RESUMED = "resumed after a restart: filling now"  # a claimed reservation, until its fill
+
+
+def _before_this_process(trade: MarketTrade) -> bool:
+    made = trade.created_at
+    if made is None:
+        return False
+    if made.tzinfo is None:
+        made = made.replace(tzinfo=UTC)
+    return made < _PROCESS_STARTED
+
+
+class _Settled(Exception):
+    """The trade row a fill was about to claim is settled already (by another call with the same
+    key, or by `reconcile`): its outcome is the answer."""
+
+    def __init__(self, trade: dict[str, Any]):
+        super().__init__(trade.get("status"))
+        self.trade = trade
+
+
+async def _ledger_row(
+    s: AsyncSession, trade_id: int, *, refresh: bool = False, lock: bool = False
+) -> MarketTrade:
     """A trade row this call reserved or claimed. Rows are never deleted, so a missing one means
-    the ledger was changed underneath: stop with a clear error rather than guess."""
-    t = await s.get(MarketTrade, trade_id, populate_existing=refresh)
+    the ledger was changed underneath: stop with a clear error rather than guess. `lock`: the row
+    is locked for the transaction (PostgreSQL; SQLite's write transactions are serial already)."""
+    t = await s.get(MarketTrade, trade_id, populate_existing=refresh, with_for_update=lock or None)
     if t is None:
         raise MarketError(f"order #{trade_id} is missing from the trade ledger")
     return t
@@ -95,6 +121,9 @@ def rules_for(market: str, settings: MarketSettings) -> MarketRules:
 
 class PaperBroker:
     venue = "paper"
+    # a `pending` row is a reservation whose fill never ran (fills are one transaction): the same
+    # key asked again fills it. Never for a live order, whose request may have reached the venue.
+    refills_pending = True
 
     def __init__(
         self,
@@ -182,23 +211,47 @@ class PaperBroker:
         # first served for the cash), and the caller hears what happened to them.
         updates = tuple(await self.retry_waiting(user_id))
         prev = await self._existing(key)
-        if prev is not None:
-            return self._replay(prev, key, request_hash, updates)
         inst = self.data.resolve(symbol)
         market = "crypto" if inst.market == "crypto" else "cn"
-        trade_id, prev = await self._reserve(
-            key, user_id, market, inst.symbol, side, float(quantity), source, request_hash
-        )
+        if prev is None:
+            trade_id, prev = await self._reserve(
+                key, user_id, market, inst.symbol, side, float(quantity), source, request_hash
+            )
         if prev is not None:
-            return self._replay(prev, key, request_hash, updates)
+            # reserved by a process a crash cut off before its fill (a paper fill is one
+            # transaction: nothing was applied): the same order, asked again by its key, fills
+            # now, once — whoever claims the row. A reservation of this process is a fill in
+            # flight: never a second one.
+            if not (
+                prev.status == "pending"
+                and self.refills_pending
+                and _before_this_process(prev)
+                and self._replay(prev, key, request_hash) is not None  # a conflicting request raises
+                and await self._claim(prev.id)
+            ):
+                return self._replay(prev, key, request_hash, updates)
+            trade_id = prev.id
         try:
             trade = await self._fill(trade_id, user_id, inst, market, side, float(quantity))
+        except _Settled as settled:  # another call with this key filled it first: its outcome
+            return TradeResult(settled.trade, replayed=True, updates=updates)
         except Exception as exc:  # nothing was applied (one transaction): record it, never retry
             log.exception("paper fill failed for trade %s", trade_id)
             # a driver's text quotes SQL and parameters: the log has it, the reason does not
             why = "the database failed (details in the log)" if is_storage_failure(exc) else str(exc)
             trade = await self._finish(trade_id, "rejected", reason=f"not filled: {why}")
         return TradeResult(trade, updates=updates)
+
+    async def _claim(self, trade_id: int) -> bool:
+        """Take over a crashed run's reservation: one caller wins (a compare-and-set)."""
+        async with self.sessions() as s, s.begin():
+            won = await s.execute(
+                update(MarketTrade)
+                .where(MarketTrade.id == trade_id, MarketTrade.status == "pending", MarketTrade.reason == "")
+                .values(reason=RESUMED)
+                .execution_options(synchronize_session=False)
+            )
+            return bool(getattr(won, "rowcount", 0) == 1)
 
     @staticmethod
     def _replay(
@@ -236,9 +289,9 @@ class PaperBroker:
         )
 
         async with self.sessions() as s, s.begin():
-            t = await _ledger_row(s, trade_id)
-            if t.status != "pending":  # reconciled meanwhile
-                return trade_dict(t)
+            t = await _ledger_row(s, trade_id, lock=True)
+            if t.status != "pending":  # reconciled or filled meanwhile (the same key, twice at once)
+                raise _Settled(trade_dict(t))
             t.trade_date, t.price_date = day, bar_day
             if blocked and not self.settings.retry_blocked:
                 t.status = "rejected"
@@ -263,6 +316,30 @@ class PaperBroker:
             t.reason = f"paper fill at the {bar_day} close (the last bar), {day} session"
             await s.flush()
             return trade_dict(t)
+
+    async def precheck(self, user_id: str, inst: Instrument, side: Side, qty: float) -> str | None:
+        """Why an order would not fill now, checked as placing it would (lots, cash, holdings,
+        T+1 in today's session, a close at the limit) but without placing it: for the approval
+        card, so a sell that T+1 will reject says so before the tap. None: it would fill."""
+        market = "crypto" if inst.market == "crypto" else "cn"
+        rules = rules_for(market, self.settings)
+        bars = self.data.bars(inst)
+        price = float(bars.close[-1])
+        blocked = limit_block(
+            side,
+            price,
+            float(bars.close[-2]) if len(bars) > 1 else float("nan"),
+            float(bars.high[-1]),
+            float(bars.low[-1]),
+            _limit(inst, market, rules),
+        )
+        async with self.sessions() as s:
+            why = await self._check(
+                s, rules, user_id, inst, market, side, qty, price, self.session_day(market)
+            )
+        if why:
+            return why
+        return _pending_note(blocked) if blocked else None
 
     async def _check(
         self,
@@ -519,6 +596,7 @@ class LiveCcxtBroker(PaperBroker):
     `settings.live` is true (it logs a banner); tests use a fake exchange object, never a real one."""
 
     venue = "live"
+    refills_pending = False
 
     def __init__(self, sessions: SessionFactory, data: MarketData, settings: MarketSettings, exchange: Any):
         if not settings.live:

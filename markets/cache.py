@@ -101,7 +101,7 @@ class BarCache:
         start: date | str | None = None,
         end: date | str | None = None,
     ) -> Bars:
-        if provider.name in LOCAL:
+        if provider.name in LOCAL or getattr(provider, "local", False):
             return await asyncio.to_thread(provider.bars, inst, start, end)
         if await self.fresh(provider.name, inst.symbol):
             cached = await self.load(provider.name, inst.symbol, start, end)

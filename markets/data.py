@@ -75,9 +75,11 @@ class MarketData:
         return self.directory.search(query, limit)
 
     def universe(self, market: str = "cn") -> list[Instrument]:
-        """Instruments that have bars from some provider (the screen's universe)."""
+        """Instruments that have bars from some provider (the screen's universe). A live provider's
+        stored stock list, when it has one, is the universe alone: the bundled 300 stay a fallback."""
         seen: dict[str, Instrument] = {}
-        for p in self.providers:
+        live = [p for p in self.providers if getattr(p, "live", False) and p.symbols(market)]  # type: ignore[attr-defined]
+        for p in live or self.providers:
             for s in getattr(p, "symbols", lambda market="cn": [])(market):
                 if s not in seen:
                     seen[s] = self.directory.get(s) or Instrument(s, market=market)  # type: ignore[arg-type]
@@ -133,6 +135,8 @@ class MarketData:
         as-of date in every tool (analysis, chart, overview, backtest benchmark)."""
         if inst.market != "index" or end is not None:
             return end
+        if any(getattr(p, "live", False) and p.has(inst) for p in self.providers):
+            return None  # a live provider's index and stocks both end at its newest bar
         return self.as_of("cn")
 
     def index_bars(
@@ -145,15 +149,18 @@ class MarketData:
 
     def panel(self, symbols: Iterable[str] | None = None, market: str = "cn", min_bars: int = 1) -> Panel:
         """Aligned 2-D bars of many symbols (default: the whole universe of the market)."""
+        from markets.providers.stored import stored_only
+
         syms = list(symbols) if symbols is not None else [i.symbol for i in self.universe(market)]
         got = {}
-        for s in syms:
-            try:
-                b = self.bars(s)
-            except NoData:
-                continue
-            if len(b) >= min_bars:
-                got[s] = b
+        with stored_only():  # a universe is read from local files, never fetched symbol by symbol
+            for s in syms:
+                try:
+                    b = self.bars(s)
+                except NoData:
+                    continue
+                if len(b) >= min_bars:
+                    got[s] = b
         return Panel.from_bars(got)
 
     # -- minute bars ------------------------------------------------------------------------------
@@ -180,6 +187,14 @@ class MarketData:
 
     async def aminute_bars(self, query: str | Instrument, day: date | None = None) -> MinuteBars:
         return await asyncio.to_thread(self.minute_bars, query, day)
+
+    def refreshed(self) -> None:
+        """Newer bars or a newer stock list arrived: forget what was derived from the old ones."""
+        self._directory = None
+        for p in self.providers:
+            reload = getattr(p, "reload", None)
+            if reload is not None:
+                reload()
 
     # -- time -------------------------------------------------------------------------------------
     def as_of(self, market: str = "cn") -> date | None:

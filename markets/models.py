@@ -15,6 +15,8 @@ user's real positions, bookkeeping only); nothing moves between them.
 - market_strategies / market_traders: NOFXi's strategy templates and the traders running them.
 - market_records: analyses, recommendations, screens, backtests and reports (queryable history).
 - market_bar_cache: bars fetched from network providers.
+- market_alerts / market_alert_triggers / market_watchlist: standing alerts, each firing recorded
+  once (migration 0013_market_alerts), and the watchlist they may cover.
 """
 
 from __future__ import annotations
@@ -185,3 +187,60 @@ class MarketBarCache(Base):
     amount: Mapped[float | None] = mapped_column(Float, nullable=True)
     adjust: Mapped[str] = mapped_column(String(8), default="none")
     fetched_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)
+
+
+class MarketAlert(Base):
+    """A standing condition on a symbol or the user's watchlist (markets/alerts.py); delivered into
+    `chat_key`. `baseline` is the newest bar when it was set: only later bars can trigger it."""
+
+    __tablename__ = "market_alerts"
+    __table_args__ = (Index("ix_market_alerts_status_market", "status", "market"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    chat_key: Mapped[str] = mapped_column(String(255))
+    symbol: Mapped[str] = mapped_column(String(32), default="")  # "" for the watchlist
+    market: Mapped[str] = mapped_column(String(16), default="cn")
+    kind: Mapped[str] = mapped_column(String(24))
+    value: Mapped[float] = mapped_column(Float, default=0.0)
+    event: Mapped[str] = mapped_column(String(16), default="")
+    baseline: Mapped[date | None] = mapped_column(Date, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="active")  # active | done | removed
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
+
+
+class MarketAlertTrigger(Base):
+    """One firing of an alert on one symbol's bar: unique, so it is recorded (and delivered) once
+    whatever process or retry evaluates it. pending → sending → delivered | failed."""
+
+    __tablename__ = "market_alert_triggers"
+    __table_args__ = (
+        UniqueConstraint("alert_id", "symbol", "bar_date"),
+        Index("ix_market_alert_triggers_status", "status", "chat_key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    alert_id: Mapped[int] = mapped_column(Integer, ForeignKey("market_alerts.id", ondelete="CASCADE"))
+    chat_key: Mapped[str] = mapped_column(String(255))
+    symbol: Mapped[str] = mapped_column(String(32))
+    bar_date: Mapped[date] = mapped_column(Date)
+    observed: Mapped[float] = mapped_column(Float, default=0.0)  # the close, % move, RSI or event price
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class MarketWatch(Base):
+    """A symbol on the user's watchlist (alerts may watch the whole list)."""
+
+    __tablename__ = "market_watchlist"
+    __table_args__ = (UniqueConstraint("user_id", "symbol"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    symbol: Mapped[str] = mapped_column(String(32))
+    market: Mapped[str] = mapped_column(String(16), default="cn")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=_now)

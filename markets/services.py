@@ -98,10 +98,16 @@ class LazyMarketData:
         return getattr(self.get(), name)
 
 
-def build_market_data(settings: MarketSettings, session_factory: SessionFactory | None = None) -> MarketData:
-    """Providers in the configured order (`bundled`, `csv`, `akshare`, `yfinance`, `ccxt`); network
-    providers' bars are cached in the database when a session factory is given. `akshare` also
-    serves A-share minute bars (the intraday and tail-session tools); minute bars are not cached."""
+def build_market_data(
+    settings: MarketSettings,
+    session_factory: SessionFactory | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> MarketData:
+    """Providers in the configured order (`bundled`, `csv`, `akshare`, `yfinance`, `ccxt`). With a
+    data folder (`data_dir`), network providers' bars are kept in the local bar store under
+    `data_dir/bars` (markets/store.py) and answers read it; without one they are cached in the
+    database when a session factory is given. `akshare` also serves A-share minute bars (the
+    intraday and tail-session tools); minute bars are not stored."""
     from markets.data import MarketData
     from markets.providers import BundledProvider, CsvFolderProvider
     from markets.providers.network import AkshareProvider, CcxtProvider, YFinanceProvider
@@ -124,8 +130,16 @@ def build_market_data(settings: MarketSettings, session_factory: SessionFactory 
             raise ServiceMissing(
                 f"unknown market data provider {name!r} (bundled, csv, akshare, yfinance, ccxt)"
             )
+    if settings.data_dir:
+        from markets.providers.stored import StoredProvider
+        from markets.store import BarStore
+
+        store = BarStore(Path(settings.data_dir) / "bars")
+        providers = [
+            p if p.name in ("bundled", "csv") else StoredProvider(p, store, clock=clock) for p in providers
+        ]
     cache = None
-    if session_factory is not None and any(p.name not in ("bundled", "csv") for p in providers):
+    if session_factory is not None and any(not getattr(p, "local", False) for p in providers):
         from markets.cache import BarCache
 
         cache = BarCache(session_factory)

@@ -20,6 +20,7 @@ from agent.ports import client_key, execution_key
 from agent.tools.registry import Attachment, ToolContext, ToolOutput
 from markets.errors import IdempotencyConflict, MarketError, NoData
 from markets.services import MarketServices, require
+from markets.toolset import age_days, age_note
 from markets.toolset import market_tools as market_tools  # re-exported: the app installs it from here
 from markets.toolset import source_note as _source
 
@@ -174,6 +175,7 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
     )
     out = a.to_dict()
     out["source"] = _source(svc, "crypto" if inst.market == "crypto" else "cn")
+    out["age_days"] = age_days(a.as_of, svc.now())
     out["refs"] = {"stock": inst.symbol}
     if position:
         out["position"] = position
@@ -183,7 +185,11 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
             from markets import charts
 
             path = await asyncio.to_thread(charts.candles, bars, svc.chart_dir, name=inst.name, analysis=a)
-            attachments.append(Attachment(path, caption=f"{inst.label} · {a.phase.label} · as of {a.as_of}"))
+            attachments.append(
+                Attachment(
+                    path, caption=f"{inst.label} · {a.phase.label} · as of {age_note(a.as_of, svc.now())}"
+                )
+            )
             out["chart"] = str(path)
         except Exception as exc:  # noqa: BLE001 — a chart failure is reported in the result; the analysis stands
             out["chart_error"] = f"{type(exc).__name__}: {exc}"
@@ -217,8 +223,9 @@ async def get_market_price(ctx: ToolContext, code: str) -> dict[str, Any]:
         "price": c,
         "change_pct": round((c / prev - 1) * 100, 2) if prev == prev else None,
         "as_of": str(b.dates[-1]),
+        "age_days": age_days(b.dates[-1].astype(object), svc.now()),
         "currency": "USDT" if inst.market == "crypto" else "CNY",
-        "note": f"last close as of {b.dates[-1]} (daily data, not a live quote)",
+        "note": f"last close as of {age_note(b.dates[-1].astype(object), svc.now())} (daily data, not a live quote)",
         "refs": {"stock": inst.symbol},
     }
 
@@ -249,6 +256,7 @@ async def get_market_history(
         "symbol": inst.symbol,
         "name": inst.name,
         "as_of": str(b.dates[-1]),
+        "as_of_note": f"as of {age_note(b.dates[-1].astype(object), svc.now())}",
         "volume_unit": "shares"
         if inst.market == "cn"
         else ("base asset" if inst.market == "crypto" else "n/a"),
@@ -326,7 +334,8 @@ def _overview(svc: MarketServices) -> dict[str, Any]:
             {"industry": k, "median_ret_20d_pct": round(v * 100, 2), "members": n} for k, v, n in inds[-3:]
         ],
         "source": _source(svc),
-        "note": "breadth is measured over the configured universe (the bundled demo set: 300 liquid A-shares)",
+        "note": f"breadth is measured over the configured universe: {len(panel.symbols)} A-shares from "
+        + "+".join(p.name for p in data.providers),
     }
 
 
@@ -680,7 +689,7 @@ async def get_trade_history(ctx: ToolContext, code: str | None = None, limit: in
     }
 
 
-@market_tools.tool(requires_approval=True, side_effect="mutating")
+@market_tools.tool(requires_approval=True, side_effect="mutating", idempotent=True)
 async def execute_trade(
     ctx: ToolContext, code: str, side: Literal["buy", "sell"], quantity: float
 ) -> dict[str, Any]:
@@ -925,5 +934,6 @@ async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) 
     return {"decisions": decisions, "note": "observations from rules, not investment advice"}
 
 
-# The intraday/tail-session tools, market_regime and wyckoff_diagnose register on market_tools too.
-from markets import tools_intraday  # noqa: E402,F401
+# The intraday/tail-session tools, market_regime, wyckoff_diagnose and manage_alerts register on
+# market_tools too.
+from markets import tools_alerts, tools_intraday  # noqa: E402,F401

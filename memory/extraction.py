@@ -92,6 +92,7 @@ _TAGS = {
     "豁免": "waiver",
     "waiver": "waiver",
 }
+WAIVER_REFUSED = "refused: it speaks about approvals"  # the reason an approval waiver is not saved
 _META_WORDS = ("摘要", "压缩", "总结", "对话历史", "分析讨论", "上下文", "summary", "conversation")
 _DUP_RE = re.compile(r"^\s*(NEW|DUPLICATE\s*:\s*#?(\d+))\s*$", re.I)
 
@@ -308,12 +309,12 @@ class MemoryExtractor:
         content = candidate.content.strip()
         if candidate.memory_type == "waiver":  # the model judged it so by its meaning
             log.info("memory candidate refused (the model read an approval waiver): %s", content[:80])
-            return None, "refused: it speaks about approvals"
+            return None, WAIVER_REFUSED
         try:
             check_memory(content)
         except MemoryRefused as exc:
             log.info("memory candidate refused (%s): %s", type(exc).__name__, content[:80])
-            return None, "refused: it speaks about approvals" if isinstance(exc, ApprovalClaim) else str(exc)
+            return None, WAIVER_REFUSED if isinstance(exc, ApprovalClaim) else str(exc)
         if from_fetched_content(content, user_text, fetched_text):
             log.info("memory candidate dropped (from fetched content): %s", content[:80])
             return None, "from fetched content"

@@ -25,7 +25,7 @@ from agent.ports import Clock, SessionStore
 from agent.providers.base import ModelClient
 from memory.archive import FileArchiveStore
 from memory.db import Database
-from memory.extraction import MemoryExtractor
+from memory.extraction import WAIVER_REFUSED, MemoryExtractor
 from memory.longterm import MemoryStore
 from memory.recall import MemoryRecall
 from memory.taskstate import TaskStateStore, TaskStateUpdater
@@ -126,6 +126,9 @@ class MemoryContextHooks(CompactingHooks):
         self.extract_every = extract_every
         self._taskstate_seen: dict[str, int] = {}
         self._extract_seen: dict[str, int] = {}
+        # approval waivers the extraction refused, told to the model with the session's next
+        # recall (once) so that it tells the user they were not remembered
+        self._refused_waivers: dict[str, list[str]] = {}
 
     @property
     def flush_port(self) -> _Flush | None:
@@ -138,6 +141,9 @@ class MemoryContextHooks(CompactingHooks):
         except Exception:  # recall is an aid; a failure must never cost the reply
             log.exception("memory recall failed for session %s", session_id)
             return None
+        refused = self._refused_waivers.pop(session_id, [])
+        if refused:
+            return "\n\n".join(p for p in (result.text, _waiver_note(refused)) if p)
         return result.text or None
 
     async def after_turn(self, session_id: str, messages: list[Message]) -> None:
@@ -183,6 +189,19 @@ class MemoryContextHooks(CompactingHooks):
         report = await self.extractor.extract_session(scope, session_id, messages, skip_layers=skip_layers)
         if report.saved:
             log.info("saved %d memory(ies) from session %s", len(report.saved), session_id)
+        waivers = [text for text, reason in report.rejected if reason == WAIVER_REFUSED]
+        if waivers:
+            self._refused_waivers.setdefault(session_id, []).extend(waivers)
+
+
+def _waiver_note(refused: list[str]) -> str:
+    said = "; ".join(f"“{' '.join(text.split())[:120]}”" for text in refused[:3])
+    return (
+        "# Not remembered\n"
+        f"Long-term memory did not keep {said}: it would waive the user's approval of actions, and "
+        "every action that needs approval is approved by the user on its own card. Tell the user "
+        "so once, briefly, in their language; do not save it in other words."
+    )
 
 
 def build_memory_hooks(

@@ -574,9 +574,11 @@ class SqlStore(ChatTables):
         decided_by: str,
         decision: str,
         now: datetime | None = None,
+        receipt: Receipt | None = None,
     ) -> bool:
         """Compare-and-set from `pending`: exactly one caller can win. An approval past its expiry
-        can no longer be *approved* (it can still be marked denied/expired)."""
+        can no longer be *approved* (it can still be marked denied/expired). `receipt`: the tap
+        that decided it, recorded as processed in the same transaction (False if it was already)."""
         now = now or utcnow()
         conds = [APPROVALS.c.id == approval_id, APPROVALS.c.status == "pending"]
         if status == "approved":
@@ -588,6 +590,10 @@ class SqlStore(ChatTables):
             .execution_options(synchronize_session=False)
         )
         async with self.db.session() as s:
+            if receipt is not None:
+                row = {"platform": receipt[0], "update_id": receipt[1], "created_at": now, "pending": None}
+                if _rowcount(await s.execute(self._sql.mark_processed, row)) != 1:
+                    return False  # this tap was handled before: its decision stands as it was
             return _rowcount(await s.execute(stmt)) == 1
 
     async def add_rule(self, chat_key: str, tool: str) -> None:

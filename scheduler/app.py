@@ -348,6 +348,7 @@ class AppScheduler:
         is_trading_day: Callable[[date], bool] | None = None,
         housekeeping: Mapping[str, HousekeepingJob] | None = None,
         housekeeping_at: str = "04:00",
+        housekeeping_times: Mapping[str, tuple[str, str]] | None = None,
         default_timezone: str = "UTC",
         owner_id: str | None = None,
         lease_ttl: float = 30.0,
@@ -377,6 +378,8 @@ class AppScheduler:
         self.stop_timeout = stop_timeout
         hh, _, mm = housekeeping_at.partition(":")
         self._housekeeping_at = (int(hh), int(mm or 0))
+        # jobs with a time of their own ("HH:MM", zone): the data refreshes after each market's close
+        self._housekeeping_times = dict(housekeeping_times or {})
         self._jobstore_url = jobstore_url
         chores: dict[str, HousekeepingJob] = dict(housekeeping or {})
         chores.setdefault("prune_schedule_runs", lambda: store.prune_runs(self.clock.now() - run_retention))
@@ -741,6 +744,10 @@ class AppScheduler:
         for i, name in enumerate(names):
             total = (hour * 60 + minute + 10 * i) % (24 * 60)  # staggered 10 minutes apart
             trigger = DailyTrigger("daily", total // 60, total % 60, self.default_timezone)
+            if name in self._housekeeping_times:
+                at, zone = self._housekeeping_times[name]
+                h, _, m = at.partition(":")
+                trigger = DailyTrigger("daily", int(h), int(m or 0), zone)
             job_id = HOUSEKEEPING_PREFIX + name
             job = self._aps.get_job(job_id)
             if job is not None and job.trigger == trigger:

@@ -11,7 +11,7 @@ import asyncio
 import builtins
 import logging
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.ports import Clock, SystemClock
 from scheduler.i18n import day_time_text, days_text, error_text, say, status_text, when_text
@@ -38,6 +38,19 @@ class ScheduleNotFound(ScheduleError, LookupError):
     pass
 
 
+class KeptBriefs(Protocol):
+    """Where an acknowledged `/brief now` is kept until it has run, across a crash or a restart
+    (the composition root gives one: bot/briefs.py). `keep` before the acknowledgement; `done`
+    once its outcome is known (the chat is told if it was not delivered); `kept`, what a restart
+    takes up, as (token, chat key)."""
+
+    async def keep(self, chat_key: str) -> str: ...
+
+    async def done(self, token: str, chat_key: str, outcome: BriefOutcome) -> None: ...
+
+    async def kept(self) -> builtins.list[tuple[str, str]]: ...
+
+
 class ScheduleService:
     def __init__(
         self,
@@ -56,6 +69,8 @@ class ScheduleService:
         )
         self.max_per_chat = max_per_chat
         self._adhoc: set[asyncio.Task[Any]] = set()
+        # set by the composition root once the chats exist: without it `/brief now` is not kept
+        self.kept: KeptBriefs | None = None
 
     # ---- zones ------------------------------------------------------------------------------------
     async def chat_timezone(self, chat_key: str) -> str:
@@ -141,19 +156,47 @@ class ScheduleService:
             await self.delete(chat_key, s.id)
         return len(old)
 
-    async def run_now(self, chat_key: str, *, wait: bool = False) -> BriefOutcome | None:
-        """`/brief now`: run a brief immediately (in the background unless `wait`)."""
+    async def run_now(self, chat_key: str, *, wait: bool = False, token: str = "") -> BriefOutcome | None:
+        """`/brief now`: run a brief immediately (in the background unless `wait`). It is kept
+        (`self.kept`) before this returns — before the chat hears "preparing" — until its outcome
+        is known, so a crash does not lose it: the restart runs it (`take_up_kept`). `token`: the
+        kept record a restart is taking up."""
         if self.scheduler is None:
             raise ScheduleError(key="no_scheduler")
         schedules = await self.store.list_schedules(chat_key)
         schedule_id = schedules[0].id if schedules else ""
-        coro = self.scheduler.run_brief_now(chat_key, schedule_id)
+        if not token and self.kept is not None:
+            token = await self.kept.keep(chat_key)
+        coro = self._run_kept(chat_key, schedule_id, token)
         if wait:
             return await coro
         task = asyncio.create_task(coro, name=f"brief-now:{chat_key}")
         self._adhoc.add(task)
         task.add_done_callback(self._adhoc.discard)
         return None
+
+    async def _run_kept(self, chat_key: str, schedule_id: str, token: str) -> BriefOutcome:
+        assert self.scheduler is not None
+        outcome = await self.scheduler.run_brief_now(chat_key, schedule_id)
+        if (
+            token and self.kept is not None and outcome.status != "interrupted"
+        ):  # interrupted: the restart runs it
+            try:
+                await self.kept.done(token, chat_key, outcome)
+            except Exception:  # still kept: the restart runs it again rather than lose it
+                log.exception("the brief for %s ran but was not marked done", chat_key)
+        return outcome
+
+    async def take_up_kept(self) -> int:
+        """After a restart: every `/brief now` acknowledged but not finished runs now."""
+        if self.kept is None or self.scheduler is None:
+            return 0
+        kept = await self.kept.kept()
+        for token, chat_key in kept:
+            await self.run_now(chat_key, token=token)
+        if kept:
+            log.info("after the restart: %d acknowledged brief(s) taken up", len(kept))
+        return len(kept)
 
     # ---- views ------------------------------------------------------------------------------------
     def next_run(self, schedule: Schedule, now: datetime | None = None) -> datetime | None:

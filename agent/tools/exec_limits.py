@@ -5,9 +5,13 @@ may write to the workspace.
 Processes. A pids cgroup (`pids.max`) holds the command and everything it starts, whatever user
 runs it — root included, which RLIMIT_NPROC does not hold. The command joins the cgroup before it
 executes (a wrapper writes its own pid to `cgroup.procs`), so a fork bomb never runs outside it.
-Where no cgroup can be made (no writable pids hierarchy), an unprivileged user gets
-RLIMIT_NPROC instead (set above the processes it already has, since the limit counts all of that
-user's); root without a cgroup has no process limit, and the card says so.
+Where no cgroup can be made (no writable pids hierarchy), the command gets RLIMIT_NPROC instead
+(set above the processes its user already has, since the limit counts all of that user's). The
+kernel does not hold root to it, so when tapebot runs as root the command runs as the unprivileged
+uid 65534 ("nobody"): bubblewrap, still root, sets up the sandbox without a user namespace and
+`setpriv` drops to that uid with no capabilities just before the command; the workspace is handed
+to that uid so the command can still write there. Only where that cannot be done either does a
+command run without a process limit, and the card says so.
 
 Disk. The workspace is measured before the command; while it runs, a watchdog stops it as soon
 as it has written more than the budget, and afterwards the files it created are removed, largest
@@ -21,6 +25,7 @@ import contextlib
 import functools
 import os
 import secrets
+import shutil
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,12 +117,64 @@ def user_process_count(uid: int | None = None) -> int:
     return count
 
 
-def nproc_limit(max_pids: int) -> int | None:
-    """RLIMIT_NPROC for an unprivileged user's command (the limit counts all of its processes);
-    None for root, which it does not hold."""
-    if os.getuid() == 0:
+def nproc_limit(max_pids: int, run_as: int | None = None) -> int | None:
+    """RLIMIT_NPROC for a command run by `run_as` (default: our own uid); the limit counts all
+    of that user's processes. None for root, which it does not hold."""
+    uid = os.getuid() if run_as is None else run_as
+    if uid == 0:
         return None
-    return user_process_count() + max_pids
+    return user_process_count(uid) + max_pids
+
+
+# ---- root without a cgroup: the command runs unprivileged ---------------------------------------
+UNPRIVILEGED_UID = 65534  # "nobody"
+
+
+def drop_argv() -> list[str]:
+    """`setpriv` switching to UNPRIVILEGED_UID with no capabilities and no supplementary groups,
+    in front of the command; [] where there is no setpriv."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return []
+    uid = UNPRIVILEGED_UID
+    return [
+        setpriv,
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ]
+
+
+def hand_over(root: Path, uid: int = UNPRIVILEGED_UID, keep: frozenset[str] = frozenset()) -> None:
+    """Give `root` and everything below it to `uid`, so a command running as it can write there
+    (tapebot, as root, still can). Links are not followed; a file with other hard links is left
+    as it is (its other name may lie outside the workspace), and so is what `keep` names
+    (protected files: real paths) and everything below it."""
+    stack = [root]
+    with contextlib.suppress(OSError):
+        if root.stat().st_uid != uid:
+            os.chown(root, uid, uid)
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            if keep and os.path.realpath(e.path) in keep:
+                continue
+            with contextlib.suppress(OSError):
+                st = e.stat(follow_symlinks=False)
+                is_dir = e.is_dir(follow_symlinks=False)
+                if is_dir:
+                    stack.append(Path(e.path))
+                elif not e.is_symlink() and st.st_nlink > 1:
+                    continue
+                if st.st_uid != uid:
+                    os.lchown(e.path, uid, uid)
 
 
 # ---- disk ---------------------------------------------------------------------------------------

@@ -62,6 +62,10 @@ class ToolSpec:
     open_world: bool = False
     # Returns a JSON object (a dict or a pydantic model), so surfaces can promise structured output.
     structured: bool = False
+    # The same call (same call id and arguments) never acts twice: the tool finds its earlier
+    # outcome by a key derived from the call. A call a crash cut off is then run again on resume
+    # (it finds its outcome, or acts once) instead of being reported as "may or may not have run".
+    idempotent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +344,7 @@ class Toolset:
         side_effect: SideEffect | None = None,
         timeout: float | None = None,
         open_world: bool = False,
+        idempotent: bool = False,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -355,6 +360,7 @@ class Toolset:
         side_effect: SideEffect | None = None,
         timeout: float | None = None,
         open_world: bool = False,
+        idempotent: bool = False,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (`@ts.tool`) or with flags."""
 
@@ -372,6 +378,7 @@ class Toolset:
                     side_effect=effect,
                     timeout=timeout,
                     open_world=open_world,
+                    idempotent=idempotent,
                 )
             )
             return f

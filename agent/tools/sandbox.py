@@ -72,6 +72,7 @@ class SandboxStatus:
     sandboxed: bool
     allowed: bool  # False: exec_command is refused (no sandbox and no opt-in)
     reason: str = ""  # why there is no sandbox
+    installed: bool = False  # bwrap is there: the fault is the machine's (namespaces, mounts)
 
 
 def bwrap_path(policy: LocalToolPolicy) -> str | None:
@@ -107,14 +108,32 @@ def status(policy: LocalToolPolicy) -> SandboxStatus:
         probe = _probe(bwrap, policy.exec_network)
         if probe is None:
             return SandboxStatus(True, True)
-        reason = f"bubblewrap cannot create a sandbox here ({probe.splitlines()[0][:200]})"
+        reason = f"bubblewrap is installed but cannot create a sandbox here: {probe.splitlines()[0][:200]}"
+        return SandboxStatus(False, policy.unsandboxed_exec, reason, installed=True)
     return SandboxStatus(False, policy.unsandboxed_exec, reason)
 
 
+# What container engines leave behind: podman's /run/.containerenv, Docker's /.dockerenv, and the
+# `container` variable podman, systemd-nspawn and LXC set for process 1.
+_CONTAINER_MARKERS = ("run/.containerenv", ".dockerenv")
+
+
+def in_container(root: Path = Path("/"), environ: dict[str, str] | None = None) -> bool:
+    """Whether this process runs in a container: there, a sandbox that cannot start is a matter of
+    the container's run flags, not of the machine."""
+    env = os.environ if environ is None else environ
+    return bool(env.get("container")) or any((root / m).exists() for m in _CONTAINER_MARKERS)
+
+
 def refusal(st: SandboxStatus) -> str:
+    fix = (
+        "See `tapebot doctor` for how to let it start here"
+        if st.installed
+        else "Install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`)"
+    )
     return (
         f"exec_command is disabled: no sandbox is available on this machine — {st.reason}. "
-        "Install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`), or, to run commands without "
+        f"{fix}, or, to run commands without "
         "a sandbox (they can then read and change everything your user can), set "
         "[tools] unsandboxed_exec = true in config.toml."
     )
@@ -167,17 +186,37 @@ def _protected_inside(policy: LocalToolPolicy, workspace: Path) -> list[Path]:
     return sorted(set(found))
 
 
+def protected_inside(policy: LocalToolPolicy) -> frozenset[str]:
+    """The real paths of protected files (and folders) inside the workspace."""
+    return frozenset(str(p) for p in _protected_inside(policy, Path(os.path.realpath(policy.workspace))))
+
+
 def child_path(env_path: str | None, visible: list[Path]) -> str:
     """PATH for the command: the caller's entries that exist inside the sandbox, else a default."""
     keep = [p for p in (env_path or "").split(os.pathsep) if p and _under(Path(p), visible)]
     return os.pathsep.join(dict.fromkeys(keep)) or SANDBOX_PATH
 
 
-def bwrap_argv(policy: LocalToolPolicy, command: str, *, network: bool, bwrap: str = "bwrap") -> list[str]:
+# Every namespace but the user namespace: for a command that drops to an unprivileged uid inside,
+# bubblewrap (root) must not map root alone into a new user namespace, where no other uid exists.
+_UNSHARE_BUT_USER = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+
+
+def bwrap_argv(
+    policy: LocalToolPolicy,
+    command: str,
+    *,
+    network: bool,
+    bwrap: str = "bwrap",
+    drop: list[str] | None = None,
+) -> list[str]:
+    """The bwrap command line; `drop` (exec_limits.drop_argv) runs the command as an
+    unprivileged uid, switched to inside the finished sandbox."""
     workspace = Path(os.path.realpath(policy.workspace))
-    argv = [bwrap, "--unshare-all"]
-    if network:
-        argv += ["--share-net"]
+    if drop:
+        argv = [bwrap, *_UNSHARE_BUT_USER, *([] if network else ["--unshare-net"])]
+    else:
+        argv = [bwrap, "--unshare-all", *(["--share-net"] if network else [])]
     argv += ["--die-with-parent", "--new-session"]
     argv += _system_binds()
     for etc in _ETC:
@@ -185,7 +224,18 @@ def bwrap_argv(policy: LocalToolPolicy, command: str, *, network: bool, bwrap: s
     if network and os.path.exists("/etc/resolv.conf"):
         argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
     tmp_size = policy.exec_disk_mb * 1024 * 1024  # a tmpfs is memory: bounded like the workspace
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", "/tmp"]
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(tmp_size),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+    ]
     extra = [Path(os.path.realpath(p)) for p in policy.exec_read_only_paths]
     for ro in extra:
         argv += ["--ro-bind-try", str(ro), str(ro)]
@@ -205,8 +255,35 @@ def bwrap_argv(policy: LocalToolPolicy, command: str, *, network: bool, bwrap: s
             argv += ["--tmpfs", str(prot), "--remount-ro", str(prot)]
         else:
             argv += ["--ro-bind", "/dev/null", str(prot)]
-    argv += ["--remount-ro", "/", "--chdir", str(workspace), "--", "/bin/sh", "-c", command]
+    argv += ["--remount-ro", "/", "--chdir", str(workspace), "--", *(drop or []), "/bin/sh", "-c", command]
     return argv
+
+
+_drop_cache: dict[str | None, bool] = {}
+
+
+def unprivileged_works(policy: LocalToolPolicy) -> bool:
+    """Whether a command can run here as exec_limits.UNPRIVILEGED_UID: tapebot is root, setpriv
+    exists and (sandboxed) bubblewrap starts a sandbox without a user namespace. Probed once."""
+    from agent.tools import exec_limits
+
+    drop = exec_limits.drop_argv()
+    if os.getuid() != 0 or not drop:
+        return False
+    bwrap = bwrap_path(policy) if status(policy).sandboxed else None
+    if bwrap in _drop_cache:
+        return _drop_cache[bwrap]
+    run = [*drop, "/bin/sh", "-c", "exit 0"]
+    if bwrap is not None:
+        run = [bwrap, *_UNSHARE_BUT_USER, "--unshare-net", "--die-with-parent", *_system_binds()]
+        run += ["--proc", "/proc", "--dev", "/dev", "--", *drop, "/bin/sh", "-c", "exit 0"]
+    try:
+        done = subprocess.run(run, capture_output=True, timeout=_PROBE_TIMEOUT, env={"PATH": SANDBOX_PATH})
+        works = done.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        works = False
+    _drop_cache[bwrap] = works
+    return works
 
 
 def limit_argv(policy: LocalToolPolicy, wall_seconds: float, *, nproc: int | None = None) -> list[str]:
@@ -230,8 +307,10 @@ def limits_summary(policy: LocalToolPolicy) -> dict[str, str]:
         procs = str(policy.exec_max_processes)
     elif os.getuid() != 0:
         procs = f"{policy.exec_max_processes}+"
+    elif unprivileged_works(policy):
+        procs = str(policy.exec_max_processes)
     else:
-        procs = "∞"  # root without a pids cgroup: nothing here can hold it
+        procs = "∞"  # root without a pids cgroup or a way to drop to a user the limit holds
     return {
         "processes": procs,
         "disk_mb": f"{policy.exec_disk_mb:,}",

@@ -3,7 +3,7 @@ lines they add to /status."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -114,6 +114,8 @@ class StatusExtras:
     tasks: TaskOps | None = None
     schedules: ScheduleOps | None = None
     mcp_status: Callable[[str], list[str]] | None = None
+    #: the market data's dates with their ages, in a language (`MarketServices` via bot/parts.py)
+    data_dates: Callable[[str, datetime | None], Awaitable[str | None]] | None = None
 
     async def __call__(
         self, chat_key: str, session_id: str, lang: str, now: datetime | None = None
@@ -121,6 +123,8 @@ class StatusExtras:
         lines: list[str] = []
         if self.calendar_warning is not None and (warning := self.calendar_warning(now, lang=lang)):
             lines.append(t(lang, "status_calendar", warning=warning))
+        if self.data_dates is not None and (dates := await self.data_dates(lang, now)):
+            lines.append(dates)
         if self.tasks is not None:
             running = [r for r in await self.tasks.list(session_id) if not r.terminal]
             if running:

@@ -29,10 +29,37 @@ def match(candidates: Sequence[str], typed: str, limit: int = MAX_COMPLETIONS) -
     return (starts + within)[:limit]
 
 
+# Cities people type that are not in a zone's name (Beijing keeps Shanghai time), or in Chinese.
+CITY_ZONES = {
+    "beijing": "Asia/Shanghai",
+    "北京": "Asia/Shanghai",
+    "上海": "Asia/Shanghai",
+    "深圳": "Asia/Shanghai",
+    "中国": "Asia/Shanghai",
+    "香港": "Asia/Hong_Kong",
+    "台北": "Asia/Taipei",
+    "东京": "Asia/Tokyo",
+    "首尔": "Asia/Seoul",
+    "新加坡": "Asia/Singapore",
+    "悉尼": "Australia/Sydney",
+    "纽约": "America/New_York",
+    "芝加哥": "America/Chicago",
+    "洛杉矶": "America/Los_Angeles",
+    "伦敦": "Europe/London",
+    "巴黎": "Europe/Paris",
+    "法兰克福": "Europe/Berlin",
+    "迪拜": "Asia/Dubai",
+}
+
+
 def timezones(typed: str) -> list[str]:
-    if not typed.strip():
+    """Zones for what was typed: "new york" finds America/New_York, "上海" Asia/Shanghai."""
+    text = typed.strip()
+    if not text:
         return list(COMMON_ZONES)
-    return match(_zones(), typed)
+    cities = [zone for city, zone in CITY_ZONES.items() if city.startswith(text.lower())]
+    found = match(_zones(), text.replace(" ", "_"))
+    return list(dict.fromkeys([*cities, *found]))
 
 
 def completer(models: Callable[[], Sequence[str]]) -> Completer:

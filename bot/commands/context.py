@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from agent.events import Compaction
     from agent.skills import Skill
     from agent.task_ledger import TaskRecord
+    from markets.alerts import Alert
     from memory.tools import MemoryServices
 
 
@@ -100,6 +101,16 @@ class ScheduleOps(Protocol):
     async def status_lines(self, chat_key: str, *, lang: str = "en") -> list[str]: ...
 
 
+class AlertOps(Protocol):
+    """The market alerts (markets/alerts.py AlertStore), as /alerts uses them."""
+
+    async def alerts(self, user_id: str, include_done: bool = False) -> list[Alert]: ...
+
+    async def remove(self, user_id: str, alert_id: int) -> Alert: ...
+
+    async def watchlist(self, user_id: str, market: str | None = None) -> list[str]: ...
+
+
 class SkillOps(Protocol):
     def get(self, name: str) -> Skill | None: ...
 
@@ -120,6 +131,7 @@ class CommandServices:
     tasks: TaskOps | None = None
     schedules: ScheduleOps | None = None
     skills: SkillOps | None = None
+    alerts: AlertOps | None = None
     #: more lines for /status (market calendar, running tasks, briefs, MCP servers), per language
     status_extra: Callable[[str, str, str], Awaitable[list[str]]] | None = None
     #: every command's definition, for /help

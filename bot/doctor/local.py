@@ -153,8 +153,28 @@ def check_file_modes(settings: Settings) -> Check:
     return Check("file modes", "ok", f"{home} and its files are private")
 
 
-def check_sandbox(settings: Settings, status: Callable[[Any], Any] | None = None) -> Check:
-    """What exec_command will do here: run in bubblewrap, run unconfined (opted in), or be refused."""
+# The run flags that let bubblewrap mount its own /proc in a container (the engines mask parts of
+# /proc, and the kernel refuses a new proc mount under masks); Docker's default seccomp and
+# AppArmor profiles also refuse the user namespace bwrap makes.
+CONTAINER_SANDBOX_FLAGS = (
+    "run the container with --security-opt systempaths=unconfined (podman; Docker also needs "
+    "--security-opt seccomp=unconfined --security-opt apparmor=unconfined); see the README's container "
+    "steps"
+)
+HOST_SANDBOX_FIX = (
+    "allow unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 (Debian), or on "
+    "Ubuntu 24.04+ an AppArmor profile for bwrap (or kernel.apparmor_restrict_unprivileged_userns=0)"
+)
+INSTALL_FIX = (
+    "install bubblewrap: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)"
+)
+
+
+def check_sandbox(
+    settings: Settings, status: Callable[[Any], Any] | None = None, *, container: bool | None = None
+) -> Check:
+    """What exec_command will do here: run in bubblewrap, run unconfined (opted in), or be refused
+    — and, when bubblewrap is installed but cannot start, why and what lets it."""
     from agent.tools import sandbox
     from bot.parts import local_policy
 
@@ -162,16 +182,24 @@ def check_sandbox(settings: Settings, status: Callable[[Any], Any] | None = None
     st = (status or sandbox.status)(policy)
     if st.sandboxed:
         return Check("sandbox", "ok", f"bubblewrap works here: {sandbox.describe(policy)}")
+    if not st.installed:
+        fix = INSTALL_FIX
+    elif sandbox.in_container() if container is None else container:
+        fix = CONTAINER_SANDBOX_FLAGS
+    else:
+        fix = HOST_SANDBOX_FIX
     if st.allowed:
         return Check(
             "sandbox",
             "warn",
             f"{st.reason}; unsandboxed_exec = true, so shell commands run WITHOUT a sandbox",
-            "install bubblewrap (apt-get install bubblewrap) and remove unsandboxed_exec",
+            f"{fix}, then remove unsandboxed_exec",
         )
     return Check(
         "sandbox",
         "warn",
         f"{st.reason}: exec_command is refused (everything else works)",
-        "install bubblewrap: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)",
+        f"{fix}; or set [tools] unsandboxed_exec = true to run commands without a sandbox"
+        if st.installed
+        else fix,
     )

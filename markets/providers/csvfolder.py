@@ -32,6 +32,10 @@ class CsvFolderProvider:
         self.volume_unit, self.amount_unit, self.adjust = volume_unit, amount_unit, adjust
         self._cache: dict[str, Bars] | None = None
 
+    def reload(self) -> None:
+        """Read the folder again on next use (after a data refresh: newer files may be there)."""
+        self._cache = None
+
     def _load(self) -> dict[str, Bars]:
         if self._cache is not None:
             return self._cache

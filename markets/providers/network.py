@@ -47,8 +47,11 @@ def _ymd(d: date | str | None) -> str | None:
 
 
 # ---- akshare -----------------------------------------------------------------------------------
-def parse_akshare_hist(records: Sequence[Mapping[str, Any]], symbol: str, adjust: str = "qfq") -> Bars:
-    """`ak.stock_zh_a_hist` rows: 日期, 开盘, 收盘, 最高, 最低, 成交量 (lots), 成交额 (元), ..."""
+def parse_akshare_hist(
+    records: Sequence[Mapping[str, Any]], symbol: str, adjust: str = "qfq", market: str = "cn"
+) -> Bars:
+    """`ak.stock_zh_a_hist` / `ak.index_zh_a_hist` rows: 日期 (a datetime.date), 股票代码 (stocks
+    only), 开盘, 收盘, 最高, 最低, 成交量 (int64, lots), 成交额 (float64, 元), 振幅, 涨跌幅, 涨跌额, 换手率."""
     if not records:
         raise NoData(f"akshare returned no bars for {symbol}")
 
@@ -66,8 +69,14 @@ def parse_akshare_hist(records: Sequence[Mapping[str, Any]], symbol: str, adjust
         col("成交额"),
         volume_unit="lot",
         amount_unit="yuan",
-        market="cn",
-        adjust="qfq" if adjust == "qfq" else "hfq" if adjust == "hfq" else "none",
+        market=market,
+        adjust="none"
+        if market == "index"
+        else "qfq"
+        if adjust == "qfq"
+        else "hfq"
+        if adjust == "hfq"
+        else "none",
         source="akshare",
     )
 
@@ -95,10 +104,18 @@ class AkshareProvider:
         self._module = module
 
     def has(self, inst: Instrument) -> bool:
-        return inst.market == "cn"
+        return inst.market in ("cn", "index")
 
     def bars(self, inst: Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
         ak = _import("akshare", "akshare", self._module)
+        if inst.market == "index":  # CSI 300 (000300), the Shanghai Composite (000001), ...
+            frame = ak.index_zh_a_hist(
+                symbol=inst.symbol,
+                period="daily",
+                start_date=_ymd(start) or "19900101",
+                end_date=_ymd(end) or "20991231",
+            )
+            return parse_akshare_hist(_records(frame), inst.symbol, market="index")
         frame = ak.stock_zh_a_hist(
             symbol=inst.symbol,
             period="daily",
@@ -118,7 +135,10 @@ class AkshareProvider:
 
 # ---- yfinance ----------------------------------------------------------------------------------
 def yahoo_ticker(inst: Instrument) -> str:
-    """600519 → 600519.SS, 000001 → 000001.SZ, BTC/USDT → BTC-USD."""
+    """600519 → 600519.SS, 000001 → 000001.SZ, BTC/USDT → BTC-USD; indexes: CSI 300 → 000300.SS,
+    the Shanghai Composite → 000001.SS, 399001 → 399001.SZ."""
+    if inst.market == "index":
+        return f"{inst.symbol}.{'SZ' if inst.symbol.startswith('399') else 'SS'}"
     if inst.market == "cn":
         return f"{inst.symbol}.{'SS' if inst.exchange == 'SH' else inst.exchange}"
     if inst.market == "crypto":
@@ -127,8 +147,9 @@ def yahoo_ticker(inst: Instrument) -> str:
 
 
 def parse_yfinance(records: Sequence[Mapping[str, Any]], symbol: str, market: str = "cn") -> Bars:
-    """`yf.download(..., multi_level_index=False).reset_index()` rows: Date, Open, High, Low, Close, Volume
-    (shares; base units for crypto). Prices are auto-adjusted (yfinance's default)."""
+    """`yf.download(..., multi_level_index=False).reset_index()` rows: Date (a pandas Timestamp,
+    tz-naive for daily bars), Close, High, Low, Open (float64), Volume (int64: shares; base units for
+    crypto). Prices are auto-adjusted (yfinance's default)."""
     rows = [r for r in records if r.get("Close") is not None and r["Close"] == r["Close"]]  # drop NaN rows
     if not rows:
         raise NoData(f"yfinance returned no bars for {symbol}")
@@ -147,7 +168,7 @@ def parse_yfinance(records: Sequence[Mapping[str, Any]], symbol: str, market: st
         col("Volume"),
         volume_unit="base" if market == "crypto" else "share",
         market=market,
-        adjust="qfq",
+        adjust="none" if market == "index" else "qfq",
         source="yfinance",
     )
 
@@ -159,7 +180,7 @@ class YFinanceProvider:
         self._module = module
 
     def has(self, inst: Instrument) -> bool:
-        return inst.market in ("cn", "crypto")
+        return inst.market in ("cn", "crypto", "index")
 
     def bars(self, inst: Instrument, start: date | str | None = None, end: date | str | None = None) -> Bars:
         yf = _import("yfinance", "yfinance", self._module)

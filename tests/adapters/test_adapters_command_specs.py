@@ -155,3 +155,14 @@ def test_args_text_keeps_every_value_in_the_spec_order(sub, values):
     known = [k for k in ("a", "b") if sub == "set" and k in values]
     rest = [k for k in values if k not in known]
     assert words == head + [values[k] for k in known] + [values[k] for k in rest]
+
+
+def test_time_zone_completion_finds_cities_by_the_names_people_type():
+    from bot.commands.complete import timezones
+
+    assert timezones("new york")[0] == "America/New_York"
+    assert timezones("New_Y")[0] == "America/New_York"
+    assert timezones("上海") == ["Asia/Shanghai"]
+    assert timezones("beijing")[0] == "Asia/Shanghai"
+    assert "Asia/Hong_Kong" in timezones("香港")
+    assert timezones("")  # the common zones when nothing is typed

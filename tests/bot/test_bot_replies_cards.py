@@ -80,7 +80,7 @@ def test_card_shows_bidi_and_control_characters_and_truncates_with_hash():
     assert "<U+202E>" in text and "\\u0007" in text  # JSON escapes C0 controls itself
     assert [b.data for b in buttons[0]] == ["o:abc123", "a:abc123", "d:abc123"]
     long_text, _ = cards.approval_card(_record({"blob": "x" * 5000}), "zh", cards.CardInfo(None))
-    assert "truncated" in long_text and "sha256" in long_text and len(long_text) < 2000
+    assert "已截断" in long_text and "sha256" in long_text and len(long_text) < 2000  # in the chat's language
 
 
 def test_callback_parsing_rejects_forgeries():

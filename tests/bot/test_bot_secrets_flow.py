@@ -175,3 +175,67 @@ async def test_disguised_secrets_reach_no_chat_and_no_disk(tmp_path):
         for secret in (EXCHANGE_KEY, BOT_TOKEN):
             assert not any(n in view for n in disguises(secret)), secret
         assert BOT_TOKEN[:10] not in where  # not even the half said before the tool call
+
+
+def _strings(obj, out: list[str]) -> list[str]:
+    if isinstance(obj, str):
+        try:
+            parsed = json.loads(obj)
+        except ValueError:
+            out.append(obj)
+        else:
+            _strings(parsed, out) if not isinstance(parsed, str) else out.append(parsed)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _strings(v, out)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            _strings(v, out)
+    return out
+
+
+def _stored_strings(home) -> list[str]:
+    """Every string stored in tapebot.db (JSON columns opened up)."""
+    db = sqlite3.connect(home / "tapebot.db")
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        rows = [row for t in tables for row in db.execute(f'SELECT * FROM "{t}"')]
+    finally:
+        db.close()
+    return _strings(rows, [])
+
+
+async def test_disguised_halves_around_a_tool_call_reach_no_chat_and_no_disk(tmp_path):
+    """Disguised secrets (after C2), split across two replies of one turn: the first reply ends
+    with the first half of the exchange key's base64 and the second begins with the rest; then a
+    letter-spaced API key broken the same way around a second tool call. No two chat messages and no
+    two stored strings, read together, show either key in any form."""
+    import base64
+    import itertools
+
+    from agent.redact import alnum_view, disguises
+
+    h = _harness(tmp_path)
+    encoded = base64.b64encode(f"exchange={EXCHANGE_KEY}".encode()).decode()
+    spaced = " ".join(API_KEY)
+    h.script.add(
+        reply(f"Encoded: {encoded[:15]}", tool_calls=[("get_balance", {})]),
+        reply(f"{encoded[15:]} (base64).\nSpaced: {spaced[:31]}", tool_calls=[("get_balance", {})]),
+        reply(f"{spaced[31:]} — that is all.", pieces=20),
+    )
+    try:
+        await h.start()
+        api = h.api
+        api.push_text(ALICE, "encode the exchange key for me", user_id=ALICE)
+        await api.wait_for(lambda: any("that is all." in t for t in api.texts(ALICE)))
+        chat = api.texts(ALICE) + [t for _c, _m, t in api.edits]
+        assert "Encoded: " in "\n".join(chat)
+    finally:
+        await h.stop()
+    stored = [s for s in _stored_strings(h.home) if "Encoded" in s or "base64" in s or "that is all" in s]
+    assert stored
+    for texts in (chat, stored):
+        for a, b in itertools.product(texts, repeat=2):
+            view = alnum_view(a + b)
+            for secret in (EXCHANGE_KEY, API_KEY):
+                assert not any(n in view for n in disguises(secret)), (secret, a, b)

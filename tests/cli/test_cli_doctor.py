@@ -305,3 +305,54 @@ async def test_tapebot_doctor_as_a_process_reads_env_files(fakes, tmp_path):
     failed = [line for line in text.splitlines() if line.startswith("✗")]
     assert failed == [] or failed == [_line(text, "trading calendar")], text
     assert proc.returncode == (1 if failed else 0)
+
+
+# bwrap as it fails inside a podman/Docker container run without extra flags
+CONTAINER_BWRAP = """#!/bin/sh
+echo "bwrap: Can't mount proc on /newroot/proc: Operation not permitted" >&2
+exit 1
+"""
+
+
+@pytest.mark.parametrize("container", [True, False])
+def test_sandbox_installed_but_unable_says_the_true_reason(tmp_path, monkeypatch, container):
+    from agent.tools import sandbox
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "bwrap").write_text(CONTAINER_BWRAP)
+    (bin_dir / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(sandbox, "_probe_cache", {})
+    settings = load_settings(tmp_path / "home", {}, require_model=False)
+    check = check_sandbox(settings, container=container)
+    assert check.status == "warn"
+    assert check.detail.startswith(
+        "bubblewrap is installed but cannot create a sandbox here: "
+        "bwrap: Can't mount proc on /newroot/proc: Operation not permitted"
+    )
+    assert "install bubblewrap" not in check.fix.lower()
+    if container:
+        assert "--security-opt systempaths=unconfined" in check.fix
+    else:
+        assert "unprivileged user namespaces" in check.fix
+    assert "unsandboxed_exec" in check.fix
+    # what the model is told when it tries exec_command says the same
+    refusal = sandbox.refusal(sandbox.status(sandbox_policy(settings)))
+    assert "installed but cannot create a sandbox" in refusal and "Install bubblewrap" not in refusal
+
+
+def sandbox_policy(settings):
+    from bot.parts import local_policy
+
+    return local_policy(settings)
+
+
+def test_container_detection(tmp_path):
+    from agent.tools.sandbox import in_container
+
+    assert not in_container(tmp_path, {})
+    assert in_container(tmp_path, {"container": "podman"})
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".containerenv").write_text("")
+    assert in_container(tmp_path, {})

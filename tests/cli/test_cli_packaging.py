@@ -92,7 +92,7 @@ def test_bash_completion():
     assert _bash_complete("tapebot --home /x c") == ["chat", "completion", "config"]
     assert _bash_complete("tapebot completion ") == ["--help", "bash", "zsh"]
     assert _bash_complete("tapebot memory s") == ["search"]
-    assert _bash_complete("tapebot data u") == ["update-calendar"]
+    assert _bash_complete("tapebot data u") == ["update", "update-calendar"]
     assert "--version" in _bash_complete("tapebot --")
 
 

@@ -147,3 +147,23 @@ def test_session_picks_the_conversation_and_each_run_starts_its_own_otherwise(tm
     assert "remember 600519" in str(server.requests[1].body["messages"])
     third = run_cli(tmp_path, env, "chat", stdin="what did I ask?\n/exit\n")  # a session of its own
     assert third.returncode == 0 and "remember 600519" not in str(server.requests[2].body["messages"])
+
+
+def test_alerts_on_the_terminal_set_listed_removed_and_the_data_date_in_status(tmp_path, server):  # noqa: F811
+    server.script(
+        Reply(tool_calls=[ToolCall("manage_alerts", {"action": "create", "kind": "close_below", "code": "600519", "value": 1400})]),
+        Reply(["Alert set: 600519 close below 1400."]),
+    )  # fmt: skip
+    r = run_cli(
+        tmp_path,
+        openai_env(server),
+        "chat",
+        stdin="tell me when moutai closes below 1400\n/alerts\n/alerts remove 1\n/alerts\n/status\n/exit\n",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "#1 600519: close below 1400" in r.stderr  # /alerts, as in the chats
+    assert "Alert #1 removed: 600519: close below 1400" in r.stderr
+    assert "No alerts are set." in r.stderr
+    assert "Market data: A-shares 2025-09-03 (" in r.stderr and "days old)" in r.stderr
+    result = next(m for m in server.requests[-1].body["messages"] if m.get("role") == "tool")
+    assert "alert #1 set: 600519: close below 1400" in result["content"]

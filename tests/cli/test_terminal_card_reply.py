@@ -24,6 +24,10 @@ WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content":
         ("", False, "Denied by you"),  # silence is a no
         ("3\nno", False, "not an answer"),  # unclear: the hint, and the card stays until the "no"
         ("👍\nno", False, "not an answer"),
+        # question words: a question is never consent, the card stays until the "no"
+        ("yes?\nno", False, "a question is not an answer"),
+        ("可以？\nno", False, "a question is not an answer"),
+        ("ok?\nyes", True, "a question is not an answer"),
         ("what is my biggest position?", False, "moved on"),
         ("/new", False, "moved on"),
     ],

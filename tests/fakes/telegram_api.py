@@ -561,12 +561,13 @@ class FakeBotAPI:
         assert self.port, "call serve() first"
         return f"http://127.0.0.1:{self.port}/bot"
 
-    async def serve(self) -> str:
+    async def serve(self, host: str = "127.0.0.1") -> str:
+        """`host`: where to listen ("0.0.0.0" for a container on a bridge network to reach it)."""
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._http)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, host, 0)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         return self.base_url

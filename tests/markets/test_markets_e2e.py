@@ -155,6 +155,7 @@ def test_migration_matches_the_orm_tables(tmp_path):
 
     mod, paper = load("0003_markets"), load("0009_paper_book")
     request_hash = load("0010_order_request_hash")
+    alerts = load("0013_market_alerts")
     assert mod.revision == "0003_markets" and mod.down_revision == "0002_memory"
     assert paper.revision == "0009_paper_book"
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'm.db'}")
@@ -179,6 +180,7 @@ def test_migration_matches_the_orm_tables(tmp_path):
             )
             paper.upgrade()
             request_hash.upgrade()  # market_trades.request_hash (issue 16, E1)
+            alerts.upgrade()  # market_alerts, market_alert_triggers, market_watchlist
         moved = conn.execute(sa.text("SELECT symbol FROM market_holdings")).scalars().all()
         kept = conn.execute(sa.text("SELECT symbol FROM market_positions")).scalars().all()
         assert moved == ["600519"] and kept == ["000001"]
@@ -188,7 +190,10 @@ def test_migration_matches_the_orm_tables(tmp_path):
             assert cols == {c.name for c in table.columns}, table.name
         uniques = {u["name"] for u in insp.get_unique_constraints("market_trades")}
         assert "uq_market_trades_idempotency_key" in uniques
+        uniques = {u["name"] for u in insp.get_unique_constraints("market_alert_triggers")}
+        assert "uq_market_alert_triggers_alert_id" in uniques  # one firing per alert, symbol and bar
         with Operations.context(MigrationContext.configure(conn)):
+            alerts.downgrade()
             request_hash.downgrade()
             paper.downgrade()
             assert sorted(conn.execute(sa.text("SELECT symbol FROM market_positions")).scalars()) == [

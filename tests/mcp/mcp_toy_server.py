@@ -8,6 +8,7 @@ python mcp_toy_server.py crash      writes an error to stderr and exits at start
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
 
@@ -16,6 +17,7 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
 
 PNG = base64.b64encode(
@@ -53,7 +55,21 @@ TOOLS = [
     types.Tool(
         name="grow", description="Add the tool 'extra' and say the list changed.", input_schema=OBJECT
     ),
+    types.Tool(
+        name="survey",
+        description="Ask the user which account, how many, and to confirm.",
+        input_schema=OBJECT,
+    ),
 ]
+SURVEY = {
+    "type": "object",
+    "properties": {
+        "account": {"type": "string", "title": "Account", "enum": ["paper", "live"]},
+        "lots": {"type": "integer", "title": "Lots", "description": "how many lots"},
+        "confirm": {"type": "boolean", "title": "Confirm"},
+    },
+    "required": ["account", "lots", "confirm"],
+}
 EXTRA = types.Tool(name="extra", description="Added while running.", input_schema=OBJECT)
 
 
@@ -103,6 +119,21 @@ async def call_tool(ctx, params):
         return text("grown")
     if name == "extra":
         return text("extra ran")
+    if name == "survey":
+        # 2026 era: the question rides on an input-required result and comes back on the retry;
+        # 2025 era: the server asks over the session's back-channel
+        answered = (getattr(params, "input_responses", None) or {}).get("form")
+        if answered is None:
+            try:
+                answered = await ctx.session.elicit_form("Set up the order", SURVEY)
+            except MCPError:  # no back-channel: the 2026 way
+                form = types.ElicitRequestFormParams(message="Set up the order", requested_schema=SURVEY)
+                return types.InputRequiredResult(input_requests={"form": types.ElicitRequest(params=form)})
+        content = getattr(answered, "content", None)
+        action = getattr(answered, "action", None)
+        if action is None and isinstance(answered, dict):
+            action, content = answered.get("action"), answered.get("content")
+        return text(json.dumps({"action": action, "content": content}, sort_keys=True))
     return text(f"unknown tool {name}", is_error=True)
 
 

@@ -49,8 +49,8 @@ def test_names_are_namespaced_and_provider_safe():
 
 
 async def test_tools_are_registered_namespaced_with_their_schema_and_approval(manager):
-    assert manager.status() == [f"toy: ready, 10 tool(s) ({sys.executable} {TOY} normal)"]
-    assert manager.status("zh") == [f"toy：就绪，10 个工具（{sys.executable} {TOY} normal）"]
+    assert manager.status() == [f"toy: ready, 11 tool(s) ({sys.executable} {TOY} normal)"]
+    assert manager.status("zh") == [f"toy：就绪，11 个工具（{sys.executable} {TOY} normal）"]
     tools = {t.name: t for t in manager.toolset}
     assert set(tools) == {
         "toy__echo",
@@ -63,6 +63,7 @@ async def test_tools_are_registered_namespaced_with_their_schema_and_approval(ma
         "toy__big",
         "toy__die",
         "toy__grow",
+        "toy__survey",
     }
     add = tools["toy__add"].spec
     assert add.parameters["required"] == ["a", "b"] and add.toolset == "mcp"
@@ -123,7 +124,7 @@ async def test_hanging_and_crashing_servers_are_reported_without_stopping_the_ot
         assert status[0] == "hangs: failed: not responding: no answer within 1 s"
         assert status[1].startswith("crashes: failed: failed to start:")
         assert "stderr: toy: missing TOY_API_KEY" in status[1]
-        assert status[2].startswith("good: ready, 10 tool(s)")
+        assert status[2].startswith("good: ready, 11 tool(s)")
         assert {t.name.split("__")[0] for t in mgr.toolset} == {"good"}
     finally:
         await mgr.stop()
@@ -202,7 +203,7 @@ async def test_streamable_http_server(tmp_path):
         port = web.servers[0].sockets[0].getsockname()[1]
         cfg = McpServerConfig(name="web", url=f"http://127.0.0.1:{port}/mcp", timeout=10)
         async with McpManager([cfg]) as mgr:
-            assert mgr.status()[0].startswith("web: ready, 10 tool(s)")
+            assert mgr.status()[0].startswith("web: ready, 11 tool(s)")
             add = next(t for t in mgr.toolset if t.name == "web__add")
             assert await add.call(ToolContext(), {"a": 20, "b": 22}) == "42"
     finally:
@@ -274,3 +275,26 @@ def test_header_secrets_are_masked_like_other_keys():
     assert {"tok-abcdef123", "key-zyxwvu987"} <= set(settings.secret_values())
     with pytest.raises(ValueError, match="url servers only"):
         McpServerConfig(name="x", command=["x"], bearer_token_env="T")
+
+
+async def test_the_calls_clock_stands_still_while_the_user_answers_the_servers_question():
+    """A server's question (elicitation) during a call with a 2 s timeout, answered slowly: the
+    answers' time does not count against the call's timeout."""
+    from agent.elicit import LiveQuestions
+    from agent.tools.registry import Deps
+
+    class SlowPerson(LiveQuestions):
+        async def ask(self, chat_key, user_id, question, options, timeout):
+            await asyncio.sleep(1.5)
+            return options[0] if options else "2"
+
+    deps = Deps()
+    deps.add(SlowPerson(), as_type=LiveQuestions)
+    mgr = McpManager([toy(tool_overrides={"survey": False}, timeout=2)], start_timeout=60)
+    await mgr.start()
+    try:
+        survey = mgr.toolset.get("toy__survey")
+        out = await survey.call(ToolContext(chat_key="telegram:1", user_id="1", deps=deps), {})
+    finally:
+        await mgr.stop()
+    assert '"action": "accept"' in out and '"lots": 2' in out  # 4.5 s of answers, a 2 s timeout

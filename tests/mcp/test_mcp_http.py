@@ -129,6 +129,12 @@ async def test_the_sdk_client_calls_tools_reads_resources_and_gets_prompts(serve
         assert "cash" in portfolio.contents[0].text
         chart = await client.read_resource("tapebot://stock/600519/chart.png")
         assert chart.contents[0].mime_type == "image/png" and len(chart.contents[0].blob) > 1000
+        # alerts and the watch list are read even though manage_alerts (a write) is not served
+        assert "manage_alerts" not in names
+        listed = {r.uri for r in (await client.list_resources()).resources}
+        assert {"tapebot://alerts", "tapebot://watchlist"} <= listed
+        alerts = json.loads((await client.read_resource("tapebot://alerts")).contents[0].text)
+        assert alerts.get("alerts") == [] or "no alerts" in json.dumps(alerts).lower()
         prompt = await client.get_prompt("daily_brief", {"arguments": "banks"})
         assert "banks" in prompt.messages[0].content.text
     audit = [

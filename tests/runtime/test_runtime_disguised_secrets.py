@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from agent import events as ev
 from agent.approval import Requester
 from agent.inmemory import InMemoryStore
-from agent.redact import MASK, Redactor, alnum_view, disguises
+from agent.redact import MASK, Redactor, StreamRedactor, alnum_view, disguises
 from agent.runtime import AgentRuntime, TurnRequest
 from agent.tools.registry import Toolset
 from tests.fakes.runtime_kit import Script, call, collect, text
@@ -143,3 +143,121 @@ async def test_property_a_split_across_rounds_never_shows(secret, cut):
     rt = AgentRuntime(model_for=lambda _id: script, tools=tools, store=store, redactor=Redactor([secret]))
     shown = "".join(e.text for e in await collect(rt.run(_req("go"))) if isinstance(e, ev.TextDelta))
     assert secret not in shown and secret[:cut] not in shown
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["base64", "base64 url-safe at offset 2", "hex", "reversed", "letter-spaced", "zero-width space inside"],
+)
+async def test_a_disguised_key_split_across_two_replies_of_one_turn_is_masked(name):
+    """Disguised secrets, split around a tool call: the first reply ends with the first half of
+    the disguise, the second begins with the rest. Neither the chat nor the store may hold a
+    half that, joined with the other, reads as the key."""
+    disguised = DISGUISES[name](KEY)
+    cut = len(disguised) // 2
+    script = Script(
+        [[text(f"Part one: {disguised[:cut]}"), call("lookup", {})], [text(f"{disguised[cut:]} — end.")]]
+    )
+    store = InMemoryStore()
+    events = await collect(_runtime(store, script).run(_req("encode the key")))
+    shown = "".join(e.text for e in events if isinstance(e, ev.TextDelta))
+    assert shown.startswith("Part one: ") and shown.endswith("— end.")
+    assert not revealed(shown, KEY), shown
+    # the first half alone is not shown before the tool runs, nor stored
+    assert alnum_view(disguised[:cut])[-10:] not in alnum_view(shown)
+    stored = _stored(store)
+    assert not revealed(stored, KEY) and alnum_view(disguised[:cut])[-10:] not in alnum_view(stored), stored
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(secret=_secret, name=st.sampled_from(list(DISGUISES)), frac=st.floats(0.2, 0.8))
+async def test_property_a_disguise_split_across_rounds_never_shows(secret, name, frac):
+    """Any secret, any disguise, cut anywhere in its middle around a tool call: what the chat is
+    shown and what is stored, read whole, reveals it in no disguise."""
+    disguised = DISGUISES[name](secret)
+    cut = max(1, int(len(disguised) * frac))
+    script = Script([[text("a: " + disguised[:cut]), call("lookup", {})], [text(disguised[cut:] + " end")]])
+    store = InMemoryStore()
+    rt = AgentRuntime(model_for=lambda _id: script, tools=tools, store=store, redactor=Redactor([secret]))
+    shown = "".join(e.text for e in await collect(rt.run(_req("go"))) if isinstance(e, ev.TextDelta))
+    assert not revealed(shown, secret)
+    assert not revealed(_stored(store), secret)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secret=_secret,
+    name=st.sampled_from(list(DISGUISES)),
+    brk=st.integers(1, 60),
+    sep=st.sampled_from(["\n", "\r\n", " ", "\u200b"]),
+    step=st.integers(1, 9),
+    before=_prose,
+    after=_prose,
+)
+def test_property_a_streamed_disguise_broken_anywhere_never_shows(
+    secret, name, brk, sep, step, before, after
+):
+    """Disguised secrets in a stream: the disguise is broken by a line break, a space or a
+    zero-width character after any of its characters (the first one too) and streamed in pieces
+    of any size; what is shown reveals it in no disguise."""
+    disguised = DISGUISES[name](secret)
+    at = min(brk, len(disguised) - 1)
+    streamed = before + " " + disguised[:at] + sep + disguised[at:] + " " + after
+    redactor = StreamRedactor(Redactor([secret]))
+    shown = "".join(redactor.feed(streamed[i : i + step]) for i in range(0, len(streamed), step))
+    shown += redactor.flush()
+    assert not revealed(shown, secret), shown
+
+
+def test_a_key_broken_after_its_first_character_is_masked_in_a_stream():
+    """The line-split disguise at its most extreme: one character, a line break, the rest."""
+    streamed = f"here: {KEY[0]}\n{KEY[1:]} ok"
+    redactor = StreamRedactor(Redactor([KEY]))
+    shown = "".join(redactor.feed(streamed[i : i + 3]) for i in range(0, len(streamed), 3)) + redactor.flush()
+    assert not revealed(shown, KEY) and shown.endswith(" ok"), shown
+
+
+_kept: list[str] = []
+
+
+@tools.tool
+def remember(text: str) -> str:
+    """Stands for anything a tool stores (a memory, a file): it records what it was given."""
+    _kept.append(text)
+    return "saved"
+
+
+@pytest.mark.parametrize("name", ["base64", "reversed", "letter-spaced", "zero-width space inside", "hex"])
+async def test_a_disguised_key_in_tool_arguments_is_masked_before_anything_stores_it(name):
+    """Stored text gets the same treatment: a tool (memory, a file) never receives a disguised key
+    in its arguments, and the stored call shows none either."""
+    _kept.clear()
+    script = Script([[call("remember", {"text": f"the key is {DISGUISES[name](KEY)} ok"})], [text("Saved.")]])
+    store = InMemoryStore()
+    await collect(_runtime(store, script).run(_req("remember my key")))
+    assert _kept and all(not revealed(k, KEY) for k in _kept), _kept
+    stored_calls = [c.arguments for m in store.messages.get("s1", []) for c in m.tool_calls]
+    assert stored_calls and not revealed(str(stored_calls), KEY)
+
+
+@pytest.mark.parametrize(
+    "said", ["Let me check the prices", "Checking 600519 now", "好的，我查一下", "Looking it up:"]
+)
+async def test_ordinary_text_before_a_tool_call_is_shown_whole_before_it(said):
+    """Holding back the end of a round is for what may begin a key: an ordinary ending is shown
+    before the tool runs, and nothing of it moves into the next reply."""
+    script = Script([[text(said), call("lookup", {})], [text("Done.")]])
+    events = await collect(_runtime(InMemoryStore(), script).run(_req("go")))
+    before: list[str] = []
+    for e in events:
+        if isinstance(e, ev.ToolCalls):
+            break
+        if isinstance(e, ev.TextDelta):
+            before.append(e.text)
+    assert "".join(before) == said
+    after = "".join(
+        e.text
+        for e in events[events.index(next(e for e in events if isinstance(e, ev.ToolCalls))) :]
+        if isinstance(e, ev.TextDelta)
+    )
+    assert after == "Done."

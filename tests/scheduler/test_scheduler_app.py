@@ -593,3 +593,26 @@ async def test_briefs_fire_at_their_own_second_of_the_minute(store):
             assert f"{nxt:%H:%M}" == s.spec
     finally:
         await a.stop()
+
+
+async def test_a_housekeeping_job_may_run_at_its_own_time_and_zone(store):
+    """The data refreshes run after each market's close, not at the housekeeping hour."""
+
+    async def refresh() -> str:
+        return "ok"
+
+    a = app(
+        store,
+        housekeeping={"refresh_cn": refresh, "cleanup_tasks": refresh},
+        housekeeping_at="03:50",
+        housekeeping_times={"refresh_cn": ("15:40", "Asia/Shanghai")},
+    )
+    await a.start()
+    try:
+        cn = await a._call(a._aps.get_job, "housekeeping:refresh_cn")
+        other = await a._call(a._aps.get_job, "housekeeping:cleanup_tasks")
+        fire = cn.next_run_time.astimezone(ZoneInfo("Asia/Shanghai"))
+        assert (fire.hour, fire.minute) == (15, 40) and str(cn.trigger.zone) == "Asia/Shanghai"
+        assert (other.trigger.hour, other.trigger.minute) != (15, 40)
+    finally:
+        await a.stop()

@@ -102,14 +102,23 @@ async def exec_command_impl(policy: LocalToolPolicy, command: str, timeout: floa
     policy.workspace.mkdir(parents=True, exist_ok=True)
     env = build_child_env(policy)
     cgroup = await asyncio.to_thread(exec_limits.PidsCgroup.create, policy.exec_max_processes)
-    nproc = None if cgroup else exec_limits.nproc_limit(policy.exec_max_processes)
+    drop: list[str] = []
+    if cgroup is None and os.getuid() == 0 and await asyncio.to_thread(sandbox.unprivileged_works, policy):
+        # RLIMIT_NPROC does not hold root: the command runs as a user it holds
+        drop = exec_limits.drop_argv()
+        keep = sandbox.protected_inside(policy)
+        await asyncio.to_thread(exec_limits.hand_over, policy.workspace, keep=keep)
+    run_as = exec_limits.UNPRIVILEGED_UID if drop else None
+    nproc = None if cgroup else exec_limits.nproc_limit(policy.exec_max_processes, run_as)
     limits = sandbox.limit_argv(policy, limit, nproc=nproc)
     if st.sandboxed:
         bwrap = sandbox.bwrap_path(policy) or "bwrap"
-        argv = limits + sandbox.bwrap_argv(policy, command, network=policy.exec_network, bwrap=bwrap)
+        argv = limits + sandbox.bwrap_argv(
+            policy, command, network=policy.exec_network, bwrap=bwrap, drop=drop
+        )
         env = sandbox.sandbox_env(policy, env)
     else:
-        argv = [*limits, "/bin/sh", "-c", command]
+        argv = [*limits, *drop, "/bin/sh", "-c", command]
     if cgroup is not None:
         argv = cgroup.wrap(argv)
     disk = exec_limits.DiskBudget(policy.workspace, policy.exec_disk_mb * 1024 * 1024)
