@@ -464,9 +464,9 @@ async def test_migration_0004_matches_the_models(tmp_path):
             return d[2]
         return d[1].table.name
 
-    # a column a later revision changes (0013_column_limits) differs by exactly that change
+    # a column a later revision changes (0014_column_limits) differs by exactly that change
     later_spec = importlib.util.spec_from_file_location(
-        "mig_0013", "memory/migrations/versions/0013_column_limits.py"
+        "mig_0014", "memory/migrations/versions/0014_column_limits.py"
     )
     later = importlib.util.module_from_spec(later_spec)
     later_spec.loader.exec_module(later)

@@ -189,6 +189,7 @@ def registry() -> dict[tuple[str, str], Callable[[], str] | None]:
     from agent.messages import Role
     from agent.ports import ApprovalStatus, TurnStatus
     from agent.task_ledger import TaskStatus, new_task_id
+    from markets.alerts import WYCKOFF_EVENTS, AlertKind
     from markets.bars import Adjust
     from markets.broker import client_order_id
     from markets.rules import Side
@@ -240,6 +241,19 @@ def registry() -> dict[tuple[str, str], Callable[[], str] | None]:
         ("market_bar_cache", "source"): _vocab("bundled", "csv", "akshare", "binance", "eastmoney", "sina"),
         ("market_bar_cache", "symbol"): instrument_symbol,
         ("market_bar_cache", "adjust"): _lit(Adjust),
+        ("market_alerts", "user_id"): market_user,
+        ("market_alerts", "chat_key"): chat_key,
+        ("market_alerts", "symbol"): instrument_symbol,
+        ("market_alerts", "market"): _lit(Market),
+        ("market_alerts", "kind"): _lit(AlertKind),
+        ("market_alerts", "event"): lambda: longest(WYCKOFF_EVENTS),
+        ("market_alerts", "status"): _vocab("active", "done", "removed"),
+        ("market_alert_triggers", "chat_key"): chat_key,
+        ("market_alert_triggers", "symbol"): instrument_symbol,
+        ("market_alert_triggers", "status"): _vocab("pending", "sending", "delivered", "failed"),
+        ("market_watchlist", "user_id"): market_user,
+        ("market_watchlist", "symbol"): instrument_symbol,
+        ("market_watchlist", "market"): _lit(Market),
         ("market_holding_cash", "user_id"): market_user,
         ("market_holding_cash", "market"): _lit(Market),
         ("market_holding_cash", "currency"): _vocab("CNY", "USDT"),

@@ -111,7 +111,7 @@ async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_d
     long_session = REGISTRY[("sessions", "id")]()
     engine = create_engine(migrated_db_url)
     try:
-        await upgrade(engine, "0012_chat_tables")
+        await upgrade(engine, "0013_market_alerts")
         async with engine.begin() as conn:
             await conn.execute(
                 sa.text(

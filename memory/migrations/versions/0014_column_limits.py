@@ -9,8 +9,8 @@ provider or the configuration, and a memory's codes from its text: their columns
 On SQLite each table is copied (batch mode); foreign keys are off while the migrations run
 (memory/db.py), so copying `sessions` does not delete its messages.
 
-Revision ID: 0013_column_limits
-Revises: 0012_chat_tables
+Revision ID: 0014_column_limits
+Revises: 0013_market_alerts
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_column_limits"
-down_revision = "0012_chat_tables"
+revision = "0014_column_limits"
+down_revision = "0013_market_alerts"
 branch_labels = None
 depends_on = None
 
