@@ -54,12 +54,16 @@ class CliContext:
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # injected in tests
+    # Every command sees the same configuration: the .env files are merged in once, the first time
+    # settings or home are resolved, whichever command asks.
+    env_files: list[Path] | None = None
 
     def settings(
         self, *, require_model: bool = True, require_platform: bool = False, model: str | None = None
     ) -> Settings:
         from config.loader import load_settings
 
+        self.read_env_files()
         settings = load_settings(
             self.home,
             self.environ,
@@ -71,9 +75,18 @@ class CliContext:
             settings.log.file = self.log_file.expanduser().absolute()
         return settings
 
+    def resolve_home(self) -> Path:
+        """The state folder, with the .env files read (./.env may name TAPEBOT_HOME)."""
+        from config.loader import resolve_home
+
+        self.read_env_files()
+        return resolve_home(self.home, self.environ)
+
     def read_env_files(self) -> list[Path]:
         """Add the variables of `./.env` and `$TAPEBOT_HOME/.env` to this context's environment
-        (the real environment wins, then ./.env). Returns the files read."""
+        (the real environment wins, then ./.env). Returns the files read; idempotent."""
+        if self.env_files is not None:
+            return self.env_files
         from dotenv import dotenv_values
 
         from config.loader import resolve_home
@@ -91,6 +104,7 @@ class CliContext:
         _read(Path.cwd() / ".env")
         _read(resolve_home(self.home, merged) / ".env")  # ./.env may name TAPEBOT_HOME
         self.environ = merged
+        self.env_files = read
         return read
 
 
@@ -153,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="NAME", help="continue a named session across invocations")
     p.add_argument("--model", metavar="ID", help="use this [[models]] id instead of agent.model")
 
-    sub.add_parser("run", help="run the chat bot (Telegram/Discord) and the scheduler (reads .env files)")
+    sub.add_parser("run", help="run the chat bot (Telegram/Discord) and the scheduler")
     sub.add_parser(
         "doctor", help="check model, Telegram, Discord, database, calendar, data, file modes and sandbox"
     )
@@ -253,7 +267,6 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
             parser.parse_args(["db", "--help"])
         return cmd_db_upgrade(ctx)
     if command == "doctor":
-        ctx.read_env_files()
         # by name: bot.cli_doctor names CliContext for its types (an import would be a cycle)
         doctor: Callable[[CliContext], int] = importlib.import_module("bot.cli_doctor").main
         return doctor(ctx)
@@ -278,7 +291,6 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
         terminal = importlib.import_module("bot.terminal")
         return _exit_code(asyncio.run(terminal.run_chat(args, settings)))
     if command == "run":
-        ctx.read_env_files()
         settings = ctx.settings(require_platform=True)
         run = importlib.import_module("bot.run")
         return _exit_code(asyncio.run(run.run_bot(settings)))
@@ -307,10 +319,9 @@ def run_extension(name: str, argv: list[str], ctx: CliContext) -> int:
 
 # ---- built-in commands -------------------------------------------------------------------------
 def cmd_init(ctx: CliContext, *, force: bool = False) -> int:
-    from config.loader import resolve_home
     from config.starter import write_starter
 
-    home = resolve_home(ctx.home, ctx.environ)
+    home = ctx.resolve_home()
     path = write_starter(home, force=force)
     print(f"wrote {path}", file=ctx.stdout)
     print(
