@@ -38,7 +38,7 @@ def _setup(tmp_path: Path, way: str, llm: ScriptedLLMServer, api: FakeBotAPI) ->
     home.mkdir(mode=0o700)
     cwd.mkdir()
     toml = f'[telegram]\napi_base_url = "{api.base_url}"\nallowed_users = [1001]\n'
-    toml += '[memory]\nenabled = false\n[scheduler]\nenabled = false\n'
+    toml += "[memory]\nenabled = false\n[scheduler]\nenabled = false\n"
     secrets = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": llm.openai_base_url, "TELEGRAM_BOT_TOKEN": TG_TOKEN}
     dotenv = "".join(f"{k}={v}\n" for k, v in secrets.items())
     env = {
@@ -76,9 +76,7 @@ async def _cli(cwd: Path, env: dict, *args: str) -> tuple[int, str, str]:
 
 
 def _authorized(llm: ScriptedLLMServer) -> bool:
-    return bool(llm.requests) and all(
-        r.headers.get("Authorization") == f"Bearer {KEY}" for r in llm.requests
-    )
+    return bool(llm.requests) and all(r.headers.get("Authorization") == f"Bearer {KEY}" for r in llm.requests)
 
 
 @pytest.mark.parametrize("way", WAYS)
