@@ -120,12 +120,18 @@ async def test_cancel_while_the_model_is_blocked_stops_the_turn(harness):
     await asyncio.sleep(0.05)
     assert not any("TOO LATE" in t for t in api.texts(ALICE))
     assert await harness.app.store.open_turn(state.session_id) is None
-    assert [m.role for m in await _history(harness)] == ["user"]  # nothing half-written was stored
+    history = await _history(harness)  # nothing half-written was stored; the request is closed
+    assert [m.role for m in history] == ["user", "assistant"]
+    assert "cancelled by the user — do not act on it" in history[1].text
 
     # the chat works afterwards
     api.push_text(ALICE, "hello", user_id=ALICE)
     await api.wait_for(lambda: _count(api, "Back again.") == 1)
-    assert [m.text for m in harness.script.requests[-1].messages] == ["analyze 600519", "hello"]
+    assert [m.text for m in harness.script.requests[-1].messages] == [
+        "analyze 600519",
+        history[1].text,
+        "hello",
+    ]
 
 
 async def _slow_server(entered: asyncio.Event, release: asyncio.Event):
