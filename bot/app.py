@@ -521,7 +521,9 @@ class App:
             spawn=self.spawn,
             on_stop=self.on_stop,
             skill_commands=skill_commands(self.skills) if self.skills is not None else (),
-            card_facts=CardFacts(self.trade_facts, notes),
+            card_facts=CardFacts(
+                self.trade_facts, notes, self.schedules.chat_timezone if self.schedules is not None else None
+            ),
             system_dynamic=self.system_dynamic(),
             redact=self.redactor.text,
             adapter_options=self.adapter_options,

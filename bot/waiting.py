@@ -90,6 +90,16 @@ class CardFacts:
 
     trade: Callable[[ApprovalRecord], Awaitable[TradePreview | None]] | None = None
     notes: Mapping[str, Callable[[str], str]] = field(default_factory=dict)
+    zone: Callable[[str], Awaitable[str]] | None = None  # a chat key's time zone (IANA name)
+
+    async def zone_of(self, chat_key: str) -> str:
+        if self.zone is None or not chat_key:
+            return "UTC"
+        try:
+            return await self.zone(chat_key)
+        except Exception:  # a card still goes out, its times in UTC
+            log.warning("no time zone for chat %s", chat_key, exc_info=True)
+            return "UTC"
 
 
 class Waiting:
@@ -335,6 +345,9 @@ class Waiting:
         if sent is None:
             return
         await remember_card(self._store, record.id, sent)
+        summary = cards.card_summary(info, state.lang)
+        if summary:  # shown again once the card is decided
+            await remember_sent(self._store, "card", record.id, state, sent, text=summary)
         record = await self._store.get_approval(record.id)
         if record is not None and record.status != "pending":  # decided while the card was in flight
             await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
@@ -348,6 +361,7 @@ class Waiting:
             except Exception:  # the card still shows the raw arguments
                 log.warning("no trade facts for the card of %s", record.id, exc_info=True)
         return cards.CardInfo(
+            zone=await self._facts.zone_of(record.chat_key or chat.key),
             expires_at=record.expires_at,
             group=chat.is_group,
             scope=self._runtime.gate.scope_for(record),
@@ -396,8 +410,20 @@ class Waiting:
         if outcome == "always":
             rules = await self._store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
             rule = next((r.id for r in rules if r.approval_id == approval_id), "")
+        kept = await self._store.load_sent("card", approval_id)
+        final = cards.approval_final(
+            record,
+            lang,
+            outcome,
+            who,
+            rule,
+            summary=kept.text if kept is not None else "",
+            decided_at=datetime.now(UTC),
+            zone=await self._facts.zone_of(record.chat_key),
+        )
         with contextlib.suppress(DeliveryError):
-            await adapter.edit_text(msg, cards.approval_final(record, lang, outcome, who, rule), buttons=None)
+            await adapter.edit_text(msg, final, buttons=None)
+        await forget_sent(self._store, "card", approval_id)
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
         """The question's buttons go; a line says how it ended (`line`: an i18n key)."""
