@@ -181,9 +181,8 @@ def approval_view(
         at = local_time(info.expires_at, info.zone)
         body.append(t(lang, "card_expires", at=at, minutes=minutes, zone=info.zone))
     if info.scope is not None:
-        body.append(
-            t(lang, "card_always", scope=visible(info.scope.describe(lang)), hours=f"{info.standing_hours:g}")
-        )
+        key = "card_always_group" if info.group else "card_always"
+        body.append(t(lang, key, scope=visible(info.scope.describe(lang)), hours=f"{info.standing_hours:g}"))
     else:
         body.append(t(lang, "card_no_always"))
     raw = _code_block(render_arguments(record.arguments, record.args_hash))

@@ -22,6 +22,8 @@ COMMAND_STRINGS: dict[str, dict[str, str]] = {
         "task_error": "Error: {error}",
         "task_result": "Result: {result}",
         "briefs_off": "Scheduled briefs are turned off ([scheduler] enabled = false).",
+        "brief_usage_discord": "Usage: /brief set time:08:30 (days:weekdays, zone:Asia/Shanghai optional) · "
+        "/brief now · /brief pause · /brief resume · /brief off · /brief tz zone:<zone>",
         "skills_none": "No skills are installed.",
         "skills_head": "Skills (send /<name>, optionally with what to focus on):",
         "skill_gone": "The skill {name} is no longer installed.",
@@ -46,6 +48,8 @@ COMMAND_STRINGS: dict[str, dict[str, str]] = {
         "task_error": "错误：{error}",
         "task_result": "结果：{result}",
         "briefs_off": "定时简报已关闭（[scheduler] enabled = false）。",
+        "brief_usage_discord": "用法：/brief set time:08:30（可选 days:weekdays 工作日、zone:Asia/Shanghai 时区）· "
+        "/brief now（立即）· /brief pause（暂停）· /brief resume（恢复）· /brief off（关闭）· /brief tz zone:<时区>",
         "skills_none": "没有安装任何技能。",
         "skills_head": "技能（发送 /<名称>，可附上关注点）：",
         "skill_gone": "技能 {name} 已不再安装。",

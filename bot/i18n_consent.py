@@ -31,6 +31,12 @@ CONSENT_STRINGS: dict[str, dict[str, str]] = {
         "card_warn_limit_waits": "⚠️ The price is at {word}: it will not fill now; it waits and is retried "
         "at the next bar's open",
         "card_decided_at": "{outcome} · {at}",
+        "approval_admin_only": "Only an admin of this group can approve or deny this card.",
+        "approval_unknown_id": "There is no approval “{id}” waiting in this chat (check the id on its card).",
+        "approval_decided_id": "Approval {id} was already decided.",
+        "approval_expired_id": "Approval {id} has expired — nothing was executed.",
+        "card_always_group": "“Always allow” would cover: {scope}, for {hours} h — only when an admin of "
+        "this group asks; other members' requests still need an admin's approval. Revoke with /rules.",
         "limit-up": "limit-up",
         "limit-down": "limit-down",
         "card_always": "“Always allow” would cover: {scope}, for {hours} h. Revoke with /rules.",
@@ -74,6 +80,12 @@ CONSENT_STRINGS: dict[str, dict[str, str]] = {
         "card_warn_limit": "⚠️ 将被拒绝——价格处于{word}：涨跌停价不成交",
         "card_warn_limit_waits": "⚠️ 价格处于{word}：现在不会成交；订单将等待，在下一根 K 线开盘时重试",
         "card_decided_at": "{outcome} · {at}",
+        "approval_admin_only": "只有本群管理员可以批准或拒绝这张卡片。",
+        "approval_unknown_id": "本对话没有等待中的确认“{id}”（请核对卡片上的 ID）。",
+        "approval_decided_id": "确认 {id} 已经处理过了。",
+        "approval_expired_id": "确认 {id} 已过期——未执行任何操作。",
+        "card_always_group": "“总是允许”将覆盖：{scope}，有效 {hours} 小时——仅限本群管理员发起的请求；"
+        "其他成员的请求仍需管理员批准。可用 /rules 撤销。",
         "limit-up": "涨停",
         "limit-down": "跌停",
         "card_always": "“总是允许”将覆盖：{scope}，有效 {hours} 小时。可用 /rules 撤销。",

@@ -167,6 +167,13 @@ class Waiting:
         if turn.waiting.kind == "approval":
             approval_id = turn.waiting.confirmation_target.approval_id
             if uid not in turn.approvers:
+                if msg.addressed and read_consent("text", msg.text).gate_decision is not None:
+                    # a "yes" from someone who may not decide: told so, and not kept for the model
+                    await self._release(receipt)
+                    await self._say(
+                        state, t(state.lang, refusal_key(NotAnApprover(), group=state.chat.is_group))
+                    )
+                    return True
                 if msg.addressed:  # only an approver can unblock this chat: it waits for them
                     await self._hold(state, msg, receipt, "held_until_decided")
                 return True
@@ -185,7 +192,7 @@ class Waiting:
                 await self._release(receipt)
                 refused = await self._decide(state, approval_id, msg.user, word, decision.note, record)
                 if refused is not None:
-                    await self._say(state, t(state.lang, refusal_key(refused)))
+                    await self._say(state, t(state.lang, refusal_key(refused, group=state.chat.is_group)))
                 return True
             if is_short_reply(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
@@ -237,7 +244,8 @@ class Waiting:
             else ApprovalNotFound("this button is no longer valid")
         )
         if refused is not None:
-            await press.ack(t(state.lang, refusal_key(refused)), isinstance(refused, NotAnApprover))
+            key = refusal_key(refused, group=state.chat.is_group)
+            await press.ack(t(state.lang, key), isinstance(refused, NotAnApprover))
         else:
             await press.ack("", False)
 

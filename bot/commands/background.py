@@ -53,9 +53,12 @@ async def cmd_brief(ctx: CommandContext) -> None:
     if schedules is None:
         await ctx.say(t(ctx.lang, "briefs_off"))
         return
-    await ctx.say(
-        await schedules.handle_brief_command(ctx.chat_key, ctx.user.user_id, ctx.args, lang=ctx.lang)
-    )
+    reply = await schedules.handle_brief_command(ctx.chat_key, ctx.user.user_id, ctx.args, lang=ctx.lang)
+    if ctx.chat.platform == "discord":  # its slash command takes named options, not "/brief 08:30"
+        from scheduler.i18n import say
+
+        reply = reply.replace(say(ctx.lang, "usage"), t(ctx.lang, "brief_usage_discord"))
+    await ctx.say(reply)
 
 
 def skill_description(name: str, description: str) -> Words:
