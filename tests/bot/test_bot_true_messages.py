@@ -87,3 +87,18 @@ async def test_discord_brief_usage_is_in_slash_syntax_and_zones_are_found_by_cit
         await fake.wait_for(lambda: any(c["type"] == 8 for c in fake.callbacks[seen:]))  # noqa: B023
         choices = next(c for c in fake.callbacks[seen:] if c["type"] == 8)["data"]["choices"]
         assert choices and choices[0]["value"] == zone, (typed, choices)
+
+
+async def test_progress_lines_show_tool_labels_in_the_chats_language(harness):
+    harness.script.add(
+        reply(tool_calls=[("get_market_price", {"code": "600519"})]), reply("茅台最新价 1480.55。")
+    )
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "/lang zh", user_id=ALICE)
+    await api.wait_for(lambda: "语言已切换为中文。" in api.texts(ALICE))
+    api.push_text(ALICE, "茅台现在多少钱", user_id=ALICE)
+    await api.wait_for(lambda: "茅台最新价 1480.55。" in api.texts(ALICE))
+    progress = [x for x in api.texts(ALICE) if x.startswith(("⏳", "✓", "✗"))]
+    assert progress and all("查询价格" in x for x in progress), api.texts(ALICE)
+    assert not any("get_market_price" in x for x in api.texts(ALICE))
