@@ -12,6 +12,7 @@ from adapters.commandspec import Choice, CommandSpec, OptionSpec, SubcommandSpec
 from agent.background_tools import describe_task, task_word
 from bot.commands.context import CommandContext, ScheduleOps, SkillOps, TaskOps
 from bot.commands.registry import Command
+from bot.commands.task_result import result_text
 from bot.i18n import t
 
 RESULT_PREVIEW = 1500
@@ -37,7 +38,7 @@ async def cmd_tasks(ctx: CommandContext) -> None:
         if record.error:
             detail += "\n" + t(lang, "task_error", error=record.error)
         if record.result is not None:
-            detail += "\n" + t(lang, "task_result", result=str(record.result)[:RESULT_PREVIEW])
+            detail += "\n" + t(lang, "task_result", result=result_text(record.result, RESULT_PREVIEW))
         await ctx.say(detail)
         return
     if argv and argv != ["list"]:

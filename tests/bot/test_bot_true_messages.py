@@ -102,3 +102,36 @@ async def test_progress_lines_show_tool_labels_in_the_chats_language(harness):
     progress = [x for x in api.texts(ALICE) if x.startswith(("⏳", "✓", "✗"))]
     assert progress and all("查询价格" in x for x in progress), api.texts(ALICE)
     assert not any("get_market_price" in x for x in api.texts(ALICE))
+
+
+async def test_tasks_show_gives_lines_and_a_table_not_json(harness):
+    import json
+    from datetime import UTC, datetime
+
+    from agent.task_ledger import TaskRecord
+    from tests.bot.test_bot_commands_flow import _state
+
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "/status", user_id=ALICE)  # the chat exists
+    await api.wait_for(lambda: api.texts(ALICE))
+    state = await _state(harness)
+    result = {
+        "total_return": 0.1234,
+        "trades": [
+            {"date": "2025-01-02", "side": "buy", "price": 1480.5},
+            {"date": "2025-02-03", "side": "sell", "price": 1500},
+        ],
+        "params": {"fast": 5, "slow": 20},
+    }
+    now = datetime.now(UTC)
+    record = TaskRecord(
+        id="bt1", session_id=state.session_id, chat_key=state.key, tool_name="run_backtest", status="succeeded",
+        result=json.dumps(result), created_at=now, started_at=now, finished_at=now,
+    )  # fmt: skip
+    await harness.app.task_manager.store.insert_task(record)
+    api.push_text(ALICE, "/tasks show bt1", user_id=ALICE)
+    shown = await api.wait_for(lambda: next((x for x in api.texts(ALICE) if "total return" in x), None))
+    assert "- total return: 0.1234" in shown and "- params: fast 5, slow 20" in shown
+    assert "date | side | price" in shown and "2025-01-02 | buy | 1,480.5" in shown  # a table
+    assert "{" not in shown and '"' not in shown
