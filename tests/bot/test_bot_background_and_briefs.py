@@ -61,7 +61,10 @@ async def test_brief_scheduled_and_delivered_through_telegram(tmp_path):
         brief_jobs = [j for j in job_ids if "brief" in j]
         assert brief_jobs and await h.app.scheduler.next_run_time(brief_jobs[0]) is not None
         api.push_text(ALICE, "/brief now", user_id=ALICE)
-        await api.wait_for(lambda: any("Brief for today" in t for t in api.texts(ALICE)), timeout=20)
+        brief = await api.wait_for(
+            lambda: next((t for t in api.texts(ALICE) if "Brief for today" in t), None), timeout=20
+        )
+        assert brief.startswith("🗞 Daily brief · 20")  # headed, so it reads as the brief it is
         api.push_text(ALICE, "/brief off", user_id=ALICE)
         await api.wait_for(lambda: len(api.texts(ALICE)) >= 4, timeout=10)
         assert await h.app.schedules.list(f"telegram:{ALICE}") == []
