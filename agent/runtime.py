@@ -983,9 +983,9 @@ class AgentRuntime:
         if isinstance(exc, StreamInterrupted):
             return (
                 "model_interrupted",
-                f"The model's answer broke off{who}. Your message is saved; send it again to retry.",
+                f"The model's answer broke off{who}, so the request was not carried out; send it again to retry.",
             )
         return (
             "model_unavailable",
-            f"The model provider is unavailable{who}. Your message is saved; try again shortly.",
+            f"The model provider is unavailable{who}, so the request was not carried out; send it again shortly.",
         )

@@ -216,6 +216,9 @@ class TurnView:
                     progress.waiting_call = call_id
                     await progress.set(call_id, name, f"{WAITING} {name}", now=True)
             case ev.ErrorEvent(message=message, code=code):
+                # a fragment already shown ("First ") is marked as broken off, not left as an answer
+                if self.stream is not None and self.stream.text.strip():
+                    await self._flush_text(f"{self.stream.text.rstrip()} {t(self.lang, 'answer_broken_off')}")
                 # model errors by code, in the chat's language (the provider's text stays in the log)
                 text = (
                     t(self.lang, code)

@@ -135,3 +135,27 @@ async def test_tasks_show_gives_lines_and_a_table_not_json(harness):
     assert "- total return: 0.1234" in shown and "- params: fast 5, slow 20" in shown
     assert "date | side | price" in shown and "2025-01-02 | buy | 1,480.5" in shown  # a table
     assert "{" not in shown and '"' not in shown
+
+
+async def test_a_stream_that_breaks_off_leaves_no_fragment_posing_as_an_answer(harness):
+    from agent.errors import StreamInterrupted
+    from agent.providers.base import TextChunk
+    from agent.providers.scripted import ScriptedClient
+
+    class BreaksOff(ScriptedClient):
+        async def stream(self, request):
+            self.requests.append(request)
+            yield TextChunk("First ")
+            await asyncio.sleep(0.05)
+            raise StreamInterrupted("stalled after text")
+
+    harness.script = BreaksOff()
+    await harness.start()
+    api = harness.api
+    api.push_text(ALICE, "summarise my week", user_id=ALICE)
+    notice = t("en", "model_interrupted")
+    await api.wait_for(lambda: notice in api.texts(ALICE))
+    texts = api.texts(ALICE)
+    assert "saved" not in notice and "not carried out" in notice  # one true statement, not two
+    fragment = next(x for x in texts if x.startswith("First"))
+    assert fragment == "First … ⚠️ (broken off: not the whole answer)", texts
