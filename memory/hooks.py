@@ -47,6 +47,9 @@ def _message_chars(m: Message) -> int:
     return len(m.text) + 40 * len(m.tool_calls) + sum(len(r.content) for r in m.tool_results)
 
 
+# a user message this long states something (a rule, a plan, a goal) rather than asking
+STATING_CHARS = 60
+
 # counted after every turn over the messages since the last TaskState: each message once
 _says = MessageMemo(_message_chars)
 
@@ -145,7 +148,8 @@ class MemoryContextHooks(CompactingHooks):
         """Schedules TaskState refresh and memory extraction (every `extract_every` new messages) in
         the background and returns at once. TaskState is refreshed only when the turns since the
         last one changed something worth keeping: a call of a tool that changes state
-        (`changing_tools`: a trade, a portfolio edit, a schedule…), or `taskstate_every` new
+        (`changing_tools`: a trade, a portfolio edit, a schedule…), a user message that states a
+        rule, plan or goal (`STATING_CHARS` long), or `taskstate_every` new
         messages that say something (`taskstate_min_chars` of text and tool output). Small talk
         never costs a summary call."""
         n = len(messages)
@@ -167,6 +171,9 @@ class MemoryContextHooks(CompactingHooks):
         if self.changing_tools and any(
             c.name in self.changing_tools for m in fresh if m.role == "assistant" for c in m.tool_calls
         ):
+            return True
+        # a user message long enough to state a rule, a plan or a goal, not just ask
+        if any(m.role == "user" and len(m.text) >= STATING_CHARS for m in fresh):
             return True
         if len(fresh) < self.taskstate_every:
             return False
