@@ -17,6 +17,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
+RUNNING = "⏳"
+
+
+def _progress_key(line: str) -> str:
+    """A progress line's tool (and task id): what stays the same while it runs."""
+    return line.split(":", 1)[0].split(" (", 1)[0].strip()
+
 
 class Screen:
     def __init__(self, out: TextIO, err: TextIO, *, tty: bool, spinner_text: str = "…"):
@@ -146,9 +153,18 @@ class Screen:
                 self.out.flush()
                 self._midline = not text.endswith("\n")
                 return
-        # something else: the lines that changed (a progress line ⏳ → ✓, a card's final state)
+        # something else: the lines that changed (a progress line ⏳ → ✓, a card's final state);
+        # a running line that only moves on ("⏳ screen_stocks: 30%" → "40%") is not written
+        # again: a screen shows its start and its outcome, not a line per step
         before = set(old.splitlines())
-        changed = [line for line in text.splitlines() if line not in before and line.strip()]
+        running = {_progress_key(line) for line in before if line.startswith(RUNNING)}
+        changed = [
+            line
+            for line in text.splitlines()
+            if line not in before
+            and line.strip()
+            and not (line.startswith(RUNNING) and _progress_key(line) in running)
+        ]
         if changed:
             (self.block if answer else self.note)("\n".join(changed))
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import bisect
 import html
+import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+
+from adapters import markdown
 
 # ---------------------------------------------------------------------------------------------
 # Lengths
@@ -86,6 +88,7 @@ class _FenceMap:
                 self.kinds.append("text")
             pos += len(line)
         self.end_state = fence
+        self.no_cut = _heading_bodies(text)
 
     def line_index(self, pos: int) -> int:
         return max(0, bisect.bisect_right(self.starts, pos) - 1)
@@ -97,6 +100,17 @@ class _FenceMap:
         if pos >= text_len:
             return self.end_state
         return self.before[self.line_index(pos)]
+
+
+def _heading_bodies(text: str) -> frozenset[int]:
+    """Lines a chunk may not start at: from just after a heading through the first line of the
+    block below it, so a heading is never the last thing in a chunk (markdown-it's block map)."""
+    found: set[int] = set()
+    top = markdown.blocks(text)
+    for block, after in itertools.pairwise(top):
+        if block.kind == "heading":
+            found.update(range(block.end, after.start + 1))
+    return frozenset(found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +154,7 @@ def _choose_cut(text: str, fm: _FenceMap, start: int, end: int) -> int:
         if i <= 0 or i >= len(fm.starts):
             continue
         cut = fm.starts[i]
-        if cut <= floor or cut > end:
+        if cut <= floor or cut > end or i in fm.no_cut:
             continue
         if line is None:
             line = cut
@@ -210,242 +224,23 @@ def split_message(text: str, limit: int, *, length: Callable[[str], int] = len) 
 
 
 # ---------------------------------------------------------------------------------------------
-# Inline Markdown
-
-
-class _Target:
-    """How one output format spells each inline construct. Subclasses override."""
-
-    def text(self, s: str) -> str:
-        return s
-
-    def code(self, s: str) -> str:
-        return s
-
-    def wrap(self, kind: str, inner: str) -> str:  # kind: b, i, s, spoiler
-        return inner
-
-    def link(self, label: str, url: str) -> str:
-        return label if label == url else f"{label} ({url})"
-
-
-class _HtmlTarget(_Target):
-    TAGS = {"b": ("<b>", "</b>"), "i": ("<i>", "</i>"), "s": ("<s>", "</s>"),
-            "spoiler": ("<tg-spoiler>", "</tg-spoiler>")}  # fmt: skip
-
-    def text(self, s: str) -> str:
-        return html.escape(s, quote=False)
-
-    def code(self, s: str) -> str:
-        return f"<code>{html.escape(s, quote=False)}</code>"
-
-    def wrap(self, kind: str, inner: str) -> str:
-        a, b = self.TAGS[kind]
-        return f"{a}{inner}{b}"
-
-    def link(self, label: str, url: str) -> str:
-        return f'<a href="{html.escape(url, quote=True)}">{label}</a>'
-
-
-_SAFE_SCHEMES = ("http://", "https://", "tg://", "mailto:")
-_LINK_RE = re.compile(
-    r"\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*<?([^\s()<>]+(?:\([^\s()]*\))?[^\s()<>]*)>?(?:\s+\"[^\"]*\")?\s*\)"
-)
-_AUTOLINK_RE = re.compile(r"<((?:https?|tg)://[^\s<>]+|mailto:[^\s<>]+)>")
-_PUNCT = set("\\`*_{}[]()#+-.!|~<>\"'=:;,?@$%^&/")
-_DELIMS = (("**", "b"), ("__", "b"), ("~~", "s"), ("||", "spoiler"))
-# Only these characters can start markup; runs of anything else are copied in one step.
-_ORDINARY = re.compile(r"[^\\`\[<*_~|]+")
-
-
-def _find_close(s: str, delim: str, start: int) -> int:
-    """Index of a closing `delim` at or after `start` that is not preceded by whitespace."""
-    j = s.find(delim, start)
-    while j != -1:
-        if j > start and not s[j - 1].isspace():
-            return j
-        j = s.find(delim, j + 1)
-    return -1
-
-
-def _render_inline(s: str, t: _Target, ctx: frozenset[str] = frozenset()) -> str:
-    out: list[str] = []
-    buf: list[str] = []
-
-    def flush() -> None:
-        if buf:
-            out.append(t.text("".join(buf)))
-            buf.clear()
-
-    i, n = 0, len(s)
-    while i < n:
-        ordinary = _ORDINARY.match(s, i)
-        if ordinary is not None:
-            buf.append(ordinary.group())
-            i = ordinary.end()
-            if i == n:
-                break
-        c = s[i]
-        if c == "\\" and i + 1 < n and s[i + 1] in _PUNCT:
-            buf.append(s[i + 1])
-            i += 2
-            continue
-        if c == "`":
-            run = len(s[i:]) - len(s[i:].lstrip("`"))
-            ticks = "`" * run
-            j = s.find(ticks, i + run)
-            while j != -1 and j + run < n and s[j + run] == "`":
-                j = s.find(ticks, j + run + 1)
-            if j != -1:
-                flush()
-                content = s[i + run : j]
-                if len(content) > 2 and content[0] == " " and content[-1] == " ":
-                    content = content[1:-1]
-                # Telegram: code may not sit inside other entities; degrade to plain text there
-                out.append(t.code(content) if not ctx else t.text(content))
-                i = j + run
-                continue
-            buf.append(ticks)
-            i += run
-            continue
-        if c == "[" and "a" not in ctx:
-            m = _LINK_RE.match(s, i)
-            if m:
-                label, url = m.group(1), m.group(2)
-                flush()
-                if url.lower().startswith(_SAFE_SCHEMES):
-                    out.append(t.link(_render_inline(label, t, ctx | {"a"}), url))
-                else:
-                    out.append(t.text(f"{label} ({url})"))
-                i = m.end()
-                continue
-        if c == "<" and "a" not in ctx:
-            m = _AUTOLINK_RE.match(s, i)
-            if m:
-                flush()
-                out.append(t.link(t.text(m.group(1)), m.group(1)))
-                i = m.end()
-                continue
-        matched = False
-        for delim, kind in _DELIMS:
-            if s.startswith(delim, i) and i + 2 < n and not s[i + 2].isspace():
-                if delim == "__" and i > 0 and s[i - 1].isalnum():
-                    break
-                j = _find_close(s, delim, i + 2)
-                if j != -1:
-                    flush()
-                    inner = _render_inline(s[i + 2 : j], t, ctx | {kind})
-                    out.append(inner if kind in ctx else t.wrap(kind, inner))
-                    i = j + 2
-                    matched = True
-                break
-        if matched:
-            continue
-        if c in "*_" and i + 1 < n and not s[i + 1].isspace() and s[i + 1] != c:
-            left_ok = c == "*" or i == 0 or not s[i - 1].isalnum()
-            j = _find_close(s, c, i + 1) if left_ok else -1
-            while j != -1 and (
-                (j + 1 < n and s[j + 1] == c) or (c == "_" and j + 1 < n and s[j + 1].isalnum())
-            ):
-                j = _find_close(s, c, j + 2)
-            if j != -1:
-                flush()
-                inner = _render_inline(s[i + 1 : j], t, ctx | {"i"})
-                out.append(inner if "i" in ctx else t.wrap("i", inner))
-                i = j + 1
-                continue
-        buf.append(c)
-        i += 1
-    flush()
-    return "".join(out)
-
-
-# ---------------------------------------------------------------------------------------------
-# Blocks
-
-_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_BULLET = re.compile(r"^(\s*)[-*+]\s+(?:\[([ xX])\]\s+)?(.*)$")
-_ORDERED = re.compile(r"^(\s*)(\d{1,9}[.)])\s+(.*)$")
-_QUOTE = re.compile(r"^ {0,3}>\s?(.*)$")
-_HR = re.compile(r"^ {0,3}([-*_])(?:\s*\1){2,}\s*$")
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_LANG = re.compile(r"^[\w+#.-]{1,32}$")
-
-
-def _is_table_row(line: str) -> bool:
-    return line.lstrip().startswith("|") and line.count("|") >= 2
-
-
-# (kind, payload): code → (lang, text), table → lines, quote → lines, line → text. The payload's
-# shape follows the kind; the two renderers below branch on the kind and read it accordingly.
-_Block = tuple[str, Any]
-
-
-def _blocks(md: str) -> Iterator[_Block]:
-    """Yield (kind, payload) blocks: code(lang, text), table(lines), quote(lines), line(text)."""
-    lines = md.replace("\r\n", "\n").split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        m = _FENCE_OPEN.match(line)
-        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-            fence = _Fence(m.group(1), line.strip())
-            lang = m.group(2).strip().split()[0] if m.group(2).strip() else ""
-            body: list[str] = []
-            i += 1
-            while i < len(lines) and not _is_close(lines[i], fence):
-                body.append(lines[i])
-                i += 1
-            i += 1  # skip the closing line (or run past the end of an unclosed fence)
-            yield "code", (lang, "\n".join(body))
-            continue
-        if _is_table_row(line) and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
-            rows = [line]
-            i += 1
-            while i < len(lines) and (_is_table_row(lines[i]) or _TABLE_SEP.match(lines[i])):
-                rows.append(lines[i])
-                i += 1
-            yield "table", rows
-            continue
-        if _QUOTE.match(line):
-            quoted = []
-            while i < len(lines) and (m2 := _QUOTE.match(lines[i])):
-                quoted.append(m2.group(1))
-                i += 1
-            yield "quote", quoted
-            continue
-        yield "line", line
-        i += 1
-
-
-def _render_line(line: str, t: _Target) -> str:
-    if _HR.match(line):
-        return "———"
-    m = _HEADING.match(line)
-    if m:
-        inner = _render_inline(m.group(2), t, frozenset({"b"}))
-        return t.wrap("b", inner)
-    m = _BULLET.match(line)
-    if m:
-        indent, box, rest = m.groups()
-        mark = "•" if box is None else ("☑" if box in "xX" else "☐")
-        return f"{indent}{mark} {_render_inline(rest, t)}"
-    m = _ORDERED.match(line)
-    if m:
-        indent, num, rest = m.groups()
-        return f"{indent}{num} {_render_inline(rest, t)}"
-    return _render_inline(line, t)
-
+# Rendering (adapters/markdown.py parses; these are the adapters' entry points)
 
 # Text without any character that starts markup (inline, or a line's heading, bullet, quote, rule,
-# table or fence), without HTML's special characters and without a numbered line renders as
-# itself: most short answers. Checked in two C-speed scans instead of parsed line by line.
-_MARKUP_FREE = re.compile(r"[^\\`*_~|\[\]<>&#+\-\r]*")
+# setext underline, table or fence), without HTML's special characters, without a numbered line,
+# and without the spacing a parser normalises (leading or trailing blanks on a line, tabs, runs of
+# blank lines) renders as itself: most short answers. Checked in C-speed scans, not parsed.
+_MARKUP_FREE = re.compile(r"[^\\`*_~|\[\]<>&#+\-=\r\t]*")
 _NUMBERED = re.compile(r"^\s*\d{1,9}[.)]", re.MULTILINE)
+_RESHAPED = re.compile(r"^[ ]|[ ]$|\n[ ]*\n[ ]*\n", re.MULTILINE)
 
 
 def _markup_free(md: str) -> bool:
-    return _MARKUP_FREE.fullmatch(md) is not None and _NUMBERED.search(md) is None
+    return (
+        _MARKUP_FREE.fullmatch(md) is not None
+        and _NUMBERED.search(md) is None
+        and _RESHAPED.search(md.strip("\n")) is None
+    )
 
 
 def to_telegram_html(md: str) -> str:
@@ -455,23 +250,7 @@ def to_telegram_html(md: str) -> str:
 
 
 def _to_telegram_html(md: str) -> str:
-    t = _HtmlTarget()
-    out: list[str] = []
-    for kind, payload in _blocks(md):
-        if kind == "code":
-            lang, code = payload
-            body = html.escape(code, quote=False)
-            if lang and _LANG.match(lang):
-                out.append(f'<pre><code class="language-{html.escape(lang)}">{body}</code></pre>')
-            else:
-                out.append(f"<pre>{body}</pre>")
-        elif kind == "table":
-            out.append("<pre>" + html.escape("\n".join(payload), quote=False) + "</pre>")
-        elif kind == "quote":
-            out.append("<blockquote>" + "\n".join(_render_line(x, t) for x in payload) + "</blockquote>")
-        else:
-            out.append(_render_line(payload, t))
-    return "\n".join(out).strip("\n")
+    return markdown.telegram_html(md.replace("\r\n", "\n"))
 
 
 def to_plain(md: str) -> str:
@@ -481,22 +260,10 @@ def to_plain(md: str) -> str:
 
 
 def _to_plain(md: str) -> str:
-    t = _Target()
-    out: list[str] = []
-    for kind, payload in _blocks(md):
-        if kind == "code":
-            out.append(payload[1])
-        elif kind == "table":
-            out.extend(payload)
-        elif kind == "quote":
-            out.extend("> " + _render_line(x, t) for x in payload)
-        else:
-            out.append(_render_line(payload, t))
-    return "\n".join(out).strip("\n")
+    return markdown.plain(md.replace("\r\n", "\n"))
 
 
 _MASS_MENTION = re.compile(r"@(everyone|here)\b", re.IGNORECASE)
-_DISCORD_HEADING = re.compile(r"^ {0,3}#{4,6}\s+(.*?)\s*#*\s*$")
 
 
 def _neutralise_mentions(s: str) -> str:
@@ -504,39 +271,33 @@ def _neutralise_mentions(s: str) -> str:
 
 
 def to_discord(md: str) -> str:
-    """Discord renders Markdown; keep code untouched, defuse mass mentions, tables → code blocks."""
-    out: list[str] = []
+    """Discord renders Markdown itself: the source is kept, block by block (markdown-it's map),
+    except that tables (which Discord does not render) become code blocks, headings below ### (which
+    it does not have) bold lines, and mass mentions outside code are defused."""
     lines = md.replace("\r\n", "\n").split("\n")
-    fence: _Fence | None = None
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if fence is not None:
-            out.append(line)
-            if _is_close(line, fence):
-                fence = None
-            i += 1
-            continue
-        m = _FENCE_OPEN.match(line)
-        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-            fence = _Fence(m.group(1), line.strip())
-            out.append(line)
-            i += 1
-            continue
-        if _is_table_row(line) and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
-            rows = []
-            while i < len(lines) and (_is_table_row(lines[i]) or _TABLE_SEP.match(lines[i])):
-                rows.append(lines[i].replace("```", "'''"))
-                i += 1
+    out: list[str] = []
+    pos = 0
+    for block in markdown.blocks("\n".join(lines)):
+        out.extend(_neutralise_mentions(line) for line in lines[pos : block.start])
+        source = lines[block.start : block.end]
+        if block.kind in ("fence", "code_block"):
+            out.extend(source)
+        elif block.kind == "table":
+            rows = [line.replace("```", "'''") for line in source if line.strip()]
             out.extend(["```", *rows, "```"])
-            continue
-        m = _DISCORD_HEADING.match(line)
-        if m:
-            line = f"**{m.group(1)}**"
-        # inline code spans are left alone by Discord, but mentions inside them never ping either
-        out.append(_neutralise_mentions(line))
-        i += 1
+            out.extend(line for line in source[len(rows) :] if not line.strip())
+        elif block.kind == "heading" and block.tag in ("h4", "h5", "h6"):
+            heading = _DISCORD_HEADING.match(source[0])
+            out.append(f"**{heading.group(1)}**" if heading else _neutralise_mentions(source[0]))
+            out.extend(_neutralise_mentions(line) for line in source[1:])
+        else:
+            out.extend(_neutralise_mentions(line) for line in source)
+        pos = max(pos, block.end)
+    out.extend(_neutralise_mentions(line) for line in lines[pos:])
     return "\n".join(out)
+
+
+_DISCORD_HEADING = re.compile(r"^ {0,3}#{4,6}\s+(.*?)\s*#*\s*$")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -89,6 +89,18 @@ FAILED_NOTE = (
     "the user asks for it again.]"
 )
 ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
+# Closes a request that got no answer, so a later turn reads it as abandoned, not as pending work
+# ("buy 1000" cancelled must not be bought by the next message). Stored as the assistant's reply
+# with `abandoned` in meta; the wording is for the model, which sees it in the history.
+ABANDONED_NOTES = {
+    "cancelled": "[Request cancelled by the user — do not act on it.",
+    "failed": "[Request failed: the model provider returned an error before an answer — do not act on it.",
+    "interrupted": "[Request interrupted before it finished (the program stopped) — do not act on it.",
+}
+ABANDONED_NOTHING_RAN = " Nothing was carried out; do it only if the user asks for it again.]"
+ABANDONED_SOME_RAN = (
+    " Only the tool results above were carried out; do not continue it unless the user asks again.]"
+)
 
 
 TRACE_PREVIEW_CHARS = 500
@@ -474,6 +486,9 @@ class AgentRuntime:
             else:
                 text = "Not run: the turn was interrupted before this call."
             fixes.append(Message.tool_result(call.id, call.name, json.dumps({"error": text}), is_error=True))
+        if turn.status != "suspended":
+            messages.extend(fixes)
+            fixes += self._abandoned_note(messages, "interrupted")
         if fixes:
             await self.store.append_messages(turn.session_id, fixes)
         status = "completed" if turn.status == "suspended" else "failed"
@@ -697,7 +712,7 @@ class AgentRuntime:
                 trace.close()
                 raise
             await self._cancel_open_calls(turn, messages)
-            await self._mark_unfinished(turn, messages, CANCELLED_NOTE)
+            await self._mark_abandoned(turn, messages, "cancelled")
             turn.status = "cancelled"
             await self.store.save_turn(turn)
             trace.record("cancelled")
@@ -711,7 +726,7 @@ class AgentRuntime:
             log.warning("model call failed in turn %s: %s: %s", turn.id, type(exc).__name__, exc)
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {message}"
             await self._cancel_open_calls(turn, messages, reason="Not run: the model provider failed.")
-            await self._mark_unfinished(turn, messages, FAILED_NOTE)
+            await self._mark_abandoned(turn, messages, "failed")
             await self.store.save_turn(turn)
             trace.record("error", message=message, detail=str(exc), error_type=type(exc).__name__)
             trace.close()
@@ -986,6 +1001,26 @@ class AgentRuntime:
             messages.extend(fixes)
             await self.store.append_messages(turn.session_id, fixes)
 
+    async def _mark_abandoned(self, turn: TurnRecord, messages: list[Message], kind: str) -> None:
+        note = self._abandoned_note(messages, kind)
+        if note:
+            messages.extend(note)
+            await self.store.append_messages(turn.session_id, note)
+
+    @staticmethod
+    def _abandoned_note(messages: list[Message], kind: str) -> list[Message]:
+        """The note closing an unanswered request; none when the history already ends in an
+        answer (a cancel that came after the reply) or holds no request."""
+        if not messages or (messages[-1].role == "assistant" and not messages[-1].tool_calls):
+            return []
+        ran = False
+        for msg in reversed(messages):
+            if msg.role == "user":
+                break
+            ran = ran or any(not r.is_error for r in msg.tool_results)
+        tail = ABANDONED_SOME_RAN if ran else ABANDONED_NOTHING_RAN
+        return [Message.assistant(ABANDONED_NOTES[kind] + tail, abandoned=kind)]
+
     def _redact_thinking(self, part: ThinkingPart) -> ThinkingPart:
         # Signed thinking is sent back to the provider verbatim (the signature covers the text);
         # it is never shown in a chat. Unsigned thinking is masked like any text.
@@ -1016,9 +1051,9 @@ class AgentRuntime:
         if isinstance(exc, StreamInterrupted):
             return (
                 "model_interrupted",
-                f"The model's answer broke off{who}. Your message is saved; send it again to retry.",
+                f"The model's answer broke off{who}, so the request was not carried out; send it again to retry.",
             )
         return (
             "model_unavailable",
-            f"The model provider is unavailable{who}. Your message is saved; try again shortly.",
+            f"The model provider is unavailable{who}, so the request was not carried out; send it again shortly.",
         )

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it
     from agent.background_tools import BackgroundSubmitter
     from agent.context import CompactingHooks, TaskTracker
     from agent.mcp_client import McpManager
-    from agent.ports import ApprovalRecord, TurnRecord
+    from agent.ports import ApprovalRecord, TurnRecord, UsageRecord
     from agent.skills import SkillLibrary
     from agent.task_ledger import TaskRecord
     from bot.chat_setup import ChatParts
@@ -213,9 +213,15 @@ class App:
             # late-bound: the stock directory loads on the first recall, not at start-up
             code_resolver=self._mentions if self.market else None,
             recall_budget_chars=s.memory.recall_budget_chars,
+            meter=self._record_side_call,
         )
         self.memory_hooks = hooks
         return hooks
+
+    async def _record_side_call(self, record: UsageRecord) -> None:
+        """A memory side call's usage, stored with the turns' (`tapebot usage` reports it apart)."""
+        if self.store is not None:
+            await self.store.record_usage(record)
 
     def _mentions(self, text: str) -> list[str]:
         from markets.directory import Directory
@@ -278,7 +284,10 @@ class App:
         tools = Toolset.combine(
             "tapebot", tools, self._memory_tools(self.memory_hooks), *self._agent_extras(), mcp.toolset
         )
-        mcp.publish_into(tools)  # a server's changed tool list reaches the runtime
+        if self.memory_hooks is not None:  # a turn that ran one of these changed what TaskState holds
+            self.memory_hooks.changing_tools = frozenset(
+                spec.name for spec in tools.specs() if spec.side_effect != "read_only"
+            )
         self._wire_subagents(tools)
         self.runtime = AgentRuntime(
             model_for=self.model_for,
@@ -579,7 +588,9 @@ class App:
             spawn=self.spawn,
             on_stop=self.on_stop,
             skill_commands=skill_commands(self.skills) if self.skills is not None else (),
-            card_facts=CardFacts(self.trade_facts, notes, self._chat_timezone),
+            card_facts=CardFacts(
+                self.trade_facts, notes, self.schedules.chat_timezone if self.schedules is not None else None
+            ),
             system_dynamic=self.system_dynamic(),
             redact=self.redactor.text,
             adapter_options=self.adapter_options,

@@ -19,6 +19,7 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from adapters.base import Button, Card
 from agent.consent import ButtonChoice, StandingScope
@@ -28,6 +29,7 @@ from agent.tools.workspace import LocalToolPolicy
 from bot.i18n import t
 
 if TYPE_CHECKING:
+    from markets.broker import OrderProblem
     from markets.preview import TradePreview
 
 MAX_ARGS_CHARS = 900
@@ -97,9 +99,16 @@ class CardInfo:
     standing_hours: float = 24.0
     trade: TradePreview | None = None
     note: str = ""  # what the tool may do (exec_command: its sandbox)
-    timezone: str = "UTC"  # the chat's: the card's times are said in it
-    # outside content the turn read before proposing this (files, URLs, command output)
-    sources: tuple[str, ...] = ()
+    zone: str = "UTC"  # the chat's time zone (an IANA name): times on the card are shown in it
+
+
+def local_time(at: datetime, zone: str, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    """`at` in the chat's zone; UTC for an unknown zone name."""
+    try:
+        tz = ZoneInfo(zone)
+    except (ValueError, KeyError):  # ZoneInfoNotFoundError is a KeyError
+        tz = ZoneInfo("UTC")
+    return at.astimezone(tz).strftime(fmt)
 
 
 def _money(value: float) -> str:
@@ -117,11 +126,47 @@ def _trade_lines(p: TradePreview, lang: str) -> list[str]:
     lines.append(t(lang, "card_price", price=f"{p.price:,.2f}", as_of=p.as_of))
     if p.amount is not None and p.fees is not None:
         lines.append(t(lang, "card_amount", amount=_money(p.amount), fees=_money(p.fees)))
-    if p.cash is not None and p.cash_after is not None:
+    rejected = p.problem is not None and not p.problem.waits
+    if p.problem is not None:
+        lines.append(_problem_line(p.problem, lang))
+    if p.cash is not None and rejected:  # not "cash after" as if it filled
+        lines.append(t(lang, "card_cash_unchanged", cash=_money(p.cash)))
+    elif p.cash is not None and p.cash_after is not None:
         lines.append(t(lang, "card_cash", cash=_money(p.cash), after=_money(p.cash_after)))
     if p.refusal:
         lines.append(t(lang, "card_will_not_fill", why=visible(p.refusal)))
     return lines
+
+
+def _problem_line(problem: OrderProblem, lang: str) -> str:
+    """What the broker would run into, in the chat's language."""
+    f = problem.figures
+    if problem.kind == "limit":
+        word = t(lang, str(f.get("word", "limit-up")))
+        return t(lang, "card_warn_limit_waits" if problem.waits else "card_warn_limit", word=word)
+    figures = {
+        k: (f"{v:,.2f}" if k in ("need", "have") and problem.kind == "cash" else _num(v))
+        for k, v in f.items()
+    }
+    return t(lang, f"card_warn_{problem.kind}", **figures)
+
+
+def _num(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float | int) else str(value)
+
+
+def card_summary(info: CardInfo, lang: str) -> str:
+    """The card's readable head, kept on the card once it is decided: the trade, its amount and
+    any warning (empty for other tools, whose name heads the decided card anyway)."""
+    p = info.trade
+    if p is None:
+        return ""
+    lines = _trade_lines(p, lang)[:1]
+    if p.amount is not None and p.fees is not None:
+        lines.append(t(lang, "card_amount", amount=_money(p.amount), fees=_money(p.fees)))
+    if p.problem is not None:
+        lines.append(_problem_line(p.problem, lang))
+    return "\n".join(lines)
 
 
 def approval_card(
@@ -148,11 +193,11 @@ def approval_view(
     body.append(t(lang, "card_who_group" if info.group else "card_who_dm"))
     if info.expires_at is not None:
         minutes = max(0, round((info.expires_at - (now or record.created_at)).total_seconds() / 60))
-        body.append(t(lang, "card_expires", at=local_time(info.expires_at, info.timezone), minutes=minutes))
+        at = local_time(info.expires_at, info.zone)
+        body.append(t(lang, "card_expires", at=at, minutes=minutes, zone=info.zone))
     if info.scope is not None:
-        body.append(
-            t(lang, "card_always", scope=visible(info.scope.describe(lang)), hours=f"{info.standing_hours:g}")
-        )
+        key = "card_always_group" if info.group else "card_always"
+        body.append(t(lang, key, scope=visible(info.scope.describe(lang)), hours=f"{info.standing_hours:g}"))
     else:
         body.append(t(lang, "card_no_always"))
     raw = _code_block(render_arguments(record.arguments, record.args_hash, lang))
@@ -193,23 +238,6 @@ def plain(text: str) -> str:
     return text.replace("**", "").replace("`", "").replace("\n_", "\n").rstrip("_")
 
 
-def local_time(at: datetime, zone: str) -> str:
-    """`2026-12-06 16:30 Asia/Shanghai`: a card's time in the chat's zone, named."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        return at.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M ") + zone
-    except (ZoneInfoNotFoundError, ValueError):
-        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def summary_line(record: ApprovalRecord, info: CardInfo, lang: str) -> str:
-    """The card's readable first line: the trade, or what the tool wants to do."""
-    if info.trade is not None:
-        return _trade_lines(info.trade, lang)[0]
-    return t(lang, "approval_body", tool=record.tool).rstrip(":：")
-
-
 def approval_final(
     record: ApprovalRecord,
     lang: str,
@@ -218,11 +246,11 @@ def approval_final(
     rule: str = "",
     *,
     summary: str = "",
-    timezone: str = "UTC",
-    at: datetime | None = None,
+    decided_at: datetime | None = None,
+    zone: str = "UTC",
 ) -> str:
-    """A decided card: its readable line kept, the decision (and when, in the chat's zone)
-    appended; the arguments stay for what is not a trade."""
+    """A decided card: its readable summary (as the card showed it), the raw arguments, and the
+    decision with its time in the chat's zone."""
     key = {
         "once": "approved_by",
         "always": "approved_always_by",
@@ -232,13 +260,13 @@ def approval_final(
         "moved_on": "moved_on",
         "no_answer": "expired",
     }.get(outcome, "expired")
-    decided = t(lang, key, who=who, rule=rule)
-    if at is not None:
-        decided += f" · {local_time(at, timezone)}"
-    if summary.startswith("📈"):  # a trade: its line says it all
-        return f"🔐 `{record.id}`\n{summary}\n{decided}"
-    head = f"🔐 {summary or record.tool} · `{record.id}`"
-    return f"{head}\n{_code_block(render_arguments(record.arguments, record.args_hash, lang))}\n{decided}"
+    decision = t(lang, key, who=who, rule=rule)
+    if decided_at is not None:
+        decision = t(lang, "card_decided_at", outcome=decision, at=local_time(decided_at, zone, "%H:%M"))
+    head = f"🔐 {record.tool} · `{record.id}`"
+    if summary:
+        head += "\n" + summary
+    return f"{head}\n{_code_block(render_arguments(record.arguments, record.args_hash))}\n{decision}"
 
 
 def question_prompt(waiting: WaitingState, turn_id: str) -> tuple[str, list[list[Button]]]:

@@ -36,7 +36,6 @@ def main(argv: list[str], ctx: CliContext) -> int:
     if args.action != "update-calendar":
         parser.print_help(ctx.stdout)
         return 2
-    from config.loader import resolve_home
     from markets.calendar import update_calendar
 
     try:
@@ -48,7 +47,7 @@ def main(argv: list[str], ctx: CliContext) -> int:
             file=ctx.stderr,
         )
         return 1
-    data_dir = resolve_home(ctx.home, ctx.environ) / "data"
+    data_dir = ctx.resolve_home() / "data"
     try:
         res = update_calendar(data_dir, akshare=akshare)
     except ValueError as exc:

@@ -41,17 +41,50 @@ def usage(ctx: CliContext, *, days: float = 30) -> int:
     settings = ctx.settings(require_model=False)
     settings.ensure_dirs()
 
-    async def _go() -> tuple[list[Any], Any]:
+    async def _go() -> tuple[list[Any], Any, list[Any]]:
         from memory.db import Database
         from memory.stores import SqlStore
 
         async with Database(settings.db_url) as db:
             store = SqlStore(db)
-            return await store.usage_totals(days), await store.usage_summary(days)
+            return (
+                await store.usage_totals(days),
+                await store.usage_summary(days),
+                await store.side_call_totals(days),
+            )
 
-    totals, summary = asyncio.run(_go())
+    totals, summary, side = asyncio.run(_go())
     print(format_usage(totals, days, summary), file=ctx.stdout)
+    if side:
+        print(format_side_calls(side, summary), file=ctx.stdout)
     return 0
+
+
+SIDE_NAMES = {"memory": "memory extraction", "taskstate": "task state"}
+
+
+def format_side_calls(side: Sequence[Any], summary: Any | None) -> str:
+    """The model calls tapebot made for its own upkeep (included in the table above): how many,
+    their tokens and cost, and their share of all model calls and tokens."""
+    calls = sum(s.calls for s in side)
+    tokens = sum(s.input_tokens + s.output_tokens + s.cache_read_tokens + s.cache_write_tokens for s in side)
+    lines = ["side calls (tapebot's own upkeep; included above, counted in no turn):"]
+    for s in side:
+        lines.append(
+            f"  {SIDE_NAMES.get(s.model, s.model)}: {s.calls:,} call{'s' * (s.calls != 1)}, "
+            f"input {s.input_tokens + s.cache_read_tokens + s.cache_write_tokens:,}, "
+            f"output {s.output_tokens:,}, cost {s.cost:.4f}"
+        )
+    if summary is not None and summary.calls:
+        all_tokens = (
+            summary.input_tokens
+            + summary.output_tokens
+            + summary.cache_read_tokens
+            + summary.cache_write_tokens
+        )
+        share = tokens / all_tokens if all_tokens else 0.0
+        lines.append(f"  {calls:,} of {summary.calls:,} model calls; {share:.0%} of tokens")
+    return "\n".join(lines)
 
 
 def format_usage(totals: Sequence[Any], days: float, summary: Any | None = None) -> str:

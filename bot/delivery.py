@@ -19,6 +19,7 @@ from bot.cards import visible
 from bot.i18n import t
 from bot.i18n_tasks import failure_text
 from bot.progress import FAILED, OK, RUNNING, WAITING, ProgressBoard, ProgressLine, failure_of, paused_record
+from bot.tool_labels import tool_label
 from memory.chat_tables import PausedProgress
 
 log = logging.getLogger(__name__)
@@ -110,19 +111,14 @@ class TurnView:
     async def _tool_line(
         self, call_id: str, name: str, symbol: str, suffix: str = "", now: bool = False
     ) -> None:
-        await self._progress_for(call_id).set(call_id, name, f"{symbol} {name}{suffix}", now=now)
+        label = tool_label(self.lang, name)
+        await self._progress_for(call_id).set(call_id, label, f"{symbol} {label}{suffix}", now=now)
 
     async def _waiting(self, call_id: str, name: str) -> None:
         progress = self._progress_for(call_id)
         progress.waiting_call = call_id
-        line = f"{WAITING} {name}"
-        if progress.msg is not None:  # kept before it shows ⏸: a crash just after never strands it
-            progress.names[call_id], progress.lines[call_id] = name, line
-            await self._keep(progress)
-            await progress.set(call_id, name, line, now=True)
-            return
-        await progress.set(call_id, name, line, now=True)
-        await self._keep(progress)
+        label = tool_label(self.lang, name)
+        await progress.set(call_id, label, f"{WAITING} {label}", now=True)
 
     async def _end_progress(self, done: ev.Done) -> None:
         """Final state of this turn's progress; an older parked one nobody adopted is settled."""
@@ -244,9 +240,14 @@ class TurnView:
                 await self._flush_text()
                 await self.on_question(event)
                 name = self.progress.names.get(call_id, "") if self.progress else ""
-                if name:
-                    await self._waiting(call_id, name)
+                if name:  # already a label
+                    progress = self._progress_for(call_id)
+                    progress.waiting_call = call_id
+                    await progress.set(call_id, name, f"{WAITING} {name}", now=True)
             case ev.ErrorEvent(message=message, code=code):
+                # a fragment already shown ("First ") is marked as broken off, not left as an answer
+                if self.stream is not None and self.stream.text.strip():
+                    await self._flush_text(f"{self.stream.text.rstrip()} {t(self.lang, 'answer_broken_off')}")
                 # model errors by code, in the chat's language (the provider's text stays in the log)
                 text = (
                     t(self.lang, code)

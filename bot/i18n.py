@@ -56,9 +56,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "model_error": "⚠️ {error}",
         "model_rejected": "⚠️ The model provider rejected the request. The operator should check the "
         "model name and API key (details are in the log).",
-        "model_interrupted": "⚠️ The model's answer broke off. Your message is saved; send it again to retry.",
-        "model_unavailable": "⚠️ The model provider is unavailable right now. Your message is saved; "
-        "try again shortly.",
+        "model_interrupted": "⚠️ The model's answer broke off, so your request was not carried out. "
+        "Send it again to retry.",
+        "model_unavailable": "⚠️ The model provider is unavailable right now, so your request was not "
+        "carried out. Send it again in a moment.",
+        "answer_broken_off": "… ⚠️ (broken off: not the whole answer)",
         "secret_masked": "🔒 Your message contained what looks like a key or token. I masked it: it was "
         "not stored and I can't see it. If it is a real key, consider rotating it.",
         "tool_running": "⏳ {tool}…",
@@ -155,8 +157,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "internal_error": "机器人内部出错，这条消息没有得到回答。详情已记入日志，请稍后再试。",
         "model_error": "⚠️ {error}",
         "model_rejected": "⚠️ 模型服务拒绝了请求。请管理员检查模型名称和 API 密钥（详情见日志）。",
-        "model_interrupted": "⚠️ 模型的回答中断了。你的消息已保存，重新发送即可重试。",
-        "model_unavailable": "⚠️ 模型服务暂时不可用。你的消息已保存，请稍后再试。",
+        "model_interrupted": "⚠️ 模型的回答中断了，你的请求没有执行。请重新发送以重试。",
+        "model_unavailable": "⚠️ 模型服务暂时不可用，你的请求没有执行。请稍后重新发送。",
+        "answer_broken_off": "… ⚠️（回答中断：这不是完整的回答）",
         "secret_masked": "🔒 你的消息里有看起来像密钥或令牌的内容，已被遮盖：它没有被保存，我也看不到。"
         "如果这是真实的密钥，建议更换。",
         "tool_running": "⏳ {tool}…",

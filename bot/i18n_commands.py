@@ -20,8 +20,10 @@ COMMAND_STRINGS: dict[str, dict[str, str]] = {
         "tasks_unknown": "No task {id} in this chat.",
         "tasks_usage": "Usage: /tasks · /tasks show <id> · /tasks cancel <id>",
         "task_error": "Error: {error}",
-        "task_result": "Result: {result}",
+        "task_result": "Result:\n{result}",
         "briefs_off": "Scheduled briefs are turned off ([scheduler] enabled = false).",
+        "brief_usage_discord": "Usage: /brief set time:08:30 (days:weekdays, zone:Asia/Shanghai optional) · "
+        "/brief now · /brief pause · /brief resume · /brief off · /brief tz zone:<zone>",
         "skills_none": "No skills are installed.",
         "skills_head": "Skills (send /<name>, optionally with what to focus on):",
         "skill_gone": "The skill {name} is no longer installed.",
@@ -44,8 +46,10 @@ COMMAND_STRINGS: dict[str, dict[str, str]] = {
         "tasks_unknown": "本对话没有任务 {id}。",
         "tasks_usage": "用法：/tasks · /tasks show <id> · /tasks cancel <id>",
         "task_error": "错误：{error}",
-        "task_result": "结果：{result}",
+        "task_result": "结果：\n{result}",
         "briefs_off": "定时简报已关闭（[scheduler] enabled = false）。",
+        "brief_usage_discord": "用法：/brief set time:08:30（可选 days:weekdays 工作日、zone:Asia/Shanghai 时区）· "
+        "/brief now（立即）· /brief pause（暂停）· /brief resume（恢复）· /brief off（关闭）· /brief tz zone:<时区>",
         "skills_none": "没有安装任何技能。",
         "skills_head": "技能（发送 /<名称>，可附上关注点）：",
         "skill_gone": "技能 {name} 已不再安装。",

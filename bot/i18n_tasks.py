@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 TASK_STRINGS: dict[str, dict[str, str]] = {
     "en": {
         "brief_empty": "(empty brief)",
+        "brief_header": "🗞 **Daily brief** · {date}",
         # why a tool's progress line ends in ✗ (a tool's reported status or the runtime's error code)
         "failure_rejected": "rejected",
         "failure_failed": "failed",
@@ -35,6 +36,7 @@ TASK_STRINGS: dict[str, dict[str, str]] = {
     },
     "zh": {
         "brief_empty": "（简报为空）",
+        "brief_header": "🗞 **每日简报** · {date}",
         "failure_rejected": "被拒绝",
         "failure_failed": "失败",
         "failure_error": "出错",

@@ -19,6 +19,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from adapters.base import ChatAdapter, ChatRef, DeliveryError, InboundMessage, UserRef
@@ -203,8 +204,10 @@ class Lane:
                     final = event.text
                 elif isinstance(event, ev.ErrorEvent):
                     raise DeliveryError(event.message)
+            # a header: a brief arrives unasked, among the chat's other messages
+            header = t(state.lang, "brief_header", date=datetime.now(UTC).strftime("%Y-%m-%d"))
             await deps.adapters[state.chat.platform].send_text(
-                state.chat, final or t(state.lang, "brief_empty")
+                state.chat, f"{header}\n\n{final or t(state.lang, 'brief_empty')}"
             )
         finally:
             self._running = False

@@ -94,8 +94,16 @@ class CardFacts:
 
     trade: Callable[[ApprovalRecord], Awaitable[TradePreview | None]] | None = None
     notes: Mapping[str, Callable[[str], str]] = field(default_factory=dict)
-    # the chat's time zone (its /brief zone, else the configured default): card times are its
-    timezone: Callable[[str], Awaitable[str]] | None = None
+    zone: Callable[[str], Awaitable[str]] | None = None  # a chat key's time zone (IANA name)
+
+    async def zone_of(self, chat_key: str) -> str:
+        if self.zone is None or not chat_key:
+            return "UTC"
+        try:
+            return await self.zone(chat_key)
+        except Exception:  # a card still goes out, its times in UTC
+            log.warning("no time zone for chat %s", chat_key, exc_info=True)
+            return "UTC"
 
 
 class Waiting:
@@ -172,6 +180,13 @@ class Waiting:
         if turn.waiting.kind == "approval":
             approval_id = turn.waiting.confirmation_target.approval_id
             if uid not in turn.approvers:
+                if msg.addressed and read_consent("text", msg.text).gate_decision is not None:
+                    # a "yes" from someone who may not decide: told so, and not kept for the model
+                    await self._release(receipt)
+                    await self._say(
+                        state, t(state.lang, refusal_key(NotAnApprover(), group=state.chat.is_group))
+                    )
+                    return True
                 if msg.addressed:  # only an approver can unblock this chat: it waits for them
                     await self._hold(state, msg, receipt, "held_until_decided")
                 return True
@@ -196,7 +211,7 @@ class Waiting:
                 await self._release(receipt)
                 refused = await self._decide(state, approval_id, msg.user, word, decision.note, record)
                 if refused is not None:
-                    await self._say(state, t(state.lang, refusal_key(refused)))
+                    await self._say(state, t(state.lang, refusal_key(refused, group=state.chat.is_group)))
                 return True
             if is_short_reply(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
@@ -255,7 +270,8 @@ class Waiting:
             else ApprovalNotFound("this button is no longer valid")
         )
         if refused is not None:
-            await press.ack(t(state.lang, refusal_key(refused)), isinstance(refused, NotAnApprover))
+            key = refusal_key(refused, group=state.chat.is_group)
+            await press.ack(t(state.lang, key), isinstance(refused, NotAnApprover))
         else:
             await press.ack("", False)
 
@@ -365,6 +381,9 @@ class Waiting:
         if sent is None:
             return
         await remember_card(self._store, record.id, sent)
+        summary = cards.card_summary(info, state.lang)
+        if summary:  # shown again once the card is decided
+            await remember_sent(self._store, "card", record.id, state, sent, text=summary)
         record = await self._store.get_approval(record.id)
         if record is not None and record.status != "pending":  # decided while the card was in flight
             await self._finalize_card(record.id, record.decision or record.status, record.decided_by)
@@ -378,6 +397,7 @@ class Waiting:
             except Exception:  # the card still shows the raw arguments
                 log.warning("no trade facts for the card of %s", record.id, exc_info=True)
         return cards.CardInfo(
+            zone=await self._facts.zone_of(record.chat_key or chat.key),
             expires_at=record.expires_at,
             group=chat.is_group,
             scope=self._runtime.gate.scope_for(record),
@@ -436,18 +456,20 @@ class Waiting:
         if outcome == "always":
             rules = await self._store.list_standing(record.chat_key, datetime.now(UTC), record.tool)
             rule = next((r.id for r in rules if r.approval_id == approval_id), "")
-        # the card keeps its readable line ("BUY 100 × 贵州茅台 (600519) · PAPER"), the decision below it
-        summary, zone = "", "UTC"
-        try:
-            info = await self.card_info(record, msg.chat, lang)
-            summary, zone = cards.summary_line(record, info, lang), info.timezone
-        except Exception:  # the decision is shown all the same
-            log.warning("no summary for the decided card %s", approval_id, exc_info=True)
+        kept = await self._store.load_sent("card", approval_id)
         final = cards.approval_final(
-            record, lang, outcome, who, rule, summary=summary, timezone=zone, at=datetime.now(UTC)
+            record,
+            lang,
+            outcome,
+            who,
+            rule,
+            summary=kept.text if kept is not None else "",
+            decided_at=datetime.now(UTC),
+            zone=await self._facts.zone_of(record.chat_key),
         )
         with contextlib.suppress(DeliveryError):
             await adapter.edit_text(msg, final, buttons=None)
+        await forget_sent(self._store, "card", approval_id)
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
         """The question's buttons go; a line says how it ended (`line`: an i18n key)."""

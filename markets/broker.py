@@ -111,6 +111,21 @@ class TradeResult:
         return out
 
 
+ProblemKind = Literal["quantity", "lot_buy", "cash", "t_plus_1", "holding", "lot_sell", "limit"]
+
+
+@dataclass(frozen=True, slots=True)
+class OrderProblem:
+    """Why an order will not fill now: `kind` and its figures for a caller that words it in the
+    user's language (an approval card), `text` as the ledger records it. A "limit" problem is a
+    rejection only when `waits` is False; otherwise the order waits at the limit and is retried."""
+
+    kind: ProblemKind
+    text: str
+    figures: dict[str, Any]
+    waits: bool = False
+
+
 def rules_for(market: str, settings: MarketSettings) -> MarketRules:
     if market == "crypto":
         return MarketRules.crypto(settings.crypto_fee)
@@ -317,14 +332,15 @@ class PaperBroker:
             await s.flush()
             return trade_dict(t)
 
-    async def precheck(self, user_id: str, inst: Instrument, side: Side, qty: float) -> str | None:
-        """Why an order would not fill now, checked as placing it would (lots, cash, holdings,
-        T+1 in today's session, a close at the limit) but without placing it: for the approval
-        card, so a sell that T+1 will reject says so before the tap. None: it would fill."""
+    async def precheck(self, user_id: str, symbol: str, side: Side, quantity: float) -> OrderProblem | None:
+        """What `submit` would run into now (lots, cash, holdings, T+1, the price limit), without
+        placing anything: an approval card warns instead of showing the order as if it fills."""
+        inst = self.data.resolve(symbol)
         market = "crypto" if inst.market == "crypto" else "cn"
         rules = rules_for(market, self.settings)
         bars = self.data.bars(inst)
         price = float(bars.close[-1])
+        day = self.session_day(market)
         blocked = limit_block(
             side,
             price,
@@ -333,13 +349,17 @@ class PaperBroker:
             float(bars.low[-1]),
             _limit(inst, market, rules),
         )
-        async with self.sessions() as s:
-            why = await self._check(
-                s, rules, user_id, inst, market, side, qty, price, self.session_day(market)
+        async with self.sessions() as s:  # read only: rolled back on leaving
+            problem = await self._problem(
+                s, rules, user_id, inst, market, side, float(quantity), price, day, t_plus_1=not blocked
             )
-        if why:
-            return why
-        return _pending_note(blocked) if blocked else None
+            await s.rollback()
+        if problem is None and blocked:
+            word = "limit-up" if side == "buy" else "limit-down"
+            problem = OrderProblem(
+                "limit", _pending_note(blocked), {"word": word}, self.settings.retry_blocked
+            )
+        return problem
 
     async def _check(
         self,
@@ -356,32 +376,69 @@ class PaperBroker:
         t_plus_1: bool = True,
     ) -> str | None:
         """Why an order cannot fill at `price` in session `day` (lots, cash, holdings, T+1), or None."""
+        problem = await self._problem(
+            s, rules, user_id, inst, market, side, qty, price, day, t_plus_1=t_plus_1
+        )
+        return problem.text if problem else None
+
+    async def _problem(
+        self,
+        s: AsyncSession,
+        rules: MarketRules,
+        user_id: str,
+        inst: Instrument,
+        market: str,
+        side: Side,
+        qty: float,
+        price: float,
+        day: date,
+        *,
+        t_plus_1: bool = True,
+    ) -> OrderProblem | None:
         if qty <= 0:
-            return "quantity must be positive"
+            return OrderProblem("quantity", "quantity must be positive", {})
         if rules.lot and side == "buy" and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
-            return f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not"
+            return OrderProblem(
+                "lot_buy",
+                f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not",
+                {"lot": rules.lot, "quantity": qty},
+            )
         acc = await self.portfolio._account(s, user_id, market)
         pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
         value = notional(qty, price)
         fee, tax = rules.order_cost(side, value)
         if side == "buy":
-            need = money_sum(value, fee, tax)
-            if need > acc.cash:
-                return f"insufficient cash: need {need:,.2f}, have {acc.cash:,.2f}"
+            if notional + fee + tax > acc.cash + 1e-9:
+                need = notional + fee + tax
+                return OrderProblem(
+                    "cash",
+                    f"insufficient cash: need {need:,.2f}, have {acc.cash:,.2f}",
+                    {"need": need, "have": acc.cash},
+                )
             return None
         sellable = pos.quantity
         if rules.t_plus_1 and t_plus_1:
             bought_today = await self._bought_in(s, user_id, inst.symbol, day)
             sellable = max(0.0, pos.quantity - bought_today)
             if qty > sellable + 1e-9 and qty <= pos.quantity + 1e-9:
-                return (
+                return OrderProblem(
+                    "t_plus_1",
                     f"T+1: {bought_today:g} shares were bought in the {day} session and can be "
-                    f"sold from the next trading day; sellable now {sellable:g}"
+                    f"sold from the next trading day; sellable now {sellable:g}",
+                    {"bought": bought_today, "day": day, "sellable": sellable},
                 )
         if qty > sellable + 1e-9:
-            return f"insufficient holding: have {pos.quantity:g}, sellable {sellable:g}"
+            return OrderProblem(
+                "holding",
+                f"insufficient holding: have {pos.quantity:g}, sellable {sellable:g}",
+                {"have": pos.quantity, "sellable": sellable},
+            )
         if rules.lot and qty < pos.quantity and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
-            return f"A-share sells are whole lots of {rules.lot:g} unless the whole position is sold"
+            return OrderProblem(
+                "lot_sell",
+                f"A-share sells are whole lots of {rules.lot:g} unless the whole position is sold",
+                {"lot": rules.lot},
+            )
         return None
 
     @staticmethod

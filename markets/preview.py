@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from markets.broker import rules_for
+from markets.broker import OrderProblem, PaperBroker, rules_for
 from markets.portfolio import Portfolio
 from markets.rules import notional
 from markets.services import MarketServices
@@ -35,8 +35,7 @@ class TradePreview:
     cash: float | None = None
     cash_after: float | None = None
     currency: str = ""
-    # why the broker would not fill it now (T+1, lots, cash, holdings, the limit); "" if it would
-    refusal: str = ""
+    problem: OrderProblem | None = None  # what the paper broker would run into (T+1, lots, limits…)
 
 
 async def trade_preview(svc: MarketServices, user_id: str, arguments: dict[str, Any]) -> TradePreview | None:
@@ -69,6 +68,15 @@ async def trade_preview(svc: MarketServices, user_id: str, arguments: dict[str, 
             cash, currency = float(row["cash"]), str(row.get("currency") or "")
         except Exception as exc:  # noqa: BLE001 — the card is best effort: without a balance it has no cash line
             log.debug("no balance for the card: %s", exc)
+    problem = None
+    if svc.session_factory is not None and not live:
+        try:
+            broker = PaperBroker(svc.sessions(), svc.data, svc.settings, clock=svc.clock)
+            problem = await broker.precheck(
+                user_id, inst.symbol, "sell" if side == "sell" else "buy", quantity
+            )
+        except Exception as exc:  # noqa: BLE001 — the card is best effort: without it, no warning line
+            log.debug("no order check for the card: %s", exc)
     after = None
     if cash is not None:
         after = cash - amount - fee - tax if side != "sell" else cash + amount - fee - tax
@@ -96,5 +104,5 @@ async def trade_preview(svc: MarketServices, user_id: str, arguments: dict[str, 
         cash=cash,
         cash_after=after,
         currency=currency or "",
-        refusal=refusal,
+        problem=problem,
     )

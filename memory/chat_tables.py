@@ -29,7 +29,7 @@ from memory.db import Database
 from memory.models import APPROVALS, CHATS, PAIRED_USERS, SENT_MESSAGES
 from memory.store_sql import column_processor, utc_text_processor
 
-SentKind = Literal["question", "progress", "partial"]
+SentKind = Literal["question", "progress", "partial", "card"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,8 @@ class PausedProgress:
 @dataclass(frozen=True, slots=True)
 class SentRef:
     """Where a message went: a question (`ref_id` its turn id), a paused progress message or a
-    partial answer (`ref_id` the chat key)."""
+    partial answer (`ref_id` the chat key), an approval card (`ref_id` the approval id; `text` its
+    readable summary, kept once it is decided)."""
 
     kind: SentKind
     ref_id: str

@@ -190,8 +190,13 @@ async def run_memory_cli(args: argparse.Namespace, settings: Settings, out: Text
         action = args.action or "list"
         if action == "list":
             types = [args.type] if getattr(args, "type", None) else None
-            for r in await store.recent(scope, types=types, limit=getattr(args, "limit", 20)):
+            records = await store.recent(scope, types=types, limit=getattr(args, "limit", 20))
+            for r in records:
                 print(f"{format_record(r)}  ({r.scope})", file=out)
+            if not records:
+                where = f" in scope {scope}" if scope else ""
+                kind = f" of type {args.type}" if types else ""
+                print(f"(no memories{kind}{where} yet: they are saved as you chat)", file=out)
             return 0
         if action == "search":
             scopes = [scope] if scope else await store.scopes()

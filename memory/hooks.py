@@ -21,8 +21,9 @@ from agent.compaction import Compactor
 from agent.context import CompactingHooks, TaskTracker, unwrap_recall
 from agent.memo import MessageMemo
 from agent.messages import Message
-from agent.ports import Clock, SessionStore
+from agent.ports import Clock, SessionStore, UsageRecord
 from agent.providers.base import ModelClient
+from agent.providers.metered import MeteredClient
 from memory.archive import FileArchiveStore
 from memory.db import Database
 from memory.extraction import WAIVER_REFUSED, MemoryExtractor
@@ -45,6 +46,9 @@ def _content_chars(messages: Sequence[Message]) -> int:
 def _message_chars(m: Message) -> int:
     return len(m.text) + 40 * len(m.tool_calls) + sum(len(r.content) for r in m.tool_results)
 
+
+# a user message this long states something (a rule, a plan, a goal) rather than asking
+STATING_CHARS = 60
 
 # counted after every turn over the messages since the last TaskState: each message once
 _says = MessageMemo(_message_chars)
@@ -109,9 +113,9 @@ class MemoryContextHooks(CompactingHooks):
         scope_of: ScopeOf | None = None,
         session_store: SessionStore | None = None,
         overhead_tokens: int = 0,
-        taskstate_every: int = 4,
+        taskstate_every: int = 8,
         taskstate_min_chars: int = 200,
-        taskstate_max_every: int = 12,
+        changing_tools: frozenset[str] = frozenset(),
         extract_every: int = 12,
     ):
         super().__init__(compactor, store=session_store, overhead_tokens=overhead_tokens)
@@ -122,7 +126,7 @@ class MemoryContextHooks(CompactingHooks):
         self.scope_of = scope_of or _default_scope
         self.taskstate_every = taskstate_every
         self.taskstate_min_chars = taskstate_min_chars
-        self.taskstate_max_every = taskstate_max_every
+        self.changing_tools = changing_tools
         self.extract_every = extract_every
         self._taskstate_seen: dict[str, int] = {}
         self._extract_seen: dict[str, int] = {}
@@ -148,9 +152,12 @@ class MemoryContextHooks(CompactingHooks):
 
     async def after_turn(self, session_id: str, messages: list[Message]) -> None:
         """Schedules TaskState refresh and memory extraction (every `extract_every` new messages) in
-        the background and returns at once. TaskState is refreshed after `taskstate_every` new
-        messages that say something (`taskstate_min_chars` of text and tool output: a summary
-        call over "ok" / "thanks" would only cost money), and after `taskstate_max_every` anyway."""
+        the background and returns at once. TaskState is refreshed only when the turns since the
+        last one changed something worth keeping: a call of a tool that changes state
+        (`changing_tools`: a trade, a portfolio edit, a schedule…), a user message that states a
+        rule, plan or goal (`STATING_CHARS` long), or `taskstate_every` new
+        messages that say something (`taskstate_min_chars` of text and tool output). Small talk
+        never costs a summary call."""
         n = len(messages)
         snapshot: list[Message] | None = None  # copied only when work is scheduled (most turns: none)
         if self.taskstate is not None and self._taskstate_due(session_id, messages):
@@ -166,13 +173,17 @@ class MemoryContextHooks(CompactingHooks):
 
     def _taskstate_due(self, session_id: str, messages: Sequence[Message]) -> bool:
         seen = self._taskstate_seen.get(session_id, 0)
-        new = len(messages) - seen
-        if new < self.taskstate_every:
-            return False
-        if new >= self.taskstate_max_every:
+        fresh = messages[seen:]
+        if self.changing_tools and any(
+            c.name in self.changing_tools for m in fresh if m.role == "assistant" for c in m.tool_calls
+        ):
             return True
-        # fewer than `taskstate_max_every` messages: cheap to count again each turn
-        return _content_chars(messages[seen:]) >= self.taskstate_min_chars
+        # a user message long enough to state a rule, a plan or a goal, not just ask
+        if any(m.role == "user" and len(m.text) >= STATING_CHARS for m in fresh):
+            return True
+        if len(fresh) < self.taskstate_every:
+            return False
+        return _content_chars(fresh) >= self.taskstate_min_chars
 
     async def session_end(self, session_id: str, messages: list[Message]) -> None:
         """/new, /clear or shutdown: extract long-term memory from the whole session (background)."""
@@ -217,26 +228,33 @@ def build_memory_hooks(
     overhead_tokens: int = 0,
     recall_budget_chars: int = 1200,
     clock: Clock | None = None,
+    meter: Callable[[UsageRecord], Awaitable[None]] | None = None,
+    changing_tools: frozenset[str] = frozenset(),
 ) -> MemoryContextHooks:
     """Everything memory needs, wired. `memory_client` runs extraction, de-duplication and TaskState
     (a cheap model is fine; None disables them); `summarizer` writes compaction summaries (None:
-    the turn's own model)."""
+    the turn's own model); `meter` records each side call's usage (`tapebot usage` reports them)."""
     store = MemoryStore(db, clock=clock, code_resolver=code_resolver)
     archive = FileArchiveStore(archive_dir, clock=clock, code_resolver=code_resolver)
     tasks = TaskStateStore(db, clock=clock)
     recall = MemoryRecall(
         store, archive=archive, taskstates=tasks, code_resolver=code_resolver, max_chars=recall_budget_chars
     )
-    extractor = MemoryExtractor(store, client=memory_client) if memory_client is not None else None
+    memory_side = taskstate_side = memory_client
+    if memory_client is not None and meter is not None:
+        memory_side = MeteredClient(memory_client, "memory", meter)
+        taskstate_side = MeteredClient(memory_client, "taskstate", meter)
+    extractor = MemoryExtractor(store, client=memory_side) if memory_side is not None else None
     scope = scope_of or session_scope_resolver(db)
     hooks = MemoryContextHooks(
         recall=recall,
         tracker=tracker,
         extractor=extractor,
-        taskstate=TaskStateUpdater(tasks, memory_client) if memory_client is not None else None,
+        taskstate=TaskStateUpdater(tasks, taskstate_side) if taskstate_side is not None else None,
         scope_of=scope,
         session_store=session_store,
         overhead_tokens=overhead_tokens,
+        changing_tools=changing_tools,
     )
     hooks.compactor = Compactor(archive=archive, flush=hooks.flush_port, summarizer=summarizer)
     return hooks

@@ -33,6 +33,7 @@ from sqlalchemy.engine import Connection
 from agent.consent import StandingApproval, StandingScope
 from agent.messages import Message
 from agent.ports import ApprovalRecord, ApprovalStatus, Receipt, TurnRecord, UsageRecord, utcnow
+from agent.providers.metered import SIDE_PREFIX, side_kind
 from agent.redact import redact_message
 from memory.chat_tables import ChatTables
 from memory.db import Database
@@ -720,9 +721,11 @@ class SqlStore(ChatTables):
         self, days: float | None, session_id: str | None, now: datetime | None, *, per_model: bool
     ) -> list[UsageTotal]:
         label = USAGE.c.model if per_model else sa.literal("*")
+        side = USAGE.c.turn_id.like(f"{SIDE_PREFIX}%")
         stmt = sa.select(
             label,
-            sa.func.count(sa.distinct(USAGE.c.turn_id)),
+            # side calls (memory upkeep) are model calls but no turn of anyone's
+            sa.func.count(sa.distinct(sa.case((side, None), else_=USAGE.c.turn_id))),
             sa.func.count(USAGE.c.id),
             sa.func.coalesce(sa.func.sum(USAGE.c.input_tokens), 0),
             sa.func.coalesce(sa.func.sum(USAGE.c.output_tokens), 0),
@@ -751,6 +754,36 @@ class SqlStore(ChatTables):
             )
             for r in rows
             if int(r[2]) > 0  # an aggregate over no rows still returns one row
+        ]
+
+    async def side_call_totals(
+        self, days: float | None = 30, *, now: datetime | None = None
+    ) -> list[UsageTotal]:
+        """The side calls (memory extraction, TaskState, …) over the last `days`, one row per kind
+        (`model` holds the kind; `turns` is 0)."""
+        stmt = sa.select(
+            USAGE.c.turn_id,
+            USAGE.c.input_tokens,
+            USAGE.c.output_tokens,
+            USAGE.c.cache_read_tokens,
+            USAGE.c.cache_write_tokens,
+            USAGE.c.cost,
+        ).where(USAGE.c.turn_id.like(f"{SIDE_PREFIX}%"))
+        if days is not None:
+            stmt = stmt.where(USAGE.c.created_at >= (now or utcnow()) - timedelta(days=days))
+        async with self.db.read() as s:
+            rows = (await s.execute(stmt)).all()
+        by_kind: dict[str, list[Any]] = {}
+        for r in rows:
+            kind = side_kind(str(r[0])) or "other"
+            acc = by_kind.setdefault(kind, [0, 0, 0, 0, 0, 0.0])
+            acc[0] += 1
+            for i in range(1, 5):
+                acc[i] += int(r[i] or 0)
+            acc[5] += float(r[5] or 0.0)
+        return [
+            UsageTotal(kind, 0, int(a[0]), int(a[1]), int(a[2]), int(a[3]), int(a[4]), float(a[5]))
+            for kind, a in sorted(by_kind.items())
         ]
 
     # ---- inbound de-duplication and received messages ----------------------------------------

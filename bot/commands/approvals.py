@@ -17,7 +17,8 @@ async def _decide(ctx: CommandContext, command: str) -> None:
         return
     refused = await ctx.turn.decide(approval_id, command)
     if refused is not None:
-        await ctx.say(t(ctx.lang, refusal_key(refused)))
+        key = refusal_key(refused, group=ctx.chat.is_group, by_id=True)
+        await ctx.say(t(ctx.lang, key, id=approval_id))
 
 
 async def cmd_approve(ctx: CommandContext) -> None:

@@ -12,6 +12,7 @@ from adapters.commandspec import Choice, CommandSpec, OptionSpec, SubcommandSpec
 from agent.background_tools import describe_task, task_word
 from bot.commands.context import CommandContext, ScheduleOps, SkillOps, TaskOps
 from bot.commands.registry import Command
+from bot.commands.task_result import result_text
 from bot.i18n import t
 
 RESULT_PREVIEW = 1500
@@ -37,7 +38,7 @@ async def cmd_tasks(ctx: CommandContext) -> None:
         if record.error:
             detail += "\n" + t(lang, "task_error", error=record.error)
         if record.result is not None:
-            detail += "\n" + t(lang, "task_result", result=str(record.result)[:RESULT_PREVIEW])
+            detail += "\n" + t(lang, "task_result", result=result_text(record.result, RESULT_PREVIEW))
         await ctx.say(detail)
         return
     if argv and argv != ["list"]:
@@ -53,9 +54,12 @@ async def cmd_brief(ctx: CommandContext) -> None:
     if schedules is None:
         await ctx.say(t(ctx.lang, "briefs_off"))
         return
-    await ctx.say(
-        await schedules.handle_brief_command(ctx.chat_key, ctx.user.user_id, ctx.args, lang=ctx.lang)
-    )
+    reply = await schedules.handle_brief_command(ctx.chat_key, ctx.user.user_id, ctx.args, lang=ctx.lang)
+    if ctx.chat.platform == "discord":  # its slash command takes named options, not "/brief 08:30"
+        from scheduler.i18n import say
+
+        reply = reply.replace(say(ctx.lang, "usage"), t(ctx.lang, "brief_usage_discord"))
+    await ctx.say(reply)
 
 
 def skill_description(name: str, description: str) -> Words:

@@ -14,6 +14,18 @@ COMMON_ZONES = ("Asia/Shanghai", "Asia/Hong_Kong", "Asia/Taipei", "Asia/Singapor
                 "Europe/London", "Europe/Berlin", "America/New_York", "America/Los_Angeles", "UTC")  # fmt: skip
 
 
+#: what people type for a zone that is not in its IANA name (Chinese city names, Beijing)
+CITY_ZONES = {
+    "上海": "Asia/Shanghai", "北京": "Asia/Shanghai", "深圳": "Asia/Shanghai", "广州": "Asia/Shanghai",
+    "杭州": "Asia/Shanghai", "中国": "Asia/Shanghai", "beijing": "Asia/Shanghai", "peking": "Asia/Shanghai",
+    "shenzhen": "Asia/Shanghai", "香港": "Asia/Hong_Kong", "台北": "Asia/Taipei", "新加坡": "Asia/Singapore",
+    "东京": "Asia/Tokyo", "首尔": "Asia/Seoul", "伦敦": "Europe/London", "巴黎": "Europe/Paris",
+    "柏林": "Europe/Berlin", "法兰克福": "Europe/Berlin", "纽约": "America/New_York",
+    "芝加哥": "America/Chicago", "洛杉矶": "America/Los_Angeles", "旧金山": "America/Los_Angeles",
+    "san francisco": "America/Los_Angeles", "悉尼": "Australia/Sydney", "迪拜": "Asia/Dubai",
+}  # fmt: skip
+
+
 @cache
 def _zones() -> tuple[str, ...]:
     return tuple(sorted(zoneinfo.available_timezones()))
@@ -53,13 +65,15 @@ CITY_ZONES = {
 
 
 def timezones(typed: str) -> list[str]:
-    """Zones for what was typed: "new york" finds America/New_York, "上海" Asia/Shanghai."""
-    text = typed.strip()
-    if not text:
+    """Zones for what was typed: "new york" finds America/New_York (IANA names spell spaces as
+    "_"), a city typed in Chinese ("上海") or by a common name ("beijing") finds its zone."""
+    typed = typed.strip()
+    if not typed:
         return list(COMMON_ZONES)
-    cities = [zone for city, zone in CITY_ZONES.items() if city.startswith(text.lower())]
-    found = match(_zones(), text.replace(" ", "_"))
-    return list(dict.fromkeys([*cities, *found]))
+    low = typed.lower()
+    aliased = [zone for city, zone in CITY_ZONES.items() if city.startswith(low) or low.startswith(city)]
+    found = match(_zones(), "_".join(typed.split()))
+    return list(dict.fromkeys([*aliased, *found]))[:MAX_COMPLETIONS]
 
 
 def completer(models: Callable[[], Sequence[str]]) -> Completer:

@@ -176,3 +176,26 @@ def test_the_one_shot_and_the_interactive_terminal_are_the_same_user_and_chat():
 
     assert console_chat.TERMINAL_CHAT.key == terminal.TERMINAL_CHAT_KEY == "terminal"
     assert console_chat.TERMINAL_USER == terminal.TERMINAL_USER
+
+
+def test_a_running_screen_is_one_line_until_it_ends_not_a_line_per_step():
+    async def go() -> str:
+        adapter, _, _out, err = _adapter("")
+        await adapter.start(adapter.start_with)  # type: ignore[attr-defined]
+        progress = await adapter.send_text(CHAT, "⏳ screen_stocks", format="plain")
+        for pct in range(10, 90, 10):  # eight steps of one screen
+            await adapter.edit_text(
+                progress, f"⏳ screen_stocks: scanning {pct}% {pct * 50} stocks", format="plain"
+            )
+        await adapter.edit_text(
+            progress, "⏳ screen_stocks: scanning 90%\n⏳ get_market_price", format="plain"
+        )
+        await adapter.edit_text(progress, "✓ screen_stocks (9.1s)\n✓ get_market_price (0.2s)", format="plain")
+        return err.getvalue()
+
+    assert asyncio.run(go()).splitlines() == [
+        "⏳ screen_stocks",
+        "⏳ get_market_price",
+        "✓ screen_stocks (9.1s)",
+        "✓ get_market_price (0.2s)",
+    ]

@@ -120,19 +120,16 @@ async def test_cancel_while_the_model_is_blocked_stops_the_turn(harness):
     await asyncio.sleep(0.05)
     assert not any("TOO LATE" in t for t in api.texts(ALICE))
     assert await harness.app.store.open_turn(state.session_id) is None
-    # nothing half-written was stored; the request is marked as not done for the next turn
-    history = await _history(harness)
-    assert [m.role for m in history] == ["user", "assistant"] and history[1].meta.get("unfinished")
-    assert "TOO LATE" not in history[1].text and "not done" in history[1].text
+    history = await _history(harness)  # nothing half-written was stored; the request is closed
+    assert [m.role for m in history] == ["user", "assistant"]
+    assert "cancelled by the user — do not act on it" in history[1].text
 
     # the chat works afterwards
     api.push_text(ALICE, "hello", user_id=ALICE)
     await api.wait_for(lambda: _count(api, "Back again.") == 1)
-    from agent.runtime import CANCELLED_NOTE
-
     assert [m.text for m in harness.script.requests[-1].messages] == [
         "analyze 600519",
-        CANCELLED_NOTE,
+        history[1].text,
         "hello",
     ]
 

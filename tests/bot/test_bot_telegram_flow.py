@@ -78,7 +78,7 @@ async def test_group_member_who_is_not_an_approver_cannot_decide(harness):
     api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=BOB)  # requester, not admin
     await api.wait_for(lambda: api.calls_to("answerCallbackQuery"))
     answer = api.calls_to("answerCallbackQuery")[-1].params
-    assert "not allowed" in answer.get("text", "")
+    assert "Only an admin of this group" in answer.get("text", "")
     assert not (harness.home / "workspace" / "g.txt").exists()
     api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=ADMIN)
     await api.wait_for(lambda: (harness.home / "workspace" / "g.txt").exists())
@@ -239,7 +239,7 @@ async def test_approval_cannot_be_resolved_from_another_chat(harness):
     approval_id = buttons_of(card)[0]["callback_data"].split(":", 1)[1]
     # Alice, in a group chat, tries to approve her DM's card by id
     api.push_text(GROUP, f"/approve {approval_id}", user_id=ALICE)
-    await api.wait_for(lambda: any("no longer valid" in t for t in api.texts(GROUP)))
+    await api.wait_for(lambda: any(f"There is no approval “{approval_id}”" in t for t in api.texts(GROUP)))
     assert not (harness.home / "workspace" / "x.txt").exists()
 
 

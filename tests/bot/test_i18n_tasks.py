@@ -117,7 +117,7 @@ def test_a_tools_failure_word_in_both_languages():
 
 
 async def test_a_turns_cross_line_names_the_failure_in_chinese():
-    """The turn's progress message after `/lang zh`: "✗ execute_trade: 被拒绝", "✗ backtest: 超时"."""
+    """The turn's progress message after `/lang zh`: "✗ 下单: 被拒绝", "✗ backtest: 超时"."""
     import json
 
     from agent import events as ev
@@ -141,7 +141,9 @@ async def test_a_turns_cross_line_names_the_failure_in_chinese():
         await view.render(event)
     await view.close()
     (progress,) = ad.sent.values()
-    assert progress.splitlines() == ["✗ execute_trade: 被拒绝", "✗ backtest: 超时"], progress
+    assert progress.splitlines() == ["✗ 下单: 被拒绝", "✗ backtest: 超时"], (
+        progress
+    )  # a label where one exists
 
 
 def test_rules_list_describes_each_scope_in_the_chats_language():

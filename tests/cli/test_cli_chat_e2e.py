@@ -200,3 +200,24 @@ def test_one_shot_session_end_runs_memory_extraction(tmp_path, server):
     assert r.stdout.strip() == "Your rule: never chase a rally."
     extraction = [q for q in server.requests if "长期记忆" in json.dumps(q.body, ensure_ascii=False)]
     assert len(extraction) == 1
+
+
+def test_usage_reports_side_calls_apart_from_turns(tmp_path, server):
+    """The memory extraction after `chat -m` is a model call of tapebot's own: `tapebot usage`
+    counts it as a side call, in no turn."""
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "rules.txt").write_text("never chase a rally")
+    server.script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "rules.txt"})], input_tokens=100, output_tokens=10),
+        Reply("Your rule: never chase a rally.", input_tokens=120, output_tokens=12),
+        Reply("none", input_tokens=40, output_tokens=2),  # the extraction's answer
+    )
+    env = {**openai_env(server), "TAPEBOT_MEMORY__ENABLED": "true"}
+    assert run_cli(tmp_path, env, "chat", "-m", "my rules?").returncode == 0
+    r = run_cli(tmp_path, {}, "usage", "--days", "1")
+    assert r.returncode == 0, r.stderr
+    total = next(line for line in r.stdout.splitlines() if line.startswith("total"))
+    assert total.split()[1] == "1"  # one turn: the extraction is none
+    assert "side calls" in r.stdout
+    assert "memory extraction: 1 call, input 40, output 2" in r.stdout
+    assert "1 of 3 model calls" in r.stdout

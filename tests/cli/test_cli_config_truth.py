@@ -1,7 +1,6 @@
-"""One configuration truth: every command resolves the environment, `./.env`, `$TAPEBOT_HOME/.env`
-and config.toml the same way (the real environment wins, then ./.env). A model key supplied any
-of the three ways works for `config check`, `doctor`, `chat -m` and `run` alike — real processes,
-the model behind the scripted LLM server, Telegram behind the fake Bot API over HTTP."""
+"""One configuration truth: `config check`, `doctor`, `chat -m` and `run` — each the real command in a
+subprocess — find the model key (and the bot token) the same way, whichever way it is supplied: the
+real environment, `./.env`, `$TAPEBOT_HOME/.env` or config.toml. The real environment wins."""
 
 from __future__ import annotations
 
@@ -17,128 +16,124 @@ from tests.fakes.llm_server import Reply, ScriptedLLMServer
 from tests.fakes.telegram_api import FakeBotAPI
 
 ROOT = Path(__file__).resolve().parents[2]
-KEY = "sk-truth-test-0000000000000"
-TOKEN = "123456:TRUTH-token-abcdef"
-WAYS = ("environment", "home .env", "working-directory .env")
+KEY = "sk-test-truth-0123456789abcd"
+TG_TOKEN = "123456:TEST-token-abcdef"
+WAYS = ("environment", "cwd .env", "home .env", "config.toml")
 
 
-def _base_env(home: Path) -> dict[str, str]:
+@pytest.fixture
+async def fakes():
+    llm = ScriptedLLMServer()
+    await llm.start()
+    api = FakeBotAPI(token=TG_TOKEN)
+    await api.serve()
+    yield llm, api
+    await api.close()
+    await llm.close()
+
+
+def _setup(tmp_path: Path, way: str, llm: ScriptedLLMServer, api: FakeBotAPI) -> tuple[Path, Path, dict]:
+    """A home, a working folder and an environment holding the key and token only in `way`."""
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    home.mkdir(mode=0o700)
+    cwd.mkdir()
+    toml = f'[telegram]\napi_base_url = "{api.base_url}"\nallowed_users = [1001]\n'
+    toml += "[memory]\nenabled = false\n[scheduler]\nenabled = false\n"
+    secrets = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": llm.openai_base_url, "TELEGRAM_BOT_TOKEN": TG_TOKEN}
+    dotenv = "".join(f"{k}={v}\n" for k, v in secrets.items())
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.endswith(("_API_KEY", "_TOKEN")) and k not in ("OPENAI_BASE_URL", "TAPEBOT_HOME")
+        if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL", "_MODEL")) and not k.startswith("TAPEBOT_")
     }
-    env.update(TAPEBOT_HOME=str(home), TAPEBOT_SCHEDULER__ENABLED="false", TAPEBOT_MEMORY__ENABLED="false")
-    return env
-
-
-def _supply(way: str, tmp_path: Path, home: Path, secrets: dict[str, str]) -> tuple[dict[str, str], Path]:
-    """The environment and working directory of a command that gets `secrets` in `way`."""
-    env = _base_env(home)
-    cwd = tmp_path / "cwd"
-    cwd.mkdir(exist_ok=True)
-    lines = "".join(f"{k}={v}\n" for k, v in secrets.items())
+    env.update(TAPEBOT_HOME=str(home), PYTHONPATH=str(ROOT))
     if way == "environment":
         env.update(secrets)
+    elif way == "cwd .env":
+        (cwd / ".env").write_text(dotenv)
     elif way == "home .env":
-        (home / ".env").write_text(lines)
-        (home / ".env").chmod(0o600)
+        (home / ".env").write_text(dotenv)
     else:
-        (cwd / ".env").write_text(lines)
-    return env, cwd
+        toml = (
+            f'[[models]]\nid = "main"\nprovider = "openai"\nmodel = "gpt-4o-mini"\n'
+            f'base_url = "{llm.openai_base_url}"\napi_key = "{KEY}"\n\n'
+            + toml.replace("allowed_users", f'token = "{TG_TOKEN}"\nallowed_users')
+        )
+    (home / "config.toml").write_text(toml)
+    for f in home.iterdir():
+        f.chmod(0o600)
+    return home, cwd, env
 
 
-async def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> tuple[int, str, str]:
+async def _cli(cwd: Path, env: dict, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        *argv,
-        env=env,
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        sys.executable, "-m", "tapebot", *args, cwd=cwd, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    home.mkdir(mode=0o700)
-    return home
+def _authorized(llm: ScriptedLLMServer) -> bool:
+    return bool(llm.requests) and all(r.headers.get("Authorization") == f"Bearer {KEY}" for r in llm.requests)
 
 
 @pytest.mark.parametrize("way", WAYS)
-async def test_config_check_doctor_and_chat_see_the_same_key(way, tmp_path, home):
-    async with ScriptedLLMServer() as llm:
-        llm.script(Reply("ok"), Reply("Hello from the key in the " + way + "."))
-        env, cwd = _supply(
-            way, tmp_path, home, {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": llm.openai_base_url}
-        )
-        code, out, err = await _run(["config", "check"], env, cwd)
-        assert code == 0, err
-        assert KEY not in out + err
-        code, out, err = await _run(["doctor"], env, cwd)
-        model = next(line for line in out.splitlines() if line[2:].startswith("model main"))
-        assert model.startswith("✓"), out
-        code, out, err = await _run(["chat", "-m", "hi"], env, cwd)
-        assert code == 0, err
-        assert out.strip() == f"Hello from the key in the {way}."
-        assert "OPENAI_API_KEY" not in err
+async def test_config_check_doctor_and_one_shot_chat_find_the_key(fakes, tmp_path, way):
+    llm, api = fakes
+    _home, cwd, env = _setup(tmp_path, way, llm, api)
+
+    code, out, err = await _cli(cwd, env, "config", "check")
+    assert code == 0, err
+    assert "sk-…abcd" in out and KEY not in out + err
+
+    llm.script(Reply("pong"))
+    code, out, err = await _cli(cwd, env, "doctor")
+    assert "✓ model main" in out, out + err
+    assert "✓ telegram login" in out, out + err
+    assert _authorized(llm)
+
+    llm.requests.clear()
+    llm.script(Reply("the answer"))
+    code, out, err = await _cli(cwd, env, "chat", "-m", "hello")
+    assert code == 0, err
+    assert out.strip() == "the answer"
+    assert _authorized(llm)
 
 
 @pytest.mark.parametrize("way", WAYS)
-async def test_run_sees_the_same_key_and_token(way, tmp_path, home):
-    api = FakeBotAPI(token=TOKEN)
-    await api.serve()
+async def test_run_finds_the_key_and_token(fakes, tmp_path, way):
+    llm, api = fakes
+    _home, cwd, env = _setup(tmp_path, way, llm, api)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tapebot", "run", cwd=cwd, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
     try:
-        async with ScriptedLLMServer() as llm:
-            llm.script(Reply("Hello over HTTP."))
-            (home / "config.toml").write_text(
-                f'[telegram]\napi_base_url = "{api.base_url}"\nallowed_users = [1001]\n'
-            )
-            (home / "config.toml").chmod(0o600)
-            env, cwd = _supply(
-                way,
-                tmp_path,
-                home,
-                {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": llm.openai_base_url, "TELEGRAM_BOT_TOKEN": TOKEN},
-            )
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "bot.cli",
-                "run",
-                env=env,
-                cwd=cwd,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            try:
-                await api.wait_for(lambda: api.calls_to("getUpdates"), timeout=60)
-                api.push_text(1001, "hi", user_id=1001)
-                await api.wait_for(lambda: any("Hello over HTTP." in t for t in api.texts(1001)), timeout=60)
-                proc.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(proc.communicate(), 30)
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-            assert proc.returncode == 0
+        # the bot is up when it long-polls the fake Telegram with the token it resolved
+        await api.wait_for(lambda: api.calls_to("getUpdates") or proc.returncode is not None, timeout=90)
+        assert proc.returncode is None, (await proc.communicate())[1].decode()
+        llm.script(Reply("hi from the model"))
+        api.push_text(1001, "hello", user_id=1001)
+        await api.wait_for(lambda: any("hi from the model" in t for t in api.texts(1001)), timeout=60)
+        assert _authorized(llm)
     finally:
-        await api.close()
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
 
 
-async def test_the_real_environment_wins_over_the_files(tmp_path, home):
-    async with ScriptedLLMServer() as llm:
-        llm.script(Reply("the environment's key"))
-        (home / ".env").write_text("OPENAI_API_KEY=sk-from-the-file-000000000\n")
-        (home / ".env").chmod(0o600)
-        env = _base_env(home)
-        env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=llm.openai_base_url)
-        code, out, _ = await _run(["chat", "-m", "hi"], env, tmp_path)
-        assert code == 0 and out.strip() == "the environment's key"
-        assert llm.requests[0].headers.get("Authorization") == f"Bearer {KEY}"
+async def test_the_real_environment_wins_then_cwd_then_home(fakes, tmp_path):
+    llm, api = fakes
+    home, cwd, env = _setup(tmp_path, "environment", llm, api)
+    (cwd / ".env").write_text("OPENAI_API_KEY=sk-from-cwd-dotenv-1111\nOPENAI_MODEL=cwd-model\n")
+    (home / ".env").write_text("OPENAI_MODEL=home-model\nOPENAI_API_KEY=sk-from-home-dotenv-222\n")
+    code, out, err = await _cli(cwd, env, "config", "check")
+    assert code == 0, err
+    assert "sk-…abcd" in out  # the environment's key, not a file's
+    assert 'model = "cwd-model"' in out  # not in the environment: ./.env comes before home's
+    env.pop("OPENAI_API_KEY")
+    code, out, err = await _cli(cwd, env, "config", "check")
+    assert "sk-…1111" in out, out + err

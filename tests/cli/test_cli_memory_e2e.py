@@ -162,3 +162,16 @@ def test_real_command_line(seeded):
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("\n") == 1
     assert r.stdout.startswith(f"#{seeded.shared} ") and r.stdout.strip().endswith("(default)")
+
+
+def test_list_on_an_empty_store_says_there_are_none(tmp_path, monkeypatch, capsys):
+    for name in list(os.environ):
+        if name.startswith("TAPEBOT_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "empty"
+    assert main(["--home", str(home), "db", "upgrade"]) == 0
+    capsys.readouterr()
+    assert main(["--home", str(home), "memory", "list"]) == 0
+    assert capsys.readouterr().out.strip() == "(no memories yet: they are saved as you chat)"
+    assert main(["--home", str(home), "memory", "--scope", "telegram:1", "list", "--type", "decision"]) == 0
+    assert "no memories of type decision in scope telegram:1" in capsys.readouterr().out

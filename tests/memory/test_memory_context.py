@@ -170,33 +170,66 @@ async def test_memory_hooks_recall_and_background_upkeep(db, clock, store: Memor
     assert "# 当前任务" in (await hooks.recall("s1", "继续"))
 
 
-async def test_taskstate_is_refreshed_when_the_dialogue_says_something(db, clock, store: MemoryStore):
-    """Small talk never costs a summary call; a substantial exchange does, and a long run of
-    small messages eventually does too."""
+async def test_taskstate_is_refreshed_only_when_the_dialogue_changed_something(db, clock, store: MemoryStore):
+    """Small talk never costs a summary call, however long; a state-changing tool call (a trade)
+    refreshes at once; a substantial read-only exchange refreshes every eight messages."""
     tracker = TaskTracker()
     client = ScriptedClient(default=reply('{"goal": "看比亚迪", "open_loops": [], "important_facts": []}'))
     hooks = MemoryContextHooks(
         recall=MemoryRecall(store, code_resolver=resolve_codes),
         tracker=tracker,
         taskstate=TaskStateUpdater(TaskStateStore(db, clock=clock), client),
+        changing_tools=frozenset({"execute_trade"}),
     )
     chat: list[Message] = []
-    for _ in range(2):  # four messages of small talk
+    for _ in range(12):  # twenty-four messages of small talk
         chat += [Message.user("好的"), Message.assistant("不客气")]
         await hooks.after_turn("small", list(chat))
-    assert len(client.requests) == 0 and len(tracker) == 0
-    for _ in range(4):  # twelve messages in all: refreshed anyway
-        chat += [Message.user("嗯"), Message.assistant("好")]
-        await hooks.after_turn("small", list(chat))
+    assert await tracker.drain(timeout=5)
+    assert len(client.requests) == 0
+
+    analysis = "比亚迪处于吸筹阶段 C，20 日线附近有支撑；" * 10
+    talk = [Message.user("分析一下比亚迪"), Message.assistant(analysis)] * 2
+    await hooks.after_turn("real", talk)  # four messages: not yet
+    await hooks.after_turn("real", talk * 2)
     assert await tracker.drain(timeout=5)
     assert len(client.requests) == 1
 
-    analysis = "比亚迪处于吸筹阶段 C，20 日线附近有支撑；" * 10
-    talk = [Message.user("分析一下比亚迪"), Message.assistant(analysis)]
-    await hooks.after_turn("real", talk)  # two messages: not yet
-    await hooks.after_turn("real", [*talk, Message.user("那宁德时代呢"), Message.assistant(analysis)])
+    trade = ToolCallPart(id="t1", name="execute_trade", arguments={"code": "002594", "side": "buy"})
+    bought = [
+        Message.user("买 100 股"),
+        Message.assistant("", [trade]),
+        Message.tool_result("t1", "execute_trade", "{}"),
+    ]
+    await hooks.after_turn("real", [*talk, *talk, *bought])  # three messages, but an order was placed
     assert await tracker.drain(timeout=5)
     assert len(client.requests) == 2
+
+
+async def test_taskstate_side_calls_are_halved_on_a_tool_heavy_session(db, clock, store: MemoryStore):
+    """A session of read-only tool turns (user, call, result, answer): the old cadence (every four
+    messages with content) made a summary call after every turn; now at most every other one."""
+    tracker = TaskTracker()
+    client = ScriptedClient(default=reply('{"goal": "看比亚迪", "open_loops": [], "important_facts": []}'))
+    hooks = MemoryContextHooks(
+        recall=MemoryRecall(store, code_resolver=resolve_codes),
+        tracker=tracker,
+        taskstate=TaskStateUpdater(TaskStateStore(db, clock=clock), client),
+        changing_tools=frozenset({"execute_trade"}),
+    )
+    chat: list[Message] = []
+    turns = 20
+    for i in range(turns):
+        call = ToolCallPart(id=f"c{i}", name="analyze_stock", arguments={"code": "002594"})
+        chat += [
+            Message.user(f"分析一下比亚迪 {i}"),
+            Message.assistant("", [call]),
+            Message.tool_result(f"c{i}", "analyze_stock", "数据" * 200),
+            Message.assistant("结论：等回踩"),
+        ]
+        await hooks.after_turn("s", list(chat))
+        assert await tracker.drain(timeout=5)
+    assert len(client.requests) <= turns // 2
 
 
 async def test_compacting_hooks_persist_and_return_the_new_history(tmp_path):

@@ -28,6 +28,7 @@ DIST_OF = {
     "mcp_types": "mcp-types",
     "tomli_w": "tomli-w",
     "dotenv": "python-dotenv",
+    "markdown_it": "markdown-it-py",
 }
 # imported only behind an optional extra (the import is inside the function that needs it)
 OPTIONAL = {"ccxt": "ccxt", "pypinyin": "data-build", "akshare": "akshare", "yfinance": "yfinance"}

@@ -304,7 +304,7 @@ async def test_cancel_answers_open_calls(make_runtime, store):
     assert out[-1].status == "cancelled"
     msgs = store.messages["s1"]
     assert msgs[-2].role == "tool" and "ancel" in msgs[-2].tool_results[0].content
-    assert msgs[-1].meta.get("unfinished")  # then the note that the request was not done
+    assert msgs[-1].meta == {"abandoned": "cancelled"} and "do not act on it" in msgs[-1].text
 
 
 @pytest.mark.parametrize("delay", [None, 0.05], ids=["between-chunks", "while-waiting"])

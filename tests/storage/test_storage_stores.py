@@ -371,3 +371,29 @@ def test_history_cache_is_bounded_by_messages():
     for name in ("x", "y", "z"):  # empty histories (sessions read before they exist) count here
         sessions.put(name, "v", [])
     assert sessions.get("x") is None and sessions.get("y") is not None and sessions.get("z") is not None
+
+
+async def test_side_calls_are_no_turns_and_are_totalled_by_kind(store):
+    """Memory upkeep's model calls (turn id `side:<kind>:…`) count as calls, never as turns, and
+    are totalled per kind — on SQLite and PostgreSQL."""
+    for turn, usage, cost in [
+        ("t1", Usage(100, 10), 0.01),
+        ("side:taskstate:aa", Usage(40, 5), 0.001),
+        ("side:taskstate:bb", Usage(60, 5), 0.002),
+        ("side:memory:cc", Usage(30, 3), 0.0005),
+    ]:
+        await store.record_usage(
+            UsageRecord(session_id="s", turn_id=turn, model="main", usage=usage, cost=cost)
+        )
+    summary = await store.usage_summary(1)
+    assert (summary.turns, summary.calls, summary.input_tokens) == (1, 4, 230)
+    [main] = await store.usage_totals(1)
+    assert (main.turns, main.calls) == (1, 4)
+    side = {s.model: s for s in await store.side_call_totals(1)}
+    assert sorted(side) == ["memory", "taskstate"]
+    assert (side["taskstate"].calls, side["taskstate"].input_tokens, side["taskstate"].output_tokens) == (
+        2,
+        100,
+        10,
+    )
+    assert side["memory"].calls == 1 and side["memory"].cost == pytest.approx(0.0005)
