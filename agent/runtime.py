@@ -80,14 +80,6 @@ INTERRUPTED_CALL = (
     "Interrupted by a restart while running: it may or may not have completed. "
     "It was not repeated; check the current state before trying again."
 )
-CANCELLED_NOTE = (
-    "[Cancelled by the user before it finished — not done. Do not act on that request unless the "
-    "user asks for it again.]"
-)
-FAILED_NOTE = (
-    "[This request failed (the model provider did not answer) — not done. Do not act on it unless "
-    "the user asks for it again.]"
-)
 ROUNDS_EXHAUSTED = "(Stopped: too many tool rounds in one turn. Ask me to continue if you want more.)"
 # Closes a request that got no answer, so a later turn reads it as abandoned, not as pending work
 # ("buy 1000" cancelled must not be bought by the next message). Stored as the assistant's reply
@@ -976,14 +968,6 @@ class AgentRuntime:
         else:
             out.append(ev.Question(turn.id, call.id, s.waiting.question, tuple(s.waiting.options)))
         await self.store.save_turn(turn)
-
-    async def _mark_unfinished(self, turn: TurnRecord, messages: list[Message], note: str) -> None:
-        """A request that was cancelled or failed stays in the history, so the next turn's model
-        sees it: said there, in the history itself, that it was not done and must not be acted on
-        ("buy 1000" cancelled is not an order to carry out with the next message)."""
-        marker = Message.assistant(note, unfinished=True)
-        messages.append(marker)
-        await self.store.append_messages(turn.session_id, [marker])
 
     async def _cancel_open_calls(
         self, turn: TurnRecord, messages: list[Message], reason: str = "Cancelled by the user before it ran."

@@ -488,12 +488,6 @@ class App:
         self.scheduler = jobs
         return jobs
 
-    async def _chat_timezone(self, chat_key: str) -> str:
-        """A chat's time zone for its cards: its /brief zone, else `[scheduler] timezone`."""
-        if self.schedules is not None:
-            return await self.schedules.chat_timezone(chat_key)
-        return self.settings.scheduler.timezone
-
     async def _deliver_brief(self, chat_key: str, text: str) -> None:
         """A scheduled brief into its chat's lane. The scheduler opens only once the chats have
         (`start`); run without them, the brief fails and the scheduler retries it. The market

@@ -17,7 +17,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -100,6 +100,8 @@ class CardInfo:
     trade: TradePreview | None = None
     note: str = ""  # what the tool may do (exec_command: its sandbox)
     zone: str = "UTC"  # the chat's time zone (an IANA name): times on the card are shown in it
+    # outside content the turn read before proposing this (files, URLs, command output)
+    sources: tuple[str, ...] = ()
 
 
 def local_time(at: datetime, zone: str, fmt: str = "%Y-%m-%d %H:%M") -> str:
@@ -133,8 +135,6 @@ def _trade_lines(p: TradePreview, lang: str) -> list[str]:
         lines.append(t(lang, "card_cash_unchanged", cash=_money(p.cash)))
     elif p.cash is not None and p.cash_after is not None:
         lines.append(t(lang, "card_cash", cash=_money(p.cash), after=_money(p.cash_after)))
-    if p.refusal:
-        lines.append(t(lang, "card_will_not_fill", why=visible(p.refusal)))
     return lines
 
 
@@ -266,7 +266,7 @@ def approval_final(
     head = f"🔐 {record.tool} · `{record.id}`"
     if summary:
         head += "\n" + summary
-    return f"{head}\n{_code_block(render_arguments(record.arguments, record.args_hash))}\n{decision}"
+    return f"{head}\n{_code_block(render_arguments(record.arguments, record.args_hash, lang))}\n{decision}"
 
 
 def question_prompt(waiting: WaitingState, turn_id: str) -> tuple[str, list[list[Button]]]:

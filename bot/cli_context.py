@@ -27,12 +27,16 @@ class CliContext:
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # injected in tests
+    # Every command sees the same configuration: the .env files are merged in once, the first time
+    # settings or home are resolved, whichever command asks.
+    env_files: list[Path] | None = None
 
     def settings(
         self, *, require_model: bool = True, require_platform: bool = False, model: str | None = None
     ) -> Settings:
         from config.loader import load_settings
 
+        self.read_env_files()
         settings = load_settings(
             self.home,
             self.environ,
@@ -44,9 +48,18 @@ class CliContext:
             settings.log.file = self.log_file.expanduser().absolute()
         return settings
 
+    def resolve_home(self) -> Path:
+        """The state folder, with the .env files read (./.env may name TAPEBOT_HOME)."""
+        from config.loader import resolve_home
+
+        self.read_env_files()
+        return resolve_home(self.home, self.environ)
+
     def read_env_files(self) -> list[Path]:
         """Add the variables of `./.env` and `$TAPEBOT_HOME/.env` to this context's environment
-        (the real environment wins, then ./.env). Returns the files read."""
+        (the real environment wins, then ./.env). Returns the files read; idempotent."""
+        if self.env_files is not None:
+            return self.env_files
         from dotenv import dotenv_values
 
         from config.loader import resolve_home
@@ -64,4 +77,5 @@ class CliContext:
         _read(Path.cwd() / ".env")
         _read(resolve_home(self.home, merged) / ".env")  # ./.env may name TAPEBOT_HOME
         self.environ = merged
+        self.env_files = read
         return read

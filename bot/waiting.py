@@ -405,7 +405,6 @@ class Waiting:
             trade=trade,
             note=note(lang) if note else "",
             sources=await self._sources(record),
-            timezone=await self._facts.timezone(record.chat_key) if self._facts.timezone else "UTC",
         )
 
     async def _sources(self, record: ApprovalRecord) -> tuple[str, ...]:

@@ -408,8 +408,8 @@ class PaperBroker:
         value = notional(qty, price)
         fee, tax = rules.order_cost(side, value)
         if side == "buy":
-            if notional + fee + tax > acc.cash + 1e-9:
-                need = notional + fee + tax
+            need = money_sum(value, fee, tax)
+            if need > acc.cash + 1e-9:
                 return OrderProblem(
                     "cash",
                     f"insufficient cash: need {need:,.2f}, have {acc.cash:,.2f}",

@@ -80,17 +80,6 @@ async def trade_preview(svc: MarketServices, user_id: str, arguments: dict[str, 
     after = None
     if cash is not None:
         after = cash - amount - fee - tax if side != "sell" else cash + amount - fee - tax
-    refusal = ""
-    if svc.session_factory is not None and not live and side in ("buy", "sell") and quantity > 0:
-        try:
-            from markets.broker import PaperBroker
-
-            broker = PaperBroker(svc.sessions(), svc.data, svc.settings, clock=svc.clock)
-            refusal = await broker.precheck(user_id, inst, side, quantity) or ""  # type: ignore[arg-type]
-        except Exception as exc:  # noqa: BLE001 — the card is best effort: without the check it shows the amounts
-            log.debug("no pre-check for the card: %s", exc)
-    if refusal:
-        after = None  # it will not fill: no "cash after" as if it would
     return TradePreview(
         inst.symbol,
         inst.name,
