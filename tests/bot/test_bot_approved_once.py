@@ -233,15 +233,18 @@ async def test_a_card_still_pending_after_a_restart_keeps_one_progress_line_and_
 
 
 class _HeldModel(ScriptedClient):
-    """Every model call waits for ever (the brief is still being written when the process dies)."""
+    """Every model call waits (the brief is still being written when the process "dies"), then
+    fails once `release` is set: the old App ends without leaving a call hanging."""
 
     def __init__(self) -> None:
         super().__init__()
         self.called = asyncio.Event()
+        self.release = asyncio.Event()
 
     async def stream(self, request):
         self.called.set()
-        await asyncio.Event().wait()
+        await self.release.wait()
+        raise RuntimeError("the process died")
         yield  # pragma: no cover
 
 
@@ -261,6 +264,7 @@ async def test_an_acknowledged_brief_now_is_delivered_after_a_crash(tmp_path):
         await asyncio.wait_for(h.script.called.wait(), 10)
         crash_copy(h.home, crashed)
     finally:
+        h.script.release.set()
         await h.stop()
     assert not any("Brief for today" in text for text in api.texts(ALICE))
     again = Harness(crashed, api, ScriptedClient([reply("Brief for today: calm.")]), extra_env=env)
