@@ -57,6 +57,7 @@ class ChatParts:
     redact: Callable[[str], str] | None = None
     adapter_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     opening: Callable[[], None] = lambda: None  # just before the chats start receiving
+    replica_id: str = ""  # this process among the replicas on the database ("": a fresh one)
 
 
 def build_gateway(parts: ChatParts) -> Gateway:
@@ -104,6 +105,8 @@ def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
 
         import_telegram()  # without the extras tapebot does not use: ~16 MB less resident (issue 21)
         from adapters.telegram import TelegramAdapter, WebhookConfig
+        from bot.replicas import TelegramReplicas, new_replica_id
+        from memory.coordination import Leases
 
         token = s.telegram.resolved_token(env) or ""
         webhook = None
@@ -120,6 +123,11 @@ def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
                 api_base_url=s.telegram.api_base_url,
                 webhook=webhook,
                 max_backlog_age_s=s.telegram.max_backlog_age_s,
+                replicas=TelegramReplicas(
+                    Leases(parts.store.db),
+                    parts.replica_id or new_replica_id(),
+                    ttl=s.telegram.replica_lease_s,
+                ),
                 **parts.adapter_options.get("telegram", {}),
             )
         )
