@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from adapters.base import ChatAdapter
     from agent.runtime import AgentRuntime
     from bot.commands import Command
+    from bot.replicas import ChatLeases
     from config.settings import Settings
     from memory.stores import SqlStore
 
@@ -84,7 +85,19 @@ def build_gateway(parts: ChatParts) -> Gateway:
         skill_commands=parts.skill_commands,
         card_facts=parts.card_facts,
         system_dynamic=parts.system_dynamic,
+        chat_lock=_chat_lock(parts),
     )
+
+
+def _chat_lock(parts: ChatParts) -> ChatLeases | None:
+    """Replicas share a PostgreSQL database; on SQLite the bot is one process and its lanes suffice."""
+    from bot.replicas import ChatLeases, new_replica_id
+    from memory.coordination import Leases
+
+    db = parts.store.db
+    if db.is_sqlite:
+        return None
+    return ChatLeases(Leases(db), parts.replica_id or new_replica_id())
 
 
 async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:

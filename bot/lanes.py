@@ -9,15 +9,24 @@ then gets a turn of its own. A turn answered or decided while the lane runs is r
 itself, never as a second turn at once.
 
 The lane's state (running, the queue, what is held, what to resume) is its own: callers use its
-methods."""
+methods.
+
+Across replicas (several processes on one PostgreSQL database), a lane runs only while it holds
+its chat's lock (`LaneDeps.chat_lock`, a lease row in the database: bot/replicas.py): the lane of
+the same chat on another replica waits, then runs what it received. A lease row rather than a
+PostgreSQL advisory lock because an advisory lock lives in a database session, and a session held
+open for every running turn would take a pooled connection per busy chat; a lease needs a
+connection only to take, renew and release it, and it expires on its own when its replica dies.
+On SQLite (one process) there is no lock: the in-process lane is the only one."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from adapters.base import ChatAdapter, ChatRef, DeliveryError, UserRef
 from agent import events as ev
@@ -33,6 +42,12 @@ from bot.i18n import t
 log = logging.getLogger(__name__)
 
 Events = AsyncIterator[ev.RuntimeEvent]
+
+
+class ChatLock(Protocol):
+    def hold(self, chat_key: str) -> AbstractAsyncContextManager[None]:
+        """Held while the chat's lane runs: no other replica runs a turn in that chat meanwhile."""
+        ...
 
 
 @dataclass
@@ -51,6 +66,7 @@ class LaneDeps:
     waiting_turn: Callable[[ChatState], Awaitable[TurnRecord | None]]
     approvers_for: Callable[[ChatRef, UserRef], tuple[str, ...]]
     dynamic_context: Callable[[ChatState], str]
+    chat_lock: ChatLock | None = None  # across replicas; None: this process is the only one
 
 
 class Lane:
@@ -167,37 +183,43 @@ class Lane:
     async def run_brief(self, text: str) -> None:
         """An unattended turn (approval-requiring tools are denied) whose answer is delivered into
         the chat. Raises if it cannot be delivered, so the scheduler retries with backoff."""
-        state, deps = self.state, self._deps
         while self._running:  # behind the user's own turn, never interleaved with it
             await self._idle.wait()
         self._running = True
         self._idle.clear()
         try:
-            request = TurnRequest(
-                session_id=state.session_id,
-                text=text,
-                who=Requester(state.owner, state.key, (), unattended=True),
-                model=state.model,
-                system_dynamic=deps.dynamic_context(state),
-                meta={"brief": True},
-                stop=deps.stop,
-            )
-            final = ""
-            async for event in deps.runtime.run(request):
-                if isinstance(event, ev.Done):
-                    if event.status == "interrupted":
-                        raise DeliveryError("the bot is stopping; the brief was not finished")
-                    final = event.text
-                elif isinstance(event, ev.ErrorEvent):
-                    raise DeliveryError(event.message)
-            await deps.adapters[state.chat.platform].send_text(
-                state.chat, final or t(state.lang, "brief_empty")
-            )
+            async with self._chat_lock():
+                await self._brief(text)
         finally:
             self._running = False
             self._idle.set()
         if not self._inbox.empty() or self._notices:
             self._start(None)  # what queued up behind the brief
+
+    def _chat_lock(self) -> AbstractAsyncContextManager[None]:
+        lock = self._deps.chat_lock
+        return nullcontext() if lock is None else lock.hold(self.state.key)
+
+    async def _brief(self, text: str) -> None:
+        state, deps = self.state, self._deps
+        request = TurnRequest(
+            session_id=state.session_id,
+            text=text,
+            who=Requester(state.owner, state.key, (), unattended=True),
+            model=state.model,
+            system_dynamic=deps.dynamic_context(state),
+            meta={"brief": True},
+            stop=deps.stop,
+        )
+        final = ""
+        async for event in deps.runtime.run(request):
+            if isinstance(event, ev.Done):
+                if event.status == "interrupted":
+                    raise DeliveryError("the bot is stopping; the brief was not finished")
+                final = event.text
+            elif isinstance(event, ev.ErrorEvent):
+                raise DeliveryError(event.message)
+        await deps.adapters[state.chat.platform].send_text(state.chat, final or t(state.lang, "brief_empty"))
 
     # ---- running -----------------------------------------------------------------------------
     def _user(self) -> UserRef:
@@ -257,60 +279,64 @@ class Lane:
 
     async def _worker(self, job: Events | None) -> None:
         """Runs `job`, then whatever queued up meanwhile (`None`: only the queue), one at a time."""
-        state, deps = self.state, self._deps
         try:
-            while True:
-                done: ev.Done | None = None
-                if job is not None:
-                    try:
-                        done = await render_all(deps.view(state), job)
-                    except Exception:
-                        log.exception("turn in %s failed", state.key)
-                        await deps.say(
-                            state, t(state.lang, "error", error="internal error; the details are in the log")
-                        )
-                if deps.stopping():
-                    return  # queued messages stay recorded: the restart takes them up
-                if done is not None and done.turn_id in self._undelivered:
-                    await self._close_undelivered(done)
-                if self._wake:  # answered or decided while this lane ran: it goes on now
-                    job = self._resume(self._wake.pop())
-                    continue
-                # Messages that arrived after the last model call start the next turn: never dropped.
-                leftovers: list[Queued] = []
-                while not self._inbox.empty():
-                    leftovers.append(self._inbox.get_nowait())
-                user = self._user()
-                # a turn that ended (not suspended) leaves nothing waiting: no need to ask the store
-                ended = done is not None and done.status != "suspended"
-                if not ended and await deps.waiting_turn(state) is not None:
-                    # the turn is waiting on a card: these wait for the decision instead of
-                    # silently cancelling it as "moved on"
-                    self._held.extend((q, user) for q in leftovers)
-                    if self._wake:  # decided during the await above: resume it (loop top)
-                        job = None
-                        continue
-                    return
-                if self._held:  # they waited for a decision; nothing is waiting any more
-                    held, self._held = self._held, []
-                    if not leftovers:
-                        user = held[-1][1]
-                    leftovers = [q for q, _ in held] + leftovers
-                self._cancel = CancelSignal()
-                if leftovers:
-                    job = self._queued_turn(leftovers, user)
-                elif self._notices:
-                    # task notices wait for the user's turn to end, then get a turn of their own
-                    notices, self._notices = self._notices, []
-                    job = self._queued_turn(notices, user, notification=True)
-                elif self._wake:
-                    job = None  # the loop's top resumes it
-                else:
-                    return  # `_wake` was checked with no await since: nothing is left behind
+            async with self._chat_lock():
+                await self._work(job)
         finally:
             self._running = False
             self._cancel = None
             self._idle.set()
+
+    async def _work(self, job: Events | None) -> None:
+        state, deps = self.state, self._deps
+        while True:
+            done: ev.Done | None = None
+            if job is not None:
+                try:
+                    done = await render_all(deps.view(state), job)
+                except Exception:
+                    log.exception("turn in %s failed", state.key)
+                    await deps.say(
+                        state, t(state.lang, "error", error="internal error; the details are in the log")
+                    )
+            if deps.stopping():
+                return  # queued messages stay recorded: the restart takes them up
+            if done is not None and done.turn_id in self._undelivered:
+                await self._close_undelivered(done)
+            if self._wake:  # answered or decided while this lane ran: it goes on now
+                job = self._resume(self._wake.pop())
+                continue
+            # Messages that arrived after the last model call start the next turn: never dropped.
+            leftovers: list[Queued] = []
+            while not self._inbox.empty():
+                leftovers.append(self._inbox.get_nowait())
+            user = self._user()
+            # a turn that ended (not suspended) leaves nothing waiting: no need to ask the store
+            ended = done is not None and done.status != "suspended"
+            if not ended and await deps.waiting_turn(state) is not None:
+                # the turn is waiting on a card: these wait for the decision instead of
+                # silently cancelling it as "moved on"
+                self._held.extend((q, user) for q in leftovers)
+                if self._wake:  # decided during the await above: resume it (loop top)
+                    job = None
+                    continue
+                return
+            if self._held:  # they waited for a decision; nothing is waiting any more
+                held, self._held = self._held, []
+                if not leftovers:
+                    user = held[-1][1]
+                leftovers = [q for q, _ in held] + leftovers
+            self._cancel = CancelSignal()
+            if leftovers:
+                job = self._queued_turn(leftovers, user)
+            elif self._notices:
+                # task notices wait for the user's turn to end, then get a turn of their own
+                notices, self._notices = self._notices, []
+                job = self._queued_turn(notices, user, notification=True)
+            elif self._wake:
+                job = None  # the loop's top resumes it
+            else:
+                return  # `_wake` was checked with no await since: nothing is left behind
 
     async def _close_undelivered(self, done: ev.Done) -> None:
         """What the turn waits on reached nobody: close it now (an approval is denied, a question
