@@ -49,6 +49,10 @@ class ChatLock(Protocol):
         """Held while the chat's lane runs: no other replica runs a turn in that chat meanwhile."""
         ...
 
+    async def held_elsewhere(self, chat_key: str) -> str | None:
+        """The live replica whose lane runs in the chat now; None when no other one does."""
+        ...
+
 
 @dataclass
 class LaneDeps:
@@ -353,6 +357,11 @@ class Lanes:
     def __init__(self, deps: LaneDeps):
         self._deps = deps
         self._lanes: dict[str, Lane] = {}
+
+    async def held_elsewhere(self, chat_key: str) -> str | None:
+        """Another replica runs a turn in this chat now (recovery leaves its work to it)."""
+        lock = self._deps.chat_lock
+        return None if lock is None else await lock.held_elsewhere(chat_key)
 
     def of(self, state: ChatState) -> Lane:
         lane = self._lanes.get(state.key)

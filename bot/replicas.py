@@ -140,6 +140,12 @@ class ChatLeases:
                     "could not release the lease of %s; it expires by itself", chat_key, exc_info=True
                 )
 
+    async def held_elsewhere(self, chat_key: str) -> str | None:
+        live = await self.leases.live(chat_lease_name(chat_key), now=self.clock())
+        if live is None or live.owner == self.owner or died_here(live.owner):
+            return None
+        return live.owner
+
     async def _take(self, name: str, chat_key: str) -> None:
         step = 0.02
         while True:

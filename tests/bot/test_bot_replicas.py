@@ -154,3 +154,43 @@ async def _fresh_postgres() -> dict[str, str]:
         await conn.execute(text("CREATE SCHEMA public"))
     await engine.dispose()
     return {"TAPEBOT_DATABASE_URL": PG_URL}
+
+
+class Gated(ScriptedClient):
+    """A model whose answer waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def stream(self, request):
+        self.requests.append(request)
+        await self.gate.wait()
+        for chunk in reply(f"answer #{len(self.requests)}"):
+            yield chunk
+
+
+async def test_a_replica_starting_leaves_a_live_replicas_running_turn_alone(tmp_path):
+    """On PostgreSQL, a replica that starts while another runs a turn does not take that turn up
+    as if it had been left by a crash: one model call, one answer, no "resumed" notice."""
+    if not PG_URL:
+        pytest.skip("no PostgreSQL server (set TAPEBOT_TEST_POSTGRES_URL)")
+    env = await _fresh_postgres()
+    api = FakeBotAPI(max_poll_wait=0.05)
+    model = Gated()
+    first = Harness(tmp_path / "home", api, model, extra_env=env)
+    second = Harness(tmp_path / "home", api, model, extra_env=env)
+    try:
+        await first.start()
+        api.push_text(ALICE, "a slow question", user_id=ALICE)
+        await api.wait_for(lambda: len(model.requests) == 1)  # the turn runs on the first replica
+        await second.start()  # its recovery runs now
+        model.gate.set()
+        await api.wait_for(lambda: any(t.startswith("answer #") for t in api.texts(ALICE)))
+        await asyncio.sleep(0.3)  # room for a wrongly resumed second turn to show
+        assert [t for t in api.texts(ALICE) if t.startswith("answer #")] == ["answer #1"]
+        assert len(model.requests) == 1
+        assert not any("I was restarted" in t for t in api.texts(ALICE))  # nobody was restarted
+    finally:
+        await second.stop()
+        await first.stop()
