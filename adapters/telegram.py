@@ -11,9 +11,8 @@ redelivered on the next start. Raw JSON is parsed one update at a time (`telegra
 reads only the fields we use), so a malformed update is logged and skipped instead of blocking the
 queue. Webhook mode (aiohttp) is authenticated (catalogue C7): without a configured secret the
 adapter derives one from the bot token (so every replica has the same) and registers it with
-setWebhook; a request without the secret
-header is answered 401, a wrong one 403 (constant-time compare, the value never logged), and
-neither reaches the handler. 200 only after the handler accepted the update.
+setWebhook; a request without the secret header is answered 401, a wrong one 403 (constant-time
+compare, the value never logged), and neither reaches the handler. 200 only after the handler accepted the update.
 
 Replicas (given a `ReplicaGate`): in polling mode only the holder of the poller lease polls, and
 none polls or calls deleteWebhook while a webhook replica announces itself; in webhook mode the
@@ -523,12 +522,18 @@ class TelegramAdapter(ChatAdapter):
             webhook, holder = None, "unknown (database error)"
         self._gate_checked = now
         if webhook is None and holder is None:
-            if not self._polling:
+            if self._polling:
+                return True
+            try:
+                await self._take_poller_turn()
+            except Exception:  # never let a failed deleteWebhook end the polling loop
+                log.exception("telegram: deleteWebhook failed; retrying before polling")
+            else:
                 log.info("telegram: this replica polls for updates (it holds the poller lease)")
                 self._gate_said = ""
-                await self._take_poller_turn()
-            return True
-        if webhook is not None:
+                return True
+            said = ""
+        elif webhook is not None:
             said = (
                 f"telegram: a webhook deployment is running on this database ({webhook}); this replica "
                 "is in polling mode and does not call deleteWebhook or poll. Run it with "
@@ -536,7 +541,7 @@ class TelegramAdapter(ChatAdapter):
             )
         else:
             said = f"telegram: standing by; {holder} polls for updates (taken over when its lease expires)"
-        if said != self._gate_said:
+        if said and said != self._gate_said:
             log.warning("%s", said)
             self._gate_said = said
         if self._polling:

@@ -244,3 +244,16 @@ async def test_a_poller_killed_on_this_machine_is_taken_over_at_once(tg_api, db,
     await replica("restarted", db, rec)
     tg_api.push_text(5, "after the restart")
     await tg_api.wait_for(lambda: [e.text for e in rec.events] == ["after the restart"])
+
+
+async def test_a_failed_delete_webhook_is_retried_not_the_end_of_polling(tg_api, db, replica):
+    """Taking the poller's turn calls deleteWebhook; when that fails (a Telegram 500) the replica
+    tries again at its next check instead of its polling loop dying."""
+    tg_api.fail(
+        "deleteWebhook", (500, {"ok": False, "error_code": 500, "description": "Internal Server Error"})
+    )
+    rec = Recorder()
+    _, calls = await replica("a", db, rec)
+    tg_api.push_text(5, "still polled")
+    await tg_api.wait_for(lambda: [e.text for e in rec.events] == ["still polled"])
+    assert calls.methods.count("deleteWebhook") >= 2
