@@ -10,9 +10,13 @@ we never fetch again; we confirm exactly the contiguous prefix that was handled,
 redelivered on the next start. Raw JSON is parsed one update at a time (`telegram_wire`, which
 reads only the fields we use), so a malformed update is logged and skipped instead of blocking the
 queue. Webhook mode (aiohttp) is authenticated (catalogue C7): without a configured secret the
-adapter generates a strong one and registers it with setWebhook; a request without the secret
-header is answered 401, a wrong one 403 (constant-time compare, the value never logged), and
-neither reaches the handler. 200 only after the handler accepted the update.
+adapter derives one from the bot token (so every replica has the same) and registers it with
+setWebhook; a request without the secret header is answered 401, a wrong one 403 (constant-time
+compare, the value never logged), and neither reaches the handler. 200 only after the handler accepted the update.
+
+Replicas (given a `ReplicaGate`): in polling mode only the holder of the poller lease polls, and
+none polls or calls deleteWebhook while a webhook replica announces itself; in webhook mode the
+replica announces itself until it stops.
 
 Sending. Markdown → allow-listed HTML, split at 4096 (UTF-16, after entity parsing), link previews
 off, plain resend on "can't parse entities", flood control by `FloodLimiter` (429 → wait
@@ -22,11 +26,12 @@ retry_after, retry). Forum topics are separate chats (message_thread_id).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import hmac
 import logging
 import re
-import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -78,6 +83,7 @@ from adapters.render import (
     to_telegram_html,
     utf16_len,
 )
+from adapters.replicas import ReplicaGate
 from adapters.retry import RetryPolicy, with_retries
 from adapters.telegram_wire import (
     PRIVATE,
@@ -113,9 +119,8 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 @dataclass(frozen=True)
 class WebhookConfig:
     url: str  # public HTTPS URL Telegram posts to (ends with `path`)
-    # 1-256 chars [A-Za-z0-9_-]; checked on every request. None/empty: a strong one is generated
-    # at start and registered with setWebhook (it changes on every start, which is harmless:
-    # Telegram uses the secret of the latest setWebhook).
+    # 1-256 chars [A-Za-z0-9_-]; checked on every request. None/empty: one is derived from the bot
+    # token (HMAC), so every replica registers and accepts the same one without storing it.
     secret_token: str | None = None
     listen: str = "127.0.0.1"
     port: int = 8443
@@ -188,11 +193,17 @@ class TelegramAdapter(ChatAdapter):
         clock: Callable[[], float] = time.time,
         notices: Mapping[str, Mapping[str, str]] | None = None,
         notify_stale: bool = True,
+        replicas: ReplicaGate | None = None,
     ):
         if not token:
             raise ValueError("Telegram token is empty")
         self._token = token
         self._webhook = webhook
+        self._replicas = replicas
+        self._polling = False  # this replica holds the poller lease (always, without `replicas`)
+        self._gate_checked = float("-inf")
+        self._gate_said = ""  # the last standby reason logged (said once, not every renewal)
+        self._announce_task: asyncio.Task[None] | None = None
         self._poll_timeout = poll_timeout
         self._max_backlog_age_s = max_backlog_age_s
         self._handler_timeout = handler_timeout
@@ -250,7 +261,7 @@ class TelegramAdapter(ChatAdapter):
         install_redaction(self._token)
         secret = ""
         if self._webhook:
-            secret = _webhook_secret(self._webhook)
+            secret = _webhook_secret(self._webhook, self._token)
             install_redaction(secret)
         self._handler = handler
         self._stopping.clear()
@@ -268,10 +279,14 @@ class TelegramAdapter(ChatAdapter):
         self.me = UserRef(PLATFORM, str(u.id), u.full_name, None, u.username, True)
         self._started = True
         if self._webhook:
+            if self._replicas is not None:  # before setWebhook: no poller may delete it from now on
+                await self._announce(self._replicas)
             await self._start_webhook(self._webhook, secret)
+            if self._replicas is not None:
+                self._announce_task = asyncio.create_task(self._announce_loop(), name="telegram-announce")
         else:
-            # polling and a webhook are mutually exclusive; keep pending updates (no drop)
-            await self.bot.delete_webhook(drop_pending_updates=False)
+            if self._replicas is None:
+                await self._take_poller_turn()
             self._poll_task = asyncio.create_task(self._poll_loop(), name="telegram-poll")
         log.info(
             "telegram adapter started as @%s (%s)", u.username, "webhook" if self._webhook else "polling"
@@ -282,6 +297,10 @@ class TelegramAdapter(ChatAdapter):
             return
         self._started = False
         self._stopping.set()
+        if self._announce_task is not None:
+            self._announce_task.cancel()
+            await asyncio.wait({self._announce_task}, timeout=1)
+            self._announce_task = None
         if self._poll_task:
             self._poll_task.cancel()  # a long poll, a back-off sleep or a wait for the lanes
             await asyncio.wait({self._poll_task}, timeout=1)
@@ -296,6 +315,15 @@ class TelegramAdapter(ChatAdapter):
                         task.cancel()
                     await asyncio.wait(busy, timeout=1)
             await self._confirm_handled()
+            if self._replicas is not None and self._polling:
+                self._polling = False
+                try:
+                    await self._replicas.release_poller()
+                except Exception:
+                    log.warning(
+                        "telegram: could not release the poller lease; a standby takes over when it expires",
+                        exc_info=True,
+                    )
         if self._runner is not None:
             await self._inflight.wait_idle(self._stop_grace_s)
             await self._runner.cleanup()
@@ -327,6 +355,8 @@ class TelegramAdapter(ChatAdapter):
                 # confirmation, never the other chats: fetch again after `repoll_s` regardless.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._all_handled.wait(), self._repoll_s)
+            if self._replicas is not None and not await self._may_poll(self._replicas):
+                continue
             offset = self._handled or None
             try:
                 kwargs: dict[str, Any] = {"timeout": self._poll_timeout, "allowed_updates": ALLOWED_UPDATES}
@@ -473,6 +503,71 @@ class TelegramAdapter(ChatAdapter):
             except DeliveryError as e:
                 log.info("telegram: stale notice not delivered: %s", e)
 
+    async def _take_poller_turn(self) -> None:
+        # polling and a webhook are mutually exclusive; keep pending updates (no drop)
+        await self.bot.delete_webhook(drop_pending_updates=False)
+        self._polling = True
+
+    async def _may_poll(self, gate: ReplicaGate) -> bool:
+        """Whether this replica polls now: no replica serves a webhook, and this one holds the poller
+        lease (renewed here every `renew_interval`). Otherwise wait a renewal interval."""
+        now = self._clock()
+        if self._polling and now < self._gate_checked + gate.renew_interval:
+            return True
+        try:
+            webhook = await gate.webhook_deployment()
+            holder = None if webhook else await gate.take_poller()
+        except Exception:
+            log.exception("telegram: could not check the poller lease; not polling until it can be")
+            webhook, holder = None, "unknown (database error)"
+        self._gate_checked = now
+        if webhook is None and holder is None:
+            if self._polling:
+                return True
+            try:
+                await self._take_poller_turn()
+            except Exception:  # never let a failed deleteWebhook end the polling loop
+                log.exception("telegram: deleteWebhook failed; retrying before polling")
+            else:
+                log.info("telegram: this replica polls for updates (it holds the poller lease)")
+                self._gate_said = ""
+                return True
+            said = ""
+        elif webhook is not None:
+            said = (
+                f"telegram: a webhook deployment is running on this database ({webhook}); this replica "
+                "is in polling mode and does not call deleteWebhook or poll. Run it with "
+                '[telegram] mode = "webhook", or stop the webhook replicas and it takes over.'
+            )
+        else:
+            said = f"telegram: standing by; {holder} polls for updates (taken over when its lease expires)"
+        if said and said != self._gate_said:
+            log.warning("%s", said)
+            self._gate_said = said
+        if self._polling:
+            self._polling = False
+            with contextlib.suppress(Exception):
+                await gate.release_poller()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), gate.renew_interval)
+        return False
+
+    async def _announce_loop(self) -> None:
+        gate = self._replicas
+        assert gate is not None
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), gate.renew_interval)
+            if not self._stopping.is_set():
+                await self._announce(gate)
+
+    @staticmethod
+    async def _announce(gate: ReplicaGate) -> None:
+        try:
+            await gate.announce_webhook()
+        except Exception:
+            log.exception("telegram: could not announce the webhook deployment; retrying")
+
     # ---------------------------------------------------------------- webhook
 
     async def _start_webhook(self, cfg: WebhookConfig, secret: str) -> None:
@@ -514,9 +609,9 @@ class TelegramAdapter(ChatAdapter):
             log.info("telegram webhook: listening on %s:%d with the configured secret", cfg.listen, cfg.port)
         else:
             log.info(
-                "telegram webhook: no secret configured; generated a random one for this run and "
-                "registered it with setWebhook (set TELEGRAM_WEBHOOK_SECRET to choose your own); "
-                "listening on %s:%d",
+                "telegram webhook: no secret configured; generated one from the bot token (the same "
+                "on every replica) and registered it with setWebhook (set TELEGRAM_WEBHOOK_SECRET to "
+                "choose your own); listening on %s:%d",
                 cfg.listen,
                 cfg.port,
             )
@@ -842,18 +937,22 @@ def webhook_auth(header: str | None, secret: str) -> int:
     return 200 if ok and secret else 403
 
 
-def _webhook_secret(cfg: WebhookConfig) -> str:
+def _webhook_secret(cfg: WebhookConfig, token: str) -> str:
     """The secret every webhook request must carry: the configured one (checked against what
-    setWebhook accepts), or a fresh 256-bit random one."""
+    setWebhook accepts), or one derived from the bot token. Derived, every replica of the bot
+    registers and accepts the same secret with nothing stored: a random one per process left
+    only the last replica to start able to accept Telegram's posts, and a stored one would let
+    whoever reads the database forge updates. It reveals nothing about the token (HMAC)."""
     if not cfg.secret_token:
-        return secrets.token_urlsafe(32)  # 43 chars of [A-Za-z0-9_-]
+        digest = hmac.new(token.encode(), b"tapebot telegram webhook secret", hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")  # 43 chars of [A-Za-z0-9_-]
     if not _SECRET_SHAPE.fullmatch(cfg.secret_token):
         raise ConfigError(
             "the Telegram webhook secret must be 1-256 characters of A-Z, a-z, 0-9, _ and -",
             key="telegram.webhook_secret",
             fix="set TELEGRAM_WEBHOOK_SECRET (or [telegram] webhook_secret) to e.g. the output of "
             "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`, or leave it unset to "
-            "have one generated at every start",
+            "have one derived from the bot token",
         )
     return cfg.secret_token
 

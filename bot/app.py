@@ -39,6 +39,7 @@ from bot.parts import (
     market_refresh_jobs,
     warned_trading_days,
 )
+from bot.replicas import new_replica_id
 from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
@@ -94,6 +95,7 @@ class App:
         self.settings = settings
         # extra constructor arguments per platform (tests pass fake transports here)
         self.adapter_options = adapter_options or {}
+        self.replica_id = new_replica_id()  # this process among the replicas on one database
         self.redactor = Redactor(settings.secret_values())
         self.trace_writer = BackgroundWriter()
         self._traces_dir: str | None = None
@@ -479,6 +481,7 @@ class App:
             housekeeping=housekeeping,
             housekeeping_times=REFRESH_TIMES,
             default_timezone=s.scheduler.timezone,
+            owner_id=self.replica_id,
             lease_ttl=s.scheduler.lease_ttl_s,
             brief_grace_time=s.scheduler.misfire_grace_s,
             traces_dir=s.traces_dir,
@@ -589,6 +592,7 @@ class App:
             redact=self.redactor.text,
             adapter_options=self.adapter_options,
             opening=self.opening,
+            replica_id=self.replica_id,
         )
 
     def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from adapters.base import ChatAdapter
     from agent.runtime import AgentRuntime
     from bot.commands import Command
+    from bot.replicas import ChatLeases
     from config.settings import Settings
     from memory.stores import SqlStore
 
@@ -57,6 +58,7 @@ class ChatParts:
     redact: Callable[[str], str] | None = None
     adapter_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     opening: Callable[[], None] = lambda: None  # just before the chats start receiving
+    replica_id: str = ""  # this process among the replicas on the database ("": a fresh one)
 
 
 def build_gateway(parts: ChatParts) -> Gateway:
@@ -83,7 +85,19 @@ def build_gateway(parts: ChatParts) -> Gateway:
         skill_commands=parts.skill_commands,
         card_facts=parts.card_facts,
         system_dynamic=parts.system_dynamic,
+        chat_lock=_chat_lock(parts),
     )
+
+
+def _chat_lock(parts: ChatParts) -> ChatLeases | None:
+    """Replicas share a PostgreSQL database; on SQLite the bot is one process and its lanes suffice."""
+    from bot.replicas import ChatLeases, new_replica_id
+    from memory.coordination import Leases
+
+    db = parts.store.db
+    if db.is_sqlite:
+        return None
+    return ChatLeases(Leases(db), parts.replica_id or new_replica_id())
 
 
 async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:
@@ -104,6 +118,8 @@ def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
 
         import_telegram()  # without the extras tapebot does not use: ~16 MB less resident (issue 21)
         from adapters.telegram import TelegramAdapter, WebhookConfig
+        from bot.replicas import TelegramReplicas, new_replica_id
+        from memory.coordination import Leases
 
         token = s.telegram.resolved_token(env) or ""
         webhook = None
@@ -120,6 +136,11 @@ def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
                 api_base_url=s.telegram.api_base_url,
                 webhook=webhook,
                 max_backlog_age_s=s.telegram.max_backlog_age_s,
+                replicas=TelegramReplicas(
+                    Leases(parts.store.db),
+                    parts.replica_id or new_replica_id(),
+                    ttl=s.telegram.replica_lease_s,
+                ),
                 **parts.adapter_options.get("telegram", {}),
             )
         )

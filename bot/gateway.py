@@ -45,7 +45,7 @@ from bot.commands.binding import bind
 from bot.commands.context import CommandServices
 from bot.delivery import TurnView
 from bot.i18n import pick_language, t
-from bot.lanes import Events, Lane, LaneDeps, Lanes
+from bot.lanes import ChatLock, Events, Lane, LaneDeps, Lanes
 from bot.live_questions import ChatQuestions
 from bot.notices import TaskNotices
 from bot.progress import ProgressBoard
@@ -96,6 +96,7 @@ class Gateway:
         skill_commands: Sequence[Command] = (),
         card_facts: CardFacts | None = None,
         system_dynamic: str = "",
+        chat_lock: ChatLock | None = None,
     ):
         self.runtime = runtime
         self.store = store
@@ -139,6 +140,7 @@ class Gateway:
                 approvers_for=self.access.approvers_for,
                 dynamic_context=self._dynamic_context,
                 reread=self._on_message,
+                chat_lock=chat_lock,
             )
         )
         self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)

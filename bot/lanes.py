@@ -11,16 +11,25 @@ or question it then stopped at (an instant reply) is read against it once the tu
 as if it had arrived a moment later — never parked until the card expires.
 
 The lane's state (running, the queue, what is held, what to resume) is its own: callers use its
-methods."""
+methods.
+
+Across replicas (several processes on one PostgreSQL database), a lane runs only while it holds
+its chat's lock (`LaneDeps.chat_lock`, a lease row in the database: bot/replicas.py): the lane of
+the same chat on another replica waits, then runs what it received. A lease row rather than a
+PostgreSQL advisory lock because an advisory lock lives in a database session, and a session held
+open for every running turn would take a pooled connection per busy chat; a lease needs a
+connection only to take, renew and release it, and it expires on its own when its replica dies.
+On SQLite (one process) there is no lock: the in-process lane is the only one."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from adapters.base import ChatAdapter, ChatRef, DeliveryError, InboundMessage, UserRef
 from agent import events as ev
@@ -46,6 +55,16 @@ class Folded(Queued):
     inbound: InboundMessage | None = None
 
 
+class ChatLock(Protocol):
+    def hold(self, chat_key: str) -> AbstractAsyncContextManager[None]:
+        """Held while the chat's lane runs: no other replica runs a turn in that chat meanwhile."""
+        ...
+
+    async def held_elsewhere(self, chat_key: str) -> str | None:
+        """The live replica whose lane runs in the chat now; None when no other one does."""
+        ...
+
+
 @dataclass
 class LaneDeps:
     """What a lane needs from the rest of the bot (bot/gateway.py wires it)."""
@@ -65,6 +84,7 @@ class LaneDeps:
     # the router's reading of a message (bot/gateway.py): what the turn's card or question makes
     # of a message that reached the lane while it was being delivered
     reread: Callable[[ChatState, InboundMessage, Receipt | None], Awaitable[None]]
+    chat_lock: ChatLock | None = None  # across replicas; None: this process is the only one
 
 
 class Lane:
@@ -181,39 +201,47 @@ class Lane:
     async def run_brief(self, text: str) -> None:
         """An unattended turn (approval-requiring tools are denied) whose answer is delivered into
         the chat. Raises if it cannot be delivered, so the scheduler retries with backoff."""
-        state, deps = self.state, self._deps
         while self._running:  # behind the user's own turn, never interleaved with it
             await self._idle.wait()
         self._running = True
         self._idle.clear()
         try:
-            request = TurnRequest(
-                session_id=state.session_id,
-                text=text,
-                who=Requester(state.owner, state.key, (), unattended=True),
-                model=state.model,
-                system_dynamic=deps.dynamic_context(state),
-                meta={"brief": True},
-                stop=deps.stop,
-            )
-            final = ""
-            async for event in deps.runtime.run(request):
-                if isinstance(event, ev.Done):
-                    if event.status == "interrupted":
-                        raise DeliveryError("the bot is stopping; the brief was not finished")
-                    final = event.text
-                elif isinstance(event, ev.ErrorEvent):
-                    raise DeliveryError(event.message)
-            # a header: a brief arrives unasked, among the chat's other messages
-            header = t(state.lang, "brief_header", date=datetime.now(UTC).strftime("%Y-%m-%d"))
-            await deps.adapters[state.chat.platform].send_text(
-                state.chat, f"{header}\n\n{final or t(state.lang, 'brief_empty')}"
-            )
+            async with self._chat_lock():
+                await self._brief(text)
         finally:
             self._running = False
             self._idle.set()
         if not self._inbox.empty() or self._notices:
             self._start(None)  # what queued up behind the brief
+
+    def _chat_lock(self) -> AbstractAsyncContextManager[None]:
+        lock = self._deps.chat_lock
+        return nullcontext() if lock is None else lock.hold(self.state.key)
+
+    async def _brief(self, text: str) -> None:
+        state, deps = self.state, self._deps
+        request = TurnRequest(
+            session_id=state.session_id,
+            text=text,
+            who=Requester(state.owner, state.key, (), unattended=True),
+            model=state.model,
+            system_dynamic=deps.dynamic_context(state),
+            meta={"brief": True},
+            stop=deps.stop,
+        )
+        final = ""
+        async for event in deps.runtime.run(request):
+            if isinstance(event, ev.Done):
+                if event.status == "interrupted":
+                    raise DeliveryError("the bot is stopping; the brief was not finished")
+                final = event.text
+            elif isinstance(event, ev.ErrorEvent):
+                raise DeliveryError(event.message)
+        # a header: a brief arrives unasked, among the chat's other messages
+        header = t(state.lang, "brief_header", date=datetime.now(UTC).strftime("%Y-%m-%d"))
+        await deps.adapters[state.chat.platform].send_text(
+            state.chat, f"{header}\n\n{final or t(state.lang, 'brief_empty')}"
+        )
 
     # ---- running -----------------------------------------------------------------------------
     def _user(self) -> UserRef:
@@ -274,7 +302,8 @@ class Lane:
     async def _worker(self, job: Events | None) -> None:
         """Runs `job`, then whatever queued up meanwhile (`None`: only the queue), one at a time;
         then reads again what arrived while the last turn was delivering its card or question."""
-        early = await self._run_jobs(job)
+        async with self._chat_lock():  # across replicas: one lane runs the chat's turns
+            early = await self._run_jobs(job)
         for item in early:
             if item.inbound is None or self._deps.stopping():
                 continue  # still recorded: the restart takes it up
@@ -360,6 +389,11 @@ class Lanes:
     def __init__(self, deps: LaneDeps):
         self._deps = deps
         self._lanes: dict[str, Lane] = {}
+
+    async def held_elsewhere(self, chat_key: str) -> str | None:
+        """Another replica runs a turn in this chat now (recovery leaves its work to it)."""
+        lock = self._deps.chat_lock
+        return None if lock is None else await lock.held_elsewhere(chat_key)
 
     def of(self, state: ChatState) -> Lane:
         lane = self._lanes.get(state.key)

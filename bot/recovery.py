@@ -1,7 +1,10 @@
 """After a restart (a stop or a crash): turns left running are resumed, messages and task notices
 left queued are taken up, the progress message a stop paused shows its final state, and an answer a
 stop cut off mid-stream is replaced by the resumed turn's instead of repeated. What is older than
-its platform's `max_backlog_age_s` is not run; its chat is told."""
+its platform's `max_backlog_age_s` is not run; its chat is told.
+
+With replicas on one database, a chat whose lane runs on another live replica now (it holds the
+chat's lease) is left to that replica: its open turn and its queued messages are its own."""
 
 from __future__ import annotations
 
@@ -97,6 +100,8 @@ class Recovery:
                 continue
             lang = pick_language(msg.user.language_code)
             state = await self._chats.get(msg.chat, msg.user, acc.group_sessions, lang)
+            if await self._elsewhere(state.key):
+                continue
             if (now - received_at).total_seconds() > acc.max_backlog_age_s:
                 await self._store.release_received([receipt])
                 _, n, first = stale.get(state.key, (state, 0, msg.text))
@@ -133,6 +138,8 @@ class Recovery:
             state = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
             if state is None or state.chat.platform not in self._adapters:
                 continue  # its platform is not running now: left for when it is
+            if await self._elsewhere(state.key):
+                continue
             if (
                 turn.unattended  # a brief: the scheduler retries it
                 or turn.session_id != state.session_id  # the chat moved on to a new session
@@ -195,6 +202,14 @@ class Recovery:
                 p.lines[call_id] = f"{FAILED} {name}: {cut_note}"
         self._board.park(state.key, p)
         await p.show(force=True)
+
+    async def _elsewhere(self, chat_key: str) -> bool:
+        holder = await self._lanes.held_elsewhere(chat_key)
+        if holder is not None:
+            log.info(
+                "after the restart: %s is left to replica %s, which runs its turns now", chat_key, holder
+            )
+        return holder is not None
 
     async def _settle_paused_progress(self, state: ChatState) -> None:
         """The progress message a stop left saying "paused" shows its final state."""

@@ -100,6 +100,9 @@ class TelegramConfig(_Section):
     # for messages received before a restart and not yet answered
     max_backlog_age_s: int = Field(default=600, ge=0)
     pairing: bool = False
+    # replicas on one database: the poller lease and the webhook announcement last this long
+    # unrenewed (renewed every third of it), so a standby takes over within about this time
+    replica_lease_s: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")
     def _webhook_needs_url(self) -> TelegramConfig:

@@ -22,6 +22,7 @@ from agent.errors import ConfigError
 from tests.fakes.telegram_api import FakeRequest
 
 HEADER = "X-Telegram-Bot-Api-Secret-Token"
+TOKEN = "123456:TEST-token-abcdef"
 
 
 def _free_port() -> int:
@@ -168,9 +169,19 @@ def test_c7_property_configured_secret_is_valid_or_refused(value):
     is registered, and "unset" always yields a strong generated one."""
     cfg = WebhookConfig(url="https://x/tg", secret_token=value)
     if not value:
-        assert re.fullmatch(r"[A-Za-z0-9_-]{43}", _webhook_secret(cfg))
+        assert re.fullmatch(r"[A-Za-z0-9_-]{43}", _webhook_secret(cfg, TOKEN))
     elif re.fullmatch(r"[A-Za-z0-9_-]{1,256}", value):
-        assert _webhook_secret(cfg) == value
+        assert _webhook_secret(cfg, TOKEN) == value
     else:
         with pytest.raises(ConfigError):
-            _webhook_secret(cfg)
+            _webhook_secret(cfg, TOKEN)
+
+
+@given(a=st.text(min_size=1, max_size=60), b=st.text(min_size=1, max_size=60))
+def test_property_unset_secret_is_one_per_token(a, b):
+    """Without a configured secret, every replica of one bot (one token) derives the same secret,
+    and another bot's token gives another; the token itself never shows in it."""
+    cfg = WebhookConfig(url="https://x/tg")
+    assert _webhook_secret(cfg, a) == _webhook_secret(cfg, a)
+    assert (_webhook_secret(cfg, a) == _webhook_secret(cfg, b)) == (a == b)
+    assert a not in _webhook_secret(cfg, a) or len(a) < 4

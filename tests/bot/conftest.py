@@ -26,6 +26,9 @@ def make_settings(home, extra_env=None):
         # a test's stop with a turn still held (a gated model) need not wait the default 20 s grace;
         # tests of the grace period itself set their own
         "TAPEBOT_AGENT__SHUTDOWN_GRACE_S": "0.5",
+        # a crash copied in-process (`crash_copy`) leaves this process's live poller lease in the
+        # copy: the restarted bot takes it over when it expires, not a minute later
+        "TAPEBOT_TELEGRAM__REPLICA_LEASE_S": "0.5",
         **(extra_env or {}),
     }
     return load_settings(home, env)
