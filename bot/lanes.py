@@ -302,8 +302,14 @@ class Lane:
     async def _worker(self, job: Events | None) -> None:
         """Runs `job`, then whatever queued up meanwhile (`None`: only the queue), one at a time;
         then reads again what arrived while the last turn was delivering its card or question."""
-        async with self._chat_lock():  # across replicas: one lane runs the chat's turns
-            early = await self._run_jobs(job)
+        try:
+            async with self._chat_lock():  # across replicas: one lane runs the chat's turns
+                early = await self._run_jobs(job)
+        except Exception:  # the chat's lease could not be taken or given back: the lane stays usable
+            log.exception("the chat lease of %s failed", self.state.key)
+            self._running, self._cancel = False, None
+            self._idle.set()
+            return
         for item in early:
             if item.inbound is None or self._deps.stopping():
                 continue  # still recorded: the restart takes it up
