@@ -118,7 +118,14 @@ class TurnView:
         progress = self._progress_for(call_id)
         progress.waiting_call = call_id
         label = tool_label(self.lang, name)
-        await progress.set(call_id, label, f"{WAITING} {label}", now=True)
+        line = f"{WAITING} {label}"
+        if progress.msg is not None:  # kept before it shows ⏸: a crash just after never strands it
+            progress.names[call_id], progress.lines[call_id] = label, line
+            await self._keep(progress)
+            await progress.set(call_id, label, line, now=True)
+            return
+        await progress.set(call_id, label, line, now=True)
+        await self._keep(progress)
 
     async def _end_progress(self, done: ev.Done) -> None:
         """Final state of this turn's progress; an older parked one nobody adopted is settled."""
