@@ -286,6 +286,7 @@ class App:
         tools = Toolset.combine(
             "tapebot", tools, self._memory_tools(self.memory_hooks), *self._agent_extras(), mcp.toolset
         )
+        mcp.publish_into(tools)  # a server's changed tool list reaches the runtime
         if self.memory_hooks is not None:  # a turn that ran one of these changed what TaskState holds
             self.memory_hooks.changing_tools = frozenset(
                 spec.name for spec in tools.specs() if spec.side_effect != "read_only"
