@@ -608,20 +608,37 @@ def redact_record(record: logging.LogRecord, redactor: Redactor) -> None:
     record._tapebot_redacted = True
 
 
+# The redactors installed on log records, newest last (two Apps in one process install theirs
+# and may stop in either order), and the factory that was there before the first.
+_LOG_REDACTORS: list[Redactor] = []
+_previous_factory: Callable[..., logging.LogRecord] | None = None
+
+
+def _redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    assert _previous_factory is not None
+    record = _previous_factory(*args, **kwargs)
+    if _LOG_REDACTORS:
+        redact_record(record, _LOG_REDACTORS[-1])
+    return record
+
+
 def install_log_redaction(redactor: Redactor) -> Callable[[], None]:
     """Redact every LogRecord at creation, whatever logger or handler it goes through.
-    Returns a function that restores the previous record factory."""
-    previous = logging.getLogRecordFactory()
-
-    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
-        record = previous(*args, **kwargs)
-        redact_record(record, redactor)
-        return record
-
-    logging.setLogRecordFactory(factory)
+    Returns a function that takes this redactor out again (the previous factory is back once the
+    last one is out, whatever the order)."""
+    global _previous_factory
+    if not _LOG_REDACTORS:
+        _previous_factory = logging.getLogRecordFactory()
+        logging.setLogRecordFactory(_redacting_factory)
+    _LOG_REDACTORS.append(redactor)
 
     def uninstall() -> None:
-        if logging.getLogRecordFactory() is factory:
-            logging.setLogRecordFactory(previous)
+        global _previous_factory
+        if redactor in _LOG_REDACTORS:
+            _LOG_REDACTORS.remove(redactor)
+        if not _LOG_REDACTORS and _previous_factory is not None:
+            if logging.getLogRecordFactory() is _redacting_factory:
+                logging.setLogRecordFactory(_previous_factory)
+            _previous_factory = None
 
     return uninstall

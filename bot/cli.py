@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="ID", help="use this [[models]] id instead of agent.model")
 
     sub.add_parser("run", help="run the chat bot (Telegram/Discord) and the scheduler")
+    sub.add_parser("health", help="exit 0 when `tapebot run` is running here (a container's HEALTHCHECK)")
     sub.add_parser(
         "doctor", help="check model, Telegram, Discord, database, calendar, data, file modes and sandbox"
     )
@@ -207,6 +208,10 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
         from bot import cli_doctor
 
         return cli_doctor.main(ctx)
+    if command == "health":
+        from bot import cli_health
+
+        return cli_health.main(ctx)
     if command == "completion":
         from bot import cli_completion as completion
 

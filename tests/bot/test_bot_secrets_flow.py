@@ -167,7 +167,7 @@ async def test_disguised_secrets_reach_no_chat_and_no_disk(tmp_path):
         await api.wait_for(lambda: any("that is all." in t for t in api.texts(ALICE)))
         sent = _outbound(api)
         chat = "\n".join(api.texts(ALICE))
-        assert "First half: " in chat and "is the rest." in chat
+        assert "First half:" in chat and "is the rest." in chat
     finally:
         await h.stop()
     for where in (sent, _on_disk(h.home), _files(h.home)):

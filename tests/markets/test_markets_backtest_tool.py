@@ -131,7 +131,7 @@ async def test_default_period_chart_matches_metrics(ctx, monkeypatch):
 async def test_btc_runs_under_crypto_rules_without_being_told(ctx):
     out = (await backtest(ctx, codes=["BTC"], config={"entry": "buy_and_hold"})).content
     assert out["config"]["market"] == "crypto" and out["rules"].startswith("crypto: fractional")
-    assert out["source"].endswith(f"as of {MD.as_of('crypto')}")  # BTC's own date, not the A-shares'
+    assert f"as of {MD.as_of('crypto')} (" in out["source"]  # BTC's own date (and age), not the A-shares'
     assert MD.as_of("crypto") != MD.as_of("cn")
     assert "benchmark_return_pct" not in out["metrics"]  # no CSI 300 beside a coin
     [trip] = out["trades"]

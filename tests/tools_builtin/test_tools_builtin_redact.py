@@ -155,3 +155,19 @@ def test_install_log_redaction_covers_every_logger(r, secret):
     text = stream.getvalue()
     assert TG_TOKEN not in text and secret not in text
     assert logging.getLogRecordFactory() is logging.LogRecord
+
+
+def test_log_redaction_installed_twice_and_removed_in_either_order_leaves_nothing_behind():
+    """Two Apps in one process (replicas in a test) install and remove it in any order; afterwards
+    a record is neither redacted nor marked by a redactor that is gone."""
+    first, second = (
+        install_log_redaction(Redactor(["aaaaaa-secret-1"])),
+        install_log_redaction(Redactor(["bbbbbb-secret-2"])),
+    )
+    first()  # taken out before the one installed after it
+    second()
+    record = logging.getLogger("tapebot.test.order").makeRecord(
+        "x", logging.INFO, "f", 1, "aaaaaa-secret-1 bbbbbb-secret-2", None, None
+    )
+    assert record.getMessage() == "aaaaaa-secret-1 bbbbbb-secret-2"
+    assert not getattr(record, "_tapebot_redacted", False)
