@@ -7,12 +7,13 @@ order's pending row is never sent again."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from markets_helpers import make_sessions
 from sqlalchemy import update
 
+from markets import broker as broker_module
 from markets.broker import PaperBroker
 from markets.data import MarketData
 from markets.models import MarketTrade
@@ -35,7 +36,8 @@ async def _reserved(sessions, broker: PaperBroker, key: str, *, earlier: bool) -
             await s.execute(
                 update(MarketTrade)
                 .where(MarketTrade.id == trade_id)
-                .values(created_at=datetime.now(UTC) - timedelta(minutes=1))
+                # before this process loaded the broker (however long the suite has run by now)
+                .values(created_at=broker_module._PROCESS_STARTED - timedelta(minutes=1))
             )
     return trade_id
 
