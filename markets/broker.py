@@ -293,15 +293,7 @@ class PaperBroker:
         price = float(bars.close[-1])
         bar_day: date = bars.dates[-1].astype(object)  # prices: the last bar's close
         day = self.session_day(market)  # T+1 and "today": the wall-clock trading calendar
-        # The backtester's rule (markets.rules.limit_block) at the fill price, the last close.
-        blocked = limit_block(
-            side,
-            price,
-            float(bars.close[-2]) if len(bars) > 1 else float("nan"),
-            float(bars.high[-1]),
-            float(bars.low[-1]),
-            _limit(inst, market, rules),
-        )
+        blocked = _blocked_at_last_close(bars, inst, market, rules, side)
 
         async with self.sessions() as s, s.begin():
             t = await _ledger_row(s, trade_id, lock=True)
@@ -341,14 +333,7 @@ class PaperBroker:
         bars = self.data.bars(inst)
         price = float(bars.close[-1])
         day = self.session_day(market)
-        blocked = limit_block(
-            side,
-            price,
-            float(bars.close[-2]) if len(bars) > 1 else float("nan"),
-            float(bars.high[-1]),
-            float(bars.low[-1]),
-            _limit(inst, market, rules),
-        )
+        blocked = _blocked_at_last_close(bars, inst, market, rules, side)
         async with self.sessions() as s:  # read only: rolled back on leaving
             problem = await self._problem(
                 s, rules, user_id, inst, market, side, float(quantity), price, day, t_plus_1=not blocked
@@ -611,6 +596,20 @@ class PaperBroker:
 
 def _limit(inst: Instrument, market: str, rules: MarketRules) -> float | None:
     return inst.limit_pct if market == "cn" and rules.limits else None
+
+
+def _blocked_at_last_close(
+    bars: Bars, inst: Instrument, market: str, rules: MarketRules, side: Side
+) -> str | None:
+    """The backtester's rule (markets.rules.limit_block) at the fill price, the last close."""
+    return limit_block(
+        side,
+        float(bars.close[-1]),
+        float(bars.close[-2]) if len(bars) > 1 else float("nan"),
+        float(bars.high[-1]),
+        float(bars.low[-1]),
+        _limit(inst, market, rules),
+    )
 
 
 def _pending_note(blocked: str) -> str:
