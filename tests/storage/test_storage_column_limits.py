@@ -100,6 +100,12 @@ async def test_migrated_schema_holds_the_longest_values(migrated_db_url):
     assert not too_short, f"(column, migrated length, longest value): {too_short}"
 
 
+def _timed(sql: str) -> sa.TextClause:
+    """Raw SQL whose `:t` is bound as a DateTime, as the models bind it (Python 3.12 deprecated
+    sqlite3's implicit datetime adapter)."""
+    return sa.text(sql).bindparams(sa.bindparam("t", type_=sa.DateTime(timezone=True)))
+
+
 async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_db_url):
     """A database at the previous revision, with a session's messages and a memory: after the
     upgrade nothing is lost (on SQLite the tables are copied, and dropping `sessions` with foreign
@@ -114,7 +120,7 @@ async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_d
         await upgrade(engine, "0013_market_alerts")
         async with engine.begin() as conn:
             await conn.execute(
-                sa.text(
+                _timed(
                     "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, "
                     "archived) VALUES ('s1', 'telegram:1', 'u', '', 'm', :t, :t, false)"
                 ),
@@ -122,14 +128,14 @@ async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_d
             )
             for seq in range(3):
                 await conn.execute(
-                    sa.text(
+                    _timed(
                         "INSERT INTO messages (session_id, seq, role, payload, created_at) "
                         "VALUES ('s1', :seq, 'user', '{}', :t)"
                     ),
                     {"seq": seq, "t": NOW},
                 )
             await conn.execute(
-                sa.text(
+                _timed(
                     "INSERT INTO memories (scope, memory_type, level, content, codes, scope_tag, source_ref, "
                     "source_kind, confidence, created_at, updated_at) VALUES ('u', 'preference', 'L1', "
                     "'likes 600519 a lot', '600519', :tag, '', 'user', 0.8, :t, :t)"
@@ -141,14 +147,14 @@ async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_d
             assert (await conn.execute(sa.text("SELECT count(*) FROM messages"))).scalar() == 3
             assert (await conn.execute(sa.text("SELECT count(*) FROM memories"))).scalar() == 1
             await conn.execute(
-                sa.text(
+                _timed(
                     "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, "
                     "archived) VALUES (:id, 'k', 'u', '', :model, :t, :t, false)"
                 ),
                 {"id": long_session, "model": "m" * 300, "t": NOW},
             )
             await conn.execute(
-                sa.text(
+                _timed(
                     "INSERT INTO messages (session_id, seq, role, payload, created_at) "
                     "VALUES (:id, 0, 'user', '{}', :t)"
                 ),
