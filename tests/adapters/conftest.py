@@ -7,27 +7,11 @@ import contextlib
 
 import pytest
 
-from adapters.base import Inbound
 from adapters.discord import DiscordAdapter
 from adapters.telegram import TelegramAdapter
 from tests.fakes.discord_fake import FakeDiscord
+from tests.fakes.recorder import Recorder
 from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
-
-
-class Recorder:
-    """An inbound handler that records events; tests can plug extra behaviour in `on`."""
-
-    def __init__(self) -> None:
-        self.events: list[Inbound] = []
-        self.on = None
-
-    async def __call__(self, event: Inbound) -> None:
-        self.events.append(event)
-        if self.on is not None:
-            await self.on(event)
-
-    def of(self, cls: type) -> list:
-        return [e for e in self.events if isinstance(e, cls)]
 
 
 class FakeSleep:
