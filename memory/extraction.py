@@ -1,5 +1,5 @@
 """Writing long-term memory with an LLM: session-end extraction, the pre-compaction flush,
-de-duplication and the L2/L3 layer refresh (seed 000, with the seed's gaps closed).
+de-duplication and the L2/L3 layer refresh.
 
 Session-end extraction runs only when the session has ≥4 messages, a tool was used, a model is
 configured, and this batch's hash was not processed before. The model answers at most three lines
