@@ -257,7 +257,7 @@ def test_point_at_sets_the_discord_seams(monkeypatch):
 
 
 async def test_invalid_request_budget_stops_sending_before_a_ban(make_dc, dc_fake, recorder):
-    """D10: missing permissions (403 on every send) must not march the bot towards Discord's
+    """Missing permissions (403 on every send) must not march the bot towards Discord's
     10,000-invalid-requests ban; past the budget nothing is sent until the window has room."""
     now = [1000.0]
     ad = await make_dc(recorder, invalid_request_limit=3, clock=lambda: now[0])

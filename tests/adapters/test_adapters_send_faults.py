@@ -1,4 +1,4 @@
-"""Sends under transient faults (issue 17 items 3 and 4), through the fake Bot API and the fake
+"""Sends under transient faults, through the fake Bot API and the fake
 Discord: 5xx, network errors and slow answers are retried within a budget without duplicates where
 the platform lets us tell; only a final failure is raised."""
 
@@ -136,7 +136,7 @@ async def test_discord_stream_ending_while_its_first_post_is_in_flight_posts_onc
     await stream.append("first part " + "x" * 1990 + "\n\nsecond part")
     await dc_fake.wait_for(lambda: dc_fake.bot_messages("300"))  # the first POST reached Discord
     finishing = asyncio.create_task(stream.finish())
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # finish() reaches the held first part before it is released
     release.set()
     sent = await finishing
     contents = [m["content"] for m in dc_fake.bot_messages("300")]

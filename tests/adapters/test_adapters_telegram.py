@@ -225,7 +225,7 @@ async def test_clean_stop_confirms_what_was_handled(make_tg, tg_api, recorder):
     assert tg_api.confirmed_offset == last + 1
     assert tg_api.updates == []
     n = len(tg_api.calls_to("getUpdates"))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for a wrong fetch after stop
     assert len(tg_api.calls_to("getUpdates")) == n  # no fetching after stop
 
 

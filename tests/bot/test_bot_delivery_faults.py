@@ -45,7 +45,7 @@ async def test_one_502_on_the_answer_does_not_fail_the_turn(tmp_path):
         api.fail_when("sendMessage", bad_gateway(), match=lambda p: "42" in p.get("text", ""))
         api.push_text(ALICE, "question", user_id=ALICE)
         await api.wait_for(lambda: any("The answer is 42." in t for t in api.texts(ALICE)))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # absence: time for a duplicate answer or an error message
         texts = api.texts(ALICE)
         assert sum("The answer is 42." in t for t in texts) == 1
         assert not any("went wrong" in t for t in texts), texts

@@ -44,7 +44,7 @@ async def test_another_members_message_neither_answers_nor_closes_the_question(h
     api.push_text(GROUP, "1", user_id=BOB)
     press = tap(api, GROUP, q["message_id"], buttons_of(q)[0]["callback_data"], user_id=BOB)
     await api.wait_for(lambda: answer_to(api, press))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # absence: time for a member's message to close it or start a turn
     assert still_open(api, q), "another member's message closed the question"
     assert len(harness.script.requests) == 1, "another member's message started a turn"
     assert t("en", "approval_not_allowed") in answer_to(api, press).get("text", "")
@@ -78,7 +78,7 @@ async def test_a_members_waiting_message_is_taken_up_when_the_question_expires(h
     api.push_text(GROUP, f"{MENTION} screen for me", user_id=ALICE)
     q = await group_question(api)
     api.push_text(GROUP, f"{MENTION} what is the market doing", user_id=BOB)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # absence: time for the mention to close the question or start a turn
     assert still_open(api, q) and len(harness.script.requests) == 1
     assert await app.gateway.waiting.expire_due(now=datetime.now(UTC) + timedelta(days=2)) == 1
     await api.wait_for(lambda: "Noted, Bob." in api.texts(GROUP))

@@ -69,6 +69,8 @@ class HeldHarness(Harness):
 
 
 async def _settle() -> None:
+    """Time for an edit or a typing action still on its way (before a step whose order matters,
+    or before asserting that nothing more comes)."""
     await asyncio.sleep(0.05)
 
 
@@ -112,7 +114,10 @@ async def test_an_approved_action_makes_one_progress_message_a_card_and_the_answ
     await _settle()
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Done: written." in t for t in api.texts(ALICE)))
-    await _settle()
+    done = ("✓ write_file", "⏳", "⏸")
+    await api.wait_for(
+        lambda: any(done[0] in t and done[1] not in t and done[2] not in t for t in api.texts(ALICE))
+    )
     progress = [m for m in api.sent(ALICE) if "write_file" in m.get("text", "") and not buttons_of(m)]
     progress = [m for m in progress if m["message_id"] != card["message_id"]]
     assert len(progress) == 1, api.texts(ALICE)  # one progress message, edited in place
@@ -134,7 +139,7 @@ async def test_a_denied_action_shows_a_cross_not_an_hourglass(harness):
     await _settle()
     api.push_callback(ALICE, card["message_id"], deny["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Not written." in t for t in api.texts(ALICE)))
-    await _settle()
+    await api.wait_for(lambda: any(t.startswith("✗ write_file") for t in api.texts(ALICE)))  # the last edit
     lines = [m["text"] for m in api.sent(ALICE) if m["text"].startswith(("⏳", "✓", "✗", "⏸"))]
     assert len(lines) == 1 and lines[0].startswith("✗ write_file"), api.texts(ALICE)
 
