@@ -85,10 +85,10 @@ async def test_slash_command_is_deferred_then_followed_up(make_dc, dc_fake, reco
 
 
 async def test_unanswered_slash_command_placeholder_is_removed(make_dc, dc_fake, recorder, fake_sleep):
-    await make_dc(recorder, sleep=fake_sleep, interaction_grace_s=600)
+    await make_dc(recorder, sleep=fake_sleep.sleep, interaction_grace_s=600)
     await dc_fake.push_slash("new", user_id=42, channel_id=300)
     await dc_fake.wait_for(lambda: dc_fake.calls_matching("DELETE", "/messages/@original"))
-    assert 600 in fake_sleep.delays
+    assert 600 in fake_sleep.sleeps
 
 
 async def test_button_survives_restart(make_dc, dc_fake, recorder):

@@ -110,7 +110,7 @@ async def test_flood_control_waits_retry_after_then_retries(make_tg, tg_api, rec
     tg_api.fail("sendMessage", retry_after(3), times=2)
     sent = await ad.send_text(ChatRef("telegram", "5"), "hi")
     assert tg_api.messages[(5, int(sent.message_id))]["text"] == "hi"
-    assert fake_sleep.delays[-2:] == [pytest.approx(3.1), pytest.approx(3.1)]
+    assert fake_sleep.sleeps[-2:] == [pytest.approx(3.1), pytest.approx(3.1)]
     assert len(tg_api.calls_to("sendMessage")) == 3
     # beyond max_retries the caller gets a DeliveryError carrying retry_after
     tg_api.fail("sendMessage", retry_after(5), times=10)
@@ -356,7 +356,7 @@ async def test_second_poller_conflict_is_reported_and_survived(make_tg, tg_api, 
     tg_api.push_text(5, "hi")
     await tg_api.wait_for(lambda: recorder.events)
     assert "another instance is polling" in caplog.text
-    assert fake_sleep.delays and min(fake_sleep.delays) >= 10
+    assert fake_sleep.sleeps and min(fake_sleep.sleeps) >= 10
 
 
 async def test_rejected_token_is_a_config_error(tg_api, recorder):

@@ -1,4 +1,4 @@
-"""Approval integrity end to end (catalogue group A, /work/shared/research/reliability-security.md):
+"""Approval integrity end to end:
 fake Telegram Bot API → adapter → gateway → runtime (scripted model) → real SQLite.
 
 Every test drives the bot through the fake and checks the one thing that must not happen (a model

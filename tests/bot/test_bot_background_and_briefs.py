@@ -1,4 +1,4 @@
-"""Issue 5 through the front door: a background backtest reports back into its chat on its own,
+"""Through the front door: a background backtest reports back into its chat on its own,
 and a brief is scheduled and delivered through the fake Telegram API."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15 follow-up: in a group, a question (ask_user) asked in one member's turn is answered
+"""In a group, a question (ask_user) asked in one member's turn is answered
 only by that member or an admin. Another member's message — addressed to the bot, a reply to the
 question, a tap — neither answers nor closes it; it waits and is taken up once the question is
 closed. Fake Telegram Bot API → adapter → gateway → runtime (scripted model) → real SQLite."""

@@ -1,8 +1,8 @@
-"""Issue 17 item 5: the chat is never silent while the bot works. Typing starts as soon as a turn
+"""The chat is never silent while the bot works. Typing starts as soon as a turn
 starts and is refreshed on the platform's rhythm through long model waits; one progress message
 per turn, edited in place (⏳ → ✓/✗), also across an approval; a rejected order shows ✗.
 
-Time is injected: the typing loop sleeps on a `Ticker` the test advances; we count typing actions
+Time is injected: the typing loop sleeps on a `FakeClock` the test advances; we count typing actions
 in the fake's log at those points (never timings)."""
 
 from __future__ import annotations
@@ -15,32 +15,8 @@ from agent import events as ev
 from agent.providers.scripted import ScriptedClient, reply
 from bot.delivery import ProgressBoard, TurnView
 from tests.bot.conftest import ALICE, Harness
+from tests.fakes.clock import FakeClock
 from tests.fakes.telegram_api import FakeBotAPI, buttons_of
-
-
-class Ticker:
-    """Injected sleep: returns once the test advanced the clock past the requested delay."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-        self.sleeping = 0  # sleeps in progress
-
-    async def sleep(self, seconds: float) -> None:
-        target = self.t + seconds
-        self.sleeping += 1
-        try:
-            while self.t < target:
-                await asyncio.sleep(0.002)
-        finally:
-            self.sleeping -= 1
-
-    async def advance(self, seconds: float) -> None:
-        """Once the loop is asleep (so the advance cannot land before its sleep started)."""
-        for _ in range(1000):
-            if self.sleeping:
-                break
-            await asyncio.sleep(0.002)
-        self.t += seconds
 
 
 class HeldModel:
@@ -77,7 +53,7 @@ async def _settle() -> None:
 async def test_telegram_typing_from_the_start_and_through_a_long_model_wait(tmp_path):
     h = HeldHarness(tmp_path / "home", FakeBotAPI(), ScriptedClient())
     h.script.add(reply("Finally, the answer."))
-    ticker = Ticker()
+    ticker = FakeClock(auto=False, poll=0.002)
     await h.start()
     try:
         h.app.gateway.typing_sleep = ticker.sleep
@@ -85,16 +61,16 @@ async def test_telegram_typing_from_the_start_and_through_a_long_model_wait(tmp_
         api.push_text(ALICE, "think hard", user_id=ALICE)
         await api.wait_for(lambda: len(api.chat_actions) == 1)  # before any model output
         assert api.texts(ALICE) == []
-        await ticker.advance(4)  # Telegram's indicator lasts ~5 s: refreshed every 4
+        await ticker.advance_when_asleep(4)  # Telegram's indicator lasts ~5 s: refreshed every 4
         await api.wait_for(lambda: len(api.chat_actions) == 2)
-        await ticker.advance(4)
+        await ticker.advance_when_asleep(4)
         await api.wait_for(lambda: len(api.chat_actions) == 3)
         assert all(a["action"] == "typing" for a in api.chat_actions)
         h.model.release.set()
         await api.wait_for(lambda: any("Finally" in t for t in api.texts(ALICE)))
         await _settle()
         seen = len(api.chat_actions)
-        await ticker.advance(20)
+        await ticker.advance_when_asleep(20)
         await _settle()
         assert len(api.chat_actions) == seen  # the turn is over: no more typing
     finally:
@@ -185,7 +161,7 @@ def _view(adapter, board=None, sleep=None) -> TurnView:
         pass
 
     return TurnView(adapter, CHAT, "en", on_approval=nothing, on_question=nothing,
-                    board=board or ProgressBoard(), sleep=sleep or Ticker().sleep)  # fmt: skip
+                    board=board or ProgressBoard(), sleep=sleep or FakeClock(auto=False, poll=0.002).sleep)  # fmt: skip
 
 
 async def test_a_rejected_order_is_shown_as_a_cross():
@@ -215,17 +191,17 @@ async def test_cancel_leaves_no_hourglass():
 
 async def test_discord_typing_is_refreshed_on_its_own_rhythm():
     ad = Recording(typing_interval=8.0)
-    ticker = Ticker()
+    ticker = FakeClock(auto=False, poll=0.002)
     view = _view(ad, sleep=ticker.sleep)
     view.start()
     for _ in range(50):
         if ad.typing == 1:
             break
         await asyncio.sleep(0.002)
-    await ticker.advance(4)
+    await ticker.advance_when_asleep(4)
     await _settle()
     assert ad.typing == 1  # Discord's indicator lasts ~10 s: no refresh yet
-    await ticker.advance(4)
+    await ticker.advance_when_asleep(4)
     for _ in range(50):
         if ad.typing == 2:
             break

@@ -14,8 +14,8 @@ from telegram.error import TimedOut
 
 from agent.providers.scripted import ScriptedClient, reply
 from bot.app import App
-from tests.adapters.conftest import FakeSleep
 from tests.bot.conftest import ALICE, BOB, Harness
+from tests.fakes.clock import FakeClock
 from tests.fakes.telegram_api import FakeBotAPI, buttons_of, retry_after
 
 GROUP = -100777
@@ -380,18 +380,18 @@ async def test_a_burst_to_one_group_is_spaced_out_at_twenty_a_minute(tmp_path, v
 
 
 async def test_a_429_on_the_approval_card_is_waited_out_and_the_card_delivered(tmp_path):
-    sleep = FakeSleep()
+    clock = FakeClock()
     script = ScriptedClient(
         [reply(tool_calls=[("write_file", {"path": "plan.txt", "content": "max 15%"})]), reply("Saved.")]
     )
-    h = OptionsHarness(tmp_path / "home", FakeBotAPI(), script, sleep=sleep)
+    h = OptionsHarness(tmp_path / "home", FakeBotAPI(), script, sleep=clock.sleep)
     api = h.api
     api.fail_when("sendMessage", retry_after(7), match=has_buttons)
     try:
         await h.start()
         api.push_text(ALICE, "save my plan", user_id=ALICE)
         card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
-        assert sleep.delays == [pytest.approx(7.1)]  # waited retry_after (+0.1), once
+        assert clock.sleeps == [pytest.approx(7.1)]  # waited retry_after (+0.1), once
         assert len([c for c in api.calls_to("sendMessage") if has_buttons(c.params)]) == 2  # no hot loop
         once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)

@@ -10,7 +10,10 @@ where seconds are. `advance` moves both readings together, so a test never keeps
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
+
+from tests.fakes.waits import eventually
 
 DEFAULT_NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)  # a Monday morning, inside most trading hours
 DEFAULT_MONOTONIC = 1000.0  # far from zero, so "0 means never" bugs cannot hide
@@ -30,11 +33,14 @@ class FakeClock:
         *,
         monotonic: float = DEFAULT_MONOTONIC,
         auto: bool = True,
+        poll: float = 0.0,
     ) -> None:
         self._now = now
         self._monotonic = monotonic
         self.auto = auto
+        self.poll = poll  # real seconds between looks while a sleep waits (0: just yield)
         self.sleeps: list[float] = []
+        self.sleeping = 0  # sleeps in progress
 
     def now(self) -> datetime:
         """The wall-clock instant (the `Clock` port, or a `Callable[[], datetime]`)."""
@@ -62,8 +68,23 @@ class FakeClock:
         already waiting."""
         self.sleeps.append(seconds)
         target = self._monotonic + seconds
-        while self._monotonic < target:
-            if self.auto:
-                self._now += timedelta(seconds=target - self._monotonic)
-                self._monotonic = target
-            await asyncio.sleep(0)
+        self.sleeping += 1
+        try:
+            turns = 0
+            while self._monotonic < target:
+                if self.auto:
+                    self._now += timedelta(seconds=target - self._monotonic)
+                    self._monotonic = target
+                await asyncio.sleep(self.poll)
+                turns += 1
+            if not turns:
+                await asyncio.sleep(0)  # like any sleep, even of 0 s: the loop gets a turn
+        finally:
+            self.sleeping -= 1
+
+    async def advance_when_asleep(self, seconds: float, *, within: float = 2.0) -> None:
+        """Advance once something sleeps on this clock (waiting up to `within` real seconds), so
+        the step cannot land before the sleep began; advance anyway when nothing sleeps by then."""
+        with contextlib.suppress(AssertionError):
+            await eventually(lambda: self.sleeping > 0, timeout=within)
+        self.advance(seconds)
