@@ -14,8 +14,8 @@ Every candidate then goes through:
 3. LLM de-duplication against the latest 10 of the same type, answering `NEW` or
    `DUPLICATE:<id>`; a failed call, an unparsable answer or an unknown id skips the write.
 
-The pre-compaction flush uses the same pipeline (the seed skipped de-duplication there and bound
-the whole head's codes to every line). After a write, L2 playbooks and L3 personas are refreshed
+The pre-compaction flush uses the same pipeline (de-duplicated too, and each line gets
+only its own codes, not the whole head's). After a write, L2 playbooks and L3 personas are refreshed
 from the latest 30 L1 atoms when there are ≥3, the source hash is new, and ≥3 L1 are new since the
 previous refresh.
 """

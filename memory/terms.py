@@ -175,7 +175,7 @@ def char_bigrams(text: str) -> set[str]:
 
 
 def bigram_similarity(a: str, b: str) -> float:
-    """Jaccard similarity of normalised character bigrams (the seed's deterministic dedup)."""
+    """Jaccard similarity of normalised character bigrams (a deterministic dedup)."""
     x, y = char_bigrams(a), char_bigrams(b)
     if not x or not y:
         return 0.0
