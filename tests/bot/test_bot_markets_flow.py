@@ -124,7 +124,7 @@ async def test_a_database_failure_reaches_the_chat_as_a_sentence_not_as_sql(harn
     once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Tool said" in t for t in api.texts(ALICE)), timeout=10)
-    await asyncio.sleep(0.3)  # the progress line's last edit
+    await api.wait_for(lambda: any("机器人的数据库出错" in t for t in api.texts(ALICE)))  # its last edit
 
     chat = "\n".join(api.texts(ALICE))
     for raw in ("INSERT", "market_trades", "[SQL", "parameters", "varying", "sqlalchemy", "600519', 'buy"):
