@@ -271,12 +271,13 @@ async def test_an_admins_plain_ok_in_a_group_does_not_approve_a_reply_to_the_car
     await said(api, GROUP, t("en", "approval_not_allowed"))
     other = next(m for m in api.sent(GROUP) if m.get("text") == t("en", "approval_not_allowed"))
     api.push_text(GROUP, "ok", user_id=ADMIN, reply_to=other["message_id"])  # a reply, not to the card
-    await asyncio.sleep(0.2)  # absence: time for the reply to be wrongly taken as the decision
+    # the member's mention and the admin's reply elsewhere wait for the decision: each hears so once
+    await api.wait_for(lambda: api.texts(GROUP).count(t("en", "held_until_decided")) == 2)
     assert approval_row(harness.home, approval_id(card))["status"] == "pending"
     assert buttons_of(current(api, GROUP, card)) and write_count == []
-    # the member's mention and the admin's reply elsewhere wait for the decision: each hears so once
     api.push_text(GROUP, f"{MENTION} ping again", user_id=BOB)
-    await api.wait_for(lambda: api.texts(GROUP).count(t("en", "held_until_decided")) == 2)
+    await asyncio.sleep(0.2)  # absence: time for a second notice to the same member
+    assert api.texts(GROUP).count(t("en", "held_until_decided")) == 2
     api.push_text(GROUP, "ok", user_id=ADMIN, reply_to=card["message_id"])
     await said(api, GROUP, "Saved m.")
     assert write_count == ["m.txt"]

@@ -78,7 +78,7 @@ async def test_a_members_waiting_message_is_taken_up_when_the_question_expires(h
     api.push_text(GROUP, f"{MENTION} screen for me", user_id=ALICE)
     q = await group_question(api)
     api.push_text(GROUP, f"{MENTION} what is the market doing", user_id=BOB)
-    await asyncio.sleep(0.3)  # absence: time for the mention to close the question or start a turn
+    await api.wait_for(lambda: t("en", "held_until_answered") in api.texts(GROUP))  # held, not a turn
     assert still_open(api, q) and len(harness.script.requests) == 1
     assert await app.gateway.waiting.expire_due(now=datetime.now(UTC) + timedelta(days=2)) == 1
     await api.wait_for(lambda: "Noted, Bob." in api.texts(GROUP))
