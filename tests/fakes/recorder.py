@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,12 +27,10 @@ class Recorder:
         self.fail = fail
         self.error = error
         self.on = on
-        self.called = asyncio.Event()
 
     def sync(self, *args: Any) -> None:
         """Record a call from code that expects a plain (non-async) callback."""
         self.calls.append(args)
-        self.called.set()
         if len(self.calls) <= self.fail:
             raise self.error()
 
