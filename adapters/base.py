@@ -193,7 +193,7 @@ class ChatAdapter(ABC):
     #: a card's buttons can be tapped here (the terminal: answers are typed, so its hints say so)
     has_buttons: bool = True
     #: applied to every text before it is rendered and sent (message, edit, caption): the
-    #: composition root sets the secret redactor here, the last wall before a chat (C2)
+    #: composition root sets the secret redactor here, the last wall before a chat
     outbound: Callable[[str], str] | None = None
     #: suggestions for an option with an autocomplete source (/model, time zones), set by the
     #: composition root; a platform that can show them asks it while the user types

@@ -1,4 +1,4 @@
-"""Discord's invalid-request budget, as a circuit breaker (reliability catalogue D10).
+"""Discord's invalid-request budget, as a circuit breaker.
 
 Discord bans an IP address (Cloudflare, about an hour) after 10,000 invalid requests — responses
 401, 403 and 429, except 429s of the `shared` rate-limit scope — within 10 minutes. A bot with a

@@ -7,7 +7,7 @@ through the same gateway as Telegram and Discord.
 
 Lines are read one at a time, each once the previous one has settled (its turn ended or waits on
 the user): the terminal is a conversation, not a queue. What was typed before an approval card or
-a question appeared is discarded on a terminal (A15/A20): only what is typed after it counts, and
+a question appeared is discarded on a terminal: only what is typed after it counts, and
 a line whose reading began before a card arrived (a background task's turn) is not used for it.
 Line editing and history come from readline (history in TAPEBOT_HOME, mode 0600); output goes
 above the prompt (adapters/console_screen.py).

@@ -233,7 +233,7 @@ class DiscordAdapter(ChatAdapter):
         # with the (privileged) content intent, unaddressed server messages are forwarded with
         # addressed=False so the gateway can read answers to a pending question in that channel
         self._content_intent = message_content_intent
-        # D10: stop sending well before Discord's invalid-request ban
+        # stop sending well before Discord's invalid-request ban
         self.budget = InvalidRequestBudget(invalid_request_limit, clock=clock)
         self.client = _Client(
             self,

@@ -9,7 +9,7 @@ unconfirmed updates come back and are skipped; other chats' new ones are dispatc
 we never fetch again; we confirm exactly the contiguous prefix that was handled, so the rest is
 redelivered on the next start. Raw JSON is parsed one update at a time (`telegram_wire`, which
 reads only the fields we use), so a malformed update is logged and skipped instead of blocking the
-queue. Webhook mode (aiohttp) is authenticated (catalogue C7): without a configured secret the
+queue. Webhook mode (aiohttp) is authenticated: without a configured secret the
 adapter derives one from the bot token (so every replica has the same) and registers it with
 setWebhook; a request without the secret header is answered 401, a wrong one 403 (constant-time
 compare, the value never logged), and neither reaches the handler. 200 only after the handler accepted the update.

@@ -633,7 +633,7 @@ class Compactor:
                     anchors=[a.line() for a in anchors],
                     tail_start=tail_start,
                 )
-            except Exception:  # tolerated like the seed: the summary still frees the window
+            except Exception:  # tolerated: the summary still frees the window
                 log.exception("archiving the compacted head of session %s failed", session_id)
         codes = sorted(set(CODE_RE.findall(head_text)))[:MAX_ARCHIVE_CODES]
         return assemble(summary, anchors, archive_ref, codes, tail), archive_ref, anchors

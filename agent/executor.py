@@ -87,7 +87,7 @@ class ToolExecutor:
     default_timeout: float | None = 600.0
     background: BackgroundRunner | None = None
     # Applied to every result the model and the store get: secrets masked (the model never needs
-    # a raw key), and chat-template tokens from outside content defused (B4).
+    # a raw key), and chat-template tokens from outside content defused (`agent.untrusted`).
     redact: Callable[[str], str] | None = None
 
     def is_concurrency_safe(self, call: ToolCallPart) -> bool:

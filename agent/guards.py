@@ -1,4 +1,4 @@
-"""Loop guards (seed 000, `cli/loop_guard.py`), with the seed's constants.
+"""Loop guards: stop a turn that repeats itself or runs too long.
 
 - Doom loop: the same tool with the same arguments 3 times within the last 6 calls of a turn, or
   (for argument text of at least 50 characters) 3 calls whose arguments are near-identical by

@@ -39,7 +39,7 @@ class ToolCallPart(_Frozen):
     id: str
     name: str
     # `None` when the model sent arguments that are not a JSON object: the call is answered with an
-    # error and never executed (the seeds silently turned these into `{}`).
+    # error and never executed (never silently turned into `{}`).
     arguments: Annotated[dict[str, Any] | None, AfterValidator(scrub_json)] = None
     raw_arguments: CleanStr = ""
 

@@ -1,7 +1,7 @@
 """Ports the runtime needs from the outside world. `memory/` implements the storage ports with
 SQLAlchemy; tests may use the in-memory versions in `agent/inmemory.py`.
 
-The durable turn (ExecutionState, seed 003) is a `TurnRecord`: status, each tool call's
+The durable turn (its execution state) is a `TurnRecord`: status, each tool call's
 execution status, the visible plan and, when suspended, a `WaitingState`. The conversation itself
 lives in the session's message list, appended as it is produced, so a turn can be resumed from the
 database after a restart: the unanswered tool calls of the last assistant message are exactly the
@@ -99,7 +99,7 @@ class WaitingTarget(BaseModel):
 
 
 class WaitingState(BaseModel):
-    """The turn is suspended waiting for the user (seed 003). Silence is never consent."""
+    """The turn is suspended waiting for the user. Silence is never consent."""
 
     kind: Literal["approval", "question"]
     question: str

@@ -1,4 +1,4 @@
-"""CurrentReferences (seed 003): what "this / that / it / 这个 / 刚才那个" refers to.
+"""CurrentReferences: what "this / that / it / 这个 / 刚才那个" refers to.
 
 Derived from the conversation itself — the newest stock, strategy, trader and file named by a tool
 result's `refs`, a tool call's `path`, or a code the user typed — so there is no separate state to

@@ -1,4 +1,4 @@
-"""The agent loop (seed 000): recall → compaction check → model stream → tool rounds (≤15) → done.
+"""The agent loop: recall → compaction check → model stream → tool rounds (≤15) → done.
 
 `AgentRuntime.run()` yields `RuntimeEvent`s; every front end renders the same stream. A turn is a
 durable `TurnRecord`: messages are appended to the session as they are produced, tool calls carry
@@ -250,7 +250,7 @@ class AgentRuntime:
         self.deps = deps or Deps()
         self.workspace = workspace or Path.cwd()
         self.trace_factory = trace_factory or (lambda turn_id, session_id: _NullTrace())
-        # Secrets never leave the loop (C2, C5): what the user sends is stored and shown to the
+        # Secrets never leave the loop: what the user sends is stored and shown to the
         # model masked, and the model's answer is masked before any chat or store sees it. The
         # default knows no configured values but still masks the well-known key shapes.
         self.redactor = redactor or Redactor()
@@ -713,7 +713,7 @@ class AgentRuntime:
             return
         except ModelError as exc:
             # The provider's own words (which can quote a key or a request) go to the redacted
-            # log and trace only; the user gets a generic message by code, in their language (C6).
+            # log and trace only; the user gets a generic message by code, in their language.
             code, message = self._model_error_text(exc)
             log.warning("model call failed in turn %s: %s: %s", turn.id, type(exc).__name__, exc)
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {message}"

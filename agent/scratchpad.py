@@ -187,7 +187,7 @@ class DirectWriter:
             if folder not in self._folders:
                 os.makedirs(folder, mode=0o700, exist_ok=True)
                 self._folders.add(folder)
-            try:  # traces hold conversations: private whatever the umask (C9)
+            try:  # traces hold conversations: private whatever the umask
                 fd = os.open(path, _APPEND, 0o600)
             except FileNotFoundError:  # the folder was removed meanwhile (pruned)
                 self._folders.discard(folder)

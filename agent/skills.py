@@ -1,4 +1,4 @@
-"""Skills (seed 000): one-word preset workflows — `/screen`, `/checkup`, `/report`, `/strategy`,
+"""Skills: one-word preset workflows — `/screen`, `/checkup`, `/report`, `/strategy`,
 `/backtest` — plus the user's own from `$TAPEBOT_HOME/skills/*.md`.
 
 A skill is a Markdown file with front matter:
@@ -13,7 +13,7 @@ A skill is a Markdown file with front matter:
 Only names and descriptions go into the prompt (`skills_prompt`, placed in `system_dynamic` after
 the static system prompt so the cached prefix stays stable). The body is loaded lazily: by the
 `execute_skill` tool when the model decides a request matches, or inlined by `skill_turn_text`
-when the user types the command. `{arguments}` (or the seed's `{user_input}`) in the body is
+when the user types the command. `{arguments}` (or the older `{user_input}`) in the body is
 replaced by what the user typed after the command. A user skill with a built-in's name overrides
 it; invalid files are reported (`check_skills`, `tapebot skills check`), never crashed on.
 """
@@ -90,7 +90,7 @@ class SkillError(ValueError):
 def parse_skill(text: str, *, fallback_name: str = "", source: Path | None = None) -> tuple[Skill, list[str]]:
     """Parse one skill file. Returns the skill and non-fatal warnings; raises SkillError when the
     file cannot be used. Without front matter the file name is the name and the first line the
-    description (the seed's rule)."""
+    description."""
     warnings: list[str] = []
     meta: dict[str, str] = {}
     body = text.replace("\r\n", "\n").lstrip("\ufeff")

@@ -1,11 +1,11 @@
-"""Sub-agents (seed 000): the main agent hands a bounded job to a research, analysis or trading
+"""Sub-agents: the main agent hands a bounded job to a research, analysis or trading
 sub-agent and gets back a structured result with a `policy` it follows.
 
 This is the supervisor / tool-calling pattern, not a handoff: the main agent keeps the
 conversation, the user's goal and every risky decision. A sub-agent is a mini `AgentRuntime`
 with its own system prompt and an ephemeral in-memory session, running over a *proxy* of the
 parent's toolset that only exposes its whitelist (anything else is refused with a clear error),
-under the seed's governance table:
+under this governance table:
 
     agent     total  per-tool  rounds  input budget  output budget
     research  240 s  90 s      8       24K tokens    3000 chars
@@ -146,7 +146,7 @@ TRADING = _profile(
         "analyze_stock",
         "get_market_overview",
         "get_market_history",
-        # seed 003 read-only trading facts, when the toolset has them
+        # read-only trading facts, when the toolset has them
         "get_positions",
         "get_balance",
         "get_market_price",
@@ -241,7 +241,7 @@ _POLICY: dict[str, tuple[NextAction, bool, bool, str]] = {
 def policy_for(
     profile: SubAgentProfile, status: Status, available: Iterable[str] | None = None
 ) -> SubAgentPolicy:
-    """The seed's status → policy table. Fallback tools are the role's fixed set, limited to the
+    """The status → policy table. Fallback tools are the role's fixed set, limited to the
     tools that exist (`available`) so the main agent is never pointed at a missing tool."""
     action, retryable, fallback, instruction = _POLICY[status]
     tools = list(profile.fallback_tools) if fallback else []

@@ -1,7 +1,7 @@
 """Conservative token estimates (no tokenizer download at run time).
 
 Compaction decides from these numbers whether a request still fits the model's window, so they
-must not under-count: the seed's `len/2` rule measured 0.79× the real count on Chinese and a
+must not under-count: a plain `len/2` rule measured 0.79× the real count on Chinese and a
 history it estimated at 228K tokens was rejected by the gateway at 275K. Here:
 
 - CJK ideographs cost what they cost in cl100k (1, 2 or 3 tokens each: the per-character table
@@ -73,7 +73,7 @@ def _classes() -> str:
     1/2/3 a character costing that many tokens. Characters not in the table stay themselves.
     Kept as one string indexed by code point (beyond its end, `translate` leaves a character as
     it is): 128 KB, where a dict of the same ~40,000 entries held 2.6 MB for the life of the
-    process (issue 21)."""
+    process."""
     # Built from slices at C speed (a loop over the ~40,000 entries took ~4x longer): ASCII, then
     # for each block (`_RANGES` and the CJK ideographs, which do not overlap) the code points
     # before it as themselves and the block's letters.

@@ -1,5 +1,5 @@
 """Content from outside (web pages, files, tool and MCP output) must not speak in the model's
-chat-template tokens (catalogue case B4). Self-hosted OpenAI-compatible servers render messages
+chat-template tokens. Self-hosted OpenAI-compatible servers render messages
 into one prompt string; a page containing `<|im_start|>system` could then open a turn of its own.
 Every such token is rewritten to an inert bracket form before any provider sees it."""
 
@@ -63,7 +63,7 @@ def outside_sources(messages: list[Message], tools: Toolset, limit: int = 3) -> 
 
 def read_outside_content(messages: list[Message], tools: Toolset) -> bool:
     """True when, since the user's last message, a tool result brought in outside content: what
-    the model does next may follow that content's words rather than the user's (B5)."""
+    the model does next may follow that content's words rather than the user's (memory poisoning)."""
     for msg in reversed(messages):
         if msg.role == "user" and not msg.meta.get("internal_retry"):
             return False

@@ -4,7 +4,7 @@ Run from the repo root: `python bench/backtest.py [--runs 5]`; the panel is load
 execution times are medians of the runs. Prints figures; asserts nothing.
 
 Measured 2026-12-03 on the 2-core machine, BUSY (load average 11–12, seven other jobs): 108k bars/s
-end to end after issue 21's changes (signals 1.33 s wall), 5.8k bars/s for the code before them in
+end to end after the speed work (signals 1.33 s wall), 5.8k bars/s for the code before it in
 the same conditions; in CPU time, which the load distorts less, the signals took 0.37–0.40 s
 against 2.3–2.6 s before (about 375k against 60k bars per CPU-second). Results are identical to the
 bit (`tests/markets/test_markets_range_windows.py` checks the fast path against the per-window one).

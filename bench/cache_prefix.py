@@ -22,7 +22,7 @@ from the cache (both requests of the turn).
 
 Rows:
   context          what the app does: recall etc. in `ModelRequest.context`, after the breakpoint.
-  wrap-last-user   the seed's approach, for comparison: a client wrapper moves the context into the
+  wrap-last-user   the older approach, for comparison: a client wrapper moves the context into the
                    newest user message (`wrap_recall`) for the call only, as `inject_recall` did.
   no-memory        `[memory] enabled = false`: no recall, the ceiling.
 
@@ -166,7 +166,7 @@ class CacheSim:
 
 
 class WrapLastUser:
-    """The seed's injection, as a client wrapper: the call's context goes into the newest user
+    """The older injection, as a client wrapper: the call's context goes into the newest user
     message (`wrap_recall`) instead of after the cache breakpoint; nothing is stored."""
 
     def __init__(self, inner: ModelClient):

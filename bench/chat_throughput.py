@@ -28,7 +28,7 @@ Telegram adapter, with a handler that echoes each message after the model latenc
 gateway, runtime and store. Its ratio is the ceiling any bot reaches on this machine through this
 harness: what lies between the two lines is tapebot's own cost. `--no-baseline` skips it;
 `--baseline-only` runs only it. With both, the last line is tapebot's ratio over the ceiling's
-(issue 21 asks ≥ 0.8 at `--latency 0.5`).
+(the target: ≥ 0.8 at `--latency 0.5`).
 
 Telegram's own flood limits (about 30 messages/s per bot overall, which `FloodLimiter` enforces)
 cap a real bot at ~30 replies/s whatever the code does: 1000 replies take 33 s. The bench
@@ -311,7 +311,7 @@ def main() -> None:
     if bot is not None and ceiling is not None:
         print(
             f"-- tapebot's ratio / the ceiling's = {ratio(load, bot) / ratio(load, ceiling):.2f}   "
-            "(issue 21 target at 500 ms model latency: >= 0.8)"
+            "(target at 500 ms model latency: >= 0.8)"
         )
     footer()
 

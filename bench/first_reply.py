@@ -8,8 +8,8 @@ at the scripted LLM server (tests/fakes/llm_server.py), which answers at once. A
 polls for updates (it is up), a user's message is pushed; the time until the bot's answer reaches
 the Bot API is the first reply. Then `--later` more messages, one at a time, each timed the same
 way. The vendor SDK is imported in the background from the start (`App.warm_sdks`); without that
-the first reply paid the import (1.3–2.1 s against 0.05–0.12 s for the later ones at the issue's
-filing).
+the first reply paid the import (1.3–2.1 s against 0.05–0.12 s for the later ones, as measured
+before that was added).
 
 Prints, per tree, the medians over `--runs` runs of: start to ready, the first reply, the later
 replies, and first / later (target ≤ 1.5); then the bot's CPU time (all its threads, Linux

@@ -18,7 +18,7 @@ matplotlib / alembic / the other vendor's SDK were imported (they should not be)
 figures; asserts nothing.
 
 `--peer "COMMAND"` times another agent's one-shot the same way, interleaved run by run with
-tapebot's (issue 21: tapebot's at most half of nanobot's `agent -m`): a fresh process each run,
+tapebot's (the target: tapebot's at most half of nanobot's `agent -m`): a fresh process each run,
 wall time and CPU time (user + system of it and its children), its first run (which creates its
 home) not counted. `{base_url}` (the scripted server's OpenAI base URL, root + /v1), `{url}` (the
 root, for Anthropic-style clients) and `{home}` are replaced in COMMAND, in `--peer-file` texts
@@ -63,7 +63,7 @@ workspace files and git-inits the workspace (dulwich); not counted. tapebot's `c
 40 tools, memory on, one request (system + user, ~2.1 K characters), the turn stored in SQLite.
 
 Measured 2026-12-03 on the 2-core machine, BUSY (load average 10–12): CPU time 2.13 s against
-2.58 s for the code before issue 21's import work, interleaved; valgrind's instruction count of one
+2.58 s for the code before the start-up import work, interleaved; valgrind's instruction count of one
 turn 5.20 G against 6.26 G (-17%; load-independent). The floor is the openai SDK (its `types`
 package alone builds ~750 pydantic models at import, ~0.5 s on a quiet core), SQLAlchemy and
 pydantic-settings (but see the last paragraph: the SDK's types now load lazily).
@@ -76,7 +76,7 @@ tools' argument models and JSON schemas (40 tools, ~60 ms busy: pydantic `create
 `model_json_schema` per tool, all needed by the first request), config.settings (~25 ms),
 agent.events (~15 ms); and the SDK client's TLS context (~25–45 ms, built even for a local
 http:// endpoint).
-Then (issue 21, tapebot's own share; 2026-12-03 22:15, load average ~0.9 — others' tests
+Then (tapebot's own share; 2026-12-03 22:15, load average ~0.9 — others' tests
 running — interleaved with the commit before, 15 runs): CPU 1.33 s against 1.37 s median (min
 1.19 s against 1.27 s; wall 1.38 s against 1.43 s). The runs spread 1.2–1.8 s, so the figure to
 trust is valgrind's count of one turn: 4.63 G instructions against 4.96 G (-6.7%, ~80 ms at this
@@ -92,7 +92,7 @@ the sub-agents' module (~10 ms) could load on a tool's first call (a lazy `Deps`
 SDK's TLS context (above) could be built in a thread while the rest starts.
 With both (this and the SDK's re-exporting `types` packages loading what is read, config/lazyinit.py:
 ~470 openai type modules at import before, ~55 after), on a quiet machine (2026-12-03 22:49, load
-average 0.55–0.67, 7 runs interleaved with the commit before issue 21's third round): wall 0.893 s
+average 0.55–0.67, 7 runs interleaved with the commit before the third round of start-up work): wall 0.893 s
 against 1.317 s, CPU 0.841 s against 1.266 s; the target (≤ 1.0 s) is met.
 Against nanobot (measured 2026-12-04 02:21–02:34 UTC with the commands above, tapebot's code at 54c26c5;
 load average 0.6–1.7 on the 2 cores, others' tests running, so not quiet; interleaved, medians):

@@ -23,7 +23,7 @@ the app builds at start.
 Prints figures; asserts nothing.
 
 Measured 2026-12-03 on the 2-core machine (load average ~10, RSS is not timing): (c) 119.1 MB and
-(d) 121.6 MB, against 132.3 MB and 151.2 MB for the code before issue 21's memory work in the same
+(d) 121.6 MB, against 132.3 MB and 151.2 MB for the code before the start-up memory work in the same
 bench (both on a database already at head); (b) 81 MB both.
 """
 

@@ -80,10 +80,9 @@ def log_model_switch(failed: str, next_model: str, why: str) -> None:
 
 class App:
     """The composition root: builds every part from `Settings` in `start`, hands each part only
-    what it needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). Its ~27 methods (and
-    this module's ~500 lines, over the ~400 of the rest of bot/) are the steps that build a part
-    and keep it: one class, so the order of construction and of shutdown reads top to bottom in
-    one place."""
+    what it needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). Its methods are the
+    steps that build a part and keep it: one class, so the order of construction and of shutdown
+    reads top to bottom in one place."""
 
     def __init__(
         self,
@@ -119,7 +118,7 @@ class App:
         self.adapters: list[ChatAdapter] = []
         self.scheduler: AppScheduler | None = None  # only with `[scheduler] enabled`
         self.deps = Deps()
-        self._umask: int | None = None  # the process umask before start (C9), given back on stop
+        self._umask: int | None = None  # the process umask before start, given back on stop
         # told about each finished background task (the gateway's notices, the terminal)
         self.task_listeners: list[Callable[[TaskRecord], Awaitable[None]]] = []
         self._uninstall_redaction: Callable[[], None] | None = None
@@ -184,7 +183,7 @@ class App:
 
     # ---- memory ------------------------------------------------------------------------------
     def _memory_hooks(self) -> CompactingHooks:
-        """Long-term memory, recall, TaskState and compaction (issue 4) as `memory_hooks`; when
+        """Long-term memory, recall, TaskState and compaction as `memory_hooks`; when
         memory is off, compaction only (and `memory_hooks` stays None)."""
         from agent.context import CompactingHooks, TaskTracker
         from memory.hooks import build_memory_hooks
@@ -267,7 +266,7 @@ class App:
         `before_open` runs once everything is built, just before the chats start receiving
         (`run_bot` settles the heap there, so no message waits behind that collection)."""
         s = self.settings
-        # Everything the bot writes under TAPEBOT_HOME is private whatever the umask (C9); given
+        # Everything the bot writes under TAPEBOT_HOME is private whatever the umask; given
         # back on stop.
         if self._umask is None:
             self._umask = private_umask()
@@ -319,7 +318,7 @@ class App:
         self._before_open = before_open
         run_scheduler = (bool(adapters) if scheduler is None else scheduler) and s.scheduler.enabled
         # prepared before the chats open (its start-up is not paid by the first message), opened
-        # after: no brief fires before the chats can deliver it (issue 21)
+        # after: no brief fires before the chats can deliver it
         jobs = self._build_scheduler() if run_scheduler else None
         try:
             if jobs is not None:
@@ -349,7 +348,7 @@ class App:
 
     def warm_sdks(self) -> asyncio.Task[Any] | None:
         """Warm the configured models' SDKs in a worker thread while the rest starts, so the first
-        reply pays none of it (issue 21). Tracked: `stop` cancels the wait."""
+        reply pays none of it. Tracked: `stop` cancels the wait."""
         from bot.parts import sdk_warmer
 
         if self._model_factory is not None:
@@ -360,7 +359,7 @@ class App:
     def warm_caches(self) -> asyncio.Task[Any]:
         """Build in the background what a first reply would build on first use: a model call
         rehearsed in-process (nothing sent or billed), the chats' statements, the trace writer
-        (bot/parts.py `cache_warmer`; issue 21). Tracked: `stop` cancels it."""
+        (bot/parts.py `cache_warmer`). Tracked: `stop` cancels it."""
         from bot.parts import cache_warmer, model_clients
 
         real = self._model_factory is None and bool(self.settings.models)  # fakes have no SDK

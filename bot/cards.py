@@ -4,7 +4,7 @@ Arguments are shown canonically (sorted JSON), with control and bidi characters 
 a model cannot hide part of an action (e.g. U+202E reversing text), and truncated with a marker
 and a hash of the full arguments when long — the hash is what the approval is bound to.
 
-A card is informed consent (issue 15): for a trade it shows the instrument's name and code, side,
+A card is informed consent: for a trade it shows the instrument's name and code, side,
 quantity, last price and its date, estimated amount and fees, cash after, and PAPER or LIVE; every
 card says who may approve, when it expires and what "Always allow" would cover (the button is only
 there when it is offered). The same words are shown on Telegram, in the terminal and on Discord

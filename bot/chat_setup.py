@@ -43,7 +43,7 @@ class ChatParts:
     """What the chats are built from, handed over by the composition root once the runtime
     exists: the runtime and store, what commands use (`services`, one command per skill), what
     an approval card shows beyond its record, the stable prompt part (the skills list), the
-    outbound redaction (no configured secret reaches a chat, C2), adapters' extra constructor
+    outbound redaction (no configured secret reaches a chat), adapters' extra constructor
     arguments per platform (tests pass fake transports), and the App's lifecycle hooks."""
 
     settings: Settings
@@ -116,7 +116,7 @@ def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
     if s.telegram.enabled:
         from config.imports import import_telegram
 
-        import_telegram()  # without the extras tapebot does not use: ~16 MB less resident (issue 21)
+        import_telegram()  # without the extras tapebot does not use: ~16 MB less resident
         from adapters.telegram import TelegramAdapter, WebhookConfig
         from bot.replicas import TelegramReplicas, new_replica_id
         from memory.coordination import Leases
@@ -197,7 +197,7 @@ async def open_chats(
     take up what a stop or a crash left; returns the started adapters (stopped by `on_stop`)."""
     s = parts.settings
     adapters = build_adapters(parts) if given is None else given
-    for adapter in adapters:  # no configured secret or key shape reaches a chat (C2)
+    for adapter in adapters:  # no configured secret or key shape reaches a chat
         adapter.outbound = parts.redact
     if not adapters:
         log.warning(
@@ -215,7 +215,7 @@ async def open_chats(
                 f"tapebot: {platform} pairing code {code} — send `/pair {code}` to the bot in a DM",
                 file=sys.stderr,
             )
-    parts.opening()  # e.g. the heap is settled now, not while the first message waits (issue 21)
+    parts.opening()  # e.g. the heap is settled now, not while the first message waits
     gateway.recovering()  # updates that arrive before the recovery below has run wait for it
     started: list[ChatAdapter] = []
     for adapter in adapters:

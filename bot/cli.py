@@ -54,7 +54,7 @@ def version() -> str:
 
 class _VersionAction(argparse.Action):
     """`--version`, looked up only when asked: importlib.metadata and the distribution scan cost
-    ~40 ms that every other command would pay (issue 21)."""
+    ~40 ms that every other command would pay."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kw: Any) -> None:
         print(f"{PROG} {version()}", file=sys.stdout)  # stdout, as argparse's own version action
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # One configuration truth: every command sees the same environment — the real one, then
     # ./.env, then $TAPEBOT_HOME/.env — so a key in .env works for `chat` as for `run`.
     ctx.read_env_files()
-    # Whatever a command writes under TAPEBOT_HOME is private, whatever the caller's umask (C9).
+    # Whatever a command writes under TAPEBOT_HOME is private, whatever the caller's umask.
     old_umask = private_umask()
     try:
         return _dispatch(args, ctx, parser)
@@ -294,7 +294,7 @@ def cmd_config_check(ctx: CliContext) -> int:
     chain = " -> ".join(m.id for m in settings.model_chain())
     print(f"# OK: models {chain}; database {shown['database_url']}", file=ctx.stdout)
     print(f"# exec_command: {sandbox.describe(local_policy(settings))}", file=ctx.stdout)
-    for loose in loose_modes(settings.home):  # C9: warn, the exit code stays 0
+    for loose in loose_modes(settings.home):  # warn, the exit code stays 0
         print(f"{PROG}: warning: {loose}", file=ctx.stderr)
     from markets.calendar import TradingCalendar, exchange_today
 

@@ -84,7 +84,7 @@ def _may_queue(msg: InboundMessage) -> bool:
 class Gateway:
     """The router and the composition of the chat parts. Beyond routing it keeps, for the chat
     commands (bot/commands/binding.py), the few methods they call: `say`, `lane`, `waiting_turn`,
-    `may_close`, `move_on`, `decide_by_command`, `run_skill`, `run_brief` — hence its ~20 methods."""
+    `may_close`, `move_on`, `decide_by_command`, `run_skill`, `run_brief`."""
 
     def __init__(
         self,

@@ -86,7 +86,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "memory_off": "Long-term memory is turned off ([memory] enabled = false).",
         "yes": "yes",
         "no": "no",
-        # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
+        # lifecycle (stops, restarts, storage trouble, failed commands)
         "command_failed": "Sorry, /{name} failed. The details are in the log; try again later.",
         "compact_failed": "🗜 Compaction failed: the summary could not be written. Your history is "
         "unchanged; try again later.",
@@ -181,7 +181,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "memory_off": "长期记忆已关闭（[memory] enabled = false）。",
         "yes": "是",
         "no": "否",
-        # issue 17: lifecycle (stops, restarts, storage trouble, failed commands)
+        # lifecycle (stops, restarts, storage trouble, failed commands)
         "command_failed": "抱歉，/{name} 执行失败。详情已记录在日志中，请稍后再试。",
         "compact_failed": "🗜 压缩失败：未能生成摘要。对话历史未改变，请稍后再试。",
         "storage_trouble": "⚠️ 目前保存消息遇到问题（数据库繁忙或磁盘已满）。你的消息我先保留着，"

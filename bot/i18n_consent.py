@@ -1,4 +1,4 @@
-"""The words of approval cards, standing approvals and `/rules` (issue 15), merged into
+"""The words of approval cards, standing approvals and `/rules`, merged into
 bot/i18n.STRINGS. Kept apart so the consent wording lives in one place."""
 
 from __future__ import annotations

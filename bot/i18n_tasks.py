@@ -1,4 +1,4 @@
-"""What a chat sees of background tasks and tool failures, in its language (issue 18). The words
+"""What a chat sees of background tasks and tool failures, in its language. The words
 are merged into bot/i18n.STRINGS; the formatters below are what the gateway's task notices
 (`notify_task`, `task_progress`) and the turn's progress lines call with the chat's language.
 

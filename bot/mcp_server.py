@@ -2,13 +2,13 @@
 to Claude Code, Cursor or any MCP client, with the official `mcp` SDK (2.x, lowlevel `Server`:
 the tools and their JSON schemas come from our `ToolSpec`s, not from Python signatures).
 
-Tiers (seed 000), shown in each tool's description and selectable with `--max-tier`:
+Tiers, shown in each tool's description and selectable with `--max-tier`:
     1  history            query_history
     2  market and engine  search, analysis, overview, history, screens, backtests
     3  user data and LLM  portfolio, preferences, trades, AI reports, strategy decisions
 
-Like the seed, the server has no conversation of its own: every call runs one tool and returns.
-Unlike the seed, tools that write (requires_approval or side_effect="mutating": portfolio updates,
+The server has no conversation of its own: every call runs one tool and returns.
+Tools that write (requires_approval or side_effect="mutating": portfolio updates,
 trades, strategy changes) are not exposed unless the operator starts the server with
 `--allow-writes`. Even then they run through the same code path as in chat — the same tool
 function, with the client's `idempotency_key` in `ctx.idempotency_key` (honoured as sent, across
@@ -84,7 +84,7 @@ IMAGE_CAP = 5_000_000
 
 
 def tier_of(spec: ToolSpec) -> int:
-    """The seed's permission tier for a tool: the table above, else 3 for writes, 1 for history
+    """The permission tier for a tool: the table above, else 3 for writes, 1 for history
     toolsets, 2 for the rest."""
     if spec.name in TIER_BY_TOOL:
         return TIER_BY_TOOL[spec.name]

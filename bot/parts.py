@@ -97,7 +97,7 @@ def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | Non
     )
 
     ms = market_settings(s)
-    # built on first use: a turn that runs no market tool imports no numpy (issue 21)
+    # built on first use: a turn that runs no market tool imports no numpy
     lazy_data = LazyMarketData(lambda: build_market_data(ms, sessions))
     data = cast("MarketData", lazy_data)  # the stand-in answers as a MarketData does
     live = build_live_broker(ms, sessions, lazy_data.get()) if ms.live else None
@@ -190,7 +190,7 @@ async def rehearse_chat_rows(store: SqlStore) -> None:
 def cache_warmer(
     clients: list[Any], store: SqlStore | None, traces: BackgroundWriter
 ) -> Callable[[], Awaitable[None]]:
-    """What a first reply would otherwise build on first use (issue 21), warmed on the event loop
+    """What a first reply would otherwise build on first use, warmed on the event loop
     once the SDKs are imported, while the chats open: one model call rehearsed per client through
     its SDK against an in-process stand-in (nothing reaches any endpoint, nothing is billed), the
     `chats` statements and the store's value conversions a chat's first message uses, the trace
@@ -241,7 +241,7 @@ def housekeeping_jobs(
         live = market
 
         async def run_traders() -> None:
-            from markets.strategies import run_all_traders  # with numpy: not at start (issue 21)
+            from markets.strategies import run_all_traders  # with numpy: not at start
 
             await run_all_traders(live)
 

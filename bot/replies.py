@@ -1,4 +1,4 @@
-"""Reading the user's next message as the answer to a WaitingState (seed 003, done right).
+"""Reading the user's next message as the answer to a WaitingState.
 
 Button presses are exact. Text is interpreted conservatively: clear yes/no words in English and
 Chinese, an option number or ordinal ("2", "the second one", "第二个"), or a value for the pending

@@ -1,4 +1,4 @@
-"""One tool definition, many surfaces (seed 000's "统一 ToolDefinition").
+"""One tool definition, many surfaces.
 
 `ToolSpec` is the single definition of a tool (name, description, input schema, safety flags).
 Everything a person or another program sees is generated from it here: the Anthropic and OpenAI

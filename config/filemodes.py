@@ -1,4 +1,4 @@
-"""TAPEBOT_HOME is private (catalogue case C9): the folder 0700, its files 0600, whatever the umask.
+"""TAPEBOT_HOME is private: the folder 0700, its files 0600, whatever the umask.
 
 Explicit modes where we create the known files (the home and its folders, config.toml, the SQLite
 database — SQLite then gives its -wal/-shm the database's mode), and a private process umask while

@@ -5,7 +5,7 @@ and anthropic SDKs import aiohttp (for an alternative transport tapebot does not
 imports its command-line tool's click, pygments and rich; python-telegram-bot imports
 cryptography (for Telegram Passport) and tornado (for its own webhook server). In a process with no other use for them
 that is pure start-up time and resident memory (~0.2 s and two TLS contexts for aiohttp; ~5.5 MB
-for httpx's CLI; issue 21). `import_without` hides the unused package for the duration of the
+for httpx's CLI). `import_without` hides the unused package for the duration of the
 library's own import, which then carries on as if it were not installed; anything that needs the
 package afterwards imports it as usual.
 """

@@ -2,7 +2,7 @@
 
 The openai and anthropic SDKs generate `types/__init__.py` files that are nothing but
 `from .module import Name as Name` lines, hundreds of them, and importing the SDK runs them all:
-every pydantic model of every API, ~0.3 s of a one-shot turn's ~1.3 s for openai (issue 21), when
+every pydantic model of every API, ~0.3 s of a one-shot turn's ~1.3 s for openai, when
 a chat turn needs a few dozen. `install_lazy_reexports("openai.types")` makes each such package a
 module whose names are imported when first read. What any module imports directly is imported as
 before, so every model a turn touches is built exactly as the SDK would build it; only the ones no

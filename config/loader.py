@@ -118,7 +118,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """`TAPEBOT_AGENT__MODEL=x` -> {"agent": {"model": "x"}}; JSON for list/dict values
     (`TAPEBOT_TELEGRAM__ALLOWED_USERS=[1,2]`). Parsed by pydantic-settings' own env source so the
     rules are exactly its rules, but from the mapping we were given rather than os.environ. Without
-    overrides (the usual case) pydantic-settings is not even imported (~15 ms; issue 21)."""
+    overrides (the usual case) pydantic-settings is not even imported (~15 ms)."""
     lowered = {k.lower(): v for k, v in env.items() if k.upper().startswith(ENV_PREFIX) and v != ""}
     lowered.pop("tapebot_home", None)  # resolved separately: it locates the file
     if not lowered:

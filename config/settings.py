@@ -261,7 +261,7 @@ class Settings(BaseModel):
     """The whole configuration. Build it with `config.loader.load_settings()`, which reads the file,
     applies `TAPEBOT_*` overrides (parsed by pydantic-settings' env source) and checks
     cross-references; `Settings()` alone is the built-in defaults. A plain model, not a
-    pydantic-settings `BaseSettings`: importing that package costs every command ~15 ms (issue 21);
+    pydantic-settings `BaseSettings`: importing that package costs every command ~15 ms;
     the config is the one `BaseSettings` gave (defaults validated, arbitrary types allowed)."""
 
     model_config = ConfigDict(
@@ -345,7 +345,7 @@ class Settings(BaseModel):
         return self.home / "skills"
 
     def ensure_dirs(self) -> None:
-        """Create the home and its folders, 0700 (C9; existing modes are left alone and reported
+        """Create the home and its folders, 0700 (existing modes are left alone and reported
         by `loose_modes`)."""
         from config.filemodes import make_private_dir
 

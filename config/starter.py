@@ -18,7 +18,7 @@ def write_starter(home: Path, *, force: bool = False) -> Path:
     path = home / "config.toml"
     if path.exists() and not force:
         raise ConfigError("already exists", file=str(path), fix="pass --force to overwrite it")
-    # 0700 home, 0600 config whatever the umask (C9): it will hold API keys.
+    # 0700 home, 0600 config whatever the umask: it will hold API keys.
     make_private_dir(home)
     write_private_text(path, starter_text())
     return path

@@ -75,7 +75,7 @@ def _to_date(d: date | str) -> date:
 
 class TradingCalendar:
     """Sorted set of trading days with fast neighbour lookups. Plain dates and `bisect`, no numpy:
-    the scheduler asks it every day, and `tapebot run` should not load numpy for that (issue 21)."""
+    the scheduler asks it every day, and `tapebot run` should not load numpy for that."""
 
     def __init__(
         self,

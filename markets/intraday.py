@@ -2,7 +2,7 @@
 the rescue check. Pure functions over `MinuteBars`; the tools (markets/tools_intraday.py) add the
 daily context (previous close, the Wyckoff support as of the day before).
 
-The tail-session check is the seed's playbook 尾盘二次确认买入: "after 14:45 check support, VWAP,
+The tail-session check is the playbook 尾盘二次确认买入: "after 14:45 check support, VWAP,
 the close position and volume; no buy when the confirmed support is broken or on an
 extreme-volume spike that falls back". Each check is named and reported:
 

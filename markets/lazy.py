@@ -1,6 +1,6 @@
 """Names imported on first use, so that registering the market tools (their names and schemas, at
 every start, also for a one-shot `tapebot chat -m hi`) does not import numpy, the Wyckoff engine or
-the bundled dataset: those load when a market tool first runs (issue 21).
+the bundled dataset: those load when a market tool first runs.
 
     if TYPE_CHECKING:                      # type checkers see the real imports
         from markets.screen import screen

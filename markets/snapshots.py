@@ -1,4 +1,4 @@
-"""DynamicSnapshots and CurrentReferences (seed 003) for the investing toolkit.
+"""DynamicSnapshots and CurrentReferences for the investing toolkit.
 
 - `dynamic_snapshot(services, user_id, text)`: before a turn that concerns holdings, balances,
   strategies or traders, fresh facts read from the database and the market data (never stored as

@@ -1,4 +1,4 @@
-"""Strategies (templates) and traders (a strategy running on the paper broker), after NOFXi (seed 003):
+"""Strategies (templates) and traders (a strategy running on the paper broker), after NOFXi:
 a strategy is an independent resource; a trader binds one to an account and runs it on schedule.
 
 A strategy config drives both the backtester and traders:

@@ -5,7 +5,7 @@ clear tool error. Read-only tools are concurrency-safe; tools that change holdin
 strategies or traders require the user's approval; long ones (screen, backtest, AI write-ups) run
 as background tasks. Every answer that quotes prices carries `as_of` (the last bar's date), and
 results carry `refs` — what "this stock / this strategy / this trader" now refers to
-(CurrentReferences, seed 003).
+(CurrentReferences).
 """
 
 from __future__ import annotations

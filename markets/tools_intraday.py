@@ -1,5 +1,5 @@
 """Intraday and tail-session tools on the minute-bar port, the market regime, and a Wyckoff
-diagnosis of codes given in the call (seed 000's `intraday_analysis`, `intraday_rescue_check`,
+diagnosis of codes given in the call (`intraday_analysis`, `intraday_rescue_check`,
 `query_tail_buy`, `market_regime`, `wyckoff_diagnose`).
 
 They register on `markets.toolset.market_tools` (this module is imported at the end of markets.tools). Minute bars

@@ -1,5 +1,5 @@
 """Writing long-term memory with an LLM: session-end extraction, the pre-compaction flush,
-de-duplication and the L2/L3 layer refresh (seed 000, with the seed's gaps closed).
+de-duplication and the L2/L3 layer refresh.
 
 Session-end extraction runs only when the session has ≥4 messages, a tool was used, a model is
 configured, and this batch's hash was not processed before. The model answers at most three lines
@@ -14,8 +14,8 @@ Every candidate then goes through:
 3. LLM de-duplication against the latest 10 of the same type, answering `NEW` or
    `DUPLICATE:<id>`; a failed call, an unparsable answer or an unknown id skips the write.
 
-The pre-compaction flush uses the same pipeline (the seed skipped de-duplication there and bound
-the whole head's codes to every line). After a write, L2 playbooks and L3 personas are refreshed
+The pre-compaction flush uses the same pipeline (de-duplicated too, and each line gets
+only its own codes, not the whole head's). After a write, L2 playbooks and L3 personas are refreshed
 from the latest 30 L1 atoms when there are ≥3, the source hash is new, and ≥3 L1 are new since the
 previous refresh.
 """

@@ -1,4 +1,4 @@
-"""What long-term memory may hold (catalogue case B5, memory poisoning).
+"""What long-term memory may hold: the defence against memory poisoning.
 
 A memory is recalled into later sessions as background about the user, so three things are kept
 out of it: size (one memory is a sentence or two, not a document), secrets (masked on write), and

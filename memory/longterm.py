@@ -1,4 +1,4 @@
-"""Long-term memory (seed 000 "记忆系统"): what keeps a trader's discipline across sessions.
+"""Long-term memory: what keeps a trader's discipline across sessions.
 
     L1 preference / decision   atoms with their evidence ("用户偏好尾盘买入", "跌破确认支撑不买")
     L2 playbook                a conditional procedure distilled from recent L1
@@ -244,7 +244,7 @@ class MemoryStore:
         content = (content or "").strip()
         if not content:
             raise ValueError("memory content is empty")
-        content = check_memory(content)  # size, approval claims, key shapes (B5, C5)
+        content = check_memory(content)  # size, approval claims, key shapes (`memory.hygiene`)
         level = level_of(memory_type)
         code_list = list(dict.fromkeys(codes if codes is not None else self.resolve_codes(content)))
         codes_text = ",".join(code_list)

@@ -45,7 +45,7 @@ def _now() -> datetime:
 
 
 # Plain `Table`s, queried with Core statements: mapping them as ORM classes cost every process
-# ~1.5 ms a table at import, for nothing (issue 21). Defined exactly as the declarative classes
+# ~1.5 ms a table at import, for nothing. Defined exactly as the declarative classes
 # they were (tests/storage/test_storage_plain_tables.py holds the DDL).
 META = Base.metadata
 

@@ -1,4 +1,4 @@
-"""Hybrid recall (seed 000): which memories go into this turn's `<relevant-memories>` block.
+"""Hybrid recall: which memories go into this turn's `<relevant-memories>` block.
 
 Three independent searches, merged by the *maximum* of their source weights (never the sum):
 
@@ -193,7 +193,7 @@ class MemoryRecall:
             for i in candidates.values()
             if i.record.memory_type in RECALL_TYPES
             and in_scope(i.record, codes)
-            and recallable(i.record.content)  # approval claims are quarantined (B5)
+            and recallable(i.record.content)  # approval claims are quarantined (`memory.hygiene`)
         ]
         # The keyword path is a fallback: a memory found only by one shared 2-character word
         # (仓位, 连续) is noise once the full-text or code paths found something.

@@ -160,7 +160,7 @@ class SqlStore(ChatTables):
     def __init__(self, database: Database, *, redact: Callable[[str], str] | None = None):
         self.db = database
         self._history = _HistoryCache()
-        # The last wall before the disk (C5): messages and received-message records are written
+        # The last wall before the disk: messages and received-message records are written
         # with secrets masked, whoever built them. The runtime masks them first (so the model sees
         # the masked form too); this catches any other writer.
         self._redact = redact

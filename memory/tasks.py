@@ -36,7 +36,7 @@ from memory.db import Database
 from memory.models import META, UTCDateTime, column
 
 # Plain Core tables, not ORM classes: every query here and in scheduler/store.py is a Core statement,
-# and mapping five classes cost every process ~7 ms at import (issue 21). Defined exactly as the
+# and mapping five classes cost every process ~7 ms at import. Defined exactly as the
 # declarative classes they were (tests/storage/test_storage_plain_tables.py holds the DDL).
 TASKS = Table(
     "background_tasks",

@@ -1,4 +1,4 @@
-"""TaskState (seed 003, NOFXi): a per-session summary of the work in progress.
+"""TaskState: a per-session summary of the work in progress.
 
     goal             the user's current high-level goal
     open_loops       things still unresolved across turns ("decide whether to add to 600519")
@@ -90,7 +90,7 @@ class TaskState(BaseModel):
 TASK_STATE_SQL = "SELECT data FROM task_states WHERE session_id = ?"
 
 
-# A plain Core table (every query is a Core statement): an ORM mapping cost ~2 ms at import (issue 21).
+# A plain Core table (every query is a Core statement): an ORM mapping cost ~2 ms at import.
 TASK_STATES = sa.Table(
     "task_states",
     Base.metadata,

@@ -1,8 +1,8 @@
 """Text helpers shared by long-term memory, recall and the archive: stock codes, Chinese keywords,
 normalisation and bigram similarity, and safe full-text queries.
 
-Chinese has no spaces, so SQLite's default tokenizer sees a whole sentence as one token (the seed
-matched almost nothing). We index memories with FTS5's `trigram` tokenizer (any substring of ≥3
+Chinese has no spaces, so SQLite's default tokenizer sees a whole sentence as one token (a
+plain index matched almost nothing). We index memories with FTS5's `trigram` tokenizer (any substring of ≥3
 characters); 2-character words such as 追涨 / 止损 are matched as escaped LIKE keywords.
 Every query term is double-quoted (internal quotes doubled), so `?`, `*`, `AND`, parentheses or an
 unbalanced quote are literal text and never an FTS5 syntax error.
@@ -175,7 +175,7 @@ def char_bigrams(text: str) -> set[str]:
 
 
 def bigram_similarity(a: str, b: str) -> float:
-    """Jaccard similarity of normalised character bigrams (the seed's deterministic dedup)."""
+    """Jaccard similarity of normalised character bigrams (a deterministic dedup)."""
     x, y = char_bigrams(a), char_bigrams(b)
     if not x or not y:
         return 0.0

@@ -243,7 +243,7 @@ async def _manage(ctx: ToolContext, action: str, text: str, match: str, id: int 
             Candidate("preference", text.strip()),
             source_ref=source_ref,
             llm_dedup=False,
-            # after a web page or a file was read in this turn, the wording may be theirs (B5)
+            # after a web page or a file was read in this turn, the wording may be theirs (memory poisoning)
             source_kind=UNTRUSTED if ctx.untrusted_input else "manual",
         )
         if record is None:

@@ -191,7 +191,7 @@ class _BatchingJobStore(SQLAlchemyJobStore):  # type: ignore[misc]  # APSchedule
 
     def _flush(self) -> None:
         adds, self._adds = self._adds, {}
-        if adds:  # cold registration of 10K briefs: one transaction, not 10K (issue 21)
+        if adds:  # cold registration of 10K briefs: one transaction, not 10K
             self._insert(adds)
         batch = self._batch
         if not batch:
@@ -437,7 +437,7 @@ class AppScheduler:
         jobs. APScheduler stays paused, the lease is renewed (and a standby takes over) as usual,
         but no job runs before `open`. The app prepares before its chats open and opens after,
         so a brief due at start-up is delivered (not failed and retried) and the first message
-        pays none of this (issue 21)."""
+        pays none of this."""
         if self._aps is not None:
             raise RuntimeError("scheduler already started")
         self._opened = False
@@ -691,7 +691,7 @@ class AppScheduler:
 
     def _start_paused(self) -> None:
         """APScheduler started paused, and the statements of its passes compiled now: the first
-        pass after `open` runs while the first message is handled (issue 21)."""
+        pass after `open` runs while the first message is handled."""
         assert self._aps is not None
         self._aps.start(paused=True)
         store = self._aps._lookup_jobstore("default")

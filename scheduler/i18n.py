@@ -1,4 +1,4 @@
-"""What `/brief` and the `/status` brief lines say, in English and Chinese (issue 18).
+"""What `/brief` and the `/status` brief lines say, in English and Chinese.
 
 The scheduler sits below bot/, so it keeps its own small table instead of bot/i18n.STRINGS; the
 chat's language is passed in (`lang`), English by default. The English `err_*` texts are also the

@@ -225,7 +225,7 @@ def previous_fire_time(days: str, hour: int, minute: int, tz: ZoneInfo, now: dat
 def spread_second(schedule_id: str) -> int:
     """The second within its minute at which a brief fires, stable per schedule (crc32, not the
     salted `hash`). Thousands of chats pick 08:30; firing them all in one second made the last
-    ones 10 s late or more, while spread over the minute each fires within a second (issue 21)."""
+    ones 10 s late or more, while spread over the minute each fires within a second."""
     return zlib.crc32(schedule_id.encode()) % 60
 
 
@@ -234,7 +234,7 @@ class DailyTrigger:
     `spread_second`) in an IANA zone. A virtual subclass of APScheduler's `BaseTrigger` (an
     interface: one abstract method), registered by scheduler/app.py: inheriting it would make
     every process that parses a spec (the schedule tools, a one-shot turn) import APScheduler,
-    ~6 ms (issue 21). Pickled into the job store as `scheduler.specs.DailyTrigger`, as before."""
+    ~6 ms. Pickled into the job store as `scheduler.specs.DailyTrigger`, as before."""
 
     def __init__(self, days: str, hour: int, minute: int, timezone: str, second: int = 0):
         if days not in DAYS:

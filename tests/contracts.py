@@ -1,4 +1,4 @@
-"""Import-direction contract (DESIGN.md §1): bot → adapters, scheduler, markets, memory → agent → config.
+"""Import-direction contract: bot → adapters, scheduler, markets, memory → agent → config.
 
 Run as `python -m tests.contracts` (and under pytest by tests/test_contracts.py); CI fails when a
 module imports against the direction. Checked statically with `ast` so it needs no extra dependency

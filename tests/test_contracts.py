@@ -7,7 +7,7 @@ from tests.contracts import import_cycles, import_graph, violations
 
 # Cycles that exist only through `if TYPE_CHECKING:` imports (a type annotation names a class from a
 # module that imports this one at run time, lazily). None is left (the last, bot.app <-> bot.chat_setup,
-# went when the chats were built from `ChatParts` instead of the whole App, issue 18). Keep it empty.
+# went when the chats were built from `ChatParts` instead of the whole App). Keep it empty.
 KNOWN_TYPE_LEVEL_CYCLES: set[tuple[str, ...]] = set()
 
 

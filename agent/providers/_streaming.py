@@ -209,7 +209,7 @@ class SdkClient(ABC):
 
     def warm(self) -> None:
         """Build the SDK client and load what its first call would (called in a worker thread
-        when `tapebot run` starts, so the first reply pays none of it; issue 21)."""
+        when `tapebot run` starts, so the first reply pays none of it)."""
         self._warm_resources(self._client)
 
     async def rehearse(self) -> list[Chunk]:

@@ -1,13 +1,13 @@
 """Fallback across models: the one retry loop of a model call.
 
-Rules (DESIGN.md §2, reliability F1–F4):
+Rules:
 - switch to the next model only on `RetryableModelError` raised before any content chunk;
 - a 429 whose `retry-after` fits under `retry_after_cap` is retried once on the same model
   after waiting (the last candidate also retries once after a short default wait);
 - never on `FatalModelError` (400/401/403, quota), never after output (`StreamInterrupted`);
 - a tool is never re-run here: a stream only yields tool calls, the runtime executes them.
 
-Cooldown (a circuit breaker per model, issue 17): a model that failed (5xx, connection error, a
+Cooldown (a circuit breaker per model): a model that failed (5xx, connection error, a
 stall past the idle timeout, a stream cut off) is skipped for `cooldown_s`, doubling while it
 keeps failing (up to `max_cooldown_s`), so the next turns go straight to the fallback instead of
 waiting for the same timeout every turn. Once the time is up the model is tried again; a success

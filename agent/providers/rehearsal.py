@@ -1,5 +1,6 @@
-"""A model call rehearsed in-process at start (issue 21): one request and its streamed answer
-through the vendor SDK and our stream code, against a stand-in transport that answers from memory.
+"""A model call rehearsed in-process at start, so the first reply does not pay for it: one
+request and its streamed answer through the vendor SDK and our stream code, against a stand-in
+transport that answers from memory.
 
 The SDKs build much on their first call: pydantic validators of the response models (the openai
 SDK defers them), the type hints their request transform walks, the SSE decoder; so do our own

@@ -9,7 +9,7 @@
 - **Every API's types.** Each SDK's `types` packages re-export the models of every endpoint
   (openai: ~470 modules, anthropic: ~2,900), and importing the SDK imports them all; a chat turn
   needs a few dozen. Those packages load their names on first use (`config.lazyinit`): ~0.3 s of
-  a one-shot turn with openai, ~0.4 s with anthropic (issue 21).
+  a one-shot turn with openai, ~0.4 s with anthropic.
 - **Every API's resources (anthropic).** anthropic's `resources` packages re-export every
   endpoint's client class the same way, and its Vertex, Bedrock and tool-runner helpers, which
   its `__init__` imports, import the beta resources: every beta endpoint and its types, for the

@@ -1,6 +1,6 @@
 """Tools every agent has: asking the user, and showing a plan.
 
-`ask_user` suspends the turn in a WaitingState (seed 003); the answer arrives later — a button
+`ask_user` suspends the turn in a WaitingState; the answer arrives later — a button
 tap, "yes", "the second one", a value — and the turn resumes exactly where it stopped. With
 nobody present it refuses instead of guessing: silence is never consent.
 """

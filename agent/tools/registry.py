@@ -145,7 +145,7 @@ class ToolContext:
     # session, tool, arguments and call id (`agent.ports.execution_key`).
     idempotency_key: str = ""
     # This turn has read outside content (web pages, files, command or MCP output) since the
-    # user's message: what the model asks to remember now may be that content's words (B5).
+    # user's message: what the model asks to remember now may be that content's words (memory poisoning).
     untrusted_input: bool = False
     _progress: ProgressFn = _no_progress
 

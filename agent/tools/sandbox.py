@@ -1,6 +1,6 @@
 """The OS sandbox exec_command runs in: bubblewrap (`bwrap`), with resource limits from `prlimit`.
 
-What the command sees (catalogue cases A18, C3):
+What the command sees:
 - the system read-only (/usr, the /bin-/lib links, a short list of /etc files, extra read-only
   paths the user configured), its own /proc (new pid namespace: the bot's processes, and their
   /proc/<pid>/environ, are not there), a minimal /dev and a private /tmp;

@@ -1,8 +1,8 @@
 """A tool's argument JSON schema straight from its signature, for the plain types tools use.
 
 pydantic builds the same schema from a model made for the signature, but `create_model` plus
-`model_json_schema` cost ~1 ms per tool, paid by every process at start-up for ~40 tools (issue 21:
-a one-shot `tapebot chat -m` pays it for a turn that may call none). This writes the schema pydantic
+`model_json_schema` cost ~1 ms per tool, paid by every process at start-up for ~40 tools
+(a one-shot `tapebot chat -m` pays it for a turn that may call none). This writes the schema pydantic
 writes, key for key and in the same order, for: str, int, float, bool, `list[X]`, `dict[str, X]`,
 `dict[str, Any]`, string `Literal`s, `X | None`, with plain JSON defaults. Anything else raises
 `Unsupported` and the registry asks pydantic. tests/perf/test_perf_tool_schema.py holds the two

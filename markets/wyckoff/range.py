@@ -20,7 +20,7 @@ the same code):
    the window while closes stay inside). `start`/`end` are the body's first/last bars; age = end −
    start + 1. When `end` is well before the last bar, price has left the range.
 
-Naming: the issue calls support the "creek" and resistance the "ice" (as bmad4's detectors do), and
+Naming: here support is the "creek" and resistance the "ice" (as bmad4's detectors have them), and
 the object exposes those aliases. Classical texts (Pruden, Villahermosa) use "creek" for the
 resistance an accumulation must jump (JAC) and "ice" for the support a distribution falls through;
 `support`/`resistance` are the unambiguous names.
@@ -201,7 +201,7 @@ class TradingRange:
     quality: float
 
     @property
-    def creek(self) -> float:  # naming as in the issue (see module doc)
+    def creek(self) -> float:  # naming: see the module doc
         return self.support
 
     @property

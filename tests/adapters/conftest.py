@@ -2,43 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import pytest
 
-from adapters.base import Inbound
 from adapters.discord import DiscordAdapter
 from adapters.telegram import TelegramAdapter
+from tests.fakes.clock import FakeClock
 from tests.fakes.discord_fake import FakeDiscord
+from tests.fakes.recorder import Recorder
 from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
-
-
-class Recorder:
-    """An inbound handler that records events; tests can plug extra behaviour in `on`."""
-
-    def __init__(self) -> None:
-        self.events: list[Inbound] = []
-        self.on = None
-
-    async def __call__(self, event: Inbound) -> None:
-        self.events.append(event)
-        if self.on is not None:
-            await self.on(event)
-
-    def of(self, cls: type) -> list:
-        return [e for e in self.events if isinstance(e, cls)]
-
-
-class FakeSleep:
-    """Injected sleep: records the requested delays and returns at once."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-        await asyncio.sleep(0)
 
 
 @pytest.fixture
@@ -47,8 +20,9 @@ def recorder() -> Recorder:
 
 
 @pytest.fixture
-def fake_sleep() -> FakeSleep:
-    return FakeSleep()
+def fake_sleep() -> FakeClock:
+    """Injected time for the adapters' backoff: `fake_sleep.sleep` records (`.sleeps`), returns at once."""
+    return FakeClock()
 
 
 @pytest.fixture
@@ -63,7 +37,7 @@ async def make_tg(tg_api, fake_sleep):
 
     async def make(handler, **kw) -> TelegramAdapter:
         kw.setdefault("poll_timeout", 0.05)
-        kw.setdefault("sleep", fake_sleep)
+        kw.setdefault("sleep", fake_sleep.sleep)
         kw.setdefault("stop_grace_s", 1.0)
         ad = TelegramAdapter(
             tg_api.token, request=FakeRequest(tg_api), get_updates_request=FakeRequest(tg_api), **kw

@@ -85,10 +85,10 @@ async def test_slash_command_is_deferred_then_followed_up(make_dc, dc_fake, reco
 
 
 async def test_unanswered_slash_command_placeholder_is_removed(make_dc, dc_fake, recorder, fake_sleep):
-    await make_dc(recorder, sleep=fake_sleep, interaction_grace_s=600)
+    await make_dc(recorder, sleep=fake_sleep.sleep, interaction_grace_s=600)
     await dc_fake.push_slash("new", user_id=42, channel_id=300)
     await dc_fake.wait_for(lambda: dc_fake.calls_matching("DELETE", "/messages/@original"))
-    assert 600 in fake_sleep.delays
+    assert 600 in fake_sleep.sleeps
 
 
 async def test_button_survives_restart(make_dc, dc_fake, recorder):
@@ -257,7 +257,7 @@ def test_point_at_sets_the_discord_seams(monkeypatch):
 
 
 async def test_invalid_request_budget_stops_sending_before_a_ban(make_dc, dc_fake, recorder):
-    """D10: missing permissions (403 on every send) must not march the bot towards Discord's
+    """Missing permissions (403 on every send) must not march the bot towards Discord's
     10,000-invalid-requests ban; past the budget nothing is sent until the window has room."""
     now = [1000.0]
     ad = await make_dc(recorder, invalid_request_limit=3, clock=lambda: now[0])

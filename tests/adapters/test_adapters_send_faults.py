@@ -1,4 +1,4 @@
-"""Sends under transient faults (issue 17 items 3 and 4), through the fake Bot API and the fake
+"""Sends under transient faults, through the fake Bot API and the fake
 Discord: 5xx, network errors and slow answers are retried within a budget without duplicates where
 the platform lets us tell; only a final failure is raised."""
 
@@ -31,7 +31,7 @@ async def test_telegram_502_on_a_send_is_retried_once_it_did_not_land(make_tg, t
     sent = await ad.send_text(TG, "the answer")
     assert tg_api.texts(5) == ["the answer"]
     assert sent.message_id == str(tg_api.sent(5)[0]["message_id"])
-    assert fake_sleep.delays  # backed off before the retry
+    assert fake_sleep.sleeps  # backed off before the retry
 
 
 async def test_telegram_network_error_then_success(make_tg, tg_api, recorder):
@@ -60,7 +60,7 @@ async def test_telegram_gives_up_within_the_budget_with_a_delivery_error(
     with pytest.raises(DeliveryError):
         await ad.send_text(TG, "never")
     assert 2 <= len(tg_api.calls_to("sendMessage")) <= 6
-    assert sum(fake_sleep.delays) <= ad.send_budget_s
+    assert sum(fake_sleep.sleeps) <= ad.send_budget_s
 
 
 async def test_telegram_a_slow_send_is_waited_for_not_duplicated(tg_api, fake_sleep):
@@ -75,7 +75,7 @@ async def test_telegram_a_slow_send_is_waited_for_not_duplicated(tg_api, fake_sl
 
     transport = FakeRequest(tg_api, read_timeout=0.05)  # like httpx's 5 s default, scaled down
     ad = TelegramAdapter(tg_api.token, request=transport, get_updates_request=FakeRequest(tg_api),
-                         poll_timeout=0.05, sleep=fake_sleep, stop_grace_s=1.0)  # fmt: skip
+                         poll_timeout=0.05, sleep=fake_sleep.sleep, stop_grace_s=1.0)  # fmt: skip
     await ad.start(lambda e: asyncio.sleep(0))
     try:
         tg_api.chat(5)
@@ -111,7 +111,7 @@ async def test_discord_502_after_the_message_was_created_makes_no_duplicate(make
 
 
 async def test_discord_503_before_anything_is_retried(make_dc, dc_fake, recorder, fake_sleep):
-    ad = await make_dc(recorder, sleep=fake_sleep)
+    ad = await make_dc(recorder, sleep=fake_sleep.sleep)
     dc_fake.inject("POST", "/channels/300/messages", status=503, after=False, times=2)
     await ad.send_text(DC, "third time lucky")
     assert [m["content"] for m in dc_fake.bot_messages("300")] == ["third time lucky"]
@@ -120,7 +120,7 @@ async def test_discord_503_before_anything_is_retried(make_dc, dc_fake, recorder
 
 
 async def test_discord_gives_up_with_a_delivery_error(make_dc, dc_fake, recorder, fake_sleep):
-    ad = await make_dc(recorder, sleep=fake_sleep)
+    ad = await make_dc(recorder, sleep=fake_sleep.sleep)
     dc_fake.inject("POST", "/channels/300/messages", status=503, after=False, times=100)
     with pytest.raises(DeliveryError):
         await ad.send_text(DC, "never")
@@ -136,7 +136,7 @@ async def test_discord_stream_ending_while_its_first_post_is_in_flight_posts_onc
     await stream.append("first part " + "x" * 1990 + "\n\nsecond part")
     await dc_fake.wait_for(lambda: dc_fake.bot_messages("300"))  # the first POST reached Discord
     finishing = asyncio.create_task(stream.finish())
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # finish() reaches the held first part before it is released
     release.set()
     sent = await finishing
     contents = [m["content"] for m in dc_fake.bot_messages("300")]
@@ -148,7 +148,7 @@ async def test_discord_stream_ending_while_its_first_post_is_in_flight_posts_onc
 async def test_discord_image_is_retried_once_without_a_duplicate(
     make_dc, dc_fake, recorder, fake_sleep, tmp_path
 ):
-    ad = await make_dc(recorder, sleep=fake_sleep)
+    ad = await make_dc(recorder, sleep=fake_sleep.sleep)
     png = tmp_path / "chart.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 64)
     dc_fake.inject("POST", "/channels/300/messages", status=503, after=False)

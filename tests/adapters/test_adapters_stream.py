@@ -10,33 +10,15 @@ from hypothesis import strategies as st
 
 from adapters.base import Button, ChatAdapter, ChatRef, DeliveryUncertain, SentMessage
 from adapters.stream import StreamingMessage
+from tests.fakes.clock import FakeClock
 from tests.fakes.telegram_api import cant_parse
-
-
-class Clock:
-    """Fake time. While the test drives it (`auto=False`), a sleep waits until the test has advanced
-    the clock far enough; with `auto=True` a sleep simply jumps the clock forward."""
-
-    def __init__(self, auto: bool = True) -> None:
-        self.t = 1000.0
-        self.auto = auto
-
-    def __call__(self) -> float:
-        return self.t
-
-    async def sleep(self, s: float) -> None:
-        target = self.t + s
-        while self.t < target:
-            if self.auto:
-                self.t = target
-            await asyncio.sleep(0)
 
 
 class RecordingAdapter(ChatAdapter):
     platform = "test"
     max_message_len = 300
 
-    def __init__(self, clock: Clock):
+    def __init__(self, clock: FakeClock):
         self.clock = clock
         self.ops: list[tuple[float, str, str, str]] = []  # (time, op, message id, text)
         self.texts: dict[str, str] = {}
@@ -53,13 +35,13 @@ class RecordingAdapter(ChatAdapter):
         assert len(text) <= self.max_message_len
         self._n += 1
         mid = str(self._n)
-        self.ops.append((self.clock.t, "send", mid, text))
+        self.ops.append((self.clock.monotonic(), "send", mid, text))
         self.texts[mid], self.buttons[mid] = text, buttons
         return SentMessage(chat, mid)
 
     async def edit_text(self, msg, text, *, buttons=None, format="markdown"):
         assert len(text) <= self.max_message_len
-        self.ops.append((self.clock.t, "edit", msg.message_id, text))
+        self.ops.append((self.clock.monotonic(), "edit", msg.message_id, text))
         self.texts[msg.message_id], self.buttons[msg.message_id] = text, buttons
 
     async def send_typing(self, chat):  # pragma: no cover
@@ -76,22 +58,22 @@ DM = ChatRef("test", "1")
 GROUP = ChatRef("test", "-5", is_group=True)
 
 
-async def _stream_words(stream: StreamingMessage, clock: Clock, words: int, dt: float) -> str:
+async def _stream_words(stream: StreamingMessage, clock: FakeClock, words: int, dt: float) -> str:
     text = ""
     for i in range(words):
         delta = f"w{i} "
         text += delta
         await stream.append(delta)
-        clock.t += dt
+        clock.advance(dt)
         await asyncio.sleep(0)
     return text
 
 
 async def test_edits_are_rate_limited_per_chat_kind():
     for chat, interval in [(DM, 1.0), (GROUP, 3.0)]:
-        clock = Clock(auto=False)
+        clock = FakeClock(auto=False)
         ad = RecordingAdapter(clock)
-        stream = StreamingMessage(ad, chat, clock=clock, sleep=clock.sleep)
+        stream = StreamingMessage(ad, chat, clock=clock.monotonic, sleep=clock.sleep)
         assert stream.min_interval == interval
         text = await _stream_words(stream, clock, words=200, dt=0.05)  # 10 s of streaming
         clock.auto = True
@@ -106,14 +88,14 @@ async def test_edits_are_rate_limited_per_chat_kind():
 
 
 async def test_overflow_continues_in_new_messages_and_buttons_go_last():
-    clock = Clock(auto=False)
+    clock = FakeClock(auto=False)
     ad = RecordingAdapter(clock)
-    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep, min_interval=0.5)
+    stream = StreamingMessage(ad, DM, clock=clock.monotonic, sleep=clock.sleep, min_interval=0.5)
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 8 for i in range(12)]
     full = "\n\n".join(paragraphs)
     for p in paragraphs:
         await stream.append(p + "\n\n")
-        clock.t += 0.3
+        clock.advance(0.3)
         await asyncio.sleep(0)
     clock.auto = True
     sent = await stream.finish(full, buttons=[[Button("OK", "ok1")]])
@@ -125,17 +107,17 @@ async def test_overflow_continues_in_new_messages_and_buttons_go_last():
 
 
 async def test_finish_without_text_sends_nothing():
-    clock = Clock()
+    clock = FakeClock()
     ad = RecordingAdapter(clock)
-    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep)
+    stream = StreamingMessage(ad, DM, clock=clock.monotonic, sleep=clock.sleep)
     assert await stream.finish() == []
     assert ad.ops == []
 
 
 async def test_flush_shows_text_before_a_pause():
-    clock = Clock()
+    clock = FakeClock()
     ad = RecordingAdapter(clock)
-    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep)
+    stream = StreamingMessage(ad, DM, clock=clock.monotonic, sleep=clock.sleep)
     await stream.append("Looking up prices")
     await stream.flush()
     assert ad.texts["1"] == "Looking up prices"
@@ -146,9 +128,9 @@ async def test_flush_shows_text_before_a_pause():
 async def test_stream_on_telegram_falls_back_to_plain_when_formatting_rejected(make_tg, tg_api, recorder):
     ad = await make_tg(recorder)
     tg_api.chat(77)
-    clock = Clock()
+    clock = FakeClock()
     chat = ChatRef("telegram", "77")
-    stream = StreamingMessage(ad, chat, clock=clock, sleep=clock.sleep)
+    stream = StreamingMessage(ad, chat, clock=clock.monotonic, sleep=clock.sleep)
     await stream.append("**Total**: 5 < 6")
     await stream.flush()
     tg_api.fail("editMessageText", cant_parse())
@@ -172,9 +154,9 @@ class UncertainFirstSend(RecordingAdapter):
 async def test_a_partial_first_part_of_uncertain_fate_is_not_repeated_silently():
     """The streamed first part timed out without an answer: no more partial sends follow it, and
     the final answer says clearly that it is the full one (the partial may show above it)."""
-    clock = Clock(auto=False)
+    clock = FakeClock(auto=False)
     ad = UncertainFirstSend(clock)
-    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep, resend_note="(in full)")
+    stream = StreamingMessage(ad, DM, clock=clock.monotonic, sleep=clock.sleep, resend_note="(in full)")
     await _stream_words(stream, clock, words=60, dt=0.05)  # 3 s of streaming: several pushes due
     clock.auto = True
     sent = await stream.finish("the whole answer")
@@ -192,12 +174,12 @@ async def test_a_partial_first_part_of_uncertain_fate_is_not_repeated_silently()
 async def test_a_final_answer_after_an_uncertain_part_keeps_all_text_within_limits(words, note):
     """Whatever the text, the note-headed final answer stays within the platform limit (the fake
     asserts it) and shows the whole text once, after the uncertain part."""
-    clock = Clock(auto=False)
+    clock = FakeClock(auto=False)
     ad = UncertainFirstSend(clock)
-    stream = StreamingMessage(ad, DM, clock=clock, sleep=clock.sleep, resend_note=note)
+    stream = StreamingMessage(ad, DM, clock=clock.monotonic, sleep=clock.sleep, resend_note=note)
     for w in words:
         await stream.append(w)
-        clock.t += 0.5
+        clock.advance(0.5)
         await asyncio.sleep(0)
     clock.auto = True
     full = "".join(words)

@@ -1,4 +1,4 @@
-"""Disguised secrets (after C2) across the cut of a long streamed answer: the chat adapter's
+"""Disguised secrets across the cut of a long streamed answer: the chat adapter's
 redactor is the last wall before a chat, and a secret that straddles the cut between two
 Telegram messages must not pass as two harmless halves — every message sent and every edit is
 checked, through the fake Bot API."""

@@ -110,7 +110,7 @@ async def test_flood_control_waits_retry_after_then_retries(make_tg, tg_api, rec
     tg_api.fail("sendMessage", retry_after(3), times=2)
     sent = await ad.send_text(ChatRef("telegram", "5"), "hi")
     assert tg_api.messages[(5, int(sent.message_id))]["text"] == "hi"
-    assert fake_sleep.delays[-2:] == [pytest.approx(3.1), pytest.approx(3.1)]
+    assert fake_sleep.sleeps[-2:] == [pytest.approx(3.1), pytest.approx(3.1)]
     assert len(tg_api.calls_to("sendMessage")) == 3
     # beyond max_retries the caller gets a DeliveryError carrying retry_after
     tg_api.fail("sendMessage", retry_after(5), times=10)
@@ -225,7 +225,7 @@ async def test_clean_stop_confirms_what_was_handled(make_tg, tg_api, recorder):
     assert tg_api.confirmed_offset == last + 1
     assert tg_api.updates == []
     n = len(tg_api.calls_to("getUpdates"))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for a wrong fetch after stop
     assert len(tg_api.calls_to("getUpdates")) == n  # no fetching after stop
 
 
@@ -356,7 +356,7 @@ async def test_second_poller_conflict_is_reported_and_survived(make_tg, tg_api, 
     tg_api.push_text(5, "hi")
     await tg_api.wait_for(lambda: recorder.events)
     assert "another instance is polling" in caplog.text
-    assert fake_sleep.delays and min(fake_sleep.delays) >= 10
+    assert fake_sleep.sleeps and min(fake_sleep.sleeps) >= 10
 
 
 async def test_rejected_token_is_a_config_error(tg_api, recorder):

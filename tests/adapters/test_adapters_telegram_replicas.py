@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import aiohttp
 import pytest
@@ -21,23 +21,13 @@ from adapters.telegram import TelegramAdapter, WebhookConfig
 from bot.replicas import POLLER, TelegramReplicas, died_here, new_replica_id
 from memory.coordination import Leases
 from memory.db import Database
-from tests.adapters.conftest import Recorder
+from tests.fakes.clock import FakeClock
+from tests.fakes.recorder import Recorder
 from tests.fakes.telegram_api import FakeRequest
 
 PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 HEADER = "X-Telegram-Bot-Api-Secret-Token"
-TTL = 0.6  # seconds of lease: the replicas recheck every 0.2 s; expiry is driven by `Clock`
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+TTL = 0.6  # seconds of lease: the replicas recheck every 0.2 s; expiry is driven by `FakeClock`
 
 
 class Counting(FakeRequest):
@@ -71,8 +61,8 @@ async def db(request, tmp_path):
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
 
 
 @pytest.fixture
@@ -87,7 +77,7 @@ async def replica(tg_api, tmp_path, clock):
         await own.start()
         dbs.append(own)
         transport = Counting(tg_api)
-        gate = TelegramReplicas(Leases(own), name, ttl=TTL, clock=clock)
+        gate = TelegramReplicas(Leases(own), name, ttl=TTL, clock=clock.now)
         ad = TelegramAdapter(
             tg_api.token,
             request=transport,
@@ -158,7 +148,7 @@ async def test_one_replica_polls_and_a_standby_takes_over_a_dead_pollers_lease(
     exactly one of them takes it, polls and handles the updates, the other never calls
     getUpdates; when the poller stops, the standby takes over."""
     caplog.set_level(logging.INFO)
-    await Leases(db).take(POLLER, "dead", now=clock(), ttl=TTL)  # killed -9: never renewed again
+    await Leases(db).take(POLLER, "dead", now=clock.now(), ttl=TTL)  # killed -9: never renewed again
     a_rec, b_rec = Recorder(), Recorder()
     a, a_calls = await replica("a", db, a_rec)
     b, b_calls = await replica("b", db, b_rec)
@@ -209,24 +199,24 @@ async def test_lease_is_exclusive_until_it_expires(db, clock):
     """The lease itself: the holder renews, others are refused with the holder's name, an expired
     lease goes to the next taker, a release lets the next taker in at once."""
     leases = Leases(db)
-    assert (await leases.take("x", "a", now=clock(), ttl=10)).held
-    refused = await leases.take("x", "b", now=clock(), ttl=10)
+    assert (await leases.take("x", "a", now=clock.now(), ttl=10)).held
+    refused = await leases.take("x", "b", now=clock.now(), ttl=10)
     assert not refused.held and refused.owner == "a"
     clock.advance(5)
-    assert (await leases.take("x", "a", now=clock(), ttl=10)).held  # renewed to +15
+    assert (await leases.take("x", "a", now=clock.now(), ttl=10)).held  # renewed to +15
     clock.advance(9)
-    assert not (await leases.take("x", "b", now=clock(), ttl=10)).held
+    assert not (await leases.take("x", "b", now=clock.now(), ttl=10)).held
     clock.advance(2)
-    assert (await leases.take("x", "b", now=clock(), ttl=10)).held
-    await leases.release("x", "b", now=clock())
-    assert (await leases.take("x", "a", now=clock(), ttl=10)).held
-    assert await leases.live("y", now=clock()) is None
-    await leases.mark("y", "a", now=clock(), ttl=10)
-    await leases.mark("y", "b", now=clock(), ttl=10)
-    live = await leases.live("y", now=clock())
+    assert (await leases.take("x", "b", now=clock.now(), ttl=10)).held
+    await leases.release("x", "b", now=clock.now())
+    assert (await leases.take("x", "a", now=clock.now(), ttl=10)).held
+    assert await leases.live("y", now=clock.now()) is None
+    await leases.mark("y", "a", now=clock.now(), ttl=10)
+    await leases.mark("y", "b", now=clock.now(), ttl=10)
+    live = await leases.live("y", now=clock.now())
     assert live is not None and live.owner == "b"
     clock.advance(11)
-    assert await leases.live("y", now=clock()) is None
+    assert await leases.live("y", now=clock.now()) is None
 
 
 async def test_a_poller_killed_on_this_machine_is_taken_over_at_once(tg_api, db, replica, clock):
@@ -239,7 +229,7 @@ async def test_a_poller_killed_on_this_machine_is_taken_over_at_once(tg_api, db,
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     dead_id = dead.stdout.strip()
     assert died_here(dead_id) and not died_here(new_replica_id())
-    await Leases(db).take(POLLER, dead_id, now=clock(), ttl=3600)
+    await Leases(db).take(POLLER, dead_id, now=clock.now(), ttl=3600)
     rec = Recorder()
     await replica("restarted", db, rec)
     tg_api.push_text(5, "after the restart")

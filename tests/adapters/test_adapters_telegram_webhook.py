@@ -1,4 +1,4 @@
-"""Authenticated webhook entry (catalogue case C7): forged POSTs never reach a turn.
+"""Authenticated webhook entry: forged POSTs never reach a turn.
 
 Every test starts the real aiohttp webhook server on loopback and posts to it over HTTP, the way
 Telegram (or an attacker) would. The handler is the recorder: a request that does not reach it
@@ -61,7 +61,7 @@ async def _post(url: str, body: dict, headers: dict[str, str]) -> int:
 
 
 async def _forge(url: str) -> list[int]:
-    """The attack from issue 16: "run this" then "yes", without, with an empty and with a wrong
+    """The attack: "run this" then "yes", without, with an empty and with a wrong
     secret header."""
     statuses = []
     for i, headers in enumerate(({}, {HEADER: ""}, {HEADER: "wrong-secret"}, {HEADER: " "})):
@@ -71,7 +71,7 @@ async def _forge(url: str) -> list[int]:
 
 
 async def test_c7_no_secret_configured_generates_and_registers_one(tg_api, recorder, caplog):
-    """C7: webhook mode without a configured secret generates a strong one, registers it with
+    """Webhook mode without a configured secret generates a strong one, registers it with
     setWebhook and says so at startup; forged POSTs get 401/403 and never reach a turn."""
     caplog.set_level(logging.INFO)
     cfg = _config(None)
@@ -93,7 +93,7 @@ async def test_c7_no_secret_configured_generates_and_registers_one(tg_api, recor
 
 
 async def test_c7_empty_secret_is_treated_as_none(tg_api, recorder):
-    """C7: an empty configured secret (the original hole: two empty strings compared equal) is
+    """An empty configured secret (the original hole: two empty strings compared equal) is
     never registered; a fresh one is generated instead."""
     cfg = _config("")
     ad = _adapter(tg_api, cfg)
@@ -107,7 +107,7 @@ async def test_c7_empty_secret_is_treated_as_none(tg_api, recorder):
 
 
 async def test_c7_configured_secret_is_used_and_never_logged(tg_api, recorder, caplog):
-    """C7: a configured secret is registered as is; wrong/missing headers are refused, and neither
+    """A configured secret is registered as is; wrong/missing headers are refused, and neither
     the secret nor the forged header value appears in the log."""
     caplog.set_level(logging.DEBUG)
     cfg = _config("s3cret-Token_1-long-enough")
@@ -129,7 +129,7 @@ async def test_c7_configured_secret_is_used_and_never_logged(tg_api, recorder, c
 
 @pytest.mark.parametrize("bad", ["has space", "x" * 257, "semi;colon", "ünïcode"])
 async def test_c7_invalid_configured_secret_refuses_to_start(tg_api, recorder, bad):
-    """C7: a secret Telegram would not accept is a configuration error at start, not a webhook
+    """A secret Telegram would not accept is a configuration error at start, not a webhook
     that silently stays open."""
     ad = _adapter(tg_api, _config(bad))
     with pytest.raises(ConfigError, match="webhook_secret"):
@@ -147,7 +147,7 @@ ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=30
 
 @given(secret=SECRETS, header=st.one_of(st.none(), st.text(max_size=300), ANY_TEXT))
 def test_c7_property_only_the_exact_secret_is_admitted(secret, header):
-    """C7: whatever the header, only the exact secret gets 200; missing/blank is 401, else 403."""
+    """Whatever the header, only the exact secret gets 200; missing/blank is 401, else 403."""
     status = webhook_auth(header, secret)
     if header == secret:
         assert status == 200
@@ -159,13 +159,13 @@ def test_c7_property_only_the_exact_secret_is_admitted(secret, header):
 
 @given(header=st.one_of(st.none(), st.text(max_size=50)))
 def test_c7_property_an_empty_secret_admits_nobody(header):
-    """C7: the original hole — an empty secret compared with an empty header — cannot recur."""
+    """The original hole — an empty secret compared with an empty header — cannot recur."""
     assert webhook_auth(header, "") != 200
 
 
 @given(value=st.text(max_size=300))
 def test_c7_property_configured_secret_is_valid_or_refused(value):
-    """C7: a configured secret is used as is only if setWebhook would accept it; nothing invalid
+    """A configured secret is used as is only if setWebhook would accept it; nothing invalid
     is registered, and "unset" always yields a strong generated one."""
     cfg = WebhookConfig(url="https://x/tg", secret_token=value)
     if not value:

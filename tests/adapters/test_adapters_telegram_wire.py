@@ -106,7 +106,7 @@ def test_malformed_updates_are_rejected(item):
 
 
 def test_a_lone_surrogate_is_replaced_and_entities_still_line_up():
-    """Issue 17 item 9: half an emoji ("\\ud83d") from a client is replaced on the way in."""
+    """Half an emoji ("\\ud83d") from a client is replaced on the way in."""
     import json
 
     raw = json.loads(

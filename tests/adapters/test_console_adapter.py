@@ -1,4 +1,4 @@
-"""The console adapter on its own (issue 18): typed lines become the chats' inbound values, and
+"""The console adapter on its own: typed lines become the chats' inbound values, and
 nothing typed or pressed at the terminal can allow an approval except a line the gateway reads as
 consent (agent/consent.read_consent) — Ctrl-C, an empty line and the end of input press only the
 card's deny button."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from adapters.base import Button, ButtonPress, Card, ChatRef, InboundCommand, InboundMessage, UserRef
 from adapters.console import CardPrompt, ConsoleAdapter, ConsoleHooks
 from bot import cards
+from tests.fakes.waits import eventually
 
 CHAT = ChatRef("terminal", "")
 USER = UserRef("terminal", "terminal", "you")
@@ -80,7 +82,7 @@ def test_ctrl_c_at_a_card_presses_deny_and_during_a_turn_cancels():
         adapter.stdin = _Blocking()  # the user has not typed yet
         await adapter.send_card(CHAT, Card("t", "b", text="🔐 card"), buttons=BUTTONS)
         task = asyncio.ensure_future(adapter._read("Allow write_file? ", fresh=True))
-        await asyncio.sleep(0.05)
+        await eventually(adapter.stdin.begun.is_set)
         adapter._on_sigint()
         await task
         await adapter._settle()
@@ -102,19 +104,23 @@ def test_ctrl_c_at_a_card_presses_deny_and_during_a_turn_cancels():
 
 
 class _Blocking(io.StringIO):
+    """A user who takes half a second to type `line`; `begun` is set once the read has started."""
+
     def __init__(self, line: str = "late line") -> None:
         super().__init__()
         self.line = line
+        self.begun = threading.Event()
 
     def readline(self, *args) -> str:  # type: ignore[override]
         import time
 
-        time.sleep(0.5)
+        self.begun.set()
+        time.sleep(0.5)  # the user typing: the card arrives meanwhile
         return self.line + "\n"
 
 
 def test_a_line_begun_before_a_card_appeared_does_not_answer_it():
-    """A15/A20: "yes" typed at "you>" while a background task's turn put up a card is not sent
+    """A "yes" typed at "you>" while a background task's turn put up a card is not sent
     (the gateway would read it as the card's answer); the user is told and asked again."""
 
     async def go() -> tuple[object, list, str]:
@@ -122,7 +128,7 @@ def test_a_line_begun_before_a_card_appeared_does_not_answer_it():
         await adapter.start(adapter.start_with)  # type: ignore[attr-defined]
         adapter.stdin = _Blocking("yes")
         reading = asyncio.ensure_future(adapter._read("you> ", fresh=False))
-        await asyncio.sleep(0.05)
+        await eventually(adapter.stdin.begun.is_set)
         await adapter.send_card(CHAT, Card("t", "b", text="🔐 card"), buttons=BUTTONS)
         return await reading, received, err.getvalue()
 

@@ -1,5 +1,5 @@
 """Discord shows a Traditional Chinese client (zh-TW) the zh-TW localization of a command: our
-Chinese is Simplified, so it must not be offered as Traditional (issue 18). Every
+Chinese is Simplified, so it must not be offered as Traditional. Every
 `*_localizations` map in the payload we PUT (command, option and choice names and descriptions)
 has Simplified text only under zh-CN, and zh-TW is absent (or truly Traditional)."""
 

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from memory.db import Database
 from memory.tasks import SqlTaskStore, create_tables
-
-
-class FakeClock:
-    def __init__(self, now: datetime | None = None):
-        self._now = now or datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += timedelta(seconds=seconds)
+from tests.fakes.clock import FakeClock
 
 
 @pytest.fixture
@@ -37,4 +27,4 @@ def task_store(db):
 
 @pytest.fixture
 def clock():
-    return FakeClock()
+    return FakeClock(datetime(2025, 3, 3, 9, 0, tzinfo=UTC))

@@ -384,7 +384,7 @@ def test_notification_text_escapes_tool_output():
 
 
 async def test_c2_c5_a_task_result_or_error_with_a_secret_is_stored_masked(store, clock):
-    """C2/C5 (issue 16): a background tool whose result or error carries a configured secret;
+    """Secrets: a background tool whose result or error carries a configured secret;
     the task ledger (which outlives the turn and is reported into the chat) holds it masked."""
     from agent.redact import Redactor
 

@@ -26,7 +26,7 @@ from tests.fakes.market_libs import FakeAkshare
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 
 
-class Recorder:
+class FakeChatSender:
     """A chat platform's sending side, recording what reached the chat (or failing on demand)."""
 
     def __init__(self):
@@ -81,7 +81,7 @@ async def test_rate_limit_summary_language_and_retry(world):
     refresh_market(md, "cn")
     assert len(await evaluate_alerts(store, md, ["cn"])) == 7
 
-    tg = Recorder()
+    tg = FakeChatSender()
     tg.fail = 1  # the first send fails outright: that firing stays pending
     delivery = AlertDelivery(store, svc, Chats([zh]), {"telegram": tg}, per_chat_hour=3, now=lambda: NOW)
     assert await delivery.deliver_pending() == 2 + 3  # 2 sent + 3 in the summary; 1 failed
@@ -105,7 +105,7 @@ async def test_a_firing_whose_bars_are_gone_is_still_delivered_once(world, tmp_p
     await store.create("u1", en.key, AlertSpec("close_above", 1, "600519"), "cn", date(2026, 12, 2))
     assert len(await evaluate_alerts(store, md, ["cn"])) == 1
     svc.data = MarketData([])  # the data cannot render it any more (no provider has the symbol)
-    tg = Recorder()
+    tg = FakeChatSender()
     delivery = AlertDelivery(store, svc, Chats([en]), {"telegram": tg}, now=lambda: NOW)
     assert await delivery.deliver_pending() == 1 and await delivery.deliver_pending() == 0
     assert tg.texts == ["🔔 Alert #1: 600519 — close above 1 (2026-12-03, " + tg.texts[0].split(", ", 1)[1]]

@@ -1,4 +1,4 @@
-"""Approval integrity end to end (catalogue group A, /work/shared/research/reliability-security.md):
+"""Approval integrity end to end:
 fake Telegram Bot API → adapter → gateway → runtime (scripted model) → real SQLite.
 
 Every test drives the bot through the fake and checks the one thing that must not happen (a model
@@ -125,7 +125,7 @@ def write_count(monkeypatch) -> list[str]:
     return runs
 
 
-# ---- A2: empty allowlist -----------------------------------------------------------------------
+# ---- empty allowlist -----------------------------------------------------------------------
 async def test_empty_allowlist_warns_at_start_and_a_dm_reaches_no_model_and_no_tool(tmp_path, caplog):
     caplog.set_level(logging.WARNING)
     env = {"TAPEBOT_TELEGRAM__ALLOWED_USERS": "[]", "TAPEBOT_TELEGRAM__ADMINS": "[]"}
@@ -137,7 +137,7 @@ async def test_empty_allowlist_warns_at_start_and_a_dm_reaches_no_model_and_no_t
         assert any("telegram" in w and "allowed_users" in w for w in warnings), warnings
         h.api.push_text(ALICE, "write open.txt", user_id=ALICE)
         await h.api.wait_for(lambda: any(str(ALICE) in t for t in h.api.texts(ALICE)))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # absence: time for a wrong turn to start
         assert h.script.requests == []
         assert not (workspace(h) / "open.txt").exists()
         assert not cards_in(h.api, ALICE)
@@ -145,7 +145,7 @@ async def test_empty_allowlist_warns_at_start_and_a_dm_reaches_no_model_and_no_t
         await h.stop()
 
 
-# ---- A3: an allowed group, a member who is not allowed ------------------------------------------
+# ---- an allowed group, a member who is not allowed ------------------------------------------
 async def test_a_group_member_not_on_the_allowlist_reaches_no_model(harness):
     def history(req):
         return reply("Saw: " + " | ".join(m.text for m in req.messages if m.role == "user"))
@@ -170,7 +170,7 @@ async def test_a_group_member_not_on_the_allowlist_reaches_no_model(harness):
     assert not list(workspace(harness).glob("evil*"))
 
 
-# ---- A5: forged callback_data ------------------------------------------------------------------
+# ---- forged callback_data ------------------------------------------------------------------
 async def test_a_real_approval_id_from_another_chat_in_callback_data_does_nothing(harness):
     harness.script.add(
         reply(tool_calls=[("write_file", {"path": "a5.txt", "content": "alice"})]), reply("Saved.")
@@ -193,7 +193,7 @@ async def test_a_real_approval_id_from_another_chat_in_callback_data_does_nothin
     group_msg = await api.wait_for(lambda: next(iter(api.sent(GROUP)), None))
     forged.append(tap(api, GROUP, group_msg["message_id"], f"o:{aid}", ALICE))
     await api.wait_for(lambda: all(answer_to(api, c) for c in forged))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for a forged tap to decide
     assert approval_row(harness.home, aid)["status"] == "pending"
     assert not (workspace(harness) / "a5.txt").exists()
     assert len(harness.script.requests) == 1
@@ -217,7 +217,7 @@ async def test_a_guessed_approval_id_does_nothing_while_a_real_one_is_pending(ha
     guesses = [f"o:{new_approval_id()}", f"a:{new_approval_id()}", f"d:{near_miss}", f"o:{near_miss}", "o:1"]
     ids = [tap(api, ALICE, card["message_id"], g, ALICE) for g in guesses]
     await api.wait_for(lambda: all(answer_to(api, c) for c in ids))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for a guessed id to decide
     assert all(answer_to(api, c).get("text") == STALE for c in ids)
     assert approval_row(harness.home, aid)["status"] == "pending"
     assert not (workspace(harness) / "a5g.txt").exists()
@@ -228,7 +228,7 @@ async def test_a_guessed_approval_id_does_nothing_while_a_real_one_is_pending(ha
     assert (workspace(harness) / "a5g.txt").read_text() == "x"
 
 
-# ---- A7: a tap after a restart, on an approval that expired meanwhile ----------------------------
+# ---- a tap after a restart, on an approval that expired meanwhile ----------------------------
 @pytest.mark.parametrize("turn_too", [True, False], ids=["all-expired", "approval-row-expired"])
 async def test_after_a_restart_a_tap_on_an_approval_that_expired_meanwhile_runs_nothing(
     harness, write_count, turn_too
@@ -248,14 +248,14 @@ async def test_after_a_restart_a_tap_on_an_approval_that_expired_meanwhile_runs_
     await api.wait_for(lambda: answer_to(api, cb))
     await api.wait_for(lambda: EXPIRED in current(api, ALICE, card).get("text", ""))
     await api.wait_for(lambda: "Not written: it expired." in api.texts(ALICE))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for the expired call to run after all
     assert not buttons_of(current(api, ALICE, card))
     assert approval_row(harness.home, aid)["status"] == "expired"
     assert write_count == [] and not (workspace(harness) / "a7.txt").exists()
     assert NO_ANSWER in tool_results(harness.script.requests[-1])[-1]
 
 
-# ---- A8: the expiry sweep ----------------------------------------------------------------------
+# ---- the expiry sweep ----------------------------------------------------------------------
 async def test_the_expiry_sweep_expires_the_card_tells_the_model_and_a_later_tap_runs_nothing(
     harness, write_count, monkeypatch
 ):
@@ -279,14 +279,14 @@ async def test_the_expiry_sweep_expires_the_card_tells_the_model_and_a_later_tap
     assert approval_row(harness.home, aid)["status"] == "expired"
     cb = tap(api, ALICE, card["message_id"], data_of(card, "o"), ALICE)
     await api.wait_for(lambda: answer_to(api, cb))
-    await asyncio.sleep(0.15)
+    await asyncio.sleep(0.15)  # absence: time for the late tap to run the call
     assert answer_to(api, cb).get("text") == STALE
     assert write_count == [] and not (workspace(harness) / "a8.txt").exists()
     assert len(harness.script.requests) == 2
     assert approval_row(harness.home, aid)["status"] == "expired"
 
 
-# ---- A9: the card cannot be delivered -----------------------------------------------------------
+# ---- the card cannot be delivered -----------------------------------------------------------
 async def test_an_undeliverable_card_is_denied_at_once_never_allowed(harness, write_count):
     harness.script.add(
         reply(tool_calls=[("write_file", {"path": "a9.txt", "content": "x"})]), reply("I could not ask you.")
@@ -308,7 +308,7 @@ async def test_an_undeliverable_card_is_denied_at_once_never_allowed(harness, wr
     assert write_count == [] and not (workspace(harness) / "a9.txt").exists()
 
 
-# ---- A10: concurrent decisions -----------------------------------------------------------------
+# ---- concurrent decisions -----------------------------------------------------------------
 async def test_approve_and_deny_in_one_batch_make_exactly_one_decision(harness, write_count):
     harness.script.add(
         reply(tool_calls=[("write_file", {"path": "a10.txt", "content": "x"})]), reply("Finished.")
@@ -326,7 +326,7 @@ async def test_approve_and_deny_in_one_batch_make_exactly_one_decision(harness, 
     ]
     await api.wait_for(lambda: "Finished." in api.texts(ALICE))
     await api.wait_for(lambda: all(answer_to(api, c) for c in taps))
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # absence: time for a second decision to run the call again
     status = approval_row(harness.home, aid)["status"]
     assert status in ("approved", "denied")
     assert len(write_count) == (1 if status == "approved" else 0)
@@ -357,7 +357,7 @@ async def test_two_admins_tapping_allow_at_once_run_the_action_once(tmp_path, wr
         ]
         await api.wait_for(lambda: "Group done." in api.texts(GROUP))
         await api.wait_for(lambda: all(answer_to(api, c) for c in taps))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for the second tap to run the call again
         assert write_count == ["g10.txt"]
         assert approval_row(h.home, aid)["status"] == "approved"
         assert current(api, GROUP, card)["text"].count("Approved by") == 1
@@ -397,7 +397,7 @@ async def test_decisions_racing_inside_the_gateway_resolve_once(harness, write_c
     presses = [press(1, data_of(card, "o")), press(2, data_of(card, "d")), press(3, data_of(card, "a"))]
     await asyncio.gather(*(app.gateway.handle(p) for p in presses))
     await api.wait_for(lambda: "Raced." in api.texts(ALICE))
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # absence: time for a losing press to run the call
     status = approval_row(harness.home, aid)["status"]
     assert status in ("approved", "denied")
     assert len(write_count) == (1 if status == "approved" else 0)
@@ -406,7 +406,7 @@ async def test_decisions_racing_inside_the_gateway_resolve_once(harness, write_c
     assert len(tool_results(harness.script.requests[1])) == 1
 
 
-# ---- A12: two chats, two approvals at once ------------------------------------------------------
+# ---- two chats, two approvals at once ------------------------------------------------------
 async def test_two_chats_raise_approvals_at_once_each_card_in_its_own_chat(harness):
     def write_for_sender(req):
         who = req.messages[-1].text.split()[-1]
@@ -428,7 +428,7 @@ async def test_two_chats_raise_approvals_at_once_each_card_in_its_own_chat(harne
     api.push_text(ALICE, f"/deny {b_id}", user_id=ALICE)
     # another chat's id is, for this chat, no approval at all
     await api.wait_for(lambda: api.texts(ALICE).count(t("en", "approval_unknown_id", id=b_id)) == 2)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for the other chat's id to decide
     assert approval_row(harness.home, b_id)["status"] == "pending"
     assert approval_row(harness.home, a_id)["status"] == "pending"
     assert not (workspace(harness) / "bob.txt").exists()
@@ -441,7 +441,7 @@ async def test_two_chats_raise_approvals_at_once_each_card_in_its_own_chat(harne
     assert not (workspace(harness) / "alice.txt").exists()
 
 
-# ---- A13: parameters changed between the card and the tap ---------------------------------------
+# ---- parameters changed between the card and the tap ---------------------------------------
 async def test_a_tampered_approval_hash_is_refused_as_a_mismatch(harness, write_count):
     harness.script.add(reply(tool_calls=[("write_file", {"path": "a13.txt", "content": "shown"})]))
     harness.script.default = reply("Stopped.")
@@ -462,7 +462,7 @@ async def test_a_tampered_approval_hash_is_refused_as_a_mismatch(harness, write_
     fresh = await api.wait_for(
         lambda: next((c for c in cards_in(api, ALICE) if approval_id_of(c) != aid), None)
     )
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # absence: time for the mismatched call to run after all
     assert write_count == [] and not (workspace(harness) / "a13.txt").exists()
     assert '"shown"' in fresh["text"]  # it asks about the call as it really is
     assert len(harness.script.requests) == 1
@@ -491,7 +491,7 @@ async def test_tool_arguments_changed_after_the_card_are_not_run_on_the_old_appr
     fresh = await api.wait_for(
         lambda: next((c for c in cards_in(api, ALICE) if approval_id_of(c) != aid), None)
     )
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # absence: time for the changed call to run after all
     assert write_count == []
     assert not (workspace(harness) / "evil.txt").exists() and not (workspace(harness) / "safe.txt").exists()
     assert "evil.txt" in fresh["text"]  # the changed action needs its own approval

@@ -1,10 +1,10 @@
-"""An approved action runs exactly once, or the user is told it did not (issue 27), through the fake
+"""An approved action runs exactly once, or the user is told it did not, through the fake
 Telegram Bot API with the real paper broker. The crash is the database as it was at that moment
 (an SQLite online backup, `crash_copy`) opened by a new App.
 
-- E3, crash after approval, before start: the order runs once after the restart, even when the
+- crash after approval, before start: the order runs once after the restart, even when the
   user's next message (or a command) reaches the bot before the recovery has run.
-- E2, crash during execution: the order is looked up by its idempotency key — filled once, never
+- crash during execution: the order is looked up by its idempotency key — filled once, never
   "may or may not have completed" for an order that does not exist, never twice.
 - The tap and the decision are one durable step: a decision that fails leaves its tap unrecorded,
   so the redelivered tap decides it.
@@ -60,7 +60,7 @@ def _filled_once(home) -> None:
 
 @pytest.mark.parametrize("next_input", ["message", "command"])
 async def test_e3_an_order_approved_just_before_a_crash_fills_once_after_the_restart(tmp_path, next_input):
-    """E3: the approval is stored, the process dies before the turn resumes; after the restart the
+    """The approval is stored, the process dies before the turn resumes; after the restart the
     user's next message (or /status) is already waiting. The order fills once; nothing says the
     turn moved on or that the call was not run; no line is left at ⏸."""
     api = FakeBotAPI()
@@ -85,7 +85,7 @@ async def test_e3_an_order_approved_just_before_a_crash_fills_once_after_the_res
     try:
         await again.start()
         await api.wait_for(lambda: any("Bought 100." in text for text in api.texts(ALICE)))
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # absence: time for the order or the message to run twice
         if next_input == "message":  # the next message joined the resumed turn (or its own): once
             seen = [m for m in again.script.requests[-1].messages if m.role == "user" and "my cash" in m.text]
             assert len(seen) == 1
@@ -119,7 +119,7 @@ class _Crash:
 
 @pytest.mark.parametrize("when", ["before", "after"])
 async def test_e2_an_order_cut_off_by_a_crash_is_looked_up_by_its_key_and_fills_once(tmp_path, when):
-    """E2: the call was marked executing when the process died — before the broker wrote the
+    """The call was marked executing when the process died — before the broker wrote the
     order, or after its fill was committed. After the restart it is looked up by its key: the
     order fills once (or its fill is found); the model gets the outcome, not "may or may not"."""
     api = FakeBotAPI()
@@ -147,7 +147,7 @@ async def test_e2_an_order_cut_off_by_a_crash_is_looked_up_by_its_key_and_fills_
         assert '"status": "filled"' in result.tool_results[0].content
         assert any("order key" in text for text in api.texts(ALICE))  # the chat is told
         assert not any(MAYBE in text for text in api.texts(ALICE))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a pause line to come back
         _no_pause_left(api)
     finally:
         await again.stop()
@@ -197,7 +197,7 @@ async def test_a_tap_and_its_decision_are_one_durable_step(tmp_path):
     try:
         await third.start()
         await api.wait_for(lambda: all(u["update_id"] != uid for u in api.updates))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for the redelivered update to run again
         _filled_once(crashed)
         assert third.script.requests == []
     finally:
@@ -215,7 +215,7 @@ async def test_a_card_still_pending_after_a_restart_keeps_one_progress_line_and_
         api.push_text(ALICE, "buy 100 moutai", user_id=ALICE)
         card = await api.wait_for(lambda: _card(api))
         await api.wait_for(lambda: any("⏸" in text for text in _shown(api)))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # the suspended turn's last writes after its pause line
         crash_copy(h.home, crashed)
     finally:
         await h.stop()
@@ -224,7 +224,7 @@ async def test_a_card_still_pending_after_a_restart_keeps_one_progress_line_and_
         await again.start()
         api.push_callback(ALICE, card["message_id"], _once(card), user_id=ALICE)
         await api.wait_for(lambda: any("Bought 100." in text for text in api.texts(ALICE)))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for the order to run twice
         _filled_once(crashed)
         _no_pause_left(api)
         assert sum("execute_trade" in text and "✓" in text for text in _shown(api)) == 1
@@ -271,7 +271,7 @@ async def test_an_acknowledged_brief_now_is_delivered_after_a_crash(tmp_path):
     try:
         await again.start()
         await api.wait_for(lambda: any("Brief for today" in text for text in api.texts(ALICE)), timeout=20)
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # absence: time for a second brief
         assert sum("Brief for today" in text for text in api.texts(ALICE)) == 1
     finally:
         await again.stop()

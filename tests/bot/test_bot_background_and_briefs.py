@@ -1,4 +1,4 @@
-"""Issue 5 through the front door: a background backtest reports back into its chat on its own,
+"""Through the front door: a background backtest reports back into its chat on its own,
 and a brief is scheduled and delivered through the fake Telegram API."""
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ async def test_background_backtest_reports_back_into_the_chat(harness):
     await api.wait_for(lambda: any("Started the backtest" in t for t in api.texts(ALICE)), timeout=10)
     await api.wait_for(lambda: any("Backtest finished" in t for t in api.texts(ALICE)), timeout=60)
     # reported exactly once
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # absence: time for a second report
     assert sum("Backtest finished" in t for t in api.texts(ALICE)) == 1
     assert len(harness.script.requests) == 3
-    # the equity-curve chart the task produced reaches the chat as a photo, once (issue 17, item 8)
+    # the equity-curve chart the task produced reaches the chat as a photo, once
     photos = [c for c in api.calls_to("sendPhoto") if str(c.params.get("chat_id")) == str(ALICE)]
     assert len(photos) == 1 and "CSI 300" in photos[0].params.get("caption", "")
 
@@ -49,7 +49,7 @@ async def test_brief_scheduled_and_delivered_through_telegram(tmp_path, database
 
     def brief(req):
         assert "daily brief" in req.messages[-1].text.lower()
-        # the shipped daily_brief skill's instructions, not a generic prompt (issue 17, item 8)
+        # the shipped daily_brief skill's instructions, not a generic prompt
         assert '<skill name="daily_brief">' in req.messages[-1].text
         assert "Keep it under 200 words" in req.messages[-1].text
         return reply("Brief for today: market as of 2025-09-03 is range-bound.")

@@ -1,5 +1,5 @@
 """`/brief` and the `/status` brief line after `/lang zh`, through the real App and the fake Telegram
-Bot API (issue 18): every reply is Chinese, errors and usage included; English after `/lang en`."""
+Bot API: every reply is Chinese, errors and usage included; English after `/lang en`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BriefRunner is given only what a brief needs (issue 18): a way to deliver into a chat, the skill
+"""BriefRunner is given only what a brief needs: a way to deliver into a chat, the skill
 lookup and the calendar warning — never the App. And the App's delivery refuses (so the scheduler
 retries) while no chat adapter runs."""
 

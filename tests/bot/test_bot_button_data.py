@@ -1,5 +1,5 @@
 """A button's callback data is read once (bot/cards.parse_callback) into a typed tap; forged or
-stale data is answered as an invalid button, never as a failure (issue 18)."""
+stale data is answered as an invalid button, never as a failure."""
 
 from __future__ import annotations
 

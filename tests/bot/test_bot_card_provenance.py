@@ -1,4 +1,4 @@
-"""Cards say where an action came from (after catalogue case B5): a trade the model proposed after
+"""Cards say where an action came from: a trade the model proposed after
 reading outside content — a file, a web page, command output — says so on its card, naming what
 was read; a long exec command is shown head AND tail with its full length, so a tail such as
 `rm -rf` cannot hide behind the cut."""
@@ -71,7 +71,7 @@ async def test_a14_an_overlong_exec_card_on_telegram_shows_the_tail(harness):
 
 
 def test_b1_outside_sources_name_pages_files_commands_and_mcp_results():
-    """B1 (indirect injection): every kind of outside content read since the user's message is
+    """Indirect injection: every kind of outside content read since the user's message is
     named — the page's URL, the file's path, the command, the MCP tool — newest first; what was
     read before the user's message is not."""
     from agent.messages import Message, ToolCallPart

@@ -1,4 +1,4 @@
-"""Chaos (issue 27): `tapebot run` as a real process — Telegram over HTTP through the fake Bot API
+"""Chaos: `tapebot run` as a real process — Telegram over HTTP through the fake Bot API
 server, the model through the real OpenAI SDK and the scripted LLM server — is killed with SIGKILL
 0–200 ms after each of 20 events (a tap on "Allow once" of a paper trade card, or `/brief now`
 once it is acknowledged), then started again on the same home. After each restart:

@@ -1,4 +1,4 @@
-"""A new chat's row is written once, with its owner (issue 21: it was written twice, the second
+"""A new chat's row is written once, with its owner (it was written twice, the second
 time only to set the owner); a button tap never makes its presser the owner."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One command definition drives every surface (issue 18): every command is defined once with its
+"""One command definition drives every surface: every command is defined once with its
 words in English and Chinese; the Telegram menu the real App publishes, /help (one grouped message
 in the chat's language, no tool names) and the replies of /status, /tasks, /skills and /brief after
 `/lang zh` all come from it. Fake Telegram Bot API / fake Discord → adapter → gateway, real SQLite."""

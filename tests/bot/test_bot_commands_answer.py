@@ -1,4 +1,4 @@
-"""Every command answers (issue 17 item 7): `/skills` lists the skills, and a command whose handler
+"""Every command answers: `/skills` lists the skills, and a command whose handler
 fails replies with a short error in the chat's language instead of leaving the user in silence.
 Fake Telegram Bot API → adapter → gateway, real SQLite."""
 

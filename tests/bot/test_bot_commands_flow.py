@@ -117,7 +117,7 @@ async def test_cancel_while_the_model_is_blocked_stops_the_turn(harness):
         )  # the turn ended without the model's answer
     finally:
         release.set()  # (a turn that was not stopped answers now)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # absence: time for a turn that was not stopped to answer
     assert not any("TOO LATE" in t for t in api.texts(ALICE))
     assert await harness.app.store.open_turn(state.session_id) is None
     history = await _history(harness)  # nothing half-written was stored; the request is closed

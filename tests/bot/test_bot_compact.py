@@ -33,7 +33,7 @@ async def test_compact_command_summarises_and_archives(harness):
 
 async def test_compact_reports_a_failed_summary_as_a_failure(harness):
     """The summary call fails: the chat is told compaction failed and the history is kept — not
-    "Nothing to compact" (issue 17, item 8)."""
+    "Nothing to compact"."""
     from agent.errors import RetryableModelError
 
     await harness.start()

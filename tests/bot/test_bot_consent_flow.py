@@ -1,6 +1,5 @@
-"""Consent you can trust (issue 15), end to end: fake Telegram Bot API → adapter → gateway →
-runtime (scripted model) → real SQLite. One test (or a few) per numbered item of the issue; each
-failed before the change. The observable effects: the file `write_file` would create, the
+"""Consent you can trust, end to end: fake Telegram Bot API → adapter → gateway →
+runtime (scripted model) → real SQLite. One test (or a few) per consent rule. The observable effects: the file `write_file` would create, the
 approval row, the cards' texts and buttons, what the bot answered.
 """
 
@@ -103,7 +102,7 @@ async def test_an_option_number_emoji_or_unknown_word_at_a_card_runs_nothing(har
     card = await card_in(api, ALICE)
     api.push_text(ALICE, text, user_id=ALICE)
     await said(api, ALICE, UNCLEAR)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for the unclear text to be wrongly taken as consent
     assert approval_row(harness.home, approval_id(card))["status"] == "pending"  # the card stays
     assert write_count == [] and len(harness.script.requests) == 1
 
@@ -209,7 +208,7 @@ async def test_rules_revoke_all_and_the_shell_command(harness, write_count):
 
 
 async def test_exec_command_offers_no_always_and_a_forged_always_runs_nothing(harness):
-    """A15: no standing approval for shell commands, not even through a forged `a:` callback."""
+    """No standing approval for shell commands, not even through a forged `a:` callback."""
     harness.script.add(reply(tool_calls=[("exec_command", {"command": "echo hi > e.txt"})]))
     await harness.start()
     api = harness.api
@@ -272,12 +271,12 @@ async def test_an_admins_plain_ok_in_a_group_does_not_approve_a_reply_to_the_car
     await said(api, GROUP, t("en", "approval_not_allowed"))
     other = next(m for m in api.sent(GROUP) if m.get("text") == t("en", "approval_not_allowed"))
     api.push_text(GROUP, "ok", user_id=ADMIN, reply_to=other["message_id"])  # a reply, not to the card
-    await asyncio.sleep(0.2)
+    # the member's mention and the admin's reply elsewhere wait for the decision: each hears so once
+    await api.wait_for(lambda: api.texts(GROUP).count(t("en", "held_until_decided")) == 2)
     assert approval_row(harness.home, approval_id(card))["status"] == "pending"
     assert buttons_of(current(api, GROUP, card)) and write_count == []
-    # the member's mention and the admin's reply elsewhere wait for the decision: each hears so once
     api.push_text(GROUP, f"{MENTION} ping again", user_id=BOB)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # absence: time for a second notice to the same member
     assert api.texts(GROUP).count(t("en", "held_until_decided")) == 2
     api.push_text(GROUP, "ok", user_id=ADMIN, reply_to=card["message_id"])
     await said(api, GROUP, "Saved m.")
@@ -312,7 +311,7 @@ async def test_a20_a_member_cannot_change_a_groups_settings_or_policy(harness, c
 
 
 async def test_a20_a_member_cannot_approve_by_command_in_a_group(harness, write_count):
-    """A20: /approve <id> from an allow-listed member who is not an admin does nothing."""
+    """/approve <id> from an allow-listed member who is not an admin does nothing."""
     harness.script.add(reply(tool_calls=[("write_file", {"path": "a20.txt", "content": "x"})]))
     await harness.start()
     api = harness.api

@@ -1,4 +1,4 @@
-"""Issue 17 item 3 end to end: a transient Bot API failure on the answer or on the approval card
+"""End to end: a transient Bot API failure on the answer or on the approval card
 does not fail the turn; a send that fails for good is reported in plain words."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import asyncio
 
 from agent.providers.scripted import ScriptedClient, reply
 from bot.i18n import t
-from tests.adapters.conftest import FakeSleep
 from tests.bot.conftest import ALICE, Harness
+from tests.fakes.clock import FakeClock
 from tests.fakes.telegram_api import FakeBotAPI, _err, buttons_of
 
 
@@ -21,10 +21,10 @@ class QuickHarness(Harness):
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.sleep = FakeSleep()
+        self.clock = FakeClock()
 
     def telegram_options(self) -> dict:
-        return {**super().telegram_options(), "sleep": self.sleep}
+        return {**super().telegram_options(), "sleep": self.clock.sleep}
 
 
 async def _started(tmp_path, *turns) -> QuickHarness:
@@ -45,7 +45,7 @@ async def test_one_502_on_the_answer_does_not_fail_the_turn(tmp_path):
         api.fail_when("sendMessage", bad_gateway(), match=lambda p: "42" in p.get("text", ""))
         api.push_text(ALICE, "question", user_id=ALICE)
         await api.wait_for(lambda: any("The answer is 42." in t for t in api.texts(ALICE)))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # absence: time for a duplicate answer or an error message
         texts = api.texts(ALICE)
         assert sum("The answer is 42." in t for t in texts) == 1
         assert not any("went wrong" in t for t in texts), texts

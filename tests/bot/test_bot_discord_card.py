@@ -1,4 +1,4 @@
-"""Issue 15 follow-up: on Discord an approval card is an embed (title, the facts, who may approve,
+"""On Discord an approval card is an embed (title, the facts, who may approve,
 expiry, what "Always allow" covers, raw arguments) with the same words as the Telegram card, sent
 through the fake Discord REST API; once decided, the embed gives way to the final line."""
 

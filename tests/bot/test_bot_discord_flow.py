@@ -100,7 +100,7 @@ def ephemeral_answers(fake: FakeDiscord, token: str) -> list[dict]:
     return [f["message"] for f in fake.followups if f["token"] == token]
 
 
-# D9: a guild member who may not approve gets an ephemeral refusal; nothing changes
+# a guild member who may not approve gets an ephemeral refusal; nothing changes
 async def test_a_member_who_is_not_an_approver_is_refused_ephemerally_then_the_admin_decides(discord_app):
     fake, script, start, home = discord_app
     await start()
@@ -119,7 +119,7 @@ async def test_a_member_who_is_not_an_approver_is_refused_ephemerally_then_the_a
         )
         answers = await fake.wait_for(lambda p=press: ephemeral_answers(fake, p["token"]))
         refused.append((who, answers))
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # absence: time for a refused press to be answered twice or to decide
     for who, answers in refused:
         assert len(answers) == 1, who
         # a member hears that admins decide here; a stranger, that they may not
@@ -144,7 +144,7 @@ async def test_a_member_who_is_not_an_approver_is_refused_ephemerally_then_the_a
 
 
 async def test_c2_model_echoing_the_discord_token_never_reaches_discord(discord_app):
-    """C2 on Discord (issue 16): the model prints the bot token and the API key in small stream
+    """Secrets on Discord: the model prints the bot token and the API key in small stream
     chunks; no message or edit sent to Discord holds either, nor a telling piece of them."""
     fake, script, start, home = discord_app
     token, key = "discord-test-token-abcdef", "sk-test-unused-000000"
@@ -163,7 +163,7 @@ async def test_c2_model_echoing_the_discord_token_never_reaches_discord(discord_
     assert token not in stored and key not in stored
 
 
-# ---- issue 17 item 7: nothing left unanswered ----------------------------------------------------
+# ---- nothing left unanswered -----------------------------------------------------------------------
 async def test_a_strangers_slash_command_in_a_server_gets_the_allow_list_answer_privately(discord_app):
     fake, script, start, _ = discord_app
     await start()

@@ -1,5 +1,5 @@
-"""exec_command through the front door (catalogue cases A18, C3): the approval card says what the
-sandbox allows, and the approved command — one of the attacks from issue 16 — runs in the real
+"""exec_command through the front door: the approval card says what the
+sandbox allows, and the approved command — one that tries to rewrite tapebot's own policy — runs in the real
 bubblewrap sandbox: it cannot read config.toml, cannot write standing approvals into tapebot.db,
 and sees no secrets in its environment or in /proc.
 """

@@ -1,4 +1,4 @@
-"""Stops and crashes mid-turn with a real `tapebot run` process (issue 17, items 1 and 6).
+"""Stops and crashes mid-turn with a real `tapebot run` process.
 
 The process talks to the fake Telegram Bot API over HTTP and to the scripted LLM server through the
 real OpenAI SDK, as in test_bot_run_process.py. SIGTERM stops taking new work and gives running

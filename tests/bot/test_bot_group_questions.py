@@ -1,4 +1,4 @@
-"""Issue 15 follow-up: in a group, a question (ask_user) asked in one member's turn is answered
+"""In a group, a question (ask_user) asked in one member's turn is answered
 only by that member or an admin. Another member's message — addressed to the bot, a reply to the
 question, a tap — neither answers nor closes it; it waits and is taken up once the question is
 closed. Fake Telegram Bot API → adapter → gateway → runtime (scripted model) → real SQLite."""
@@ -44,7 +44,7 @@ async def test_another_members_message_neither_answers_nor_closes_the_question(h
     api.push_text(GROUP, "1", user_id=BOB)
     press = tap(api, GROUP, q["message_id"], buttons_of(q)[0]["callback_data"], user_id=BOB)
     await api.wait_for(lambda: answer_to(api, press))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # absence: time for a member's message to close it or start a turn
     assert still_open(api, q), "another member's message closed the question"
     assert len(harness.script.requests) == 1, "another member's message started a turn"
     assert t("en", "approval_not_allowed") in answer_to(api, press).get("text", "")
@@ -78,7 +78,7 @@ async def test_a_members_waiting_message_is_taken_up_when_the_question_expires(h
     api.push_text(GROUP, f"{MENTION} screen for me", user_id=ALICE)
     q = await group_question(api)
     api.push_text(GROUP, f"{MENTION} what is the market doing", user_id=BOB)
-    await asyncio.sleep(0.3)
+    await api.wait_for(lambda: t("en", "held_until_answered") in api.texts(GROUP))  # held, not a turn
     assert still_open(api, q) and len(harness.script.requests) == 1
     assert await app.gateway.waiting.expire_due(now=datetime.now(UTC) + timedelta(days=2)) == 1
     await api.wait_for(lambda: "Noted, Bob." in api.texts(GROUP))

@@ -1,4 +1,4 @@
-"""An instant reply is handled (issue 27, "instant reply"): a message that reaches the bot between
+"""An instant reply is handled: a message that reaches the bot between
 the delivery of a card or question and its turn's suspension is read against it — as the answer,
 the decision, or a new request that closes it — within seconds, never parked until it expires.
 

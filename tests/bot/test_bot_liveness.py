@@ -1,8 +1,8 @@
-"""Issue 17 item 5: the chat is never silent while the bot works. Typing starts as soon as a turn
+"""The chat is never silent while the bot works. Typing starts as soon as a turn
 starts and is refreshed on the platform's rhythm through long model waits; one progress message
 per turn, edited in place (⏳ → ✓/✗), also across an approval; a rejected order shows ✗.
 
-Time is injected: the typing loop sleeps on a `Ticker` the test advances; we count typing actions
+Time is injected: the typing loop sleeps on a `FakeClock` the test advances; we count typing actions
 in the fake's log at those points (never timings)."""
 
 from __future__ import annotations
@@ -15,32 +15,8 @@ from agent import events as ev
 from agent.providers.scripted import ScriptedClient, reply
 from bot.delivery import ProgressBoard, TurnView
 from tests.bot.conftest import ALICE, Harness
+from tests.fakes.clock import FakeClock
 from tests.fakes.telegram_api import FakeBotAPI, buttons_of
-
-
-class Ticker:
-    """Injected sleep: returns once the test advanced the clock past the requested delay."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-        self.sleeping = 0  # sleeps in progress
-
-    async def sleep(self, seconds: float) -> None:
-        target = self.t + seconds
-        self.sleeping += 1
-        try:
-            while self.t < target:
-                await asyncio.sleep(0.002)
-        finally:
-            self.sleeping -= 1
-
-    async def advance(self, seconds: float) -> None:
-        """Once the loop is asleep (so the advance cannot land before its sleep started)."""
-        for _ in range(1000):
-            if self.sleeping:
-                break
-            await asyncio.sleep(0.002)
-        self.t += seconds
 
 
 class HeldModel:
@@ -69,13 +45,15 @@ class HeldHarness(Harness):
 
 
 async def _settle() -> None:
+    """Time for an edit or a typing action still on its way (before a step whose order matters,
+    or before asserting that nothing more comes)."""
     await asyncio.sleep(0.05)
 
 
 async def test_telegram_typing_from_the_start_and_through_a_long_model_wait(tmp_path):
     h = HeldHarness(tmp_path / "home", FakeBotAPI(), ScriptedClient())
     h.script.add(reply("Finally, the answer."))
-    ticker = Ticker()
+    ticker = FakeClock(auto=False, poll=0.002)
     await h.start()
     try:
         h.app.gateway.typing_sleep = ticker.sleep
@@ -83,16 +61,16 @@ async def test_telegram_typing_from_the_start_and_through_a_long_model_wait(tmp_
         api.push_text(ALICE, "think hard", user_id=ALICE)
         await api.wait_for(lambda: len(api.chat_actions) == 1)  # before any model output
         assert api.texts(ALICE) == []
-        await ticker.advance(4)  # Telegram's indicator lasts ~5 s: refreshed every 4
+        await ticker.advance_when_asleep(4)  # Telegram's indicator lasts ~5 s: refreshed every 4
         await api.wait_for(lambda: len(api.chat_actions) == 2)
-        await ticker.advance(4)
+        await ticker.advance_when_asleep(4)
         await api.wait_for(lambda: len(api.chat_actions) == 3)
         assert all(a["action"] == "typing" for a in api.chat_actions)
         h.model.release.set()
         await api.wait_for(lambda: any("Finally" in t for t in api.texts(ALICE)))
         await _settle()
         seen = len(api.chat_actions)
-        await ticker.advance(20)
+        await ticker.advance_when_asleep(20)
         await _settle()
         assert len(api.chat_actions) == seen  # the turn is over: no more typing
     finally:
@@ -112,7 +90,10 @@ async def test_an_approved_action_makes_one_progress_message_a_card_and_the_answ
     await _settle()
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Done: written." in t for t in api.texts(ALICE)))
-    await _settle()
+    done = ("✓ write_file", "⏳", "⏸")
+    await api.wait_for(
+        lambda: any(done[0] in t and done[1] not in t and done[2] not in t for t in api.texts(ALICE))
+    )
     progress = [m for m in api.sent(ALICE) if "write_file" in m.get("text", "") and not buttons_of(m)]
     progress = [m for m in progress if m["message_id"] != card["message_id"]]
     assert len(progress) == 1, api.texts(ALICE)  # one progress message, edited in place
@@ -134,7 +115,7 @@ async def test_a_denied_action_shows_a_cross_not_an_hourglass(harness):
     await _settle()
     api.push_callback(ALICE, card["message_id"], deny["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Not written." in t for t in api.texts(ALICE)))
-    await _settle()
+    await api.wait_for(lambda: any(t.startswith("✗ write_file") for t in api.texts(ALICE)))  # the last edit
     lines = [m["text"] for m in api.sent(ALICE) if m["text"].startswith(("⏳", "✓", "✗", "⏸"))]
     assert len(lines) == 1 and lines[0].startswith("✗ write_file"), api.texts(ALICE)
 
@@ -180,7 +161,7 @@ def _view(adapter, board=None, sleep=None) -> TurnView:
         pass
 
     return TurnView(adapter, CHAT, "en", on_approval=nothing, on_question=nothing,
-                    board=board or ProgressBoard(), sleep=sleep or Ticker().sleep)  # fmt: skip
+                    board=board or ProgressBoard(), sleep=sleep or FakeClock(auto=False, poll=0.002).sleep)  # fmt: skip
 
 
 async def test_a_rejected_order_is_shown_as_a_cross():
@@ -210,17 +191,17 @@ async def test_cancel_leaves_no_hourglass():
 
 async def test_discord_typing_is_refreshed_on_its_own_rhythm():
     ad = Recording(typing_interval=8.0)
-    ticker = Ticker()
+    ticker = FakeClock(auto=False, poll=0.002)
     view = _view(ad, sleep=ticker.sleep)
     view.start()
     for _ in range(50):
         if ad.typing == 1:
             break
         await asyncio.sleep(0.002)
-    await ticker.advance(4)
+    await ticker.advance_when_asleep(4)
     await _settle()
     assert ad.typing == 1  # Discord's indicator lasts ~10 s: no refresh yet
-    await ticker.advance(4)
+    await ticker.advance_when_asleep(4)
     for _ in range(50):
         if ad.typing == 2:
             break

@@ -1,4 +1,4 @@
-"""The investing conversation of issue 6 through Telegram (fake Bot API) with the real toolkit:
+"""The core investing conversation through Telegram (fake Bot API) with the real toolkit:
 "analyze 600519" → chart + phase; "buy 100 shares" → approval → exactly one fill;
 "how is my portfolio" → P&L as of the last bar."""
 
@@ -59,7 +59,7 @@ async def test_analyze_buy_portfolio_over_telegram(harness):
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)  # double tap
     await api.wait_for(lambda: any("Bought 100 shares" in t for t in api.texts(ALICE)), timeout=10)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # absence: time for the double tap to fill a second time
 
     api.push_text(ALICE, "how is my portfolio", user_id=ALICE)
     await api.wait_for(lambda: any("portfolio is up to date" in t for t in api.texts(ALICE)), timeout=10)
@@ -124,7 +124,7 @@ async def test_a_database_failure_reaches_the_chat_as_a_sentence_not_as_sql(harn
     once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Tool said" in t for t in api.texts(ALICE)), timeout=10)
-    await asyncio.sleep(0.3)  # the progress line's last edit
+    await api.wait_for(lambda: any("机器人的数据库出错" in t for t in api.texts(ALICE)))  # its last edit
 
     chat = "\n".join(api.texts(ALICE))
     for raw in ("INSERT", "market_trades", "[SQL", "parameters", "varying", "sqlalchemy", "600519', 'buy"):

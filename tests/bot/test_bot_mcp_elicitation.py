@@ -96,19 +96,19 @@ async def test_cancel_declines_the_form(tmp_path):
 
 
 async def test_nobody_present_declines_without_asking():
-    class Recorder(LiveQuestions):
+    class AnswersPaper(LiveQuestions):
         asked = 0
 
         async def ask(self, *a, **kw):
-            Recorder.asked += 1
+            AnswersPaper.asked += 1
             return "paper"
 
     schema = {"type": "object", "properties": {"account": {"type": "string"}}}
     unattended = ToolContext(chat_key="telegram:1", user_id="1", unattended=True, deps=Deps())
-    assert (await ask_form(Recorder(), unattended, "toy", "?", schema)).action == "decline"
+    assert (await ask_form(AnswersPaper(), unattended, "toy", "?", schema)).action == "decline"
     no_chat = ToolContext(chat_key="", user_id="1", deps=Deps())
-    assert (await ask_form(Recorder(), no_chat, "toy", "?", schema)).action == "decline"
-    assert Recorder.asked == 0
+    assert (await ask_form(AnswersPaper(), no_chat, "toy", "?", schema)).action == "decline"
+    assert AnswersPaper.asked == 0
     present = ToolContext(chat_key="telegram:1", user_id="1", deps=Deps())
-    answer = await ask_form(Recorder(), present, "toy", "?", schema)
+    answer = await ask_form(AnswersPaper(), present, "toy", "?", schema)
     assert answer.action == "accept" and answer.content == {"account": "paper"}

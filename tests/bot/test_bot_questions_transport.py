@@ -1,7 +1,7 @@
 """Questions (ask_user) and the Telegram transport end to end: fake Bot API → adapter → gateway →
 runtime (scripted model) → real SQLite. Question buttons and text answers (also across a restart),
-two chats in parallel, duplicate delivery of one update (D1), a scheduled brief hitting an
-approval-requiring tool (A17), flood control (D5) and an ambiguous card send (D6)."""
+two chats in parallel, duplicate delivery of one update, a scheduled brief hitting an
+approval-requiring tool, flood control and an ambiguous card send."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from telegram.error import TimedOut
 
 from agent.providers.scripted import ScriptedClient, reply
 from bot.app import App
-from tests.adapters.conftest import FakeSleep
 from tests.bot.conftest import ALICE, BOB, Harness
+from tests.fakes.clock import FakeClock
 from tests.fakes.telegram_api import FakeBotAPI, buttons_of, retry_after
 
 GROUP = -100777
@@ -100,7 +100,7 @@ async def test_pressing_the_second_option_button_resumes_the_turn_with_that_opti
     # a second press (double tap) is answered as stale and resumes nothing
     api.push_callback(ALICE, q["message_id"], second, user_id=ALICE)
     await api.wait_for(lambda: len(api.callback_answers) == 2)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for the stale press to resume the turn again
     assert len(harness.script.requests) == 2
     assert api.texts(ALICE).count("You picked SOS.") == 1
 
@@ -130,8 +130,9 @@ async def test_the_question_card_is_finalised_once_answered(harness, how):
     else:
         api.push_text(ALICE, "2", user_id=ALICE)
     await api.wait_for(lambda: "You picked SOS." in api.texts(ALICE))
-    await asyncio.sleep(0.1)
-    final = api.messages[(ALICE, q["message_id"])]
+    final = await api.wait_for(
+        lambda: (m := api.messages[(ALICE, q["message_id"])])["text"].endswith("✅ Answered: SOS") and m
+    )
     assert not buttons_of(final), "the answered question still shows its option buttons"
     assert final["text"].endswith("✅ Answered: SOS")
     # its reference is used up: nothing is left to edit
@@ -222,7 +223,7 @@ async def test_a_blocked_chat_does_not_hold_up_another_chat(tmp_path):
         await h.stop()
 
 
-# ---- 4. D1: the same update delivered twice is processed once ---------------------------------------
+# ---- 4. the same update delivered twice is processed once ---------------------------------------
 
 
 async def forgotten(api: FakeBotAPI, update_id: int) -> None:
@@ -280,7 +281,7 @@ async def test_a_brief_that_calls_an_approval_tool_is_denied_without_a_card(tmp_
         await h.start()
         api.push_text(ALICE, "/brief now", user_id=ALICE)
         await api.wait_for(lambda: any("Brief for today" in t for t in api.texts(ALICE)), timeout=10)
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # absence: time for a third model call
         assert len(script.requests) == 2
         assert seen[0]["name"] == "write_file" and seen[0]["is_error"]
         assert "approval" in seen[0]["content"].lower()
@@ -291,7 +292,7 @@ async def test_a_brief_that_calls_an_approval_tool_is_denied_without_a_card(tmp_
         await h.stop()
 
 
-# ---- 6. D5: flood control ----------------------------------------------------------------------------
+# ---- 6. flood control ----------------------------------------------------------------------------
 
 
 class VirtualTime:
@@ -362,7 +363,7 @@ async def test_a_burst_to_one_group_is_spaced_out_at_twenty_a_minute(tmp_path, v
         await h.start()
         api.push_text(GROUP, "@tapebot_test_bot the long report", user_id=ALICE)
         await api.wait_for(lambda: len(sent_to_group()) >= 20)
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a 21st send beyond the group's budget
         assert len(sent_to_group()) == 20  # the group's budget: 20 at once, then one per 3 s
         await virtual_time.advance(2.9)
         assert len(sent_to_group()) == 20
@@ -379,18 +380,18 @@ async def test_a_burst_to_one_group_is_spaced_out_at_twenty_a_minute(tmp_path, v
 
 
 async def test_a_429_on_the_approval_card_is_waited_out_and_the_card_delivered(tmp_path):
-    sleep = FakeSleep()
+    clock = FakeClock()
     script = ScriptedClient(
         [reply(tool_calls=[("write_file", {"path": "plan.txt", "content": "max 15%"})]), reply("Saved.")]
     )
-    h = OptionsHarness(tmp_path / "home", FakeBotAPI(), script, sleep=sleep)
+    h = OptionsHarness(tmp_path / "home", FakeBotAPI(), script, sleep=clock.sleep)
     api = h.api
     api.fail_when("sendMessage", retry_after(7), match=has_buttons)
     try:
         await h.start()
         api.push_text(ALICE, "save my plan", user_id=ALICE)
         card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
-        assert sleep.delays == [pytest.approx(7.1)]  # waited retry_after (+0.1), once
+        assert clock.sleeps == [pytest.approx(7.1)]  # waited retry_after (+0.1), once
         assert len([c for c in api.calls_to("sendMessage") if has_buttons(c.params)]) == 2  # no hot loop
         once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
@@ -401,7 +402,7 @@ async def test_a_429_on_the_approval_card_is_waited_out_and_the_card_delivered(t
         await h.stop()
 
 
-# ---- 7. D6: the card was delivered, but the bot was told the send failed ----------------------------
+# ---- 7. the card was delivered, but the bot was told the send failed ----------------------------
 
 AMBIGUOUS = {
     "500": (500, {"ok": False, "error_code": 500, "description": "Internal Server Error"}),
@@ -443,7 +444,7 @@ async def test_an_ambiguous_card_send_resolves_once_whichever_card_is_tapped(tmp
                 api.push_callback(ALICE, message_id, data, user_id=ALICE)
         await api.wait_for(lambda: len(api.callback_answers) == 2 * len(taps))
         await api.wait_for(lambda: any("After the approval" in t for t in api.texts(ALICE)))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a second decision to run the call again
         rows = approvals(h.home)
         assert len(rows) == 1 and rows[0][2] in ("approved", "denied"), rows  # decided, once
         assert len(runs) == (1 if rows[0][2] == "approved" else 0)
@@ -476,7 +477,7 @@ async def test_a_card_tapped_before_the_bot_learns_its_send_failed_runs_the_tool
         runs = count_runs(app, "write_file")
         api.push_text(ALICE, "save d6", user_id=ALICE)
         await api.wait_for(lambda: "Saved it." in api.texts(ALICE))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for the call to run a second time
         assert len(runs) == 1
         assert (h.home / "workspace" / "d6.txt").read_text() == "y"
         assert [status for _, _, status, _ in approvals(h.home)] == ["approved"]

@@ -85,7 +85,7 @@ async def test_a_message_queued_at_a_stop_is_answered_after_the_restart(tmp_path
         assert await pending_texts(h.home) == []  # in the history now: nothing to take up again
         h.script = ScriptedClient()  # a third start calls no model
         await h.start()
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a wrong re-run to call the model
         assert h.script.requests == []
     finally:
         await h.stop()
@@ -131,7 +131,7 @@ async def test_a_message_left_from_long_ago_is_not_run_and_the_chat_is_told(tmp_
         assert "also 000001" in notice
         # the turn the stop interrupted is as old: closed, not resumed, and the chat is told
         await h.api.wait_for(lambda: any("too long ago" in t for t in h.api.texts(ALICE)))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a wrong resume to call the model
         assert h.script.requests == []
         assert await pending_texts(h.home) == []
     finally:
@@ -146,7 +146,7 @@ async def test_a_message_from_a_user_no_longer_allowed_is_not_taken_up(tmp_path)
         h.extra_env = {"TAPEBOT_TELEGRAM__ALLOWED_USERS": f"[{BOB}]"}
         h.script = ScriptedClient()
         await h.start()
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a wrong take-up to call the model
         assert h.script.requests == []
         assert await pending_texts(h.home) == []
     finally:
@@ -193,7 +193,7 @@ async def test_a_message_waiting_behind_an_admin_approval_survives_a_restart(tmp
         assert [t for t in await pending_texts(h.home) if "000001" in t]
         h.script = ScriptedClient([seen_users])
         await h.start()
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a wrong take-up to call the model
         assert h.script.requests == []  # still waiting for the admin
         once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
         api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=ADMIN)
@@ -239,7 +239,7 @@ async def test_a_task_notice_waiting_for_the_running_turn_survives_a_restart(tmp
         h.script = ScriptedClient([resumed_turn, notice_turn])
         await h.start()
         await h.api.wait_for(lambda: any("bg_7 finished" in t for t in h.api.texts(ALICE)))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a third, wrong turn to call the model
         assert len(h.script.requests) == 2
         assert await pending_texts(h.home) == []
     finally:

@@ -1,4 +1,4 @@
-"""After a crash, interrupted turns are resumed without waiting for the user (issue 17, item 6):
+"""After a crash, interrupted turns are resumed without waiting for the user:
 an action approved just before the crash runs on resume (its approval still holds) instead of
 showing "you moved on" at the next message. The crash is the database as it was at that moment
 (an SQLite online backup) opened by a new App, as in test_bot_received_restart."""
@@ -51,7 +51,7 @@ async def test_an_action_approved_just_before_a_crash_runs_after_the_restart(tmp
         again.script.add(reply("Anything else?"))
         api.push_text(ALICE, "thanks", user_id=ALICE)
         await api.wait_for(lambda: any("Anything else?" in t for t in api.texts(ALICE)))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # absence: time for a wrong "moved on" to be sent
         assert not any("moved on" in t for t in api.texts(ALICE))
     finally:
         await again.stop()
@@ -71,7 +71,7 @@ async def test_a_pending_approval_still_waits_after_a_restart(tmp_path, database
         sent = len(api.sent(ALICE))
         h.script = ScriptedClient([reply("Saved b.txt.")])
         await h.start()
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # absence: time for a wrong resume to send or call the model
         assert len(api.sent(ALICE)) == sent and h.script.requests == []
         once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
@@ -113,7 +113,7 @@ async def test_a_turn_that_reaches_its_answer_within_the_grace_period_is_deliver
         api.push_text(ALICE, "question", user_id=ALICE)
         await asyncio.wait_for(h.script.called.wait(), 10)
         stopping = asyncio.create_task(h.stop())
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # absence: time for a wrong early stop to finish
         assert not stopping.done()  # waiting for the turn, within the grace period
         later = api.push_text(ALICE, "arrives during the stop", user_id=ALICE)
         await api.wait_for(lambda: any("restarting" in t for t in api.texts(ALICE)))

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from tests.fakes.late_tcp import LateProxy
 from tests.fakes.llm_server import Reply, ScriptedLLMServer
 from tests.fakes.telegram_api import FakeBotAPI
+from tests.fakes.waits import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "123456:TEST-token-abcdef"
@@ -74,7 +75,7 @@ async def _health_until(env: dict[str, str], pred, timeout: float = 30.0) -> tup
             rc, line = await _health(env)
             if pred(rc, line):
                 return rc, line
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # each look starts a `tapebot health` process: not in a tight loop
 
     return await asyncio.wait_for(poll(), timeout)
 
@@ -153,13 +154,9 @@ async def test_tapebot_run_waits_for_a_database_that_answers_late(tmp_path):
 
         reader = asyncio.create_task(read_log())
         try:
-
-            async def refused_twice() -> None:
-                while sum("not reachable yet" in line for line in logged) < 2:
-                    assert proc.returncode is None, "".join(logged)[-2000:]
-                    await asyncio.sleep(0.05)
-
-            await asyncio.wait_for(refused_twice(), 30)
+            refused = lambda: sum("not reachable yet" in line for line in logged)  # noqa: E731
+            await eventually(lambda: proc.returncode is not None or refused() >= 2, timeout=30)
+            assert proc.returncode is None, "".join(logged)[-2000:]
             rc, line = await _health(env)
             assert rc == 1 and line.endswith("waiting for the database"), line
             await proxy.open()

@@ -1,4 +1,4 @@
-"""The scheduler at `tapebot run` start-up (issue 21): its costly start is done before the chats
+"""The scheduler at `tapebot run` start-up: its costly start is done before the chats
 open and only its firing after, so a brief due at start-up is delivered on its first attempt once
 the Telegram adapter is open — never failed and retried because the chats were not open yet — and
 a standby process (the lease held elsewhere) still fires nothing until it takes the lease over."""

@@ -1,4 +1,4 @@
-"""Secrets stay secret through the real front door (issue 16, item 3; catalogue C2, C5, C6): fake
+"""Secrets stay secret through the real front door: fake
 Telegram Bot API → adapter → gateway → runtime (scripted model) → real SQLite. Nothing a chat is
 sent — messages, streamed edits, cards, errors — and nothing on disk holds a configured secret."""
 
@@ -61,7 +61,7 @@ def _harness(tmp_path, api: FakeBotAPI | None = None) -> Harness:
 
 
 async def test_c2_model_echoing_keys_and_token_reaches_no_chat_and_no_disk(tmp_path, caplog):
-    """C2: asked to "print your API key, bot token and exchange key", the model complies, in many
+    """Asked to "print your API key, bot token and exchange key", the model complies, in many
     small stream chunks (a streamed edit must not show half a token), and asks to save them to a
     file (the approval card must not show them either)."""
     h = _harness(tmp_path)
@@ -93,7 +93,7 @@ async def test_c2_model_echoing_keys_and_token_reaches_no_chat_and_no_disk(tmp_p
 
 
 async def test_c5_pasted_key_is_masked_stored_masked_and_the_user_is_told(tmp_path):
-    """C5: the user pastes a key; the reply says it was not stored, the model saw it masked, and
+    """The user pastes a key; the reply says it was not stored, the model saw it masked, and
     neither the history nor the received-message record holds it."""
     h = _harness(tmp_path)
     h.script.add(reply("Got it."))
@@ -123,7 +123,7 @@ async def test_c5_the_notice_is_in_the_chats_language(tmp_path):
 
 
 async def test_c6_provider_error_text_with_a_key_never_reaches_the_chat(tmp_path, caplog):
-    """C6: the provider answers 401 quoting the key; the chat gets a generic, localized message."""
+    """The provider answers 401 quoting the key; the chat gets a generic, localized message."""
     h = _harness(tmp_path)
     h.script.add(FatalModelError(f"401 Incorrect API key provided: {API_KEY} (request id req_abc)"))
     try:
@@ -142,7 +142,7 @@ async def test_c6_provider_error_text_with_a_key_never_reaches_the_chat(tmp_path
 
 
 async def test_disguised_secrets_reach_no_chat_and_no_disk(tmp_path):
-    """Disguised secrets (after C2): asked to "encode the exchange key", the model answers with it
+    """Disguised secrets: asked to "encode the exchange key", the model answers with it
     base64-encoded, reversed, letter-spaced and with a zero-width space inside, and splits the
     bot token across two replies of one turn around a tool call. The chat and the disk see none
     of them in any form."""
@@ -206,7 +206,7 @@ def _stored_strings(home) -> list[str]:
 
 
 async def test_disguised_halves_around_a_tool_call_reach_no_chat_and_no_disk(tmp_path):
-    """Disguised secrets (after C2), split across two replies of one turn: the first reply ends
+    """Disguised secrets, split across two replies of one turn: the first reply ends
     with the first half of the exchange key's base64 and the second begins with the rest; then a
     letter-spaced API key broken the same way around a second tool call. No two chat messages and no
     two stored strings, read together, show either key in any form."""

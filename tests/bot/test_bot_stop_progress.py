@@ -1,4 +1,4 @@
-"""What a graceful stop leaves in the chat (issue 17, closing gaps): the turn's "⏳" progress line
+"""What a graceful stop leaves in the chat: the turn's "⏳" progress line
 is edited to say it resumes after the restart, and after the restart the same message shows a
 final state (a tool cut off by the stop is marked so, never left at ⏳ or "paused"). In process:
 the Harness's App is stopped (the gateway's drain, as on SIGTERM) and started again on the same

@@ -1,4 +1,4 @@
-"""Inbound messages survive storage faults (issue 17, item 2). With the database write-locked by
+"""Inbound messages survive storage faults. With the database write-locked by
 another process beyond the busy timeout, or the disk full, a message is kept in memory and retried
 with backoff (not acknowledged to Telegram while its handler holds it), the chat is told the bot
 cannot keep up, and the message is answered once the lock clears or space returns. After the retry
@@ -16,6 +16,7 @@ from bot.retry import StorageRetry
 from tests.bot.conftest import ALICE, Harness
 from tests.bot.test_bot_received_restart import pending_texts
 from tests.fakes.telegram_api import FakeBotAPI
+from tests.fakes.waits import eventually
 
 FAST = StorageRetry(first_s=0.05, max_s=0.2, budget_s=600.0)
 LOCKER = """
@@ -75,9 +76,11 @@ async def test_a_message_waits_out_a_full_disk(tmp_path):
         store = app.gateway.store
         real = store.receive_message
         space = asyncio.Event()
+        refused: list[int] = []
 
         async def full_disk(*args, **kw):
             if not space.is_set():
+                refused.append(1)
                 raise StorageError("database error (tapebot.db): database or disk is full")
             return await real(*args, **kw)
 
@@ -85,7 +88,7 @@ async def test_a_message_waits_out_a_full_disk(tmp_path):
         api.push_text(ALICE, "first", user_id=ALICE)
         api.push_text(ALICE, "second", user_id=ALICE)
         await api.wait_for(lambda: trouble(api), timeout=10)
-        await asyncio.sleep(0.3)  # several retries fail meanwhile
+        await eventually(lambda: len(refused) >= 4)  # several retries fail meanwhile
         assert h.script.requests == []
         space.set()  # space returns
         await api.wait_for(lambda: any("Got it now." in t for t in api.texts(ALICE)), timeout=10)

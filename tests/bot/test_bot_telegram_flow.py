@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from agent.providers.scripted import ScriptedClient, reply
+from bot.i18n import t
 from tests.bot.conftest import ADMIN, ALICE, BOB, ON_BOTH_DATABASES
 from tests.fakes.telegram_api import buttons_of
 
@@ -48,7 +49,7 @@ async def test_approval_card_tap_executes_exactly_once(harness, tmp_path):
     n_answers = len(api.calls_to("answerCallbackQuery"))
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: len(api.calls_to("answerCallbackQuery")) > n_answers)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for the replayed tap to write again
     assert not target.exists()
     # the card shows its final state, without buttons
     final = api.messages[(ALICE, card["message_id"])]
@@ -343,7 +344,7 @@ async def test_a_member_message_behind_an_admin_approval_joins_once_it_is_decide
     api.push_text(GROUP, "@tapebot_test_bot save b.txt", user_id=BOB)
     card = await api.wait_for(lambda: next((m for m in api.sent(GROUP) if buttons_of(m)), None))
     api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)  # BOB cannot approve
-    await asyncio.sleep(0.2)
+    await api.wait_for(lambda: t("en", "held_until_decided") in api.texts(GROUP))  # held, not a new turn
     assert len(harness.script.requests) == 1  # it waits; the card is not "moved on"
     once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
     api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=ADMIN)
@@ -364,7 +365,7 @@ async def test_a_member_message_behind_an_approval_that_expires_gets_its_own_tur
     api.push_text(GROUP, "@tapebot_test_bot save e.txt", user_id=BOB)
     await api.wait_for(lambda: any(buttons_of(m) for m in api.sent(GROUP)))
     api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)
-    await asyncio.sleep(0.2)
+    await api.wait_for(lambda: t("en", "held_until_decided") in api.texts(GROUP))  # it waits for the card
     assert await app.gateway.waiting.expire_due(now=datetime.now(UTC) + timedelta(hours=1)) == 1
     answer = await api.wait_for(lambda: next((t for t in api.texts(GROUP) if "Saw:" in t), None))
     assert "and also 000001" in answer

@@ -146,7 +146,7 @@ async def test_a_stream_that_breaks_off_leaves_no_fragment_posing_as_an_answer(h
         async def stream(self, request):
             self.requests.append(request)
             yield TextChunk("First ")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the stream stalls before it breaks off
             raise StreamInterrupted("stalled after text")
 
     harness.script = BreaksOff()

@@ -1,4 +1,4 @@
-"""Issue 17 item 9: a lone surrogate (half of an emoji's UTF-16 pair) from the platform, the model
+"""A lone surrogate (half of an emoji's UTF-16 pair) from the platform, the model
 or a tool is replaced at the edge and never stored; the session goes on working."""
 
 from __future__ import annotations

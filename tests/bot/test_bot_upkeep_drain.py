@@ -1,4 +1,4 @@
-"""Upkeep drains on stop (issue 17, item 11): memory extraction and TaskState updates still running
+"""Upkeep drains on stop: memory extraction and TaskState updates still running
 when the App stops are waited for up to `[memory] upkeep_drain_s`, not cancelled; only what is still
 running after that deadline is cancelled."""
 
@@ -30,7 +30,7 @@ async def test_stop_waits_for_running_upkeep(tmp_path):
 
     app.tracker.spawn(extraction(), name="memory-extract:test")
     stopping = asyncio.create_task(app.stop())
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # absence: time for a stop that does not wait to finish
     assert not stopping.done()  # waiting for the extraction, not cancelling it
     release.set()
     await asyncio.wait_for(stopping, 10)

@@ -1,4 +1,4 @@
-"""The whole bot in Telegram webhook mode (catalogue case C7): the issue's attack — two forged POSTs,
+"""The whole bot in Telegram webhook mode: the attack — two forged POSTs,
 "run this" then "yes" — against `tapebot run`'s real wiring. Without the secret header nothing
 reaches the model; with the secret registered at setWebhook the same update runs a turn."""
 

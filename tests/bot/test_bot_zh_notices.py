@@ -1,4 +1,4 @@
-"""A background task's own message in a zh chat (issue 18): the progress message it edits closes
+"""A background task's own message in a zh chat: the progress message it edits closes
 with its status in Chinese ("✓ run_backtest · <id> · 已完成"), through the real App and the fake
 Telegram Bot API. The notification the model gets stays English; the model writes the reply."""
 

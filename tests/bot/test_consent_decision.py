@@ -1,6 +1,6 @@
-"""The one decision function (agent/consent.py) and the scope of standing approvals, issue 15.
+"""The one decision function (agent/consent.py) and the scope of standing approvals.
 
-Example tests for each word the issue names, and property-based tests: no text outside the
+Example tests for each consent word, and property-based tests: no text outside the
 documented affirmative list ever allows, on any surface (a chat's typed reply, the terminal prompt,
 a button's callback data, a command).
 """
@@ -23,6 +23,7 @@ from agent.consent import (
     standing_scope,
 )
 from bot import cards
+from tests.fakes.clock import FakeClock
 
 TRADE = {"code": "600519", "side": "buy", "quantity": 100}
 TRADE_SCOPE = standing_scope("execute_trade", TRADE, live_trading=False)
@@ -174,7 +175,7 @@ def test_property_only_approve_command_allows(word):
     assert read_consent("command", word).allows == (word == "approve")
 
 
-# ---- standing scopes (item 3; catalogue A15) ------------------------------------------------------
+# ---- standing scopes ------------------------------------------------------------------------------
 def test_trade_scope_covers_same_instrument_and_side_up_to_the_quantity():
     s = TRADE_SCOPE
     assert s is not None and s.covers("execute_trade", TRADE)
@@ -230,7 +231,7 @@ def test_property_a_trade_scope_never_covers_more(code, side, qty, other):
 
 
 def test_a_scope_is_described_in_the_chats_language():
-    """The card's "always allow would cover" line (issue 18): no English words after /lang zh."""
+    """The card's "always allow would cover" line: no English words after /lang zh."""
     s = TRADE_SCOPE
     assert s is not None and s.describe() == "execute_trade buy 600519 ≤ 100 per order"
     assert s.describe("zh") == "execute_trade 买入 600519，每笔 ≤ 100"
@@ -246,23 +247,13 @@ def test_scope_round_trips_through_storage_form():
 
 
 # ---- the gate applies standing approvals only within their limits ---------------------------------
-class _Clock:
-    def __init__(self) -> None:
-        from datetime import UTC, datetime
-
-        self.at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-
-    def now(self):
-        return self.at
-
-
 def _gate(live: list[bool], hours: float = 24):
-    from datetime import timedelta
+    from datetime import UTC, datetime, timedelta
 
     from agent.approval import ApprovalGate
     from agent.inmemory import InMemoryStore
 
-    clock = _Clock()
+    clock = FakeClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
     gate = ApprovalGate(
         InMemoryStore(), clock, standing_ttl=timedelta(hours=hours), live_trading=lambda: live[0]
     )
@@ -313,12 +304,11 @@ async def test_a_standing_trade_approval_is_limited_in_time_live_trading_and_req
         await gate.decide(pending.id, "u1", "always")
     live[0] = False
     # past its expiry it asks again
-    clock.at += timedelta(hours=24, seconds=1)
+    clock.advance(hours=24, seconds=1)
     assert await _ask(gate, TRADE, admin) is not None
 
 
 async def test_a_shorter_standing_ttl_is_honoured():
-    from datetime import timedelta
 
     from agent.approval import Requester
 
@@ -326,5 +316,5 @@ async def test_a_shorter_standing_ttl_is_honoured():
     who = Requester("u1", "tg:1", ("u1",))
     record = await _ask(gate, TRADE, who)
     await gate.decide(record.id, "u1", "always")
-    clock.at += timedelta(hours=2, seconds=1)
+    clock.advance(hours=2, seconds=1)
     assert await _ask(gate, TRADE, who) is not None

@@ -1,4 +1,4 @@
-"""Question words are never consent (issue 27, "question words"): "yes?", "ok?", "可以？", "真的吗",
+"""Question words are never consent: "yes?", "ok?", "可以？", "真的吗",
 "really?", "is it ok" and every other question form of an affirmative leave an approval card
 pending, on every surface. Example tests name the forms that filled a trade before; the property
 tests generate question forms of every word that allows (agent/consent.AFFIRMATIVE and STANDING);
@@ -145,7 +145,7 @@ async def test_question_words_at_a_trade_card_on_telegram_fill_nothing(harness, 
     card = await card_in(api, ALICE)
     api.push_text(ALICE, text, user_id=ALICE)
     await said(api, ALICE, t("en", "approval_question"))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # absence: time for the question to be taken as consent
     assert approval_row(harness.home, approval_id(card))["status"] == "pending"  # the card stays
     assert trades(harness.home) == [] and len(harness.script.requests) == 1
     # the exact word then approves, once

@@ -1,4 +1,4 @@
-"""Every user-facing string table is complete in English and Chinese (issue 18).
+"""Every user-facing string table is complete in English and Chinese.
 
 Tables are found, not listed: any module-level dict literal in the project's packages shaped
 `{"en": {key: text}, "zh": {key: text}}` (or `{key: {"en": text, "zh": text}}`, or a pair

@@ -1,4 +1,4 @@
-"""What a chat sees of background tasks and the extra `/status` lines, in its language (issue 18):
+"""What a chat sees of background tasks and the extra `/status` lines, in its language:
 the progress message and its closing line, `/tasks` lines, and `/status`'s market calendar, task,
 brief and MCP lines after `/lang zh`. The notification for the model stays English."""
 

@@ -184,8 +184,8 @@ def test_markets_conversation_in_the_terminal(tmp_path, server):
 
 
 def test_one_shot_session_end_runs_memory_extraction(tmp_path, server):
-    """`chat -m` ends its session: long-term memory extraction runs over it before the process exits
-    (issue 17, item 11), instead of being cancelled with the rest of the upkeep."""
+    """`chat -m` ends its session: long-term memory extraction runs over it before the process exits,
+    instead of being cancelled with the rest of the upkeep."""
     (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "rules.txt").write_text("never chase a rally")
     server.script(

@@ -1,4 +1,4 @@
-"""The terminal reads approvals like the chats do (issue 15, item 2): the same words, the same card,
+"""The terminal reads approvals like the chats do: the same words, the same card,
 and only what is typed after the prompt appeared. The real CLI in a subprocess against the scripted
 LLM server; the typed-ahead case runs it on a pseudo-terminal, as a user's shell would."""
 

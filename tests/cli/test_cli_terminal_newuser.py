@@ -1,4 +1,4 @@
-"""Issue 15, the new-user pass over the terminal: it treats a card the way the chats do. A longer
+"""The terminal treats a card the way the chats do. A longer
 message typed at an approval prompt is a new request (the card closes unrun, "moved on", and the
 message is the next turn); a short unclear reply gets a hint and the card stays. The real CLI in a
 subprocess against the scripted LLM server."""

@@ -1,4 +1,4 @@
-"""`tapebot chat` goes through the gateway as a chat (issue 18, "the terminal is a ChatAdapter"):
+"""`tapebot chat` goes through the gateway as a chat:
 the real CLI in a subprocess, on a pipe and on a pseudo-terminal, against the scripted LLM server.
 Commands are the chats' (answered locally, no model call), cards are read by the chats' consent
 reading, Ctrl-C at a card is an explicit deny."""

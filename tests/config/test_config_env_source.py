@@ -1,4 +1,4 @@
-"""`Settings` is a plain pydantic model (issue 21: pydantic-settings is imported only when `TAPEBOT_*`
+"""`Settings` is a plain pydantic model (pydantic-settings is imported only when `TAPEBOT_*`
 overrides exist); the overrides parse exactly as they did when `Settings` was a `BaseSettings`
 with `env_prefix="TAPEBOT_"` and `env_nested_delimiter="__"`, and the defaults are the same."""
 

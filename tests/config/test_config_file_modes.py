@@ -1,4 +1,4 @@
-"""TAPEBOT_HOME is private (catalogue case C9): the folder 0700, its files 0600 whatever the umask;
+"""TAPEBOT_HOME is private: the folder 0700, its files 0600 whatever the umask;
 `tapebot init` never writes a world-readable config; `tapebot config check` warns about looser
 modes and says how to fix them."""
 
@@ -54,7 +54,7 @@ def loose(home: Path) -> list[str]:
 
 
 def test_c9_init_writes_a_private_config_under_umask_000(home, capsys, umask_000):
-    """C9: `tapebot init` creates TAPEBOT_HOME 0700 and config.toml 0600, even with umask 000."""
+    """`tapebot init` creates TAPEBOT_HOME 0700 and config.toml 0600, even with umask 000."""
     assert cli.main(["init"]) == 0
     assert mode(home) == 0o700
     assert mode(home / "config.toml") == 0o600
@@ -64,7 +64,7 @@ def test_c9_init_writes_a_private_config_under_umask_000(home, capsys, umask_000
 
 
 async def test_c9_a_running_bot_keeps_its_home_private_under_umask_000(tmp_path, umask_000):
-    """C9: a fresh install run under umask 000 — the database with its -wal/-shm, traces,
+    """A fresh install run under umask 000 — the database with its -wal/-shm, traces,
     archives, spilled results — is 0600 in a 0700 home."""
     script = ScriptedClient([reply(tool_calls=[("read_file", {"path": "big.txt"})]), reply("x" * 200)])
     h = Harness(tmp_path / "home", FakeBotAPI(), script, {"TAPEBOT_AGENT__TOOL_RESULT_SPILL_CHARS": "500"})
@@ -86,7 +86,7 @@ async def test_c9_a_running_bot_keeps_its_home_private_under_umask_000(tmp_path,
 
 
 def test_c9_config_check_warns_about_loose_modes(home, capsys):
-    """C9: `config check` names every group/world-accessible file or folder with the fix."""
+    """`config check` names every group/world-accessible file or folder with the fix."""
     assert cli.main(["init"]) == 0
     capsys.readouterr()
     env = {"ANTHROPIC_API_KEY": "sk-ant-api03-x" + "0" * 20}
@@ -114,7 +114,7 @@ def test_c9_config_check_warns_about_loose_modes(home, capsys):
 
 
 def test_c9_database_files_are_private_under_umask_000(tmp_path, umask_000):
-    """C9: the SQLite database and its -wal/-shm are created 0600 whatever the umask."""
+    """The SQLite database and its -wal/-shm are created 0600 whatever the umask."""
     import asyncio
 
     from memory.db import Database
@@ -134,7 +134,7 @@ def test_c9_database_files_are_private_under_umask_000(tmp_path, umask_000):
 @given(mode_bits=st.integers(0, 0o777), name=st.sampled_from(["config.toml", "tapebot.db", "tapebot.db-wal"]))
 @settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_c9_property_loose_iff_group_or_other_bits(tmp_path, mode_bits, name):
-    """C9: a secret file is reported exactly when group or others have any permission on it."""
+    """A secret file is reported exactly when group or others have any permission on it."""
     import tempfile
 
     from config.filemodes import loose_modes

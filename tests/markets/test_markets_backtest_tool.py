@@ -1,4 +1,4 @@
-"""`run_backtest` (issue 19, item 3): benchmark entries (buy-and-hold, MA cross), the period the
+"""`run_backtest`: benchmark entries (buy-and-hold, MA cross), the period the
 metrics cover, and a caption that agrees with the chart."""
 
 from __future__ import annotations

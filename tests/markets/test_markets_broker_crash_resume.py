@@ -1,4 +1,4 @@
-"""Crash during execution (catalogue E2) at the broker: a paper order reserved (its `pending` row
+"""Crash during execution at the broker: a paper order reserved (its `pending` row
 written) by a process that died before the fill is filled once when the same key is asked again
 — the approved call resumed after the restart — instead of being replayed as "pending". A
 reservation of the running process is a fill in flight and is never filled a second time; a live

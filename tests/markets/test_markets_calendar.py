@@ -1,4 +1,4 @@
-"""The trading calendar outside its known range (issue 19, item 6): warnings instead of silent
+"""The trading calendar outside its known range: warnings instead of silent
 guesses, a newer file dropped into $TAPEBOT_HOME/data, and `tapebot data update-calendar` from akshare
 (faked at the akshare function boundary with a response of the real shape)."""
 
@@ -51,7 +51,7 @@ def test_outside_the_bundled_range_warns():
 
 
 def test_the_warning_in_chinese():
-    """/status shows the warning in the chat's language (issue 18)."""
+    """/status shows the warning in the chat's language."""
     cal = TradingCalendar.sse()
     soon = cal.warning(date(2026, 12, 15), lang="zh")
     assert soon and soon.startswith("SSE 交易日历只到 2026-12-31") and "还剩 16 天" in soon

@@ -179,7 +179,7 @@ def test_migration_matches_the_orm_tables(tmp_path):
                 )
             )
             paper.upgrade()
-            request_hash.upgrade()  # market_trades.request_hash (issue 16, E1)
+            request_hash.upgrade()  # market_trades.request_hash
             alerts.upgrade()  # market_alerts, market_alert_triggers, market_watchlist
         moved = conn.execute(sa.text("SELECT symbol FROM market_holdings")).scalars().all()
         kept = conn.execute(sa.text("SELECT symbol FROM market_positions")).scalars().all()

@@ -1,4 +1,4 @@
-"""Exactly once, bound to the order (issue 16, item 4; catalogue case E1 "Trade under retry").
+"""Exactly once, bound to the order.
 
 The execution key binds the order itself — session, tool, canonical arguments and call id — so a
 provider that reuses call ids cannot make a new order replay an old fill, while the same call
@@ -40,7 +40,7 @@ def _ctx(svc: MarketServices, call_id: str, session: str = "s1") -> ToolContext:
 
 
 async def test_e1_reused_call_id_with_other_arguments_is_a_new_order(svc):
-    """E1: a provider reuses call id "call_0" for a different order; the user asked for 600036 and
+    """A provider reuses call id "call_0" for a different order; the user asked for 600036 and
     must get 600036, not the earlier 600519 fill marked "replayed"."""
     tool = market_tools.get("execute_trade")
     first = await tool.call(_ctx(svc, "call_0"), {"code": "600519", "side": "buy", "quantity": 100})
@@ -52,7 +52,7 @@ async def test_e1_reused_call_id_with_other_arguments_is_a_new_order(svc):
 
 
 async def test_e1_the_same_call_retried_replays(svc):
-    """E1: the same call (same id, same arguments, even spelled 100 vs 100.0) fills once."""
+    """The same call (same id, same arguments, even spelled 100 vs 100.0) fills once."""
     tool = market_tools.get("execute_trade")
     first = await tool.call(_ctx(svc, "call_1"), {"code": "600519", "side": "buy", "quantity": 100})
     again = await tool.call(_ctx(svc, "call_1"), {"code": "600519", "side": "buy", "quantity": 100.0})
@@ -80,7 +80,7 @@ args_st = st.fixed_dictionaries(
 
 @given(a=args_st, b=args_st, call_a=st.text(max_size=12), call_b=st.text(max_size=12))
 def test_execution_key_binds_session_tool_arguments_and_call_id(a, b, call_a, call_b):
-    """E1 (property): equal keys exactly when the session, tool, arguments and call id are equal;
+    """Equal keys exactly when the session, tool, arguments and call id are equal;
     the key fits the column (191 characters)."""
     ka = execution_key("s1", "execute_trade", a, call_a)
     kb = execution_key("s1", "execute_trade", b, call_b)
@@ -102,7 +102,7 @@ async def _mcp_trade(svc: MarketServices, args: dict) -> tuple[bool, dict | str]
 
 
 async def test_e1_mcp_client_key_holds_across_server_processes(svc):
-    """E1 over MCP: a client retries with the same idempotency_key after a reconnect (a new
+    """Exactly once over MCP: a client retries with the same idempotency_key after a reconnect (a new
     server process); the trade happens once, and it is tagged source "mcp"."""
     args = {"code": "600519", "side": "buy", "quantity": 100, IDEMPOTENCY_ARG: "order-42"}
     err1, first = await _mcp_trade(svc, args)

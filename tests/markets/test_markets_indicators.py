@@ -1,4 +1,4 @@
-"""Indicators against TA-Lib (issue 19, item 6): Wilder's ATR and a vectorised RSI, equal to TA-Lib's
+"""Indicators against TA-Lib: Wilder's ATR and a vectorised RSI, equal to TA-Lib's
 to 1e-9. The reference values were recorded once with the TA-Lib 0.8.2 wheel
 (tests/markets/data/record_talib_reference.py); TA-Lib itself is not needed to run these tests."""
 

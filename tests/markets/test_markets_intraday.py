@@ -1,4 +1,4 @@
-"""Minute bars and the intraday / tail-session tools (issue 19 item 8), plus `market_regime` and
+"""Minute bars and the intraday / tail-session tools, plus `market_regime` and
 `wyckoff_diagnose` from the MCP tier table.
 
 The akshare provider is tested at the library's function boundary: `FakeAk.stock_zh_a_hist_min_em`

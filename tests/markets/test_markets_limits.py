@@ -1,4 +1,4 @@
-"""Price-limit handling (issue 19, items 1–2): the exact limit tick from `rules.limit_prices`, blocked
+"""Price-limit handling: the exact limit tick from `rules.limit_prices`, blocked
 orders kept pending and retried on the next bar, and the same rule in the backtester and the paper
 broker."""
 

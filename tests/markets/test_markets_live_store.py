@@ -5,7 +5,7 @@ provider is unreachable."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 
 import numpy as np
 import pytest
@@ -19,23 +19,19 @@ from markets.refresh import refresh_market
 from markets.services import MarketServices, MarketSettings, build_market_data
 from markets.store import BarStore
 from markets.toolset import age_note, data_dates, source_note
+from tests.fakes.clock import FakeClock
 from tests.fakes.market_libs import FakeAkshare, FakeCcxtExchange, FakeCcxtModule, FakeYfinance
 
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 
 
-class Clock:
-    def __init__(self, now: datetime = NOW):
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def live_md(tmp_path, ak: FakeAkshare, clock: Clock | None = None) -> MarketData:
+def live_md(tmp_path, ak: FakeAkshare, clock: FakeClock | None = None) -> MarketData:
     store = BarStore(tmp_path / "bars")
     return MarketData(
-        [StoredProvider(AkshareProvider(module=ak), store, clock=clock or Clock()), BundledProvider()]
+        [
+            StoredProvider(AkshareProvider(module=ak), store, clock=(clock or FakeClock(NOW)).now),
+            BundledProvider(),
+        ]
     )
 
 
@@ -59,13 +55,13 @@ def test_as_of_index_and_source_follow_the_provider_not_the_bundle(tmp_path):
     assert idx.last_date == date(2026, 12, 4) and idx.source == "akshare" and idx.market == "index"
     sse = md.index_bars("000001")  # the Shanghai Composite, not Ping An Bank
     assert sse.last_date == date(2026, 12, 4) and sse.close[-1] != md.bars("000001").close[-1]
-    svc = MarketServices(data=md, clock=Clock())
+    svc = MarketServices(data=md, clock=FakeClock(NOW).now)
     assert source_note(svc) == "akshare+bundled daily bars, as of 2026-12-04 (2 days old)"
 
 
 def test_every_date_carries_its_age_by_the_injected_clock():
     md = MarketData()  # the bundled data: 2025-09-03
-    svc = MarketServices(data=md, clock=Clock(datetime(2026, 12, 6, 9, 0, tzinfo=UTC)))
+    svc = MarketServices(data=md, clock=FakeClock(datetime(2026, 12, 6, 9, 0, tzinfo=UTC)).now)
     assert source_note(svc) == "bundled daily bars, as of 2025-09-03 (459 days old)"
     assert age_note(date(2026, 12, 5), NOW) == "2026-12-05 (1 day old)"
     assert age_note("2026-12-06", NOW) == "2026-12-06 (today)"
@@ -89,11 +85,11 @@ def test_the_universe_is_the_providers_stock_list(tmp_path):
 
 def test_stored_bars_answer_when_the_provider_is_unreachable(tmp_path):
     ak = FakeAkshare()
-    clock = Clock()
+    clock = FakeClock(NOW)
     md = live_md(tmp_path, ak, clock)
     first = md.bars("600519")
     ak.fail = ConnectionError("Eastmoney unreachable")
-    clock.now += timedelta(days=2)  # the stored copy is due for a refresh; the refresh fails
+    clock.advance(days=2)  # the stored copy is due for a refresh; the refresh fails
     again = md.bars("600519")
     assert again.last_date == first.last_date and np.array_equal(again.close, first.close)
     calls = len(ak.calls)
@@ -116,7 +112,7 @@ def test_a_new_process_reads_the_store_without_the_network(tmp_path):
 
 def test_refresh_appends_new_bars_and_refetches_re_adjusted_history(tmp_path):
     ak = FakeAkshare(end=date(2026, 12, 3))
-    clock = Clock()
+    clock = FakeClock(NOW)
     md = live_md(tmp_path, ak, clock)
     p = md.providers[0]
     assert isinstance(p, StoredProvider)
@@ -140,8 +136,8 @@ def test_yfinance_and_ccxt_recorded_shapes_through_the_store(tmp_path):
     ex = FakeCcxtExchange()
     md = MarketData(
         [
-            StoredProvider(CcxtProvider(module=FakeCcxtModule(ex)), store, clock=Clock()),
-            StoredProvider(YFinanceProvider(module=yf), store, clock=Clock()),
+            StoredProvider(CcxtProvider(module=FakeCcxtModule(ex)), store, clock=FakeClock(NOW).now),
+            StoredProvider(YFinanceProvider(module=yf), store, clock=FakeClock(NOW).now),
             BundledProvider(),
         ]
     )
@@ -159,7 +155,7 @@ def test_build_market_data_keeps_network_bars_under_the_data_dir(tmp_path, monke
     ak = FakeAkshare()
     monkeypatch.setitem(sys.modules, "akshare", ak)
     md = build_market_data(
-        MarketSettings(providers=["akshare", "bundled"], data_dir=str(tmp_path)), clock=Clock()
+        MarketSettings(providers=["akshare", "bundled"], data_dir=str(tmp_path)), clock=FakeClock(NOW).now
     )
     assert isinstance(md.providers[0], StoredProvider)
     assert md.bars("600519").last_date == date(2026, 12, 4)
@@ -177,17 +173,17 @@ async def test_a_waiting_paper_order_is_retried_at_the_providers_next_bar(tmp_pa
     ak.rows_override[("600519", date(2026, 12, 3))] = {
         "开盘": round(prev * 1.05, 2), "最高": limit, "最低": round(prev * 1.04, 2), "收盘": limit,
     }  # fmt: skip
-    clock = Clock(datetime(2026, 12, 3, 2, 0, tzinfo=UTC))  # 10:00 in Shanghai
+    clock = FakeClock(datetime(2026, 12, 3, 2, 0, tzinfo=UTC))  # 10:00 in Shanghai
     md = live_md(tmp_path, ak, clock)
     engine, sessions = await make_sessions(tmp_path)
     try:
-        broker = PaperBroker(sessions, md, MarketSettings(), clock=clock)
+        broker = PaperBroker(sessions, md, MarketSettings(), clock=clock.now)
         r = await broker.submit("u1", "600519", "buy", 100, key="k1")
         assert r.status == "waiting"
         ak.end = date(2026, 12, 4)  # the after-close refresh brings the next session's bar
-        clock.now = datetime(2026, 12, 4, 8, 0, tzinfo=UTC)
+        clock.set(datetime(2026, 12, 4, 8, 0, tzinfo=UTC))
         refresh_market(md, "cn")
-        [upd] = await PaperBroker(sessions, md, MarketSettings(), clock=clock).retry_waiting()
+        [upd] = await PaperBroker(sessions, md, MarketSettings(), clock=clock.now).retry_waiting()
         next_open = float(md.bars("600519").open[-1])
         assert upd["status"] == "filled" and upd["price"] == next_open and upd["price_as_of"] == "2026-12-04"
     finally:
@@ -200,7 +196,7 @@ async def test_the_overview_reads_the_providers_index_universe_and_dates(tmp_pat
 
     md = live_md(tmp_path, FakeAkshare())
     refresh_market(md, "cn", full_list=True)
-    svc = MarketServices(data=md, clock=Clock())
+    svc = MarketServices(data=md, clock=FakeClock(NOW).now)
     out = await market_tools.get("get_market_overview").call(ToolContext(deps=Deps(svc)), {})
     assert out["as_of"] == "2026-12-04" and out["breadth"]["universe"] == 3
     assert out["index"]["close"] == round(float(md.index_bars("000300").close[-1]), 2)
@@ -210,10 +206,10 @@ async def test_the_overview_reads_the_providers_index_universe_and_dates(tmp_pat
 
 def test_a_universe_panel_never_fetches_symbol_by_symbol(tmp_path):
     ak = FakeAkshare()
-    clock = Clock()
+    clock = FakeClock(NOW)
     md = live_md(tmp_path, ak, clock)
     refresh_market(md, "cn", full_list=True)
-    clock.now += timedelta(days=3)  # every stored copy is past its ttl
+    clock.advance(days=3)  # every stored copy is past its ttl
     ak.calls.clear()
     panel = md.panel(min_bars=60)
     assert ak.calls == [] and len(panel.symbols) == 3  # read from the files as they are

@@ -1,4 +1,4 @@
-"""Name resolution (issue 19 item 7): index codes with an exchange, wrong exchange suffixes, and
+"""Name resolution: index codes with an exchange, wrong exchange suffixes, and
 Chinese names of the coins."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The paper book (issue 19, item 5): recorded real holdings and paper trades are separate books;
+"""The paper book: recorded real holdings and paper trades are separate books;
 T+1 and "today" follow the wall-clock trading calendar (an injected clock) while prices are the last
 bar's close (stated); realized P&L is reported."""
 

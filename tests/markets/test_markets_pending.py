@@ -1,5 +1,4 @@
-"""Paper orders blocked by a price limit stay pending and are retried at the next bar's open (issue 19:
-"a blocked order stays pending and is retried on the next bar", the paper broker beside the
+"""Paper orders blocked by a price limit stay pending and are retried at the next bar's open ("a blocked order stays pending and is retried on the next bar", the paper broker beside the
 backtester's `retry_blocked`), and traders' keys follow the wall-clock session.
 
 The data provider is a CSV folder in a tmp dir; "the next bar arrives" is a line appended to its file,

@@ -1,4 +1,4 @@
-"""The backtest's trading-range levels read off the whole series (issue 21) are, to the bit, what the
+"""The backtest's trading-range levels read off the whole series are, to the bit, what the
 per-window computation gives: swing points, the median of the last pivots, the touch counts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A consistent Wyckoff read (issue 19 item 4): one analysis window for analysis and chart, volume
+"""A consistent Wyckoff read: one analysis window for analysis and chart, volume
 rules skipped without volume, one as-of date per instrument, the screen's triggers from the same
 engine call as `analyze_stock`, failed springs, ST bounds, no gap-down upthrusts."""
 

@@ -18,6 +18,7 @@ from agent.providers.scripted import ScriptedClient, reply
 from agent.runtime import AgentRuntime, TurnRequest
 from agent.tools.registry import ToolContext, ToolOutput, Toolset
 from config.settings import McpServerConfig
+from tests.fakes.waits import eventually
 
 TOY = str(Path(__file__).with_name("mcp_toy_server.py"))
 
@@ -151,11 +152,8 @@ async def test_a_server_that_went_away_is_reconnected_and_its_tools_work_again(t
             await tools["toy__die"].call(ToolContext(), {})
         assert "reconnecting" in mgr.status()[0]
         conn = mgr.connections[0]
-        for _ in range(200):  # a fresh server process is started in the background
-            if conn.state == "ready":
-                break
-            await asyncio.sleep(0.05)
-        assert conn.state == "ready" and conn.reconnects == 1
+        await eventually(lambda: conn.state == "ready", timeout=10)  # a fresh server, in the background
+        assert conn.reconnects == 1
         assert mgr.status()[0].startswith("toy: ready")
         assert await tools["toy__echo"].call(ToolContext(), {"text": "after"}) == "after"  # same tool object
     finally:
@@ -165,8 +163,9 @@ async def test_a_server_that_went_away_is_reconnected_and_its_tools_work_again(t
 
 async def test_a_server_that_never_started_is_not_retried(tmp_path):
     async with McpManager([toy("crashes", "crash", timeout=10)], reconnect_delay=0.01) as mgr:
-        await asyncio.sleep(0.1)
         conn = mgr.connections[0]
+        await eventually(lambda: conn.state == "failed")
+        await asyncio.sleep(0.1)  # absence: ten times the retry delay for a wrong retry to start
         assert conn.state == "failed" and conn._task is not None and conn._task.done()
 
 

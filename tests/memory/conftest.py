@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 
 import pytest
-from memory_helpers import FakeClock, resolve_codes
+from memory_helpers import memory_clock, resolve_codes
 
 from memory.db import Database
 from memory.longterm import MemoryStore, create_memory_schema
+from tests.fakes.clock import FakeClock
 
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return memory_clock()
 
 
 PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")

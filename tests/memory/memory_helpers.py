@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from agent.providers.base import ModelRequest
 from agent.providers.scripted import ScriptedClient, reply
 from memory.terms import extract_codes
+from tests.fakes.clock import FakeClock
+
+MEMORY_NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
+
+
+def memory_clock() -> FakeClock:
+    """The memory tests' clock: a fixed June morning, moved by hand."""
+    return FakeClock(MEMORY_NOW)
+
 
 NAMES = {
     "宁德时代": "300750",
@@ -25,17 +34,6 @@ def resolve_codes(text: str) -> list[str]:
         if name in text:
             codes.append(NAMES[name])
     return list(dict.fromkeys(codes))
-
-
-class FakeClock:
-    def __init__(self, now: datetime | None = None):
-        self.current = now or datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.current
-
-    def advance(self, **kw: float) -> None:
-        self.current += timedelta(**kw)
 
 
 def answering(*texts: str) -> ScriptedClient:

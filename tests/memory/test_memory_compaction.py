@@ -283,7 +283,7 @@ def test_enforce_context_limit_cases():
 
 
 async def test_regression_huge_history_is_brought_under_the_window(tmp_path):
-    """The seed estimated 228K for a 275K-token history and the gateway rejected it. With a
+    """A `len/2` estimate said 228K for a 275K-token history and the gateway rejected it. With a
     failing summariser, the hard guard still brings it under the window (and archives the drop)."""
     msgs = conversation(240, tool_chars=4000)
     window = 200_000

@@ -1,5 +1,5 @@
 """Long-term memory store and hybrid recall: escaping, Chinese search, stock scoping, decay,
-pinning, budget, pruning (seed test_memory re-expressed, plus the seed's FTS gaps)."""
+pinning, budget, pruning."""
 
 from __future__ import annotations
 

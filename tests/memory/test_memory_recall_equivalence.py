@@ -12,7 +12,7 @@ from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_helpers import FakeClock
+from memory_helpers import memory_clock
 
 import memory.longterm as longterm
 from memory.db import Database
@@ -43,7 +43,7 @@ async def _check(contents: list[tuple[bool, str]], keywords: list[str], window: 
         await db.start()
         try:
             await create_memory_schema(db)
-            clock = FakeClock()
+            clock = memory_clock()
             store = MemoryStore(db, clock=clock)
             for mine, content in contents:
                 clock.advance(seconds=1)  # distinct times: the final order has no ties
@@ -77,7 +77,7 @@ async def _check_codes(memories: list[tuple[bool, list[str]]], query: list[str],
         await db.start()
         try:
             await create_memory_schema(db)
-            store = MemoryStore(db, clock=FakeClock())
+            store = MemoryStore(db, clock=memory_clock())
             for n, (mine, codes) in enumerate(memories):
                 await store.add("me" if mine else "other", "preference", f"规则{n}", codes=codes)
             rows = await store.recent("me", limit=1000)

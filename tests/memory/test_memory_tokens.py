@@ -147,7 +147,7 @@ def test_a_growing_history_is_checked_as_if_summed_afresh(texts, cuts, budget):
 
 
 def test_the_class_table_is_what_the_rules_say_character_by_character():
-    """The table is built from slices for speed (issue 21); here the plain per-character rules."""
+    """The table is built from slices for speed; here the plain per-character rules."""
     from agent import tokens
 
     table = tokens._classes()

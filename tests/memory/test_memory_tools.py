@@ -135,7 +135,7 @@ async def test_memory_chat_command(services: MemoryServices, store: MemoryStore)
 
 
 async def test_memory_chat_command_in_chinese(services: MemoryServices, store: MemoryStore):
-    """Every reply path of `/memory` after `/lang zh` (issue 18): no English words but the
+    """Every reply path of `/memory` after `/lang zh`: no English words but the
     subcommands and the stored content."""
     r = await store.add("u1", "preference", "用户不追涨", source_ref="chat_log:s9")
 
@@ -212,7 +212,7 @@ def test_terminal_memory_command(tmp_path):
 
 
 async def test_memory_search_ranks_by_the_query_in_a_user_facing_list(services, store: MemoryStore):
-    """`/memory search` (issue 17, item 8): ranked by the query, in the chat's own scope, as a plain
+    """`/memory search`: ranked by the query, in the chat's own scope, as a plain
     list in the chat's language — not the model's pinned preferences under its Chinese prompt block."""
     pref = await store.add("u1", "preference", "never chase a rally at the open")
     stop = await store.add("u1", "decision", "cut losses at 8 percent below entry")

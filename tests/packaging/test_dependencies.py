@@ -120,7 +120,7 @@ def test_no_tornado():
     [("pydantic-settings", (2, 9)), ("sqlalchemy", (2, 1)), ("apscheduler", (3, 11)), ("mcp", (2,))],
 )
 def test_floors_are_ones_that_run(dist, floor):
-    """The floors the issue measured: below these the code crashes at run time."""
+    """The measured floors: below these the code crashes at run time."""
     reqs = {_name(r): r for r in _project()["dependencies"]}
     got = _floor(reqs[dist])
     assert got is not None and got >= floor, reqs[dist]

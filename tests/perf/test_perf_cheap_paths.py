@@ -1,4 +1,4 @@
-"""The cheap paths of a one-shot turn (issue 21): a database already at the packaged head is opened
+"""The cheap paths of a one-shot turn: a database already at the packaged head is opened
 without importing Alembic, and `tapebot chat -m` imports neither numpy, matplotlib nor Alembic, nor
 an LLM SDK other than the configured one. Behavioural guards (what is imported), never timings."""
 

@@ -1,4 +1,4 @@
-"""The compaction shortcuts (issue 21) give exactly what the plain versions gave: a collapsed prefix
+"""The compaction shortcuts give exactly what the plain versions gave: a collapsed prefix
 for snippets, a capped message view for scoring, a cheap pre-test before PATH_RE, orjson first."""
 
 from __future__ import annotations

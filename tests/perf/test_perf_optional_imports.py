@@ -1,4 +1,4 @@
-"""Optional extras that libraries import eagerly and tapebot never uses are skipped (issue 21):
+"""Optional extras that libraries import eagerly and tapebot never uses are skipped:
 the SDKs' aiohttp transport, httpx's CLI, python-telegram-bot's Passport crypto and tornado. Each
 probe runs in a fresh interpreter; behaviour is checked (what is imported, what still works),
 never timings."""

@@ -1,4 +1,4 @@
-"""Tool schemas written without pydantic (agent/tools/schema.py, issue 21) are byte for byte the ones
+"""Tool schemas written without pydantic (agent/tools/schema.py) are byte for byte the ones
 pydantic writes: for every registered tool, and for generated signatures of the plain types. The
 argument validator, built on a tool's first call, still validates."""
 

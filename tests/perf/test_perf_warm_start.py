@@ -1,4 +1,4 @@
-"""The start-up's cache warm-up (issue 21): what a first reply would build on first use is built in
+"""The start-up's cache warm-up: what a first reply would build on first use is built in
 the background while the chats open — one model call rehearsed per client through its real SDK
 against an in-process stand-in, the `chats` statements (a read of a row no chat has), the trace writer.
 It must send nothing to any endpoint (a warm-up is never a billable call, never a message to a

@@ -22,14 +22,7 @@ from agent.inmemory import InMemoryStore
 from agent.messages import ToolCallPart
 from agent.ports import TurnRecord
 from agent.tools.registry import ToolSpec
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.at = datetime(2026, 1, 5, 9, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.at
+from tests.fakes.clock import FakeClock
 
 
 async def _pending(gate: ApprovalGate, tool: str = "write_file", args: dict | None = None):
@@ -42,7 +35,9 @@ async def _pending(gate: ApprovalGate, tool: str = "write_file", args: dict | No
 
 @pytest.fixture
 def gate():
-    return ApprovalGate(InMemoryStore(), _Clock(), ttl=timedelta(minutes=10))
+    return ApprovalGate(
+        InMemoryStore(), FakeClock(datetime(2026, 1, 5, 9, tzinfo=UTC)), ttl=timedelta(minutes=10)
+    )
 
 
 async def test_unknown_id(gate):
@@ -65,7 +60,7 @@ async def test_already_decided(gate):
 
 async def test_expired(gate):
     record = await _pending(gate)
-    gate.clock.at += timedelta(minutes=11)
+    gate.clock.advance(minutes=11)
     with pytest.raises(ApprovalExpired, match="this approval expired; nothing was executed"):
         await gate.decide(record.id, "u1", "once")
     # and it stays expired: a later tap (after a restart, say) is told so, by type too

@@ -1,4 +1,4 @@
-"""Disguised secrets (new catalogue cases after C2: "disguised secrets"): the configured key with a
+"""Disguised secrets: the configured key with a
 zero-width space inside, base64-encoded (at any offset of a longer encoded text, standard or
 URL-safe), base32, hex, reversed, letter-spaced, in full-width letters, or split across two
 replies of one turn. Each is masked in what streams out, in the final answer and in storage —

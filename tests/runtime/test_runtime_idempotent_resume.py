@@ -1,4 +1,4 @@
-"""Crash during execution of an idempotent call (catalogue E2; issue 27): an order cut off by a
+"""Crash during execution of an idempotent call: an order cut off by a
 crash is not reported as "may or may not have completed" — on resume it consults its key and
 either finds its fill or places the order once. A property over any mix of calls left behind:
 every order call ends with exactly one fill and one result; a non-idempotent call that had started

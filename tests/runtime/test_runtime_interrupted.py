@@ -1,4 +1,4 @@
-"""Resuming a turn that a stop or a crash interrupted (issue 17, items 1 and 6), as a property: for
+"""Resuming a turn that a stop or a crash interrupted, as a property: for
 any mix of call states left behind, a call that had started (`executing`, or `done` without a stored
 result) is answered as "may or may not have completed" and never run again; a call that had not
 started runs exactly once; a call already answered is left alone; every call ends with exactly one

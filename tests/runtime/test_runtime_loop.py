@@ -199,8 +199,8 @@ async def test_unattended_turn_denies_approval_tools(make_runtime):
 
 
 async def test_always_allow_covers_only_its_scope(make_runtime, store):
-    """A standing approval for a tool without a narrower scope covers the exact same call only
-    (issue 15): the same arguments run without a card, different ones ask again."""
+    """A standing approval for a tool without a narrower scope covers the exact same call only:
+    the same arguments run without a card, different ones ask again."""
     log.clear()
     script = Script(
         [

@@ -1,4 +1,4 @@
-"""Secrets stay secret in the agent loop (issue 16, item 3; catalogue cases C2, C5, C6).
+"""Secrets stay secret in the agent loop.
 
 Configured secret values and recognisable key shapes never leave the runtime: not in streamed
 text (even split across chunks), not in the final answer, not in stored messages, not in error
@@ -62,7 +62,7 @@ def _no_secret(s: str) -> None:
 
 
 async def test_c2_model_echoing_secrets_is_masked_in_stream_answer_and_storage(tmp_path):
-    """C2: the model prints the API key, the bot token and the exchange secret, each split across
+    """The model prints the API key, the bot token and the exchange secret, each split across
     stream chunks; no chunk, no partial stream state, no final answer, no stored message has them."""
     reply = f"Here you go: {API_KEY} and {BOT_TOKEN} and also {EXCHANGE_SECRET}. Done."
     chunks = [text(reply[i : i + 5]) for i in range(0, len(reply), 5)]
@@ -91,7 +91,7 @@ async def test_c2_tool_output_with_a_configured_secret_is_masked(tmp_path):
 
 
 async def test_c5_pasted_key_is_stored_masked_the_model_sees_it_masked_and_the_user_is_told(tmp_path):
-    """C5: a user pastes an API key into chat."""
+    """A user pastes an API key into chat."""
     store = InMemoryStore()
     script = Script([[text("Thanks.")]])
     events = await collect(
@@ -114,7 +114,7 @@ async def test_c5_unconfigured_key_shapes_are_masked_too(tmp_path):
 
 
 async def test_c6_provider_error_text_never_reaches_the_user(tmp_path, caplog):
-    """C6: a provider 401 whose body carries a key fragment; the user gets a generic message (by
+    """A provider 401 whose body carries a key fragment; the user gets a generic message (by
     code, localized by the front end); the details go only to the (redacted) log."""
     raw = f"401 Unauthorized: Incorrect API key provided: {API_KEY}. You can find your key at https://x"
     store = InMemoryStore()
@@ -154,7 +154,7 @@ _secret = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ0123456789_-", min_size=8, m
 )
 @given(before=_prose, secret=_secret, after=_prose, cuts=st.lists(st.integers(1, 200), max_size=30))
 async def test_c2_property_a_configured_secret_never_streams_out(tmp_path, before, secret, after, cuts):
-    """C2 (property): the model's answer holds a configured secret anywhere; the stream is cut at
+    """The model's answer holds a configured secret anywhere; the stream is cut at
     arbitrary points. No shown state contains the secret or any 6-character piece of it."""
     answer = before + secret + after
     points = sorted({c % (len(answer) + 1) for c in cuts} | {0, len(answer)})

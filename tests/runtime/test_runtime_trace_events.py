@@ -1,6 +1,6 @@
-"""Traces carry what the tools did (issue 17, item 11): a `tool_result` line per call with its name,
+"""Traces carry what the tools did: a `tool_result` line per call with its name,
 arguments, a result preview, elapsed time and status, and `approval` lines for a card requested and
-decided — every value redacted, as the seed's Scratchpad has them."""
+decided — every value redacted."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Per-turn state travels with the call (issue 16, item 5): one runtime serves every chat, so
+"""Per-turn state travels with the call: one runtime serves every chat, so
 nothing about a turn may live on the shared runtime or executor. Two chats run mutating tools at
 once, the process "crashes" mid-way, and after the restart each chat's model is told the truth
-about its own calls (catalogue E1's rule: never treat an interrupted call as "did not happen")."""
+about its own calls."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def _result_of(store: InMemoryStore, session: str, call_id: str) -> str:
 
 
 async def test_two_chats_crash_mid_call_and_each_model_hears_the_truth(tmp_path):
-    """E1 / item 5: chat A runs a1 (finishes) then a2; chat B starts b1 while a1 runs. With the
+    """Chat A runs a1 (finishes) then a2; chat B starts b1 while a1 runs. With the
     per-turn `mark` on the shared executor, A's a2 was recorded on B's turn, and after the crash
     A's model was told a2 was "not run" although it was running."""
     for tag in ("a1", "a2", "b1"):

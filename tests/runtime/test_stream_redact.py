@@ -1,4 +1,4 @@
-"""StreamRedactor properties (issue 16, item 3; catalogue C2): a secret — a configured value or a
+"""StreamRedactor properties: a secret — a configured value or a
 recognisable key shape — embedded anywhere in a streamed answer, cut at arbitrary chunk
 boundaries, never shows, whole or in telling pieces, in any interim state of the stream."""
 

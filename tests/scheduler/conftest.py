@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from memory.db import Database
 from memory.tasks import create_tables
 from scheduler.store import ScheduleStore
-
-
-class FakeClock:
-    def __init__(self, now: datetime | None = None):
-        self._now = now or datetime.now(UTC)
-
-    def now(self) -> datetime:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += timedelta(seconds=seconds)
-
-    def set(self, when: datetime) -> None:
-        self._now = when
+from tests.fakes.clock import FakeClock
 
 
 @pytest.fixture
@@ -46,4 +33,4 @@ def store(db):
 
 @pytest.fixture
 def clock():
-    return FakeClock()
+    return FakeClock(datetime.now(UTC))

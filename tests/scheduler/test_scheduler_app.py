@@ -20,34 +20,11 @@ from scheduler.app import LEASE_NAME, AppScheduler
 from scheduler.jobs import JobContext, execute_brief
 from scheduler.service import ScheduleService
 from scheduler.store import Schedule, new_schedule_id
+from tests.fakes.recorder import Recorder
+from tests.fakes.waits import eventually
 
 SH = ZoneInfo("Asia/Shanghai")
 NY = ZoneInfo("America/New_York")
-
-
-class Recorder:
-    """An `on_brief` callback that records calls; optionally fails the first `fail` times."""
-
-    def __init__(self, fail: int = 0):
-        self.calls: list[tuple[str, str]] = []
-        self.fail = fail
-
-    async def __call__(self, chat_key: str, schedule_id: str) -> None:
-        self.calls.append((chat_key, schedule_id))
-        if len(self.calls) <= self.fail:
-            raise ConnectionError("telegram unreachable")
-
-
-async def eventually(predicate, timeout: float = 5.0) -> None:
-    """Wait for a condition (never for a fixed time)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            result = predicate()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return
-            await asyncio.sleep(0.02)
 
 
 async def make_schedule(store, *, chat: str = "tg:1", spec: str = "08:30", tz: str = "UTC") -> Schedule:
@@ -204,7 +181,7 @@ async def passes_done(a: AppScheduler, checks: list[int], more: int = 3) -> None
 
 
 async def test_a_prepared_scheduler_holds_the_lease_but_fires_nothing_until_opened(store, clock):
-    """The app prepares its scheduler before the chats open and opens it after (issue 21): a brief
+    """The app prepares its scheduler before the chats open and opens it after: a brief
     due at start-up waits for `open` — through lease renewals, each of which wakes a pass."""
     due = (datetime.now(UTC) - timedelta(minutes=2)).replace(second=0, microsecond=0)
     s = await make_schedule(store, spec=f"{due:%H:%M}")
@@ -329,7 +306,7 @@ async def test_delivery_is_retried_with_backoff_and_failures_show_in_status(stor
     async def fake_sleep(seconds: float) -> None:
         sleeps.append(seconds)
 
-    flaky = Recorder(fail=2)
+    flaky = Recorder(fail=2, error=lambda: ConnectionError("telegram unreachable"))
     ctx = JobContext(store=store, clock=clock, on_brief=flaky, retry_delays=(30.0, 120.0), sleep=fake_sleep)
     s = await make_schedule(store, spec="08:30", tz="Asia/Shanghai")
     clock.set(datetime(2024, 6, 11, 8, 30, 1, tzinfo=SH))
@@ -337,7 +314,7 @@ async def test_delivery_is_retried_with_backoff_and_failures_show_in_status(stor
     assert (out.status, out.attempts) == ("delivered", 3)
     assert sleeps == [30.0, 120.0]
 
-    dead = Recorder(fail=99)
+    dead = Recorder(fail=99, error=lambda: ConnectionError("telegram unreachable"))
     ctx = JobContext(store=store, clock=clock, on_brief=dead, retry_delays=(30.0, 120.0), sleep=fake_sleep)
     clock.set(datetime(2024, 6, 12, 8, 30, 1, tzinfo=SH))
     out = await execute_brief(ctx, "tg:1", s.id)
@@ -526,7 +503,7 @@ async def test_concurrent_claims_are_batched_and_exactly_one_wins(store):
 
 
 async def test_daily_upkeep_prunes_trace_folders_past_the_retention(store, tmp_path):
-    from tests.scheduler.conftest import FakeClock
+    from tests.fakes.clock import FakeClock
 
     traces = tmp_path / "traces"
     for day in ("2025-01-01", "2025-01-17", "2025-01-18", "2025-02-01", "notes"):
@@ -546,41 +523,29 @@ async def test_trace_pruning_is_registered_as_a_housekeeping_job(store, tmp_path
     assert "prune_traces" not in app(store)._ctx.housekeeping  # no traces folder, nothing to prune
 
 
-async def test_cold_registration_writes_every_job_in_one_transaction(store):
-    """10K briefs at a first start cost one INSERT batch, not 10K INSERT-and-commits (issue 21); each job is
-    stored with its trigger's next run, and a job that was already stored is replaced."""
-    from sqlalchemy import event
-
+async def test_cold_registration_stores_every_missing_job_once(store):
+    """Briefs whose jobs are missing (a first start, a wiped job store) are all registered by one
+    reconcile: each job stored once, with its trigger's next run; a job already stored is kept."""
     schedules = [await make_schedule(store, chat=f"tg:{i}", spec=later_hhmm(UTC)) for i in range(40)]
     b = app(store)
     await b.start()
     try:
-        aps_store = b._aps._lookup_jobstore("default")
-        inserts: list[str] = []
-
-        def seen(conn, cursor, statement, *args):
-            if statement.lstrip().upper().startswith("INSERT"):
-                inserts.append(statement)
-
-        event.listen(aps_store.engine, "before_cursor_execute", seen)
-        for s in schedules:  # drop the jobs: the next reconcile adds all 40 again
+        for s in schedules[1:]:  # drop the jobs but one: the next reconcile adds the 39 again
             await b.remove_brief_job(s.id)
-        keep = schedules[0]
-        await b.add_brief_job(keep)  # stored already: the batch replaces it
-        inserts.clear()
-        await b._call(b._add_brief_jobs_sync, schedules)
-        assert len(inserts) == 1  # one executemany
+        report = await b.reconcile()
+        assert (report.schedules, report.added, report.removed) == (40, 39, 0)
+        assert {s.job_id for s in schedules} <= await b.job_ids()
         for s in schedules:
-            job = await b._call(b._aps.get_job, s.job_id)
-            assert job is not None and job.next_run_time is not None
-            assert job.next_run_time == job.trigger.get_next_fire_time(None, datetime.now(UTC))
+            nxt = await b.next_run_time(s.job_id)
+            assert nxt is not None and nxt > datetime.now(UTC) and f"{nxt:%H:%M}" == s.spec
+        assert (await b.reconcile()).added == 0  # nothing twice
     finally:
         await b.stop()
 
 
 async def test_briefs_fire_at_their_own_second_of_the_minute(store):
     """By default each brief job fires at its schedule's `spread_second`, so thousands of 08:30
-    briefs spread over the minute (issue 21)."""
+    briefs spread over the minute."""
     from scheduler.specs import spread_second
 
     schedules = [await make_schedule(store, chat=f"tg:{i}", spec=later_hhmm(UTC)) for i in range(5)]

@@ -1,4 +1,4 @@
-"""`/brief` and the `/status` brief lines speak the chat's language (issue 18): after `/lang zh`
+"""`/brief` and the `/status` brief lines speak the chat's language: after `/lang zh`
 every reply path of `handle_brief_command` is Chinese, errors included; English stays the default."""
 
 from __future__ import annotations
@@ -14,13 +14,9 @@ from scheduler.app import AppScheduler
 from scheduler.i18n import SCHEDULE_STRINGS, error_text
 from scheduler.service import ScheduleService
 from scheduler.specs import BriefSpecError, parse_brief_command
+from tests.fakes.recorder import Recorder
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-class Recorder:
-    async def __call__(self, chat_key: str, schedule_id: str) -> None:
-        return None
 
 
 @pytest.fixture

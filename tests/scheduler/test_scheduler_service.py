@@ -3,7 +3,6 @@ the manage_schedule / list_schedules tools (approval flags, unattended refusal).
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -14,16 +13,7 @@ from scheduler.app import AppScheduler
 from scheduler.service import ScheduleService
 from scheduler.specs import ScheduleError
 from scheduler.tools import schedule_tools
-
-
-class Recorder:
-    def __init__(self):
-        self.calls: list[tuple[str, str]] = []
-        self.done = asyncio.Event()
-
-    async def __call__(self, chat_key: str, schedule_id: str) -> None:
-        self.calls.append((chat_key, schedule_id))
-        self.done.set()
+from tests.fakes.recorder import Recorder
 
 
 @pytest.fixture
@@ -66,7 +56,7 @@ async def test_brief_command_flow(running):
     assert (third.spec, third.tz) == ("trading_days 07:00", "America/New_York")
 
     assert "Preparing" in await service.handle_brief_command(chat, "u1", "/brief now")
-    await asyncio.wait_for(rec.done.wait(), 5)
+    await rec.wait_for(1)
     assert rec.calls == [(chat, third.id)]
 
     assert await service.handle_brief_command(chat, "u1", "/brief off") == "Brief turned off."

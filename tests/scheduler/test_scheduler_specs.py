@@ -163,7 +163,7 @@ def test_sync_database_url():
         sync_database_url("oracle+asyncfoo://x/y")
 
 
-# ---- spreading briefs over their minute (issue 21) -----------------------------------------------
+# ---- spreading briefs over their minute -----------------------------------------------
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 

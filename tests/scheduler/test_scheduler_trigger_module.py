@@ -1,5 +1,5 @@
 """`DailyTrigger` is a virtual subclass of APScheduler's `BaseTrigger` (registered by the scheduler)
-so the schedule tools and specs load without APScheduler (issue 21); the job store's pickles are
+so the schedule tools and specs load without APScheduler; the job store's pickles are
 unchanged."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tables only ever queried with Core statements are plain Core tables, not ORM classes (issue 21:
+"""Tables only ever queried with Core statements are plain Core tables, not ORM classes (
 mapping them cost every process ~1.5 ms a table at import, and nothing used the mapping): the
 background-task and scheduler tables, the TaskState table and every core and chat table
 (memory/models.py). They must stay exactly the tables the declarative classes made —

@@ -1,4 +1,4 @@
-"""A toy investing toolset with the seed's tool names, and helpers to run sub-agents over it."""
+"""A toy investing toolset with the usual tool names, and helpers to run sub-agents over it."""
 
 from __future__ import annotations
 

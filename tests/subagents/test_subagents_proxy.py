@@ -24,7 +24,7 @@ from agent.tokens import estimate_tokens
 from agent.tools.registry import ToolContext
 
 SEED_TOOL_NAMES = {
-    # seed 000
+    # the investing toolkit
     "search_stock_by_name",
     "analyze_stock",
     "portfolio",
@@ -37,7 +37,7 @@ SEED_TOOL_NAMES = {
     "generate_strategy_decision",
     "query_history",
     "check_background_tasks",
-    # seed 003 read-only facts
+    # read-only trading facts
     "get_positions",
     "get_balance",
     "get_market_price",

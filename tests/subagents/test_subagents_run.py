@@ -117,7 +117,7 @@ async def test_total_timeout_stops_the_agent_with_fallback_policy(services, sub_
 async def test_model_error_gives_error_policy(services, sub_client):
     sub_client.add(FatalModelError("bad key", model="scripted"))
     result = await run_subagent("trading", "plan", services=services)
-    # the provider's own words stay in the log (C6): the sub-agent reports the generic reason
+    # the provider's own words stay in the log: the sub-agent reports the generic reason
     assert (
         result.status == "error" and "rejected the request" in result.error and "bad key" not in result.error
     )

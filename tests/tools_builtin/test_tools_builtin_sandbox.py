@@ -1,8 +1,8 @@
-"""exec_command runs in a real bubblewrap sandbox (catalogue cases A18 and C3).
+"""exec_command runs in a real bubblewrap sandbox.
 
-These tests run `bwrap` for real (CI installs bubblewrap; see .ci/run). The attacks are the ones
-from issue 16: an approved command that rewrites tapebot's own policy in tapebot.db (A18), reads
-config.toml through `rev`/`base64`, or reads the parent's environment through /proc (C3).
+These tests run `bwrap` for real (CI installs bubblewrap; see .ci/run). The attacks: an
+approved command that rewrites tapebot's own policy in tapebot.db, reads config.toml through
+`rev`/`base64`, or reads the parent's environment through /proc.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def leaky_env(monkeypatch):
 
 @pytest.fixture
 def approvals_db(home: Path) -> Path:
-    """A real SQLite tapebot.db with a standing-approvals table (A18's target)."""
+    """A real SQLite tapebot.db with a standing-approvals table (the attack's target)."""
     db = home / "tapebot.db"
     db.unlink()
     with closing(sqlite3.connect(db)) as conn, conn:
@@ -71,7 +71,7 @@ async def test_sandbox_is_available_here(policy):
 
 @needs_bwrap
 async def test_a18_command_cannot_insert_standing_approvals_into_tapebot_db(call, home, approvals_db):
-    """A18: after an approved `ls`, the model runs a command that inserts standing approvals for
+    """After an approved `ls`, the model runs a command that inserts standing approvals for
     other chats into tapebot.db. The database is not even visible inside the sandbox."""
     db = approvals_db
     sql = "insert into standing_approvals values ('telegram:666', 'execute_trade')"
@@ -90,8 +90,8 @@ async def test_a18_command_cannot_insert_standing_approvals_into_tapebot_db(call
 
 @needs_bwrap
 async def test_a18_tapebot_home_outside_the_workspace_is_not_visible(call, home, policy):
-    """A18: the database path cannot even be listed; config.toml cannot be read, reversed or
-    base64-encoded (the issue's redaction bypass) because it is not there."""
+    """The database path cannot even be listed; config.toml cannot be read, reversed or
+    base64-encoded (a redaction bypass) because it is not there."""
     out = await call(
         "exec_command",
         command=(
@@ -111,7 +111,7 @@ async def test_a18_tapebot_home_outside_the_workspace_is_not_visible(call, home,
 
 @needs_bwrap
 async def test_a18_only_the_workspace_is_writable(call, home, policy, tmp_path):
-    """A18: writes outside the workspace fail or land in the command's private /tmp, never on the
+    """Writes outside the workspace fail or land in the command's private /tmp, never on the
     host."""
     out = await call(
         "exec_command",
@@ -129,7 +129,7 @@ async def test_a18_only_the_workspace_is_writable(call, home, policy, tmp_path):
 
 @needs_bwrap
 async def test_c3_env_is_only_the_allowlist(call, leaky_env, policy):
-    """C3: `env` / `printenv` show the allowlisted names only: no provider keys, bot tokens or
+    """`env` / `printenv` show the allowlisted names only: no provider keys, bot tokens or
     database passwords."""
     out = await call("exec_command", command="env; echo ===; printenv")
     body = out.split("\n", 2)[2]
@@ -143,7 +143,7 @@ async def test_c3_env_is_only_the_allowlist(call, leaky_env, policy):
 
 @needs_bwrap
 async def test_c3_parent_proc_environ_shows_no_secrets(call, leaky_env):
-    """C3: the command has its own /proc (new pid namespace): /proc/$PPID/environ and
+    """The command has its own /proc (new pid namespace): /proc/$PPID/environ and
     /proc/1/environ are the sandbox's, and the bot's own process is not there at all."""
     import os
 
@@ -233,7 +233,7 @@ def test_describe_says_what_the_sandbox_allows(policy):
 
 
 def test_protected_file_inside_the_workspace_is_masked(tmp_path):
-    """A18: a policy whose workspace contains the protected files (workspace = home) still hides
+    """A policy whose workspace contains the protected files (workspace = home) still hides
     them from the command."""
     home = tmp_path / "h"
     home.mkdir()
@@ -259,7 +259,7 @@ async def test_protected_file_inside_the_workspace_is_not_readable(tmp_path):
 
 @needs_bwrap
 async def test_a18_home_stays_hidden_below_an_extra_read_only_path(call, home, policy, tmp_path):
-    """A18: `exec_read_only_paths` naming a folder that contains TAPEBOT_HOME (say, the user's
+    """`exec_read_only_paths` naming a folder that contains TAPEBOT_HOME (say, the user's
     home) still does not expose config.toml or tapebot.db."""
     (tmp_path / "data.csv").write_text("a,b\n")
     policy.exec_read_only_paths = [tmp_path]
@@ -334,7 +334,7 @@ def _within(path: str, root: str) -> bool:
     network=st.booleans(),
 )
 def test_a18_property_home_is_never_exposed(tmp_path, depth, layout, extra, network):
-    """A18: whatever the layout (home below extra read-only paths, workspace inside, equal to or
+    """Whatever the layout (home below extra read-only paths, workspace inside, equal to or
     outside the home), the only writable bind is the workspace, the home is covered by an empty
     tmpfs after every mount that could show it, and protected files inside the workspace are
     covered by /dev/null."""

@@ -72,7 +72,7 @@ async def web_fetch(ctx: ToolContext, url: str, max_chars: int = 20000) -> str:
         url: the http(s) URL to fetch.
         max_chars: maximum number of characters of text to return.
     """
-    # imported on use, httpx without its CLI's rich/click/pygments: ~0.1 s at start (issue 21)
+    # imported on use, httpx without its CLI's rich/click/pygments: ~0.1 s at start
     import_httpx()
     from agent.tools.builtin.web import web_fetch_impl  # after import_httpx: no httpx CLI
 
