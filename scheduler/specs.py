@@ -5,8 +5,7 @@ IANA zone. `DailyTrigger` is the APScheduler trigger for it. We use our own trig
 `CronTrigger` because CronTrigger (3.11, zoneinfo) fires twice on a DST fall-back day for a time in
 the repeated hour; ours yields exactly one instant per local date (the first occurrence of an
 ambiguous time; for a time skipped by spring-forward, the same instant one hour later on the
-wall clock, as cron does). It is a module-level class with plain fields, so it pickles into the
-job store like a cron trigger does.
+wall clock, as cron does).
 """
 
 from __future__ import annotations
@@ -234,7 +233,7 @@ class DailyTrigger:
     `spread_second`) in an IANA zone. A virtual subclass of APScheduler's `BaseTrigger` (an
     interface: one abstract method), registered by scheduler/app.py: inheriting it would make
     every process that parses a spec (the schedule tools, a one-shot turn) import APScheduler,
-    ~6 ms (issue 21). Pickled into the job store as `scheduler.specs.DailyTrigger`, as before."""
+    ~6 ms."""
 
     def __init__(self, days: str, hour: int, minute: int, timezone: str, second: int = 0):
         if days not in DAYS:

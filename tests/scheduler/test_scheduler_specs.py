@@ -10,8 +10,6 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
-from agent.errors import ConfigError
-from scheduler.app import sync_database_url
 from scheduler.specs import (
     BriefSpec,
     BriefSpecError,
@@ -149,18 +147,6 @@ def test_trigger_pickles_by_value():
     assert copy == trig and str(copy) == "trading_days 08:30 Asia/Shanghai"
     now = datetime(2024, 6, 7, 22, 0, tzinfo=UTC)
     assert copy.get_next_fire_time(None, now) == trig.get_next_fire_time(None, now)
-
-
-def test_sync_database_url():
-    assert str(sync_database_url("sqlite+aiosqlite:////tmp/x/tapebot.db")) == "sqlite:////tmp/x/tapebot.db"
-    assert sync_database_url("sqlite+aiosqlite://") is None
-    assert sync_database_url("sqlite+aiosqlite:///:memory:") is None
-    pg = sync_database_url("postgresql+asyncpg://bot:pw@db:5432/tapebot?ssl=require")
-    assert pg.drivername == "postgresql+psycopg"
-    assert pg.password == "pw" and dict(pg.query) == {"sslmode": "require"}
-    assert sync_database_url("postgresql://bot@db/tapebot").drivername == "postgresql"
-    with pytest.raises(ConfigError):
-        sync_database_url("oracle+asyncfoo://x/y")
 
 
 # ---- spreading briefs over their minute (issue 21) -----------------------------------------------
