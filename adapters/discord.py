@@ -27,7 +27,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -67,6 +67,7 @@ from adapters.render import RenderedPart, render_parts, to_discord
 from adapters.retry import RetryPolicy, with_retries
 from agent.errors import ConfigError
 from agent.text import scrub
+from agent.texts import Catalogue
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class DiscordAdapter(ChatAdapter):
         interaction_grace_s: float = 600.0,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
-        notices: Mapping[str, Mapping[str, str]] | None = None,
+        notices: Catalogue | None = None,
         invalid_request_limit: int = DISCORD_LIMIT // 10,
         send_budget_s: float = 45.0,
         attempt_timeout: float = ATTEMPT_TIMEOUT,
