@@ -272,29 +272,14 @@ class DailyTrigger:
         found = previous_fire_time(self.days, self.hour, self.minute, self.zone, now - shift)
         return None if found is None else found + shift
 
-    def __getstate__(self) -> dict[str, object]:
-        return {
-            "version": 2,
-            "days": self.days,
-            "hour": self.hour,
-            "minute": self.minute,
-            "timezone": self.timezone,
-            "second": self.second,
-        }
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.days = str(state["days"])
-        self.hour = int(state["hour"])  # type: ignore[call-overload]
-        self.minute = int(state["minute"])  # type: ignore[call-overload]
-        self.timezone = str(state["timezone"])
-        self.second = int(state.get("second", 0))  # type: ignore[call-overload]  # version 1: on the minute
-        self._tz = None
+    def _key(self) -> tuple[str, int, int, str, int]:
+        return (self.days, self.hour, self.minute, self.timezone, self.second)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DailyTrigger) and self.__getstate__() == other.__getstate__()
+        return isinstance(other, DailyTrigger) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.days, self.hour, self.minute, self.timezone, self.second))
+        return hash(self._key())
 
     def __str__(self) -> str:
         sec = f":{self.second:02d}" if self.second else ""
