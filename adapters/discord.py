@@ -210,7 +210,10 @@ class DiscordAdapter(ChatAdapter):
         invalid_request_limit: int = DISCORD_LIMIT // 10,
         send_budget_s: float = 45.0,
         attempt_timeout: float = ATTEMPT_TIMEOUT,
+        connector: aiohttp.BaseConnector | None = None,
     ):
+        """`connector` is discord.py's own per-client option (aiohttp's connector): how this
+        client reaches Discord, e.g. a test fake answering for discord.com."""
         if not token:
             raise ValueError("Discord token is empty")
         self._token = token
@@ -242,6 +245,7 @@ class DiscordAdapter(ChatAdapter):
             intents=intents,
             allowed_mentions=discord.AllowedMentions.none(),
             guild_ready_timeout=guild_ready_timeout,  # how long READY waits for GUILD_CREATEs
+            **({"connector": connector} if connector is not None else {}),
         )
         self._handler: InboundHandler | None = None
         self._task: asyncio.Task[None] | None = None

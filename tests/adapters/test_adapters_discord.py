@@ -210,7 +210,9 @@ async def test_rejected_token_is_a_config_error(dc_fake, kv, recorder):
     from agent.errors import ConfigError
 
     dc_fake.fail_next[("GET", "/users/@me")] = [(401, {"message": "401: Unauthorized", "code": 0})]
-    ad = DiscordAdapter("bad-token-123", kv_get=kv.aget, kv_set=kv.aset, ready_timeout=5)
+    ad = DiscordAdapter(
+        "bad-token-123", kv_get=kv.aget, kv_set=kv.aset, ready_timeout=5, connector=dc_fake.connector()
+    )
     with pytest.raises(ConfigError):
         await ad.start(recorder)
     await ad.stop()
@@ -238,10 +240,44 @@ async def test_disallowed_content_intent_is_a_config_error(dc_fake, kv, recorder
         message_content_intent=True,
         ready_timeout=5,
         guild_ready_timeout=0.05,
+        connector=dc_fake.connector(),
     )
     with pytest.raises(ConfigError) as exc:
         await ad.start(recorder)
     assert "Message Content Intent" in str(exc.value)
+
+
+async def test_each_adapter_reaches_its_own_server_and_discord_py_is_left_as_it_was(kv, recorder):
+    """Through discord.py's per-client `connector`, two adapters in one process reach two
+    servers, and discord.py's defaults (Discord itself) stay unchanged for every other client."""
+    from tests.fakes.discord_fake import FakeDiscord
+
+    base, gateway = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    fakes = [FakeDiscord(tls=True), FakeDiscord(tls=True)]
+    adapters = []
+    try:
+        for fake in fakes:
+            await fake.start()
+            ad = DiscordAdapter(
+                "tok-123456",
+                kv_get=kv.aget,
+                kv_set=kv.aset,
+                ready_timeout=5,
+                guild_ready_timeout=0.05,
+                connector=fake.connector(),
+            )
+            adapters.append(ad)
+            await ad.start(recorder)
+        for fake in fakes:
+            assert len(fake.identifies) == 1  # one gateway session on each
+            assert [c.path for c in fake.calls[:1]] == ["/users/@me"]
+        assert discord.http.Route.BASE == base == "https://discord.com/api/v10"
+        assert discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY == gateway
+    finally:
+        for ad in adapters:
+            await ad.stop()
+        for fake in fakes:
+            await fake.close()
 
 
 def test_point_at_sets_the_discord_seams(monkeypatch):
