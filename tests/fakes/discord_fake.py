@@ -1,10 +1,9 @@
 """A loopback fake of Discord's REST API and gateway, enough for discord.py 2.7 to run for real.
 
-    fake = FakeDiscord(); await fake.start()
-    fake.patch(monkeypatch)          # points discord.http.Route.BASE and DEFAULT_GATEWAY at it
-  or, for one client only:
     fake = FakeDiscord(tls=True); await fake.start()
     DiscordAdapter(token, ..., connector=fake.connector())  # discord.com, gateway.discord.gg → fake
+    or, for a `tapebot` process: [discord] api_base_url / gateway_url = fake.addresses, and
+    SSL_CERT_FILE=fake.ca_file in its environment
     client.start("token") → GET /users/@me, GET /oauth2/applications/@me, WS HELLO/IDENTIFY/READY
     await fake.push_dm(channel_id=300, user_id=42, content="hi")          # MESSAGE_CREATE
     await fake.push_slash("status", args="", user_id=42, channel_id=300)  # INTERACTION_CREATE type 2
@@ -27,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import shutil
 import socket
 import ssl
 import tempfile
@@ -97,7 +97,9 @@ class _Loopback(AbstractResolver):
     def __init__(self, port: int):
         self.port = port
 
-    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         return [
             {
                 "hostname": host,
@@ -147,6 +149,7 @@ class FakeDiscord:
         # tls: served over HTTPS/WSS as discord.com and gateway.discord.gg (see `connector`)
         self.tls = tls
         self._cert = b""
+        self._ca_dir = ""
         self.calls: list[RestCall] = []
         self.messages: dict[str, list[dict]] = {}
         self.callbacks: list[dict] = []  # {"interaction_id", "token", "type", "data"}
@@ -193,6 +196,8 @@ class FakeDiscord:
             await self._ws.close()
         if self._runner:
             await self._runner.cleanup()
+        if self._ca_dir:
+            shutil.rmtree(self._ca_dir, ignore_errors=True)
 
     def connector(self) -> aiohttp.TCPConnector:
         """A connector for one discord.py client (`discord.Client(connector=…)`): Discord's hosts
@@ -202,14 +207,21 @@ class FakeDiscord:
         trust = ssl.create_default_context(cadata=self._cert.decode())
         return aiohttp.TCPConnector(resolver=_Loopback(self.port), ssl=trust)
 
-    def patch(self, monkeypatch: Any) -> None:
-        import discord
-        import yarl
+    @property
+    def addresses(self) -> dict[str, str]:
+        """`[discord] api_base_url` and `gateway_url` for a process that trusts `ca_file`."""
+        return {
+            "api_base_url": f"https://127.0.0.1:{self.port}/api/v10",
+            "gateway_url": f"wss://127.0.0.1:{self.port}/gw",
+        }
 
-        monkeypatch.setattr(discord.http.Route, "BASE", f"http://127.0.0.1:{self.port}/api/v10")
-        monkeypatch.setattr(
-            discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(f"ws://127.0.0.1:{self.port}/gw")
-        )
+    @property
+    def ca_file(self) -> str:
+        """The fake's certificate as a PEM file (for SSL_CERT_FILE); removed at `close`."""
+        if not self._ca_dir:
+            self._ca_dir = tempfile.mkdtemp(prefix="fake-discord-")
+            Path(self._ca_dir, "ca.pem").write_bytes(self._cert)
+        return str(Path(self._ca_dir, "ca.pem"))
 
     def inject(
         self, method: str, fragment: str, *, status: int = 502, after: bool = True, times: int = 1
