@@ -1,4 +1,4 @@
-"""Discord adapter (discord.py 2.7).
+"""Discord adapter (discord.py 2.x).
 
 - `await client.start(token)` in a task (never `run`), so it shares the event loop with Telegram and
   the scheduler.
@@ -26,6 +26,7 @@ import inspect
 import json
 import logging
 import secrets
+import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from typing import Any
 
 import aiohttp
 import discord
+import yarl
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from adapters.base import (
     Button,
@@ -67,6 +70,7 @@ from adapters.render import RenderedPart, render_parts, to_discord
 from adapters.retry import RetryPolicy, with_retries
 from agent.errors import ConfigError
 from agent.text import scrub
+from agent.texts import Catalogue
 
 log = logging.getLogger(__name__)
 
@@ -205,11 +209,17 @@ class DiscordAdapter(ChatAdapter):
         interaction_grace_s: float = 600.0,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
-        notices: Mapping[str, Mapping[str, str]] | None = None,
+        notices: Catalogue | None = None,
         invalid_request_limit: int = DISCORD_LIMIT // 10,
         send_budget_s: float = 45.0,
         attempt_timeout: float = ATTEMPT_TIMEOUT,
+        connector: aiohttp.BaseConnector | None = None,
+        api_base_url: str | None = None,
+        gateway_url: str | None = None,
     ):
+        """`connector` is discord.py's own per-client option (aiohttp's connector): how this
+        client reaches Discord, e.g. a test fake answering for discord.com. Without one,
+        `api_base_url` / `gateway_url` make one (`connector_to`)."""
         if not token:
             raise ValueError("Discord token is empty")
         self._token = token
@@ -235,12 +245,15 @@ class DiscordAdapter(ChatAdapter):
         self._content_intent = message_content_intent
         # stop sending well before Discord's invalid-request ban
         self.budget = InvalidRequestBudget(invalid_request_limit, clock=clock)
+        if connector is None and (api_base_url or gateway_url):
+            connector = connector_to(api_base_url, gateway_url)
         self.client = _Client(
             self,
             http_trace=self.budget.trace_config(),
             intents=intents,
             allowed_mentions=discord.AllowedMentions.none(),
             guild_ready_timeout=guild_ready_timeout,  # how long READY waits for GUILD_CREATEs
+            **({"connector": connector} if connector is not None else {}),
         )
         self._handler: InboundHandler | None = None
         self._task: asyncio.Task[None] | None = None
@@ -741,16 +754,48 @@ class DiscordAdapter(ChatAdapter):
         log.info("discord: synced %d slash commands (%s)", len(self._commands), scope)
 
 
-def point_at(api_base_url: str | None, gateway_url: str | None) -> None:
-    """Point discord.py at another REST root (e.g. "http://127.0.0.1:8080/api/v10") and/or gateway
-    websocket URL — a test fake or a proxy. These are discord.py class attributes, so this affects
-    every client in the process; pin discord.py 2.7.x (tests check the seams still exist)."""
-    import yarl
+class _Redirect(AbstractResolver):
+    """Resolves Discord's host names to other addresses (host and port); every other host as
+    aiohttp would."""
 
-    if api_base_url:
-        discord.http.Route.BASE = api_base_url.rstrip("/")
-    if gateway_url:
-        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
+    def __init__(self, routes: Mapping[str, tuple[str, int]]):
+        self._routes = dict(routes)
+        self._default = aiohttp.DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        target = self._routes.get(host)
+        if target is None:
+            return await self._default.resolve(host, port, family)
+        found = await self._default.resolve(target[0], target[1], family)
+        return [{**item, "hostname": host, "port": target[1]} for item in found]
+
+    async def close(self) -> None:
+        await self._default.close()
+
+
+def connector_to(api_base_url: str | None, gateway_url: str | None) -> aiohttp.TCPConnector:
+    """discord.py's per-client `connector` reaching Discord's REST API at `api_base_url`'s host and
+    port and its gateway at `gateway_url`'s (a test fake or a relay). discord.py builds its URLs
+    from Discord's own host names, so the other end speaks TLS for them: its certificate must be
+    valid for discord.com / gateway.discord.gg and trusted (e.g. through SSL_CERT_FILE)."""
+    routes: dict[str, tuple[str, int]] = {}
+    for name, value, host, scheme in (
+        ("api_base_url", api_base_url, "discord.com", "https"),
+        ("gateway_url", gateway_url, "gateway.discord.gg", "wss"),
+    ):
+        if not value:
+            continue
+        url = yarl.URL(value)
+        if url.scheme != scheme or not url.host:
+            raise ConfigError(
+                f"[discord] {name} must be a {scheme}:// address, not {value!r}",
+                key=f"discord.{name}",
+                fix=f"discord.py talks TLS to {host}: give the {scheme}:// address that answers for it",
+            )
+        routes[host] = (url.host, url.port or 443)
+    return aiohttp.TCPConnector(resolver=_Redirect(routes))
 
 
 def _invoked(options: list[Any]) -> tuple[str | None, dict[str, object]]:

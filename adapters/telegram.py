@@ -34,7 +34,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -95,6 +95,7 @@ from adapters.telegram_wire import (
     parse_update,
 )
 from agent.errors import ConfigError
+from agent.texts import Catalogue
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ class TelegramAdapter(ChatAdapter):
         send_read_timeout: float = SEND_READ_TIMEOUT,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.time,
-        notices: Mapping[str, Mapping[str, str]] | None = None,
+        notices: Catalogue | None = None,
         notify_stale: bool = True,
         replicas: ReplicaGate | None = None,
     ):

@@ -11,6 +11,7 @@ from typing import Any
 from agent.background import TaskManager
 from agent.errors import ToolFailed
 from agent.task_ledger import ACTIVE, TaskRecord
+from agent.texts import Text
 from agent.tools.registry import ProgressFn, Tool, ToolContext, Toolset
 
 PREVIEW_CHARS = 1_500
@@ -19,38 +20,54 @@ PREVIEW_CHARS = 1_500
 # ---- texts for the chat and the model ---------------------------------------------------------
 # What a chat sees of a task (`/tasks`, /status, the progress message) in its language; agent sits
 # below bot/, so the words are here. The notification for the model stays English.
-TASK_WORDS: dict[str, dict[str, str]] = {
-    "en": {
-        "queued": "queued",
-        "running": "running",
-        "succeeded": "succeeded",
-        "failed": "failed",
-        "cancelled": "cancelled",
-        "timed_out": "timed out",
-        "lost": "lost",
-        "secs": "{s}s",
-        "mins": "{m}m {s:02d}s",
-        "hours": "{h}h {m:02d}m",
-    },
-    "zh": {
-        "queued": "排队中",
-        "running": "运行中",
-        "succeeded": "已完成",
-        "failed": "失败",
-        "cancelled": "已取消",
-        "timed_out": "超时",
-        "lost": "已丢失",
-        "secs": "{s} 秒",
-        "mins": "{m} 分 {s:02d} 秒",
-        "hours": "{h} 小时 {m:02d} 分",
-    },
+TASK_WORDS: dict[str, Text] = {
+    "queued": Text(
+        en="queued",
+        zh="排队中",
+    ),
+    "running": Text(
+        en="running",
+        zh="运行中",
+    ),
+    "succeeded": Text(
+        en="succeeded",
+        zh="已完成",
+    ),
+    "failed": Text(
+        en="failed",
+        zh="失败",
+    ),
+    "cancelled": Text(
+        en="cancelled",
+        zh="已取消",
+    ),
+    "timed_out": Text(
+        en="timed out",
+        zh="超时",
+    ),
+    "lost": Text(
+        en="lost",
+        zh="已丢失",
+    ),
+    "secs": Text(
+        en="{s}s",
+        zh="{s} 秒",
+    ),
+    "mins": Text(
+        en="{m}m {s:02d}s",
+        zh="{m} 分 {s:02d} 秒",
+    ),
+    "hours": Text(
+        en="{h}h {m:02d}m",
+        zh="{h} 小时 {m:02d} 分",
+    ),
 }
 
 
 def task_word(lang: str, key: str) -> str:
     """A task status (or duration pattern) in `lang`; an unknown status is shown as it is."""
-    table = TASK_WORDS.get(lang) or TASK_WORDS["en"]
-    return table.get(key) or TASK_WORDS["en"].get(key) or key.replace("_", " ")
+    text = TASK_WORDS.get(key)
+    return text.pick(lang) if text is not None else key.replace("_", " ")
 
 
 def _duration(seconds: float | None, lang: str = "en") -> str:

@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, overload
 
+from agent.texts import Text
+from agent.texts import words as texts_in
+
 # The documented lists (README "Approvals"). Short on purpose: anything else is not consent.
 AFFIRMATIVE = frozenset(
     {
@@ -125,19 +128,23 @@ def asks(text: str) -> bool:
 
 
 # the scope of a standing approval as a card and /rules show it (agent sits below bot/)
-SCOPE_WORDS: dict[str, dict[str, str]] = {
-    "en": {
-        "trade": "{tool} {side} {instrument} ≤ {max} per order",
-        "exact": "{tool} with exactly these arguments",
-        "side_buy": "buy",
-        "side_sell": "sell",
-    },
-    "zh": {
-        "trade": "{tool} {side} {instrument}，每笔 ≤ {max}",
-        "exact": "{tool}，且参数完全相同",
-        "side_buy": "买入",
-        "side_sell": "卖出",
-    },
+SCOPE_WORDS: dict[str, Text] = {
+    "trade": Text(
+        en="{tool} {side} {instrument} ≤ {max} per order",
+        zh="{tool} {side} {instrument}，每笔 ≤ {max}",
+    ),
+    "exact": Text(
+        en="{tool} with exactly these arguments",
+        zh="{tool}，且参数完全相同",
+    ),
+    "side_buy": Text(
+        en="buy",
+        zh="买入",
+    ),
+    "side_sell": Text(
+        en="sell",
+        zh="卖出",
+    ),
 }
 
 
@@ -172,7 +179,7 @@ class StandingScope:
 
     def describe(self, lang: str = "en") -> str:
         """One line in `lang` (en or zh): codes, paths and numbers, and the few words around them."""
-        words = SCOPE_WORDS.get(lang) or SCOPE_WORDS["en"]
+        words = texts_in(SCOPE_WORDS, lang)
         if self.kind == "trade":
             side = words.get(f"side_{self.side}", self.side)
             return words["trade"].format(

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from agent.errors import InvalidToolArguments, ToolFailed, ToolTimedOut
+from agent.texts import Text
+from agent.texts import words as texts_in
 from agent.tools.registry import Attachment, Tool, ToolContext, ToolOutput, Toolset, ToolSpec
 from config.settings import McpServerConfig
 
@@ -60,27 +62,39 @@ State = Literal["starting", "ready", "failed", "disconnected", "stopped"]
 
 # a server's /status line in the chat's language (agent sits below bot/, so the words are here);
 # the error detail after the state stays as the server or the SDK said it
-MCP_WORDS: dict[str, dict[str, str]] = {
-    "en": {
-        "ready": "{name}: ready, {n} tool(s) ({transport})",
-        "state": "{name}: {state}{detail}{again}",
-        "detail": ": {error}",
-        "reconnecting": "; reconnecting",
-        "starting": "starting",
-        "failed": "failed",
-        "disconnected": "disconnected",
-        "stopped": "stopped",
-    },
-    "zh": {
-        "ready": "{name}：就绪，{n} 个工具（{transport}）",
-        "state": "{name}：{state}{detail}{again}",
-        "detail": "：{error}",
-        "reconnecting": "；正在重连",
-        "starting": "启动中",
-        "failed": "失败",
-        "disconnected": "已断开",
-        "stopped": "已停止",
-    },
+MCP_WORDS: dict[str, Text] = {
+    "ready": Text(
+        en="{name}: ready, {n} tool(s) ({transport})",
+        zh="{name}：就绪，{n} 个工具（{transport}）",
+    ),
+    "state": Text(
+        en="{name}: {state}{detail}{again}",
+        zh="{name}：{state}{detail}{again}",
+    ),
+    "detail": Text(
+        en=": {error}",
+        zh="：{error}",
+    ),
+    "reconnecting": Text(
+        en="; reconnecting",
+        zh="；正在重连",
+    ),
+    "starting": Text(
+        en="starting",
+        zh="启动中",
+    ),
+    "failed": Text(
+        en="failed",
+        zh="失败",
+    ),
+    "disconnected": Text(
+        en="disconnected",
+        zh="已断开",
+    ),
+    "stopped": Text(
+        en="stopped",
+        zh="已停止",
+    ),
 }
 
 
@@ -588,7 +602,7 @@ class McpServerConnection:
         return Attachment(path=path, mime=item.mime_type, caption="")
 
     def status_line(self, lang: str = "en") -> str:
-        words = MCP_WORDS.get(lang) or MCP_WORDS["en"]
+        words = texts_in(MCP_WORDS, lang)
         transport = self.config.url or " ".join(self.config.command or [])
         if self.state == "ready":
             return words["ready"].format(name=self.name, n=len(self.tools), transport=transport)

@@ -8,7 +8,8 @@
     OPENAI_BASE_URL at a local scripted LLM server in a thread, stdin kept open); once its banner is
     on stderr and it has idled `--settle` seconds, VmRSS from /proc/<pid>/status (target < 120 MB).
 (c) `tapebot run` idle with Telegram and Discord connected over real sockets to the fake Bot API
-    (`[telegram] api_base_url`) and the fake Discord (`[discord] api_base_url` / `gateway_url`);
+    (`[telegram] api_base_url`) and the fake Discord (`[discord] api_base_url` / `gateway_url`, its
+    certificate trusted through SSL_CERT_FILE);
     sampled after getUpdates and the gateway IDENTIFY were seen, plus `--settle` (target < 150 MB).
     The database is brought to the packaged head first (`tapebot db upgrade`), as for a bot that
     has started before: the migration tooling a brand-new home loads once is not idle memory.
@@ -171,7 +172,7 @@ async def measure_run(
     reply) on each platform; and the process's stderr."""
     api = FakeBotAPI(token=TELEGRAM_TOKEN)
     await api.serve()
-    discord = FakeDiscord()
+    discord = FakeDiscord(tls=True)
     await discord.start()
     try:
         async with ScriptedLLMServer() as llm:
@@ -186,8 +187,8 @@ api_base_url = "{api.base_url}"
 allowed_users = [1001]
 
 [discord]
-api_base_url = "http://127.0.0.1:{discord.port}/api/v10"
-gateway_url = "ws://127.0.0.1:{discord.port}/gw"
+api_base_url = "{discord.addresses["api_base_url"]}"
+gateway_url = "{discord.addresses["gateway_url"]}"
 allowed_users = [42]
 
 [scheduler]
@@ -197,6 +198,7 @@ enabled = true
                 )
                 env = clean_env(
                     home,
+                    SSL_CERT_FILE=discord.ca_file,  # the fake answers for discord.com
                     OPENAI_API_KEY="sk-bench-000000000000",
                     OPENAI_BASE_URL=llm.openai_base_url,
                     TELEGRAM_BOT_TOKEN=TELEGRAM_TOKEN,

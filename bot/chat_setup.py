@@ -152,10 +152,6 @@ def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
     if s.discord.enabled:
         from adapters.discord import DiscordAdapter
 
-        if s.discord.api_base_url or s.discord.gateway_url:
-            from adapters.discord import point_at
-
-            point_at(s.discord.api_base_url, s.discord.gateway_url)
         adapters.append(
             DiscordAdapter(
                 s.discord.resolved_token(env) or "",
@@ -163,6 +159,8 @@ def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
                 kv_set=parts.store.kv_set,
                 message_content_intent=s.discord.message_content_intent,
                 command_guild_ids=list(s.discord.guild_ids),
+                api_base_url=s.discord.api_base_url,
+                gateway_url=s.discord.gateway_url,
                 **parts.adapter_options.get("discord", {}),
             )
         )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import Button, Card, ChatRef, UserRef
 from adapters.console import CardPrompt, ConsoleAdapter, ConsoleHooks
 from adapters.console_screen import ConsoleLogHandler
+from agent.texts import Text
 from bot import cards
 from bot.access import PlatformAccess
 from bot.i18n import pick_language
@@ -33,39 +34,52 @@ TERMINAL_USER = "terminal"  # the local user: allowed and admin; `granted by ter
 TERMINAL_CHAT = ChatRef("terminal", "")  # one chat: its key is "terminal" (adapters/base.py)
 
 #: The terminal's own words around a card (the chats' say "tap a button", "reply to this card").
-TERMINAL_STRINGS: dict[str, dict[str, str]] = {
-    "en": {
-        "hint": "Type yes or no; a longer message is a new request (the card closes unrun).",
-        "hint_always": "Type yes, always or no; a longer message is a new request (the card closes unrun).",
-        "prompt": "Allow {tool}? [yes] once / [no]: ",
-        "prompt_always": "Allow {tool}? [yes] once / [always] / [no]: ",
-        "interrupted": "Ctrl-C: {tool} denied; nothing was run",
-        "typed_before": "“{line}” was typed before the card appeared: not used as its answer",
-        "idle": "(Ctrl-D or /exit quits; Ctrl-C stops a running turn)",
-        "thinking": "thinking…",
-        "you": "you",
-        "banner": "tapebot — model {model}, session {session}. Ctrl-C stops a running turn, "
-        "Ctrl-D or /exit quits, /new starts a new session, /rules lists standing approvals, "
-        "/help lists the commands.",
-    },
-    "zh": {
-        "hint": "输入“好”或“不”；较长的消息视为新的请求（卡片关闭，不执行）。",
-        "hint_always": "输入“好”、“总是允许”或“不”；较长的消息视为新的请求（卡片关闭，不执行）。",
-        "prompt": "允许 {tool}？[好] 一次 / [不]：",
-        "prompt_always": "允许 {tool}？[好] 一次 / [总是允许] / [不]：",
-        "interrupted": "Ctrl-C：已拒绝 {tool}；未执行任何操作",
-        "typed_before": "“{line}”是在卡片出现前输入的：不作为回答",
-        "idle": "（Ctrl-D 或 /exit 退出；Ctrl-C 停止正在运行的任务）",
-        "thinking": "思考中…",
-        "you": "你",
-        "banner": "tapebot — 模型 {model}，会话 {session}。Ctrl-C 停止正在运行的任务，Ctrl-D 或 /exit "
-        "退出，/new 开始新会话，/rules 列出长期允许，/help 列出命令。",
-    },
+TERMINAL_STRINGS: dict[str, Text] = {
+    "hint": Text(
+        en="Type yes or no; a longer message is a new request (the card closes unrun).",
+        zh="输入“好”或“不”；较长的消息视为新的请求（卡片关闭，不执行）。",
+    ),
+    "hint_always": Text(
+        en="Type yes, always or no; a longer message is a new request (the card closes unrun).",
+        zh="输入“好”、“总是允许”或“不”；较长的消息视为新的请求（卡片关闭，不执行）。",
+    ),
+    "prompt": Text(
+        en="Allow {tool}? [yes] once / [no]: ",
+        zh="允许 {tool}？[好] 一次 / [不]：",
+    ),
+    "prompt_always": Text(
+        en="Allow {tool}? [yes] once / [always] / [no]: ",
+        zh="允许 {tool}？[好] 一次 / [总是允许] / [不]：",
+    ),
+    "interrupted": Text(
+        en="Ctrl-C: {tool} denied; nothing was run",
+        zh="Ctrl-C：已拒绝 {tool}；未执行任何操作",
+    ),
+    "typed_before": Text(
+        en="“{line}” was typed before the card appeared: not used as its answer",
+        zh="“{line}”是在卡片出现前输入的：不作为回答",
+    ),
+    "idle": Text(
+        en="(Ctrl-D or /exit quits; Ctrl-C stops a running turn)",
+        zh="（Ctrl-D 或 /exit 退出；Ctrl-C 停止正在运行的任务）",
+    ),
+    "thinking": Text(
+        en="thinking…",
+        zh="思考中…",
+    ),
+    "you": Text(
+        en="you",
+        zh="你",
+    ),
+    "banner": Text(
+        en="tapebot — model {model}, session {session}. Ctrl-C stops a running turn, Ctrl-D or /exit quits, /new starts a new session, /rules lists standing approvals, /help lists the commands.",
+        zh="tapebot — 模型 {model}，会话 {session}。Ctrl-C 停止正在运行的任务，Ctrl-D 或 /exit 退出，/new 开始新会话，/rules 列出长期允许，/help 列出命令。",
+    ),
 }
 
 
 def tt(lang: str, key: str, **kw: Any) -> str:
-    text = TERMINAL_STRINGS.get(lang, TERMINAL_STRINGS["en"])[key]
+    text = TERMINAL_STRINGS[key].pick(lang)
     return text.format(**kw) if kw else text
 
 

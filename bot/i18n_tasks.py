@@ -10,53 +10,78 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agent.texts import Text
+
 if TYPE_CHECKING:
     from agent.task_ledger import TaskRecord
 
 # agent.background_tools (and what it loads) is imported by the formatters, not here: bot/i18n.py
 # merges this table at import, and the bare table must not cost a start ~0.2 s.
 
-TASK_STRINGS: dict[str, dict[str, str]] = {
-    "en": {
-        "brief_empty": "(empty brief)",
-        "brief_header": "🗞 **Daily brief** · {date}",
-        # why a tool's progress line ends in ✗ (a tool's reported status or the runtime's error code)
-        "failure_rejected": "rejected",
-        "failure_failed": "failed",
-        "failure_error": "error",
-        "failure_denied": "denied",
-        "failure_cancelled": "cancelled",
-        "failure_expired": "expired",
-        "failure_tool_error": "error",
-        "failure_internal": "did not go through: the bot's database failed (the details are in its log)",
-        "failure_invalid_arguments": "invalid arguments",
-        "failure_tool_not_found": "no such tool",
-        "failure_timed_out": "timed out",
-        "failure_aborted": "aborted",
-    },
-    "zh": {
-        "brief_empty": "（简报为空）",
-        "brief_header": "🗞 **每日简报** · {date}",
-        "failure_rejected": "被拒绝",
-        "failure_failed": "失败",
-        "failure_error": "出错",
-        "failure_denied": "被拒绝执行",
-        "failure_cancelled": "已取消",
-        "failure_expired": "已过期",
-        "failure_tool_error": "出错",
-        "failure_internal": "未能完成：机器人的数据库出错（详情已记入日志）",
-        "failure_invalid_arguments": "参数无效",
-        "failure_tool_not_found": "没有这个工具",
-        "failure_timed_out": "超时",
-        "failure_aborted": "已中止",
-    },
+TASK_STRINGS: dict[str, Text] = {
+    "brief_empty": Text(
+        en="(empty brief)",
+        zh="（简报为空）",
+    ),
+    "brief_header": Text(
+        en="🗞 **Daily brief** · {date}",
+        zh="🗞 **每日简报** · {date}",
+    ),
+    "failure_rejected": Text(
+        en="rejected",
+        zh="被拒绝",
+    ),
+    "failure_failed": Text(
+        en="failed",
+        zh="失败",
+    ),
+    "failure_error": Text(
+        en="error",
+        zh="出错",
+    ),
+    "failure_denied": Text(
+        en="denied",
+        zh="被拒绝执行",
+    ),
+    "failure_cancelled": Text(
+        en="cancelled",
+        zh="已取消",
+    ),
+    "failure_expired": Text(
+        en="expired",
+        zh="已过期",
+    ),
+    "failure_tool_error": Text(
+        en="error",
+        zh="出错",
+    ),
+    "failure_internal": Text(
+        en="did not go through: the bot's database failed (the details are in its log)",
+        zh="未能完成：机器人的数据库出错（详情已记入日志）",
+    ),
+    "failure_invalid_arguments": Text(
+        en="invalid arguments",
+        zh="参数无效",
+    ),
+    "failure_tool_not_found": Text(
+        en="no such tool",
+        zh="没有这个工具",
+    ),
+    "failure_timed_out": Text(
+        en="timed out",
+        zh="超时",
+    ),
+    "failure_aborted": Text(
+        en="aborted",
+        zh="已中止",
+    ),
 }
 
 
 def _say(lang: str, key: str, **kw: Any) -> str | None:
     # this table directly: bot/i18n.py imports this module to merge it, so no import back
-    text = (TASK_STRINGS.get(lang) or TASK_STRINGS["en"]).get(key) or TASK_STRINGS["en"].get(key)
-    return text.format(**kw) if text is not None else None
+    text = TASK_STRINGS.get(key)
+    return text.pick(lang).format(**kw) if text is not None else None
 
 
 def failure_text(lang: str, code: str) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from agent.texts import Text
 from agent.tools.registry import Toolset, ToolSpec
 
 TABLE_START = "<!-- tools:start -->"
@@ -38,9 +39,25 @@ CATALOG_MODULES: tuple[str, ...] = (
     "agent.tools.builtin",
 )
 
-_EFFECT = {
-    "en": {"read_only": "read-only", "idempotent": "idempotent", "mutating": "writes"},
-    "zh": {"read_only": "只读", "idempotent": "幂等", "mutating": "写入"},
+_EFFECT: dict[str, Text] = {
+    "read_only": Text(
+        en="read-only",
+        zh="只读",
+    ),
+    "idempotent": Text(
+        en="idempotent",
+        zh="幂等",
+    ),
+    "mutating": Text(
+        en="writes",
+        zh="写入",
+    ),
+}
+
+_FLAGS: dict[str, Text] = {
+    "approval": Text(en="approval", zh="需确认"),
+    "background": Text(en="background", zh="后台"),
+    "parallel": Text(en="parallel-safe", zh="可并行"),
 }
 
 
@@ -96,17 +113,13 @@ def catalog_specs(modules: Iterable[str] = CATALOG_MODULES) -> list[ToolSpec]:
 
 
 def flags(spec: ToolSpec, lang: str = "en") -> list[str]:
-    words = {
-        "en": ("approval", "background", "parallel-safe"),
-        "zh": ("需确认", "后台", "可并行"),
-    }[lang if lang in ("en", "zh") else "en"]
-    out = [_EFFECT.get(lang, _EFFECT["en"])[spec.side_effect]]
+    out = [_EFFECT[spec.side_effect].pick(lang)]
     if spec.requires_approval:
-        out.append(words[0])
+        out.append(_FLAGS["approval"].pick(lang))
     if spec.background:
-        out.append(words[1])
+        out.append(_FLAGS["background"].pick(lang))
     if spec.concurrency_safe:
-        out.append(words[2])
+        out.append(_FLAGS["parallel"].pick(lang))
     return out
 
 

@@ -123,7 +123,9 @@ class DiscordConfig(_Section):
     token: SecretStr | None = None
     allowed_users: list[int] = Field(default_factory=list)
     admins: list[int] = Field(default_factory=list)
-    api_base_url: str | None = None  # tests point these at a fake Discord
+    # Discord reached elsewhere (a test fake, a relay): https:// and wss:// addresses whose TLS
+    # certificate is valid for discord.com / gateway.discord.gg (adapters/discord.py connector_to)
+    api_base_url: str | None = None
     gateway_url: str | None = None
     guild_ids: list[int] = Field(default_factory=list)
     # The privileged intent must also be switched on in the Discord developer portal; without it

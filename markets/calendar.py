@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from agent.texts import Text
+from agent.texts import words as texts_in
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -35,20 +38,19 @@ SSE_CLOSE = time(15, 0)  # the closing auction ends: an order after it belongs t
 SSE_FIXED_HOLIDAYS = frozenset({(1, 1), (5, 1), *((10, d) for d in range(1, 8))})
 
 # the warning reaches chats (/status) in their language; markets sits below bot/, so the words are here
-CALENDAR_STRINGS: dict[str, dict[str, str]] = {
-    "en": {
-        "fix": "run `tapebot data update-calendar` (akshare extra) or put a newer {file} into $TAPEBOT_HOME/data/",
-        "outside": "the {name} trading calendar ends {last} ({source}); {day} is outside it, so weekdays are "
-        "assumed to be trading days except 1 Jan, 1 May and 1–7 Oct (the lunar-calendar holidays are "
-        "not known): {fix}",
-        "ends_soon": "the {name} trading calendar ends {last} ({source}), in {left} days: {fix}",
-    },
-    "zh": {
-        "fix": "运行 `tapebot data update-calendar`（需 akshare 扩展），或把更新的 {file} 放到 $TAPEBOT_HOME/data/",
-        "outside": "{name} 交易日历只到 {last}（{source}）；{day} 不在其中，因此除元旦、5月1日和10月1–7日外"
-        "把工作日都当作交易日（不知道春节等农历节假日）：{fix}",
-        "ends_soon": "{name} 交易日历只到 {last}（{source}），还剩 {left} 天：{fix}",
-    },
+CALENDAR_STRINGS: dict[str, Text] = {
+    "fix": Text(
+        en="run `tapebot data update-calendar` (akshare extra) or put a newer {file} into $TAPEBOT_HOME/data/",
+        zh="运行 `tapebot data update-calendar`（需 akshare 扩展），或把更新的 {file} 放到 $TAPEBOT_HOME/data/",
+    ),
+    "outside": Text(
+        en="the {name} trading calendar ends {last} ({source}); {day} is outside it, so weekdays are assumed to be trading days except 1 Jan, 1 May and 1–7 Oct (the lunar-calendar holidays are not known): {fix}",
+        zh="{name} 交易日历只到 {last}（{source}）；{day} 不在其中，因此除元旦、5月1日和10月1–7日外把工作日都当作交易日（不知道春节等农历节假日）：{fix}",
+    ),
+    "ends_soon": Text(
+        en="the {name} trading calendar ends {last} ({source}), in {left} days: {fix}",
+        zh="{name} 交易日历只到 {last}（{source}），还剩 {left} 天：{fix}",
+    ),
 }
 
 
@@ -122,7 +124,7 @@ class TradingCalendar:
         d = _to_date(today)
         if self.every_day or self.last is None:
             return None
-        words = CALENDAR_STRINGS.get(lang) or CALENDAR_STRINGS["en"]
+        words = texts_in(CALENDAR_STRINGS, lang)
         about = {"name": self.name, "last": self.last, "source": self.source}
         fix = words["fix"].format(file=CALENDAR_FILE)
         if not self.covers(d):

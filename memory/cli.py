@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from agent.messages import Message
+from agent.texts import Text
 from memory.longterm import TYPE_RULES, MemoryRecord, MemoryStore
 from memory.recall import MemoryRecall
 from memory.terms import containment
@@ -33,41 +34,60 @@ SessionMessages = Callable[[str], Awaitable[list[Message]]]
 
 # `/memory` speaks the chat's language; the bot's own table lives in bot/, above memory/, so the
 # words are here (English is also what `tapebot memory` prints)
-MEMORY_STRINGS: dict[str, dict[str, str]] = {
-    "en": {
-        "usage": "Usage: /memory [list [type]] | search <text> | forget <id> | trace <id>",
-        "none_yet": "(no memories yet)",
-        "search_head": "Memories matching “{q}”:",
-        "search_none": "No memories match “{q}”.",
-        "forgot": "forgot {record}",
-        "not_found": "no memory #{id}",
-        "source": "source: {ref} ({kind})",
-        "no_source": "(none)",
-        "from": "  from {record}",
-        "from_deleted": "  from #{id} (deleted)",
-        "session_unavailable": "  (session {session} unavailable: {error})",
-        "user_said": "  user said ({score} overlap): {text}",
-    },
-    "zh": {
-        "usage": "用法：/memory [list [类型]] | search <文字> | forget <id> | trace <id>",
-        "none_yet": "（还没有记忆）",
-        "search_head": "与“{q}”相关的记忆：",
-        "search_none": "没有与“{q}”相关的记忆。",
-        "forgot": "已删除：{record}",
-        "not_found": "没有记忆 #{id}",
-        "source": "来源：{ref}（{kind}）",
-        "no_source": "（无）",
-        "from": "  来自 {record}",
-        "from_deleted": "  来自 #{id}（已删除）",
-        "session_unavailable": "  （会话 {session} 无法读取：{error}）",
-        "user_said": "  用户说过（重合 {score}）：{text}",
-    },
+MEMORY_STRINGS: dict[str, Text] = {
+    "usage": Text(
+        en="Usage: /memory [list [type]] | search <text> | forget <id> | trace <id>",
+        zh="用法：/memory [list [类型]] | search <文字> | forget <id> | trace <id>",
+    ),
+    "none_yet": Text(
+        en="(no memories yet)",
+        zh="（还没有记忆）",
+    ),
+    "search_head": Text(
+        en="Memories matching “{q}”:",
+        zh="与“{q}”相关的记忆：",
+    ),
+    "search_none": Text(
+        en="No memories match “{q}”.",
+        zh="没有与“{q}”相关的记忆。",
+    ),
+    "forgot": Text(
+        en="forgot {record}",
+        zh="已删除：{record}",
+    ),
+    "not_found": Text(
+        en="no memory #{id}",
+        zh="没有记忆 #{id}",
+    ),
+    "source": Text(
+        en="source: {ref} ({kind})",
+        zh="来源：{ref}（{kind}）",
+    ),
+    "no_source": Text(
+        en="(none)",
+        zh="（无）",
+    ),
+    "from": Text(
+        en="  from {record}",
+        zh="  来自 {record}",
+    ),
+    "from_deleted": Text(
+        en="  from #{id} (deleted)",
+        zh="  来自 #{id}（已删除）",
+    ),
+    "session_unavailable": Text(
+        en="  (session {session} unavailable: {error})",
+        zh="  （会话 {session} 无法读取：{error}）",
+    ),
+    "user_said": Text(
+        en="  user said ({score} overlap): {text}",
+        zh="  用户说过（重合 {score}）：{text}",
+    ),
 }
 
 
 def say(lang: str, key: str, **kw: object) -> str:
-    table = MEMORY_STRINGS.get(lang) or MEMORY_STRINGS["en"]
-    return (table.get(key) or MEMORY_STRINGS["en"][key]).format(**kw)
+    return MEMORY_STRINGS[key].pick(lang).format(**kw)
 
 
 def build_memory_parser(prog: str = "tapebot memory") -> argparse.ArgumentParser:

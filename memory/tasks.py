@@ -3,8 +3,8 @@
 Tables (migration 0004_tasks_scheduler): `background_tasks` (the ledger), `schedules` (per-chat
 briefs), `schedule_runs` (one row per schedule and local run date: the idempotency key that stops
 a double fire), `scheduler_leases` (which process runs the scheduler), `chat_timezones` (a chat's
-default zone). APScheduler's own `apscheduler_jobs` table is created by the migration too, with the
-schema its SQLAlchemyJobStore expects. `scheduler/store.py` queries the scheduler tables.
+default zone), `scheduler_next_runs` (each scheduled job's next firing, so a restart or a takeover
+neither skips nor repeats one). `scheduler/store.py` queries the scheduler tables.
 """
 
 from __future__ import annotations
@@ -106,6 +106,15 @@ SCHEDULER_LEASES = Table(
     column("expires_at", UTCDateTime()),
 )
 
+# The next firing of each job the scheduler runs ("brief:<schedule id>", "housekeeping:<name>"). The
+# schedule itself lives only in `schedules`; APScheduler keeps its jobs in memory, built from these.
+SCHEDULER_NEXT_RUNS = Table(
+    "scheduler_next_runs",
+    META,
+    column("job_id", String(64), primary_key=True),
+    column("next_run_at", UTCDateTime()),
+)
+
 CHAT_TIMEZONES = Table(
     "chat_timezones",
     META,
@@ -117,7 +126,14 @@ CHAT_TIMEZONES = Table(
 Index("ix_background_tasks_session_created", TASKS.c.session_id, TASKS.c.created_at)
 Index("ix_schedule_runs_started", SCHEDULE_RUNS.c.started_at)
 
-TABLES: tuple[Table, ...] = (TASKS, SCHEDULES, SCHEDULE_RUNS, SCHEDULER_LEASES, CHAT_TIMEZONES)
+TABLES: tuple[Table, ...] = (
+    TASKS,
+    SCHEDULES,
+    SCHEDULE_RUNS,
+    SCHEDULER_LEASES,
+    SCHEDULER_NEXT_RUNS,
+    CHAT_TIMEZONES,
+)
 
 
 async def create_tables(engine: AsyncEngine) -> None:

@@ -1,76 +1,54 @@
-"""`AppScheduler`: the app's one APScheduler 3 `AsyncIOScheduler`, its job store and its lease.
+"""`AppScheduler`: the app's one APScheduler 3 `AsyncIOScheduler`, its jobs and its lease.
 
-- Job store: `SQLAlchemyJobStore` on the project database. Job stores are synchronous, so we derive
-  a sync URL from the async one (sqlite+aiosqlite → sqlite, postgresql+asyncpg → postgresql+psycopg).
-- Job-store I/O runs in one dedicated worker thread, never on the event loop. Reason: with SQLite,
-  an aiosqlite transaction that holds the write lock needs the loop to reach its COMMIT; a sync
-  job-store write on the loop thread would wait for that lock while blocking the loop — a deadlock
-  until the busy timeout, after which stock APScheduler stops rescheduling itself. So `wakeup()`
-  runs `_process_jobs` in the thread and the executor hands coroutines back to the loop.
+- One source of truth: a brief is a row in `schedules`. APScheduler is used as it comes — its
+  in-memory job store and asyncio executor, its public API only — and holds one job per active
+  schedule and per housekeeping chore, built from the table by `reconcile`, which the lease
+  holder runs when it takes the lease and at each renewal (so a schedule created, resumed or
+  deleted through another process is picked up within `renew_interval`).
+- Next run times: after each scheduling pass the next firing of every job that fired or missed
+  is stored (`scheduler_next_runs`, one transaction), and a job is rebuilt with its stored next
+  run, so a restart or a takeover neither skips nor repeats a firing.
 - Lease: one row (`scheduler_leases`) with owner + expiry, renewed every `renew_interval`. Every
-  process starts its scheduler *paused* (so it can still add and remove jobs); only the lease
-  holder resumes it, and only once opened: the app `prepare`s it (all the costly start-up) before
-  its chats open and `open`s it after, so nothing fires that the chats could not deliver yet. A
-  second `tapebot run` on the same database logs "scheduler standing by: lease held by …" and
-  takes over when the lease expires (or is released at shutdown).
+  process starts its scheduler *paused*; only the lease holder loads the jobs and resumes it,
+  and only once opened: the app `prepare`s it (all the costly start-up) before its chats open and
+  `open`s it after, so nothing fires that the chats could not deliver yet. A second `tapebot run`
+  on the same database logs "scheduler standing by: lease held by …" and takes over when the
+  lease expires (or is released at shutdown).
 - Missed runs: `coalesce=True` + `misfire_grace_time` (default 1 h for briefs): downtime across
-  several runs yields at most one catch-up run, inside the grace window. Next-run times are
-  written to the store right after a job is submitted, and each brief claims its
-  (schedule, local date) row before running, so a restart or a takeover never fires it twice.
+  several runs yields at most one catch-up run, inside the grace window; each brief claims its
+  (schedule, local date) row before running, so a second fire of the same day is a no-op.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import os
-import pickle
 import secrets
 import socket
-import sys
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from functools import partial
 from pathlib import Path
-from typing import Any, ParamSpec, TypeAlias, TypeVar
+from typing import Any, TypeAlias
 from zoneinfo import ZoneInfo
 
-from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
-from apscheduler.executors.asyncio import AsyncIOExecutor
-from apscheduler.executors.base import run_coroutine_job, run_job
-from apscheduler.jobstores.base import BaseJobStore, JobLookupError
-from apscheduler.jobstores.memory import MemoryJobStore
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, JobEvent
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.schedulers.base import STATE_PAUSED, STATE_RUNNING, STATE_STOPPED, BaseScheduler
+from apscheduler.schedulers.base import STATE_PAUSED, STATE_RUNNING
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.util import datetime_to_utc_timestamp, iscoroutinefunction_partial
-from sqlalchemy import bindparam, create_engine, event, select
-from sqlalchemy.engine import URL, make_url
 
-from agent.errors import ConfigError
 from agent.ports import Clock, SystemClock
 from agent.scratchpad import prune_traces
 from scheduler import jobs
 from scheduler.i18n import say
-from scheduler.jobs import (
-    RUN_BRIEF,
-    RUN_HOUSEKEEPING,
-    BriefCallback,
-    BriefOutcome,
-    HousekeepingJob,
-    JobContext,
-)
+from scheduler.jobs import BriefCallback, BriefOutcome, HousekeepingJob, JobContext
 from scheduler.specs import DailyTrigger, normalize_timezone, spread_second
 from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
 
 log = logging.getLogger(__name__)
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 # Our trigger is APScheduler's kind without inheriting it (scheduler/specs.py `DailyTrigger`).
 BaseTrigger.register(DailyTrigger)
 
@@ -79,250 +57,8 @@ BaseTrigger.register(DailyTrigger)
 Job: TypeAlias = Any
 
 LEASE_NAME = "scheduler"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HOUSEKEEPING_PREFIX = "housekeeping:"
 BRIEF_PREFIX = "brief:"
-
-
-def sync_database_url(url: str | URL) -> URL | None:
-    """The synchronous twin of an async SQLAlchemy URL, for APScheduler's job store. None for an
-    in-memory SQLite database (nothing to share; a MemoryJobStore is used)."""
-    u = make_url(url) if isinstance(url, str) else url
-    backend, _, driver = u.drivername.partition("+")
-    if backend == "sqlite":
-        if u.database in (None, "", ":memory:") or (u.database or "").startswith("file::memory:"):
-            return None
-        return u.set(drivername="sqlite")
-    if backend in ("postgresql", "postgres"):
-        if driver in ("", "psycopg", "psycopg2", "pg8000"):
-            return u
-        query = dict(u.query)
-        if "ssl" in query and "sslmode" not in query:  # asyncpg spells it ssl=
-            query["sslmode"] = query.pop("ssl")
-        for key in ("prepared_statement_cache_size", "statement_cache_size"):
-            query.pop(key, None)
-        return u.set(drivername="postgresql+psycopg", query=query)
-    if backend in ("mysql", "mariadb"):
-        return u if driver in ("", "pymysql", "mysqldb") else u.set(drivername=f"{backend}+pymysql")
-    if driver.startswith("async") or driver in ("aiosqlite", "asyncpg", "aiomysql", "asyncmy"):
-        raise ConfigError(
-            f"no synchronous driver known for {u.drivername}",
-            key="database.url",
-            fix="use SQLite or PostgreSQL, or pass jobstore_url explicitly",
-        )
-    return u
-
-
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout=15000")
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across app crashes, fast commits
-    cur.close()
-
-
-class _ContextExecutor(AsyncIOExecutor):  # type: ignore[misc]  # APScheduler 3 ships no types
-    """Runs job coroutines on the loop, from whichever thread `_process_jobs` runs in, with the
-    owning scheduler's JobContext bound (see `scheduler.jobs`)."""
-
-    def __init__(self, context_ref: weakref.ref[JobContext]):
-        super().__init__()
-        self._context_ref = context_ref
-
-    # `_pending_futures` is added to in the I/O thread and discarded from on the loop: every
-    # access holds the executor's lock (stock AsyncIOExecutor iterates it unguarded at shutdown).
-    def pending(self) -> list[concurrent.futures.Future[Any]]:
-        with self._lock:
-            return [f for f in self._pending_futures if not f.done()]
-
-    def shutdown(self, wait: bool = True) -> None:
-        with self._lock:
-            futures = list(self._pending_futures)
-            self._pending_futures.clear()
-        for f in futures:
-            f.cancel()
-
-    def _do_submit_job(self, job: Job, run_times: list[datetime]) -> None:
-        def callback(f: concurrent.futures.Future[Any]) -> None:
-            with self._lock:
-                self._pending_futures.discard(f)
-            try:
-                events = f.result()
-            except BaseException:  # noqa: BLE001 — APScheduler's executor contract: every outcome is reported as a job error
-                self._run_job_error(job.id, *sys.exc_info()[1:])
-            else:
-                self._run_job_success(job.id, events)
-
-        if iscoroutinefunction_partial(job.func):
-            coro = run_coroutine_job(job, job._jobstore_alias, run_times, self._logger.name)
-        else:
-            coro = asyncio.to_thread(run_job, job, job._jobstore_alias, run_times, self._logger.name)
-        ctx = self._context_ref()
-        token = jobs.bind_context(ctx) if ctx is not None else None
-        fire = jobs.bind_fire(run_times[-1], job.trigger)  # coalesced: one run time
-        try:
-            f = asyncio.run_coroutine_threadsafe(coro, self._eventloop)
-        finally:
-            jobs.unbind_fire(fire)
-            if token is not None:
-                jobs.unbind_context(token)
-        f.add_done_callback(callback)
-        self._pending_futures.add(f)
-
-
-class _BatchingJobStore(SQLAlchemyJobStore):  # type: ignore[misc]  # APScheduler 3 ships no types
-    """SQLAlchemyJobStore that, during a scheduling pass, buffers the per-job writes (next run
-    time after a firing, removal of finished jobs) and writes them in one transaction when the
-    pass asks for the next wake-up time. Stock APScheduler commits once per fired job, which at
-    08:30 with thousands of briefs is the bottleneck. A crash inside a pass can re-fire its jobs
-    after a restart; the briefs' (schedule, date) run claims make that harmless."""
-
-    def __init__(self, **kwargs: Any):
-        super().__init__(**kwargs)
-        self._batch: dict[str, Job | None] | None = None  # job id -> Job to update, or None to delete
-        self._adds: dict[str, Job] = {}  # job id -> new Job (replacing any stored one)
-
-    def begin_batch(self) -> None:
-        self._batch = {}
-
-    def end_batch(self) -> None:
-        self._flush()
-        self._batch = None
-
-    def _flush(self) -> None:
-        adds, self._adds = self._adds, {}
-        if adds:  # cold registration of 10K briefs: one transaction, not 10K
-            self._insert(adds)
-        batch = self._batch
-        if not batch:
-            return
-        self._batch = {}
-        t = self.jobs_t
-        updates = [
-            {
-                "b_id": job_id,
-                "b_next": datetime_to_utc_timestamp(job.next_run_time),
-                "b_state": pickle.dumps(job.__getstate__(), self.pickle_protocol),
-            }
-            for job_id, job in batch.items()
-            if job is not None
-        ]
-        removed = [job_id for job_id, job in batch.items() if job is None]
-        with self.engine.begin() as conn:
-            if updates:
-                conn.execute(
-                    t.update()
-                    .where(t.c.id == bindparam("b_id"))
-                    .values(next_run_time=bindparam("b_next"), job_state=bindparam("b_state")),
-                    updates,
-                )
-            if removed:
-                conn.execute(t.delete().where(t.c.id.in_(removed)))
-
-    def _insert(self, adds: dict[str, Job]) -> None:
-        t = self.jobs_t
-        rows = [
-            {
-                "id": job.id,
-                "next_run_time": datetime_to_utc_timestamp(job.next_run_time),
-                "job_state": pickle.dumps(job.__getstate__(), self.pickle_protocol),
-            }
-            for job in adds.values()
-        ]
-        ids = list(adds)
-        with self.engine.begin() as conn:
-            for i in range(0, len(ids), 500):  # a new job replaces a stored one with its id
-                conn.execute(t.delete().where(t.c.id.in_(ids[i : i + 500])))
-            conn.execute(t.insert(), rows)
-
-    def add_job(self, job: Job) -> None:
-        """Inside a batch the insert waits for the flush: only `AppScheduler` adds jobs during a
-        batch, and always meaning "add or replace" (replace_existing=True)."""
-        if self._batch is None:
-            super().add_job(job)
-        else:
-            self._batch.pop(job.id, None)
-            self._adds[job.id] = job
-
-    def lookup_job(self, job_id: str) -> Job | None:
-        self._flush()
-        return super().lookup_job(job_id)
-
-    def get_all_jobs(self) -> list[Job]:
-        self._flush()
-        jobs: list[Job] = super().get_all_jobs()
-        return jobs
-
-    def update_job(self, job: Job) -> None:
-        if self._batch is None:
-            super().update_job(job)
-        else:
-            self._batch[job.id] = job
-
-    def remove_job(self, job_id: str) -> None:
-        if self._batch is None:
-            super().remove_job(job_id)
-        else:
-            self._batch[job_id] = None
-
-    def get_next_run_time(self) -> datetime | None:
-        self._flush()  # the pass is done with this store: persist before answering
-        when: datetime | None = super().get_next_run_time()
-        return when
-
-
-class _AppAsyncIOScheduler(AsyncIOScheduler):  # type: ignore[misc]  # APScheduler 3 ships no types
-    """AsyncIOScheduler whose job-store work happens in one worker thread (see module docstring)."""
-
-    def __init__(self, io: concurrent.futures.Executor, **options: Any):
-        self._io = io
-        self._processing = False
-        self._again = False
-        super().__init__(**options)
-
-    def wakeup(self) -> None:  # thread-safe: add_job, resume, the timer and the lease loop call it
-        loop = self._eventloop
-        if loop is None or loop.is_closed():
-            return
-        loop.call_soon_threadsafe(self._wakeup_on_loop)
-
-    def _process_jobs(self) -> float | None:
-        stores = [s for s in self._jobstores.values() if isinstance(s, _BatchingJobStore)]
-        for store in stores:
-            store.begin_batch()
-        try:
-            wait: float | None = super()._process_jobs()  # seconds to the next wake-up
-            return wait
-        finally:
-            for store in stores:
-                store.end_batch()
-
-    def _wakeup_on_loop(self) -> None:
-        if self.state == STATE_STOPPED:
-            return
-        self._stop_timer()
-        if self._processing:
-            self._again = True
-            return
-        self._processing = True
-        fut = self._eventloop.run_in_executor(self._io, self._process_jobs)
-        fut.add_done_callback(self._processed)
-
-    def _processed(self, fut: asyncio.Future[Any]) -> None:
-        self._processing = False
-        if fut.cancelled() or self.state == STATE_STOPPED:
-            return
-        exc = fut.exception()
-        if exc is not None:
-            log.error("scheduler pass failed: %s; retrying in %ss", exc, self.jobstore_retry_interval)
-            wait: float | None = self.jobstore_retry_interval
-        else:
-            wait = fut.result()
-        if self._again:
-            self._again = False
-            self._wakeup_on_loop()
-            return
-        self._start_timer(wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +93,6 @@ class AppScheduler:
         housekeeping_grace_time: int = 6 * 3600,
         retry_delays: Sequence[float] = (30.0, 120.0, 600.0),
         sleep: Callable[[float], Any] = asyncio.sleep,
-        jobstore_url: str | URL | None = None,
         stop_timeout: float = 10.0,
         run_retention: timedelta = timedelta(days=30),
         traces_dir: Path | None = None,
@@ -380,7 +115,6 @@ class AppScheduler:
         self._housekeeping_at = (int(hh), int(mm or 0))
         # jobs with a time of their own ("HH:MM", zone): the data refreshes after each market's close
         self._housekeeping_times = dict(housekeeping_times or {})
-        self._jobstore_url = jobstore_url
         chores: dict[str, HousekeepingJob] = dict(housekeeping or {})
         chores.setdefault("prune_schedule_runs", lambda: store.prune_runs(self.clock.now() - run_retention))
         if traces_dir is not None:
@@ -401,9 +135,13 @@ class AppScheduler:
             owner=self.owner_id,
             remove_job=self.remove_job,
         )
-        self._aps: _AppAsyncIOScheduler | None = None
-        self._executor: _ContextExecutor | None = None
-        self._io: concurrent.futures.ThreadPoolExecutor | None = None
+        self._aps: AsyncIOScheduler | None = None
+        # while leader: {brief job id: the schedule's updated_at when its job was built}
+        self._known: dict[str, datetime] = {}
+        self._fired: dict[str, datetime] = {}  # job id -> the run time just submitted
+        self._dirty: set[str] = set()  # job ids whose next run time is to be stored
+        self._saving: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[Any]] = set()  # job runs in flight (stop waits for them)
         self._lease_task: asyncio.Task[None] | None = None
         self._leader = False
         self._lease_expires: datetime | None = None
@@ -432,28 +170,21 @@ class AppScheduler:
         self.open()
 
     async def prepare(self) -> None:
-        """Everything that costs, and nothing fires: the job store (its engine, tables and first
-        statements), the I/O thread, the lease, and as holder the stored schedules synced into
-        jobs. APScheduler stays paused, the lease is renewed (and a standby takes over) as usual,
-        but no job runs before `open`. The app prepares before its chats open and opens after,
-        so a brief due at start-up is delivered (not failed and retried) and the first message
-        pays none of this."""
+        """Everything that costs, and nothing fires: the lease and, as holder, the stored schedules
+        loaded into jobs. APScheduler stays paused, the lease is renewed (and a standby takes
+        over) as usual, but no job runs before `open`. The app prepares before its chats open and
+        opens after, so a brief due at start-up is delivered (not failed and retried) and the
+        first message pays none of this."""
         if self._aps is not None:
             raise RuntimeError("scheduler already started")
         self._opened = False
-        loop = asyncio.get_running_loop()
-        self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler-io")
-        self._executor = _ContextExecutor(weakref.ref(self._ctx))
-        self._aps = _AppAsyncIOScheduler(
-            self._io,
-            jobstores={"default": self._make_jobstore()},
-            executors={"default": self._executor},
+        self._aps = AsyncIOScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": self.brief_grace_time},
             timezone=ZoneInfo(self.default_timezone),
-            event_loop=loop,
+            event_loop=asyncio.get_running_loop(),
         )
-        self._aps.add_listener(self._on_missed, EVENT_JOB_MISSED)
-        await self._call(self._start_paused)  # paused until we hold the lease and are open
+        self._aps.add_listener(self._on_event, EVENT_JOB_SUBMITTED | EVENT_JOB_MISSED)
+        self._aps.start(paused=True)  # paused until we hold the lease and are open
         try:
             state = await self._try_lease()
         except Exception:
@@ -466,7 +197,7 @@ class AppScheduler:
         self._lease_task = asyncio.create_task(self._lease_loop(), name="scheduler-lease")
 
     def open(self) -> None:
-        """Let jobs fire from now on — at once if this process holds the lease (and has synced
+        """Let jobs fire from now on — at once if this process holds the lease (and has loaded
         its jobs), else when it takes the lease over."""
         if self._aps is None:
             raise RuntimeError("scheduler is not prepared")
@@ -476,11 +207,12 @@ class AppScheduler:
 
     def _fire(self) -> None:
         if self._opened and self._aps is not None and self._aps.state == STATE_PAUSED:
-            self._aps.resume()  # wakes the I/O thread's first pass: its statements are compiled
+            self._aps.resume()
 
     async def stop(self, *, release: bool = True) -> None:
-        """Stop firing, let running jobs finish (bounded by `stop_timeout`), release the lease.
-        `release=False` leaves the lease to expire, as a crash would (tests)."""
+        """Stop firing, let running jobs finish (bounded by `stop_timeout`), store the next run
+        times, release the lease. `release=False` leaves the lease to expire, as a crash would
+        (tests)."""
         aps = self._aps
         if aps is None:
             return
@@ -491,22 +223,22 @@ class AppScheduler:
             self._lease_task = None
         if aps.state == STATE_RUNNING:
             aps.pause()
-        if self._executor is not None:
-            inflight = [asyncio.wrap_future(f) for f in self._executor.pending()]
-            if inflight:
-                await asyncio.wait(inflight, timeout=self.stop_timeout)
-        aps._stop_timer()
-        await self._call(BaseScheduler.shutdown, aps, False)  # cancels leftovers, disposes the engine
+        if self._running:
+            _, late = await asyncio.wait(set(self._running), timeout=self.stop_timeout)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=self.stop_timeout)
+        aps.shutdown(wait=False)
+        await self._save_next_runs()
         if self._leader and release:
             with contextlib.suppress(Exception):
                 await self.store.release_lease(LEASE_NAME, self.owner_id, now=self.clock.now())
         self._leader = False
         self._leader_event.clear()
         self._opened = False
+        self._known.clear()
         self._aps = None
-        io, self._io = self._io, None
-        if io is not None:
-            await asyncio.to_thread(io.shutdown, True)
 
     async def wait_until_leader(self, timeout: float | None = None) -> bool:
         try:
@@ -519,53 +251,71 @@ class AppScheduler:
     async def add_brief_job(
         self, schedule: Schedule, *, next_run_time: datetime | None = None
     ) -> datetime | None:
-        """(Re)register the job for an active schedule. Returns its next run time (None if the
-        scheduler is not running: `reconcile()` adds it at the next start). `next_run_time`
-        overrides the first firing (tests, benches)."""
+        """(Re)register the job for an active schedule and store its next run time, which it
+        returns (None if the scheduler is not running: `reconcile()` adds it at the next start).
+        The lease holder builds the job at once; a standby stores only the next run time, and the
+        holder picks the schedule up at its next renewal. `next_run_time` overrides the first
+        firing (tests, benches)."""
         if self._aps is None:
             return None
         trigger = self._brief_trigger(schedule)
-        extra = {"next_run_time": next_run_time} if next_run_time is not None else {}
-        job = await self._call(
-            self._aps.add_job,
-            RUN_BRIEF,
-            trigger=trigger,
-            args=[schedule.chat_key, schedule.id],
-            id=schedule.job_id,
-            name=f"brief {schedule.chat_key} [{trigger}]",
-            replace_existing=True,
-            misfire_grace_time=self.brief_grace_time,
-            **extra,
-        )
-        first: datetime | None = job.next_run_time
+        first = next_run_time or trigger.get_next_fire_time(None, datetime.now(UTC))
+        await self.store.save_next_runs({schedule.job_id: first})
+        if self._leader:
+            self._add_brief(schedule, trigger, first)
         return first
 
     def _brief_trigger(self, schedule: Schedule) -> DailyTrigger:
         second = spread_second(schedule.id) if self.spread_briefs else 0
         return DailyTrigger.from_spec(schedule.brief_spec, schedule.tz, second)
 
+    def _add_brief(self, schedule: Schedule, trigger: DailyTrigger, first: datetime | None) -> None:
+        assert self._aps is not None
+        self._aps.add_job(
+            self._run_brief,
+            trigger=trigger,
+            args=[schedule.chat_key, schedule.id],
+            id=schedule.job_id,
+            name=f"brief {schedule.chat_key} [{trigger}]",
+            replace_existing=True,
+            misfire_grace_time=self.brief_grace_time,
+            **({"next_run_time": first} if first is not None else {}),
+        )
+        self._known[schedule.job_id] = schedule.updated_at
+
     async def remove_job(self, job_id: str) -> bool:
+        """Drop a job and its stored next run time. True if there was a job."""
         if self._aps is None:
             return False
+        self._known.pop(job_id, None)
+        self._dirty.discard(job_id)
+        found = True
         try:
-            await self._call(self._aps.remove_job, job_id)
+            self._aps.remove_job(job_id)
         except JobLookupError:
-            return False
-        return True
+            found = job_id in await self.store.next_runs()
+        await self.store.save_next_runs({job_id: None})
+        return found
 
     async def remove_brief_job(self, schedule_id: str) -> bool:
         return await self.remove_job(brief_job_id(schedule_id))
 
     async def next_run_time(self, job_id: str) -> datetime | None:
+        """The job's next firing: the holder's job, or on a standby the stored time."""
         if self._aps is None:
             return None
-        job = await self._call(self._aps.get_job, job_id)
-        return job.next_run_time if job is not None else None
+        job: Job = self._aps.get_job(job_id)
+        if job is not None:
+            when: datetime | None = job.next_run_time
+            return when
+        return None if self._leader else (await self.store.next_runs()).get(job_id)
 
     async def job_ids(self) -> set[str]:
         if self._aps is None:
             return set()
-        return await self._call(self._job_ids_sync)
+        if self._leader:
+            return {job.id for job in self._aps.get_jobs()}
+        return set(await self.store.next_runs())
 
     async def run_brief_now(self, chat_key: str, schedule_id: str = "") -> BriefOutcome:
         """An ad-hoc brief (`/brief now`): no calendar check, no run claim; same retries."""
@@ -575,32 +325,144 @@ class AppScheduler:
         return await jobs.execute_housekeeping(self._ctx, name)
 
     async def reconcile(self) -> ReconcileReport:
-        """Make the job store match the schedules table: add jobs for active schedules that lack
-        one (they start from the next firing), drop brief jobs with no active schedule, and
-        register the housekeeping jobs."""
-        schedules = await self.store.list_schedules(include_paused=False)
-        existing = await self.job_ids()
-        want = {s.job_id: s for s in schedules}
-        stale = [j for j in existing if j.startswith(BRIEF_PREFIX) and j not in want]
-        missing = [s for jid, s in want.items() if jid not in existing]
+        """Make the jobs match the schedules table: build a job for each active schedule that
+        has none or has changed since (from its stored next run time, or as a first registration
+        from its trigger), drop brief jobs with no active schedule, and register the housekeeping
+        jobs. Cheap when nothing changed: one two-column query, compared in memory."""
+        if self._aps is None:
+            raise RuntimeError("scheduler is not running")
+        active = await self.store.active_versions()
+        stale = [jid for jid in self._known if jid[len(BRIEF_PREFIX) :] not in active]
+        changed = [sid for sid, at in active.items() if self._known.get(brief_job_id(sid)) != at]
         removed = 0
         for jid in stale:
             fresh = await self.store.get_schedule(jid[len(BRIEF_PREFIX) :])
             if fresh is not None and not fresh.paused:
                 continue  # created while we were listing: keep its job
             removed += await self.remove_job(jid)
-        if missing:
-            await self._call(self._add_brief_jobs_sync, missing)
-        await self._call(self._sync_housekeeping_sync)
-        report = ReconcileReport(schedules=len(want), added=len(missing), removed=removed)
-        self.last_reconcile = report
-        log.info(
-            "scheduler reconciled: %d schedules, %d jobs added, %d removed",
-            report.schedules,
-            report.added,
-            report.removed,
-        )
+        for jid in {j.id for j in self._aps.get_jobs()} - set(self._known):
+            if jid.startswith(BRIEF_PREFIX):  # a job with no schedule row at all
+                removed += await self.remove_job(jid)
+        added = 0
+        chores = not self._known_chores()
+        stored = await self.store.next_runs() if changed or chores else {}
+        first_runs: dict[str, datetime | None] = {}  # stored in one transaction
+        if changed:
+            now = datetime.now(UTC)
+            for s in await self.store.get_schedules(changed):
+                try:
+                    trigger = self._brief_trigger(s)
+                except Exception:
+                    log.exception("schedule %s has an invalid spec %r; not scheduled", s.id, s.spec)
+                    continue
+                first = stored.get(s.job_id)
+                if first is None:
+                    first = first_runs[s.job_id] = trigger.get_next_fire_time(None, now)
+                    added += 1
+                self._add_brief(s, trigger, first)
+        if chores:
+            first_runs.update(self._sync_housekeeping(stored))
+        await self.store.save_next_runs(first_runs)
+        report = ReconcileReport(schedules=len(active), added=added, removed=removed)
+        if changed or removed or self.last_reconcile is None:
+            self.last_reconcile = report
+            log.info(
+                "scheduler reconciled: %d schedules, %d jobs added, %d removed",
+                report.schedules,
+                report.added,
+                report.removed,
+            )
         return report
+
+    def _known_chores(self) -> bool:
+        assert self._aps is not None
+        return all(
+            self._aps.get_job(HOUSEKEEPING_PREFIX + name) is not None for name in self._ctx.housekeeping
+        )
+
+    def _sync_housekeeping(self, stored: Mapping[str, datetime]) -> dict[str, datetime | None]:
+        """Build the housekeeping jobs; returns the next run times to store."""
+        assert self._aps is not None
+        names = sorted(self._ctx.housekeeping)
+        hour, minute = self._housekeeping_at
+        firsts: dict[str, datetime | None] = {}
+        for i, name in enumerate(names):
+            total = (hour * 60 + minute + 10 * i) % (24 * 60)  # staggered 10 minutes apart
+            trigger = DailyTrigger("daily", total // 60, total % 60, self.default_timezone)
+            if name in self._housekeeping_times:
+                at, zone = self._housekeeping_times[name]
+                h, _, m = at.partition(":")
+                trigger = DailyTrigger("daily", int(h), int(m or 0), zone)
+            job_id = HOUSEKEEPING_PREFIX + name
+            first = stored.get(job_id)
+            # a stored time off this trigger's grid belongs to an older setting: start afresh
+            if first is None or trigger.get_next_fire_time(None, first) != first:
+                first = firsts[job_id] = trigger.get_next_fire_time(None, datetime.now(UTC))
+            self._aps.add_job(
+                self._run_housekeeping,
+                trigger=trigger,
+                args=[name],
+                id=job_id,
+                name=f"housekeeping {name}",
+                replace_existing=True,
+                misfire_grace_time=self.housekeeping_grace_time,
+                next_run_time=first,
+            )
+        gone = {
+            j: None
+            for j in stored
+            if j.startswith(HOUSEKEEPING_PREFIX) and j[len(HOUSEKEEPING_PREFIX) :] not in names
+        }
+        return {**firsts, **gone}
+
+    # ---- what the jobs run -------------------------------------------------------------------------
+    async def _run_brief(self, chat_key: str, schedule_id: str) -> None:
+        job_id = brief_job_id(schedule_id)
+        scheduled = self._fired.pop(job_id, None)
+        job: Job = self._aps.get_job(job_id) if self._aps is not None else None
+        fired = (scheduled, job.trigger) if scheduled is not None and job is not None else None
+        await self._tracked(jobs.execute_brief(self._ctx, chat_key, schedule_id, fired=fired))
+
+    async def _run_housekeeping(self, name: str) -> None:
+        self._fired.pop(HOUSEKEEPING_PREFIX + name, None)
+        await self._tracked(jobs.execute_housekeeping(self._ctx, name))
+
+    async def _tracked(self, work: Any) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.add(task)
+        try:
+            await work
+        finally:
+            if task is not None:
+                self._running.discard(task)
+
+    def _on_event(self, event: JobEvent) -> None:
+        """APScheduler's listener, called inside a scheduling pass on the loop: note what fired
+        (before its task starts) and store the next run times once the pass is over."""
+        if event.code == EVENT_JOB_SUBMITTED:
+            self._fired[event.job_id] = event.scheduled_run_times[-1]  # coalesced: one run time
+        else:
+            self._on_missed(event)
+        self._dirty.add(event.job_id)
+        if self._saving is None or self._saving.done():
+            self._saving = asyncio.ensure_future(self._save_next_runs())
+
+    async def _save_next_runs(self) -> None:
+        await asyncio.sleep(0)  # after the pass: the jobs' next run times are updated by then
+        if not self._dirty or self._aps is None:
+            return
+        dirty, self._dirty = self._dirty, set()
+        runs: dict[str, datetime | None] = {}
+        for job_id in dirty:
+            job: Job = self._aps.get_job(job_id)
+            if job is not None:
+                runs[job_id] = job.next_run_time
+        try:
+            await self.store.save_next_runs(runs)
+        except Exception:
+            log.exception("storing %d next run times failed; retried after the next pass", len(runs))
+            self._dirty |= set(runs)
 
     # ---- leadership --------------------------------------------------------------------------------
     async def _try_lease(self) -> LeaseState:
@@ -618,15 +480,18 @@ class AppScheduler:
         try:
             await self.reconcile()
         except Exception:
-            log.exception("scheduler reconcile failed; running with the jobs already stored")
+            log.exception("scheduler reconcile failed; retried at the next renewal")
         self._leader_event.set()
         self._fire()  # before `open`, the jobs wait for it
 
     async def _step_down(self, holder: str) -> None:
         self._leader = False
         self._leader_event.clear()
-        if self._aps is not None and self._aps.state == STATE_RUNNING:
-            self._aps.pause()
+        if self._aps is not None:
+            if self._aps.state == STATE_RUNNING:
+                self._aps.pause()
+            self._aps.remove_all_jobs()  # the new holder builds them from the table
+        self._known.clear()
         log.warning("scheduler standing by: lease held by %s (this process lost it)", holder)
         self._standby_holder = holder
 
@@ -647,120 +512,26 @@ class AppScheduler:
                 continue
             if state.held and not self._leader:
                 await self._become_leader()
-            elif state.held and self._aps is not None:
-                self._aps.wakeup()  # notice jobs added by other processes
-            elif not state.held and self._leader:
+            elif state.held:
+                try:
+                    await self.reconcile()  # schedules changed through other processes
+                except Exception:
+                    log.exception("scheduler reconcile failed; retried at the next renewal")
+            elif self._leader:
                 await self._step_down(state.owner)
-            elif not state.held:
+            else:
                 self._log_standby(state)
 
-    def _on_missed(self, event: JobExecutionEvent) -> None:
-        if not event.job_id.startswith(BRIEF_PREFIX) or self._aps is None:
+    def _on_missed(self, event: JobEvent) -> None:
+        if not event.job_id.startswith(BRIEF_PREFIX):
             return
         schedule_id = event.job_id[len(BRIEF_PREFIX) :]
         when = event.scheduled_run_time
         note = say("en", "status_missed", when=f"{when:%Y-%m-%d %H:%M %Z}")
-        loop = self._aps._eventloop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._note(schedule_id, note)))
+        task = asyncio.ensure_future(self._note(schedule_id, note))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
     async def _note(self, schedule_id: str, note: str) -> None:
         with contextlib.suppress(Exception):
             await self.store.note_status(schedule_id, note)
-
-    # ---- job-store work (runs in the scheduler's I/O thread) ---------------------------------------
-    async def _call(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if self._io is None:
-            raise RuntimeError("scheduler is not running")
-        return await asyncio.get_running_loop().run_in_executor(self._io, partial(fn, *args, **kwargs))
-
-    def _make_jobstore(self) -> BaseJobStore:
-        url = self._jobstore_url
-        sync_url = make_url(url) if isinstance(url, str) else url
-        if sync_url is None:
-            sync_url = sync_database_url(self.store.db.url)
-        if sync_url is None:
-            log.warning("in-memory database: scheduled jobs will not survive a restart")
-            return MemoryJobStore()
-        if sync_url.drivername.startswith("sqlite"):
-            engine = create_engine(sync_url, connect_args={"timeout": 15})
-            event.listen(engine, "connect", _sqlite_pragmas)
-        else:
-            engine = create_engine(sync_url, pool_pre_ping=True)
-        return _BatchingJobStore(engine=engine)
-
-    def _start_paused(self) -> None:
-        """APScheduler started paused, and the statements of its passes compiled now: the first
-        pass after `open` runs while the first message is handled."""
-        assert self._aps is not None
-        self._aps.start(paused=True)
-        store = self._aps._lookup_jobstore("default")
-        if isinstance(store, _BatchingJobStore):
-            store.get_due_jobs(_EPOCH)  # nothing is due before 1970: only compiles the query
-            store.get_next_run_time()
-
-    def _job_ids_sync(self) -> set[str]:
-        assert self._aps is not None
-        store = self._aps._lookup_jobstore("default")
-        if isinstance(store, SQLAlchemyJobStore):
-            with store.engine.connect() as conn:
-                return {row[0] for row in conn.execute(select(store.jobs_t.c.id))}
-        return {job.id for job in store.get_all_jobs()}
-
-    def _add_brief_jobs_sync(self, schedules: list[Schedule]) -> None:
-        assert self._aps is not None
-        store = self._aps._lookup_jobstore("default")
-        batching = isinstance(store, _BatchingJobStore) and store._batch is None
-        if batching:
-            store.begin_batch()  # one transaction for all of them (10K at a cold start)
-        try:
-            self._add_brief_jobs(schedules)
-        finally:
-            if batching:
-                store.end_batch()
-
-    def _add_brief_jobs(self, schedules: list[Schedule]) -> None:
-        assert self._aps is not None
-        for s in schedules:
-            try:
-                trigger = self._brief_trigger(s)
-            except Exception:
-                log.exception("schedule %s has an invalid spec %r; not scheduled", s.id, s.spec)
-                continue
-            self._aps.add_job(
-                RUN_BRIEF,
-                trigger=trigger,
-                args=[s.chat_key, s.id],
-                id=s.job_id,
-                name=f"brief {s.chat_key} [{trigger}]",
-                replace_existing=True,
-                misfire_grace_time=self.brief_grace_time,
-            )
-
-    def _sync_housekeeping_sync(self) -> None:
-        assert self._aps is not None
-        names = sorted(self._ctx.housekeeping)
-        hour, minute = self._housekeeping_at
-        for i, name in enumerate(names):
-            total = (hour * 60 + minute + 10 * i) % (24 * 60)  # staggered 10 minutes apart
-            trigger = DailyTrigger("daily", total // 60, total % 60, self.default_timezone)
-            if name in self._housekeeping_times:
-                at, zone = self._housekeeping_times[name]
-                h, _, m = at.partition(":")
-                trigger = DailyTrigger("daily", int(h), int(m or 0), zone)
-            job_id = HOUSEKEEPING_PREFIX + name
-            job = self._aps.get_job(job_id)
-            if job is not None and job.trigger == trigger:
-                continue  # keep its next run time (a restart must not skip or repeat it)
-            self._aps.add_job(
-                RUN_HOUSEKEEPING,
-                trigger=trigger,
-                args=[name],
-                id=job_id,
-                name=f"housekeeping {name}",
-                replace_existing=True,
-                misfire_grace_time=self.housekeeping_grace_time,
-            )
-        for job_id in self._job_ids_sync():  # ids only: unpickling every brief job would be slow
-            if job_id.startswith(HOUSEKEEPING_PREFIX) and job_id[len(HOUSEKEEPING_PREFIX) :] not in names:
-                self._aps.remove_job(job_id)

@@ -1,21 +1,12 @@
-"""Job callbacks: importable module-level coroutines with plain arguments.
-
-APScheduler pickles a job as a textual reference ("scheduler.jobs:run_brief") plus its arguments,
-never as an object, so a job cannot carry the running app with it. It finds the app through
-`current_context()`: a ContextVar that the owning AppScheduler's executor sets (holding a *weak*
-reference to its JobContext) at the moment it submits the job, so the task running the job
-inherits it. This is not a module-level singleton: nothing is stored at import time, two
-schedulers in one process (the lease tests) each hand their jobs their own context, and a stopped
-scheduler's context is not kept alive by a lingering job (the reference is weak).
-"""
+"""The work the scheduler's jobs do: a brief (calendar check, run claim, delivery with retries,
+outcome) and a housekeeping chore. `AppScheduler` runs them with its `JobContext`; `/brief now`
+and the tests call them directly."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Literal
@@ -33,9 +24,6 @@ raise if it could not be delivered (the job retries with backoff). `schedule_id`
 ad-hoc `/brief now` with no schedule."""
 HousekeepingJob = Callable[[], Awaitable[Any]]
 
-RUN_BRIEF = "scheduler.jobs:run_brief"
-RUN_HOUSEKEEPING = "scheduler.jobs:run_housekeeping"
-
 
 @dataclass(eq=False)
 class JobContext:
@@ -52,60 +40,12 @@ class JobContext:
     remove_job: Callable[[str], Awaitable[Any]] | None = None
 
 
-_CURRENT: ContextVar[weakref.ref[JobContext] | None] = ContextVar("tapebot_scheduler_context", default=None)
-
-
-def bind_context(ctx: JobContext) -> Token[weakref.ref[JobContext] | None]:
-    """Set the context for tasks created from here on (in this context). Returns a reset token."""
-    return _CURRENT.set(weakref.ref(ctx))
-
-
-def unbind_context(token: Token[weakref.ref[JobContext] | None]) -> None:
-    _CURRENT.reset(token)
-
-
-def current_context() -> JobContext | None:
-    ref = _CURRENT.get()
-    return ref() if ref is not None else None
-
-
-# The firing being run: (scheduled run time, the job's trigger), set by the executor next to the
-# context. With coalescing there is exactly one run time per submission. Lets a brief know its
-# exact scheduled instant (hence its local run date) without re-deriving it from the clock.
-_FIRE: ContextVar[tuple[datetime, Any] | None] = ContextVar("tapebot_scheduler_fire", default=None)
-
-
-def bind_fire(scheduled: datetime, trigger: Any) -> Token[tuple[datetime, Any] | None]:
-    return _FIRE.set((scheduled, trigger))
-
-
-def unbind_fire(token: Token[tuple[datetime, Any] | None]) -> None:
-    _FIRE.reset(token)
-
-
 @dataclass(frozen=True, slots=True)
 class BriefOutcome:
     status: Literal["delivered", "failed", "skipped", "duplicate", "missing", "interrupted"]
     attempts: int = 0
     error: str = ""
     run_date: str = ""
-
-
-# ---- the job functions (what the job store references) ----------------------------------------------
-async def run_brief(chat_key: str, schedule_id: str) -> None:
-    ctx = current_context()
-    if ctx is None:
-        log.error("brief %s fired with no running scheduler context; skipped", schedule_id)
-        return
-    await execute_brief(ctx, chat_key, schedule_id)
-
-
-async def run_housekeeping(name: str) -> None:
-    ctx = current_context()
-    if ctx is None:
-        log.error("housekeeping %s fired with no running scheduler context; skipped", name)
-        return
-    await execute_housekeeping(ctx, name)
 
 
 # ---- the work ---------------------------------------------------------------------------------------
@@ -124,17 +64,22 @@ async def execute_housekeeping(ctx: JobContext, name: str) -> bool:
 
 
 async def execute_brief(
-    ctx: JobContext, chat_key: str, schedule_id: str, *, manual: bool = False
+    ctx: JobContext,
+    chat_key: str,
+    schedule_id: str,
+    *,
+    manual: bool = False,
+    fired: tuple[datetime, DailyTrigger] | None = None,
 ) -> BriefOutcome:
     """Run one brief: skip non-trading days, claim the (schedule, local date) run — which also
     checks that the schedule is still active — so it happens once, call `on_brief` with retries,
-    and record the outcome. `manual=True` (/brief now) skips the calendar and the claim."""
+    and record the outcome. `fired` is the firing being run (its scheduled instant and trigger,
+    hence its local run date); `manual=True` (/brief now) skips the calendar and the claim."""
     now = ctx.clock.now()
     run_date = ""
     if not manual:
-        fire = _FIRE.get()
-        if fire is not None and isinstance(fire[1], DailyTrigger):
-            scheduled, trigger = fire
+        if fired is not None:
+            scheduled, trigger = fired
         else:  # called outside the executor (tests, tools): derive the firing from the schedule
             schedule = await ctx.store.get_schedule(schedule_id)
             if schedule is None:

@@ -106,7 +106,7 @@ class ScheduleService:
             try:
                 await self.scheduler.add_brief_job(schedule)
             except Exception:
-                await self.store.delete_schedule(schedule.id)  # keep table and job store in step
+                await self.store.delete_schedule(schedule.id)  # keep the table and the jobs in step
                 raise
         return schedule
 

@@ -5,8 +5,7 @@ IANA zone. `DailyTrigger` is the APScheduler trigger for it. We use our own trig
 `CronTrigger` because CronTrigger (3.11, zoneinfo) fires twice on a DST fall-back day for a time in
 the repeated hour; ours yields exactly one instant per local date (the first occurrence of an
 ambiguous time; for a time skipped by spring-forward, the same instant one hour later on the
-wall clock, as cron does). It is a module-level class with plain fields, so it pickles into the
-job store like a cron trigger does.
+wall clock, as cron does).
 """
 
 from __future__ import annotations
@@ -234,7 +233,7 @@ class DailyTrigger:
     `spread_second`) in an IANA zone. A virtual subclass of APScheduler's `BaseTrigger` (an
     interface: one abstract method), registered by scheduler/app.py: inheriting it would make
     every process that parses a spec (the schedule tools, a one-shot turn) import APScheduler,
-    ~6 ms. Pickled into the job store as `scheduler.specs.DailyTrigger`, as before."""
+    ~6 ms."""
 
     def __init__(self, days: str, hour: int, minute: int, timezone: str, second: int = 0):
         if days not in DAYS:
@@ -273,29 +272,14 @@ class DailyTrigger:
         found = previous_fire_time(self.days, self.hour, self.minute, self.zone, now - shift)
         return None if found is None else found + shift
 
-    def __getstate__(self) -> dict[str, object]:
-        return {
-            "version": 2,
-            "days": self.days,
-            "hour": self.hour,
-            "minute": self.minute,
-            "timezone": self.timezone,
-            "second": self.second,
-        }
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.days = str(state["days"])
-        self.hour = int(state["hour"])  # type: ignore[call-overload]
-        self.minute = int(state["minute"])  # type: ignore[call-overload]
-        self.timezone = str(state["timezone"])
-        self.second = int(state.get("second", 0))  # type: ignore[call-overload]  # version 1: on the minute
-        self._tz = None
+    def _key(self) -> tuple[str, int, int, str, int]:
+        return (self.days, self.hour, self.minute, self.timezone, self.second)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DailyTrigger) and self.__getstate__() == other.__getstate__()
+        return isinstance(other, DailyTrigger) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.days, self.hour, self.minute, self.timezone, self.second))
+        return hash(self._key())
 
     def __str__(self) -> str:
         sec = f":{self.second:02d}" if self.second else ""

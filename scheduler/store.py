@@ -27,7 +27,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory.db import Database, storage_error
 from memory.models import UTCDateTime
-from memory.tasks import CHAT_TIMEZONES, SCHEDULE_RUNS, SCHEDULER_LEASES, SCHEDULES, rowcount
+from memory.tasks import (
+    CHAT_TIMEZONES,
+    SCHEDULE_RUNS,
+    SCHEDULER_LEASES,
+    SCHEDULER_NEXT_RUNS,
+    SCHEDULES,
+    rowcount,
+)
 from scheduler.specs import BriefSpec, parse_stored_spec
 
 
@@ -77,6 +84,8 @@ _S = SCHEDULES
 _R = SCHEDULE_RUNS
 _L = SCHEDULER_LEASES
 _Z = CHAT_TIMEZONES
+_N = SCHEDULER_NEXT_RUNS
+_CHUNK = 500  # ids per IN (...) list
 
 
 def _schedule(row: Row[Any]) -> Schedule:
@@ -207,6 +216,7 @@ class ScheduleStore:
     async def delete_schedule(self, schedule_id: str) -> bool:
         async with self._write() as conn:
             await conn.execute(delete(_R).where(_R.c.schedule_id == schedule_id))
+            await conn.execute(delete(_N).where(_N.c.job_id == brief_job_id(schedule_id)))
             res = await conn.execute(delete(_S).where(_S.c.id == schedule_id))
             return rowcount(res) == 1
 
@@ -367,6 +377,39 @@ class ScheduleStore:
     async def prune_runs(self, before: datetime) -> int:
         async with self._write() as conn:
             return rowcount(await conn.execute(delete(_R).where(_R.c.started_at < before)))
+
+    async def active_versions(self) -> dict[str, datetime]:
+        """{schedule id: updated_at} of every active schedule: what the scheduler compares with
+        its jobs at each lease renewal (two columns, no model: 10K rows stay cheap)."""
+        async with self.db.read() as conn:
+            rows = await conn.execute(select(_S.c.id, _S.c.updated_at).where(_S.c.paused.is_(False)))
+            return {r.id: r.updated_at for r in rows}
+
+    async def get_schedules(self, ids: list[str]) -> list[Schedule]:
+        out: list[Schedule] = []
+        async with self.db.read() as conn:
+            for i in range(0, len(ids), _CHUNK):
+                stmt = select(_S).where(_S.c.id.in_(ids[i : i + _CHUNK]))
+                out.extend(_schedule(r) for r in await conn.execute(stmt))
+        return out
+
+    # ---- next run times -----------------------------------------------------------------------------
+    async def next_runs(self) -> dict[str, datetime]:
+        """{job id: next run time} as last stored by whichever process ran the scheduler."""
+        async with self.db.read() as conn:
+            return {r.job_id: r.next_run_at for r in await conn.execute(select(_N))}
+
+    async def save_next_runs(self, runs: dict[str, datetime | None]) -> None:
+        """Store (or, for None, forget) jobs' next run times, all in one transaction."""
+        if not runs:
+            return
+        ids = list(runs)
+        rows = [{"job_id": k, "next_run_at": v} for k, v in runs.items() if v is not None]
+        async with self._write() as conn:
+            for i in range(0, len(ids), _CHUNK):  # replace: delete, then insert (portable upsert)
+                await conn.execute(delete(_N).where(_N.c.job_id.in_(ids[i : i + _CHUNK])))
+            if rows:
+                await conn.execute(_N.insert(), rows)
 
     # ---- chat default zone ------------------------------------------------------------------------
     async def get_chat_timezone(self, chat_key: str) -> str | None:

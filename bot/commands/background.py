@@ -10,6 +10,7 @@ from typing import Protocol
 
 from adapters.commandspec import Choice, CommandSpec, OptionSpec, SubcommandSpec, Words
 from agent.background_tools import describe_task, task_word
+from agent.texts import Text
 from bot.commands.context import CommandContext, ScheduleOps, SkillOps, TaskOps
 from bot.commands.registry import Command
 from bot.commands.task_result import result_text
@@ -64,10 +65,10 @@ async def cmd_brief(ctx: CommandContext) -> None:
 
 def skill_description(name: str, description: str) -> Words:
     """A built-in skill's description in each language; another skill's as its author wrote it."""
-    zh = _SKILL_ZH.get(name)
-    if zh is None:
+    text = _SKILL.get(name)
+    if text is None:
         return Words(description, description)
-    return Words(_SKILL_EN.get(name, description), zh)
+    return Words(text.en, text.zh)
 
 
 async def cmd_skills(ctx: CommandContext) -> None:
@@ -141,21 +142,19 @@ class StatusExtras:
         return lines
 
 
-_SKILL_EN = {
-    "screen": "Whole-market screen for Wyckoff setups (springs, SOS, LPS)",
-    "checkup": "Portfolio health check",
-    "report": "In-depth research report on one stock",
-    "strategy": "Attack or defend? Position decisions for today",
-    "backtest": "Backtest a strategy on history (A-share rules)",
-    "daily_brief": "The daily brief: holdings, alerts, market, watch list",
-}
-_SKILL_ZH = {
-    "screen": "全市场漏斗筛选（威科夫 spring、SOS、LPS）",
-    "checkup": "持仓健康体检",
-    "report": "单只股票的 AI 深度研报",
-    "strategy": "攻守决策：今天的仓位怎么做",
-    "backtest": "策略回测（按 A 股规则）",
-    "daily_brief": "每日简报：持仓、提醒、大盘、自选、纪律",
+_SKILL: dict[str, Text] = {
+    "screen": Text(
+        en="Whole-market screen for Wyckoff setups (springs, SOS, LPS)",
+        zh="全市场漏斗筛选（威科夫 spring、SOS、LPS）",
+    ),
+    "checkup": Text(en="Portfolio health check", zh="持仓健康体检"),
+    "report": Text(en="In-depth research report on one stock", zh="单只股票的 AI 深度研报"),
+    "strategy": Text(en="Attack or defend? Position decisions for today", zh="攻守决策：今天的仓位怎么做"),
+    "backtest": Text(en="Backtest a strategy on history (A-share rules)", zh="策略回测（按 A 股规则）"),
+    "daily_brief": Text(
+        en="The daily brief: holdings, alerts, market, watch list",
+        zh="每日简报：持仓、提醒、大盘、自选、纪律",
+    ),
 }
 
 TASK_ID = OptionSpec("id", Words("The task's id (see /tasks)", "任务 ID（见 /tasks）"), required=True)

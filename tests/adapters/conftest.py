@@ -53,10 +53,9 @@ async def make_tg(tg_api, fake_sleep):
 
 
 @pytest.fixture
-async def dc_fake(monkeypatch):
-    fake = FakeDiscord()
+async def dc_fake():
+    fake = FakeDiscord(tls=True)  # reached through each adapter's own connector
     await fake.start()
-    fake.patch(monkeypatch)
     yield fake
     await fake.close()
 
@@ -82,6 +81,7 @@ async def make_dc(dc_fake, kv):
         kw.setdefault("ready_timeout", 5)
         kw.setdefault("guild_ready_timeout", 0.05)
         kw.setdefault("stop_grace_s", 1.0)
+        kw.setdefault("connector", dc_fake.connector())
         ad = DiscordAdapter("fake-discord-token-xyz", kv_get=kv.aget, kv_set=kv.aset, **kw)
         await ad.start(handler)
         started.append(ad)

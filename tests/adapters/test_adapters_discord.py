@@ -21,11 +21,6 @@ from adapters.discord import DiscordAdapter, command_payload
 from tests.fakes.discord_fake import APP_ID, BOT
 
 
-def test_seams_still_exist():
-    assert hasattr(discord.http.Route, "BASE")
-    assert hasattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY")
-
-
 async def test_login_identify_ready(make_dc, dc_fake, recorder):
     ad = await make_dc(recorder)
     assert ad.me is not None and ad.me.user_id == BOT["id"]
@@ -210,7 +205,9 @@ async def test_rejected_token_is_a_config_error(dc_fake, kv, recorder):
     from agent.errors import ConfigError
 
     dc_fake.fail_next[("GET", "/users/@me")] = [(401, {"message": "401: Unauthorized", "code": 0})]
-    ad = DiscordAdapter("bad-token-123", kv_get=kv.aget, kv_set=kv.aset, ready_timeout=5)
+    ad = DiscordAdapter(
+        "bad-token-123", kv_get=kv.aget, kv_set=kv.aset, ready_timeout=5, connector=dc_fake.connector()
+    )
     with pytest.raises(ConfigError):
         await ad.start(recorder)
     await ad.stop()
@@ -238,22 +235,65 @@ async def test_disallowed_content_intent_is_a_config_error(dc_fake, kv, recorder
         message_content_intent=True,
         ready_timeout=5,
         guild_ready_timeout=0.05,
+        connector=dc_fake.connector(),
     )
     with pytest.raises(ConfigError) as exc:
         await ad.start(recorder)
     assert "Message Content Intent" in str(exc.value)
 
 
-def test_point_at_sets_the_discord_seams(monkeypatch):
-    from adapters.discord import point_at
+async def test_each_adapter_reaches_its_own_server_and_discord_py_is_left_as_it_was(kv, recorder):
+    """Through discord.py's per-client `connector`, two adapters in one process reach two
+    servers, and discord.py's defaults (Discord itself) stay unchanged for every other client."""
+    from tests.fakes.discord_fake import FakeDiscord
 
-    monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)
-    monkeypatch.setattr(
-        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
-    )
-    point_at("http://127.0.0.1:9/api/v10/", "ws://127.0.0.1:9/gw")
-    assert discord.http.Route.BASE == "http://127.0.0.1:9/api/v10"
-    assert str(discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY) == "ws://127.0.0.1:9/gw"
+    base, gateway = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    fakes = [FakeDiscord(tls=True), FakeDiscord(tls=True)]
+    adapters = []
+    try:
+        for fake in fakes:
+            await fake.start()
+            ad = DiscordAdapter(
+                "tok-123456",
+                kv_get=kv.aget,
+                kv_set=kv.aset,
+                ready_timeout=5,
+                guild_ready_timeout=0.05,
+                connector=fake.connector(),
+            )
+            adapters.append(ad)
+            await ad.start(recorder)
+        for fake in fakes:
+            assert len(fake.identifies) == 1  # one gateway session on each
+            assert [c.path for c in fake.calls[:1]] == ["/users/@me"]
+        assert discord.http.Route.BASE == base == "https://discord.com/api/v10"
+        assert discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY == gateway
+    finally:
+        for ad in adapters:
+            await ad.stop()
+        for fake in fakes:
+            await fake.close()
+
+
+async def test_settings_addresses_are_tls_and_send_discords_hosts_there():
+    """`[discord] api_base_url` / `gateway_url` become the client's connector: Discord's host
+    names resolve to those addresses (a process trusting the fake's certificate then talks to it
+    as to Discord: tests/cli/test_cli_packaging.py); a plain http:// address is refused."""
+    from adapters.discord import _Redirect, connector_to
+    from agent.errors import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        connector_to("http://127.0.0.1:9/api/v10", None)
+    assert exc.value.key == "discord.api_base_url"
+    await connector_to("https://127.0.0.1:9443/api/v10", "wss://127.0.0.1:9444/gw").close()
+    resolver = _Redirect({"discord.com": ("127.0.0.1", 9443), "gateway.discord.gg": ("127.0.0.1", 9444)})
+    try:
+        [api] = await resolver.resolve("discord.com", 443)
+        [gateway] = await resolver.resolve("gateway.discord.gg", 443)
+        assert (api["host"], api["port"], api["hostname"]) == ("127.0.0.1", 9443, "discord.com")
+        assert (gateway["host"], gateway["port"]) == ("127.0.0.1", 9444)
+    finally:
+        await resolver.close()
 
 
 async def test_invalid_request_budget_stops_sending_before_a_ban(make_dc, dc_fake, recorder):

@@ -112,10 +112,9 @@ async def test_replies_are_chinese_after_lang_zh(harness):
 
 
 @pytest.fixture
-async def discord_app(tmp_path, monkeypatch):
-    fake = FakeDiscord()
+async def discord_app(tmp_path):
+    fake = FakeDiscord(tls=True)
     await fake.start()
-    fake.patch(monkeypatch)
     env = {
         "TAPEBOT_HOME": str(tmp_path / "home"),
         "OPENAI_API_KEY": "sk-test-unused-000000",
@@ -124,7 +123,11 @@ async def discord_app(tmp_path, monkeypatch):
         "TAPEBOT_SCHEDULER__ENABLED": "false",
         "TAPEBOT_MEMORY__ENABLED": "false",
     }
-    app = App(load_settings(tmp_path / "home", env), model_factory=lambda _m: ScriptedClient())
+    app = App(
+        load_settings(tmp_path / "home", env),
+        model_factory=lambda _m: ScriptedClient(),
+        adapter_options={"discord": {"connector": fake.connector()}},
+    )
     await app.start(adapters=True)
     yield fake
     await app.stop()

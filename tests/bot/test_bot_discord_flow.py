@@ -20,10 +20,9 @@ NOT_ALLOWED = t("en", "approval_not_allowed")
 
 
 @pytest.fixture
-async def discord_app(tmp_path, monkeypatch):
-    fake = FakeDiscord()
+async def discord_app(tmp_path):
+    fake = FakeDiscord(tls=True)
     await fake.start()
-    fake.patch(monkeypatch)
     script = ScriptedClient()
     env = {
         "TAPEBOT_HOME": str(tmp_path / "home"),
@@ -36,7 +35,11 @@ async def discord_app(tmp_path, monkeypatch):
     apps: list[App] = []
 
     async def start() -> App:
-        app = App(load_settings(tmp_path / "home", env), model_factory=lambda _m: script)
+        app = App(
+            load_settings(tmp_path / "home", env),
+            model_factory=lambda _m: script,
+            adapter_options={"discord": {"connector": fake.connector()}},
+        )
         await app.start(adapters=True)
         apps.append(app)
         return app

@@ -1,9 +1,10 @@
 """Every user-facing string table is complete in English and Chinese.
 
-Tables are found, not listed: any module-level dict literal in the project's packages shaped
-`{"en": {key: text}, "zh": {key: text}}` (or `{key: {"en": text, "zh": text}}`, or a pair
-`X_EN = {…}` / `X_ZH = {…}`) is a table, so a new table module (a command family's words, the
-console's) is checked without touching this file; so is every `Words` of the command definitions.
+One format: a catalogue is a module-level `{key: Text(en=…, zh=…)}` (agent/texts.py), so a key
+cannot lack a language. Tables are found, not listed: every module-level catalogue in the
+project's packages is checked without touching this file; so is every `Words` of the command
+definitions. A table in another shape (`{"en": {…}, "zh": {…}}`, `{key: {"en": …, "zh": …}}`, a
+pair `X_EN` / `X_ZH`) fails `test_every_table_is_a_catalogue_of_texts`.
 For each table: both languages have the same keys; the `{placeholders}` agree; a Chinese text
 contains Chinese (or nothing that reads as words); no Chinese text carries an English sentence
 (three English words in a row outside `code`, /commands, paths and identifiers); no English text
@@ -54,6 +55,13 @@ EXPECTED_TABLES = {
     "markets.calendar.CALENDAR_STRINGS",
     "agent.background_tools.TASK_WORDS",
     "agent.mcp_client.MCP_WORDS",
+    "agent.consent.SCOPE_WORDS",
+    "adapters.notices.DEFAULT_NOTICES",
+    "bot.i18n_alerts.ALERT_STRINGS",
+    "bot.console_chat.TERMINAL_STRINGS",
+    "bot.toolcatalog._EFFECT",
+    "bot.toolcatalog._FLAGS",
+    "bot.tool_labels.LABELS",
 }
 
 
@@ -71,29 +79,56 @@ def _is_table(node: ast.AST) -> bool:
     return bool(values) and all(_literal_keys(v) >= {"en"} for v in values)  # {key: {"en": …, "zh": …}}
 
 
-def discover_tables() -> dict[str, dict[str, dict[str, str]]]:
-    """name → {lang: {key: text}}, for every module-level table in the project's packages."""
-    found: dict[str, dict[str, dict[str, str]]] = {}
+def _module_level_names(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+    out = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            out.append((target.id, value))
+    return out
+
+
+def _modules() -> list[tuple[str, ast.Module]]:
+    out = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            tree = ast.parse(path.read_text("utf-8"))
             module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            found |= _split_tables(module, tree)
-            for stmt in tree.body:
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-                    target, value = stmt.targets[0], stmt.value
-                elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-                    target, value = stmt.target, stmt.value
-                else:
-                    continue
-                if not isinstance(target, ast.Name) or not _is_table(value):
-                    continue
-                table = getattr(importlib.import_module(module), target.id)
-                by_lang = _by_language(table)
-                if by_lang is not None:
-                    found[f"{module}.{target.id}"] = by_lang
+            out.append((module, ast.parse(path.read_text("utf-8"))))
+    return out
+
+
+def discover_tables() -> dict[str, dict[str, dict[str, str]]]:
+    """name → {lang: {key: text}}, for every module-level catalogue in the project's packages."""
+    from agent.texts import Text
+
+    found: dict[str, dict[str, dict[str, str]]] = {}
+    for module, tree in _modules():
+        for name, value in _module_level_names(tree):
+            if not (isinstance(value, ast.Dict) and value.values and isinstance(value.values[0], ast.Call)):
+                continue
+            table = getattr(importlib.import_module(module), name)
+            if isinstance(table, dict) and table and all(isinstance(v, Text) for v in table.values()):
+                found[f"{module}.{name}"] = {
+                    lang: {k: getattr(v, lang) for k, v in table.items()} for lang in LANGS
+                }
     found["commands"] = _command_words()
     return found
+
+
+def other_shaped_tables() -> list[str]:
+    """Module-level text tables in any shape but a catalogue of `Text`s."""
+    out = []
+    for module, tree in _modules():
+        out += sorted(_split_tables(module, tree))
+        for name, value in _module_level_names(tree):
+            if _is_table(value) and _by_language(getattr(importlib.import_module(module), name)) is not None:
+                out.append(f"{module}.{name}")
+    return out
 
 
 def _split_tables(module: str, tree: ast.Module) -> dict[str, dict[str, dict[str, str]]]:
@@ -181,6 +216,10 @@ def texts() -> list[tuple[str, str, str, str]]:
         for lang, words in table.items()
         for key, text in words.items()
     ]
+
+
+def test_every_table_is_a_catalogue_of_texts():
+    assert other_shaped_tables() == []
 
 
 def test_the_known_tables_are_discovered():

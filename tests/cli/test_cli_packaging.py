@@ -227,7 +227,7 @@ async def test_tapebot_run_starts_quietly_reads_env_and_logs_to_a_file(tmp_path)
     migrations said once, the log file written (and without the token); tokens from .env."""
     api = FakeBotAPI(token=TOKEN)
     await api.serve()
-    dc = FakeDiscord()
+    dc = FakeDiscord(tls=True)
     await dc.start()
     async with ScriptedLLMServer() as llm:
         home = tmp_path / "home"
@@ -239,8 +239,8 @@ api_base_url = "{api.base_url}"
 allowed_users = [1001]
 
 [discord]
-api_base_url = "http://127.0.0.1:{dc.port}/api/v10"
-gateway_url = "ws://127.0.0.1:{dc.port}/gw"
+api_base_url = "{dc.addresses["api_base_url"]}"
+gateway_url = "{dc.addresses["gateway_url"]}"
 allowed_users = [2002]
 """
         )
@@ -249,7 +249,12 @@ allowed_users = [2002]
             f"OPENAI_API_KEY=sk-test-000000000000\nOPENAI_BASE_URL={llm.openai_base_url}\n"
         )
         env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL"))}
-        env.update(TAPEBOT_HOME=str(home), TAPEBOT_SCHEDULER__ENABLED="false", PYTHONPATH=str(ROOT))
+        env.update(
+            TAPEBOT_HOME=str(home),
+            TAPEBOT_SCHEDULER__ENABLED="false",
+            PYTHONPATH=str(ROOT),
+            SSL_CERT_FILE=dc.ca_file,  # the fake answers for discord.com
+        )
         log_file = tmp_path / "run.log"
         proc = await asyncio.create_subprocess_exec(
             sys.executable,

@@ -1,7 +1,9 @@
 """A loopback fake of Discord's REST API and gateway, enough for discord.py 2.7 to run for real.
 
-    fake = FakeDiscord(); await fake.start()
-    fake.patch(monkeypatch)          # points discord.http.Route.BASE and DEFAULT_GATEWAY at it
+    fake = FakeDiscord(tls=True); await fake.start()
+    DiscordAdapter(token, ..., connector=fake.connector())  # discord.com, gateway.discord.gg → fake
+    or, for a `tapebot` process: [discord] api_base_url / gateway_url = fake.addresses, and
+    SSL_CERT_FILE=fake.ca_file in its environment
     client.start("token") → GET /users/@me, GET /oauth2/applications/@me, WS HELLO/IDENTIFY/READY
     await fake.push_dm(channel_id=300, user_id=42, content="hi")          # MESSAGE_CREATE
     await fake.push_slash("status", args="", user_id=42, channel_id=300)  # INTERACTION_CREATE type 2
@@ -24,12 +26,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import shutil
+import socket
+import ssl
+import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import WSMsgType, web
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 APP_ID = "1000"
 BOT = {
@@ -82,8 +91,65 @@ class RestCall:
     files: list[str] = field(default_factory=list)
 
 
+class _Loopback(AbstractResolver):
+    """Every host name resolves to the fake's port on 127.0.0.1."""
+
+    def __init__(self, port: int):
+        self.port = port
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        return [
+            {
+                "hostname": host,
+                "host": "127.0.0.1",
+                "port": self.port,
+                "family": socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
+
+    async def close(self) -> None:
+        pass
+
+
+def _certificate() -> tuple[bytes, bytes]:
+    """A self-signed certificate (PEM) and its key for Discord's host names."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake discord")])
+    now = datetime.now(UTC)
+    hosts = [x509.DNSName(h) for h in ("discord.com", "gateway.discord.gg")]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(hosts), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    return cert.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+        serialization.Encoding.PEM, pkcs8, serialization.NoEncryption()
+    )
+
+
 class FakeDiscord:
-    def __init__(self) -> None:
+    def __init__(self, *, tls: bool = False) -> None:
+        # tls: served over HTTPS/WSS as discord.com and gateway.discord.gg (see `connector`)
+        self.tls = tls
+        self._cert = b""
+        self._ca_dir = ""
         self.calls: list[RestCall] = []
         self.messages: dict[str, list[dict]] = {}
         self.callbacks: list[dict] = []  # {"interaction_id", "token", "type", "data"}
@@ -108,10 +174,20 @@ class FakeDiscord:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/gw", self._gateway)
+        app.router.add_get("/", self._gateway)  # wss://gateway.discord.gg/
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        server_ssl = None
+        if self.tls:
+            self._cert, key = _certificate()
+            with tempfile.TemporaryDirectory() as tmp:
+                cert_file, key_file = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
+                cert_file.write_bytes(self._cert)
+                key_file.write_bytes(key)
+                server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                server_ssl.load_cert_chain(cert_file, key_file)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=server_ssl)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -120,15 +196,32 @@ class FakeDiscord:
             await self._ws.close()
         if self._runner:
             await self._runner.cleanup()
+        if self._ca_dir:
+            shutil.rmtree(self._ca_dir, ignore_errors=True)
 
-    def patch(self, monkeypatch: Any) -> None:
-        import discord
-        import yarl
+    def connector(self) -> aiohttp.TCPConnector:
+        """A connector for one discord.py client (`discord.Client(connector=…)`): Discord's hosts
+        resolve to this fake, whose certificate it trusts. Nothing else in the process changes."""
+        if not self.tls:
+            raise RuntimeError("FakeDiscord(tls=True) serves Discord's host names")
+        trust = ssl.create_default_context(cadata=self._cert.decode())
+        return aiohttp.TCPConnector(resolver=_Loopback(self.port), ssl=trust)
 
-        monkeypatch.setattr(discord.http.Route, "BASE", f"http://127.0.0.1:{self.port}/api/v10")
-        monkeypatch.setattr(
-            discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(f"ws://127.0.0.1:{self.port}/gw")
-        )
+    @property
+    def addresses(self) -> dict[str, str]:
+        """`[discord] api_base_url` and `gateway_url` for a process that trusts `ca_file`."""
+        return {
+            "api_base_url": f"https://127.0.0.1:{self.port}/api/v10",
+            "gateway_url": f"wss://127.0.0.1:{self.port}/gw",
+        }
+
+    @property
+    def ca_file(self) -> str:
+        """The fake's certificate as a PEM file (for SSL_CERT_FILE); removed at `close`."""
+        if not self._ca_dir:
+            self._ca_dir = tempfile.mkdtemp(prefix="fake-discord-")
+            Path(self._ca_dir, "ca.pem").write_bytes(self._cert)
+        return str(Path(self._ca_dir, "ca.pem"))
 
     def inject(
         self, method: str, fragment: str, *, status: int = 502, after: bool = True, times: int = 1
@@ -176,7 +269,8 @@ class FakeDiscord:
                     break
                 ready = {
                     "v": 10, "user": BOT, "guilds": [], "session_id": f"s{len(self.identifies)}",
-                    "resume_gateway_url": f"ws://127.0.0.1:{self.port}/gw",
+                    "resume_gateway_url": "wss://gateway.discord.gg/gw" if self.tls
+                    else f"ws://127.0.0.1:{self.port}/gw",
                     "application": {"id": APP_ID, "flags": 0},
                 }  # fmt: skip
                 await ws.send_str(json.dumps({"op": 0, "s": 1, "t": "READY", "d": ready}))

@@ -2,8 +2,8 @@
 not five), two schedulers on one database (one runs, the other stands by and takes over), run
 claims against double fires, trading-day skips, delivery retries, housekeeping, reconcile.
 
-APScheduler 3 reads the wall clock itself, so missed runs are produced by writing a job into the
-store in its "five runs ago" state (`next_run_time` in the past) — never by sleeping. The lease
+APScheduler 3 reads the wall clock itself, so missed runs are produced by storing a job's next run
+in its "five runs ago" state (`next_run_time` in the past) — never by sleeping. The lease
 and our bookkeeping use the injected clock."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler import jobs
 from scheduler.app import LEASE_NAME, AppScheduler
 from scheduler.jobs import JobContext, execute_brief
 from scheduler.service import ScheduleService
@@ -393,18 +392,12 @@ async def test_housekeeping_jobs_are_registered_and_fire_with_their_context(stor
             "housekeeping:prune_schedule_runs",
         } <= ids
         # Fire one now through APScheduler itself: the module-level job finds its app via the context.
-        await a._call(a._aps.modify_job, "housekeeping:prune_memory", next_run_time=datetime.now(UTC))
+        a._aps.modify_job("housekeeping:prune_memory", next_run_time=datetime.now(UTC))
         await eventually(lambda: "prune_memory" in hits)
         assert await a.run_housekeeping_now("cleanup_tasks")
         assert hits.count("prune_memory") == 1 and hits.count("cleanup_tasks") == 1
     finally:
         await a.stop()
-
-
-async def test_job_without_a_running_scheduler_is_a_logged_no_op(caplog):
-    await jobs.run_brief("tg:1", "sch_x")
-    await jobs.run_housekeeping("prune_memory")
-    assert "no running scheduler context" in caplog.text
 
 
 async def test_migration_0004_matches_the_models(tmp_path):
@@ -424,12 +417,19 @@ async def test_migration_0004_matches_the_models(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert (module.revision, module.down_revision) == ("0004_tasks_scheduler", "0003_markets")
+    # a later revision replaces APScheduler's job table with the next run times
+    next_runs_spec = importlib.util.spec_from_file_location(
+        "mig_0015", "memory/migrations/versions/0015_scheduler_next_runs.py"
+    )
+    next_runs = importlib.util.module_from_spec(next_runs_spec)
+    next_runs_spec.loader.exec_module(next_runs)
 
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'm.db'}")
     with engine.begin() as conn:
         ctx = MigrationContext.configure(conn, opts={"target_metadata": Base.metadata})
         with Operations.context(ctx):
             module.upgrade()
+            next_runs.upgrade()
         diffs = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
     mine = {t.name for t in TABLES}
 
@@ -459,6 +459,7 @@ async def test_migration_0004_matches_the_models(tmp_path):
         module.downgrade.__globals__["op"]
         ctx = MigrationContext.configure(conn, opts={"target_metadata": Base.metadata})
         with Operations.context(ctx):
+            next_runs.downgrade()
             module.downgrade()
         assert sa.inspect(conn).get_table_names() == []
     engine.dispose()
@@ -523,24 +524,40 @@ async def test_trace_pruning_is_registered_as_a_housekeeping_job(store, tmp_path
     assert "prune_traces" not in app(store)._ctx.housekeeping  # no traces folder, nothing to prune
 
 
-async def test_cold_registration_stores_every_missing_job_once(store):
-    """Briefs whose jobs are missing (a first start, a wiped job store) are all registered by one
-    reconcile: each job stored once, with its trigger's next run; a job already stored is kept."""
+async def test_cold_registration_stores_every_next_run_in_one_transaction(store):
+    """10K briefs at a first start cost one INSERT batch of next run times, not 10K commits; each
+    job runs from its trigger's next firing, and a restart builds the same jobs from what was
+    stored, registering nothing anew."""
+    from sqlalchemy import event
+
     schedules = [await make_schedule(store, chat=f"tg:{i}", spec=later_hhmm(UTC)) for i in range(40)]
+    inserts: list[str] = []
+
+    def seen(conn, cursor, statement, *args):
+        if "scheduler_next_runs" in statement and statement.lstrip().upper().startswith("INSERT"):
+            inserts.append(statement)
+
+    event.listen(store.db.engine.sync_engine, "before_cursor_execute", seen)
     b = app(store)
     await b.start()
     try:
-        for s in schedules[1:]:  # drop the jobs but one: the next reconcile adds the 39 again
-            await b.remove_brief_job(s.id)
-        report = await b.reconcile()
-        assert (report.schedules, report.added, report.removed) == (40, 39, 0)
-        assert {s.job_id for s in schedules} <= await b.job_ids()
+        assert b.last_reconcile is not None and b.last_reconcile.added == 40
+        assert len(inserts) == 1  # one executemany for the 40 briefs
         for s in schedules:
-            nxt = await b.next_run_time(s.job_id)
-            assert nxt is not None and nxt > datetime.now(UTC) and f"{nxt:%H:%M}" == s.spec
-        assert (await b.reconcile()).added == 0  # nothing twice
+            job = b._aps.get_job(s.job_id)
+            assert job is not None and job.next_run_time is not None
+            assert job.next_run_time == job.trigger.get_next_fire_time(None, datetime.now(UTC))
     finally:
         await b.stop()
+    stored = await store.next_runs()
+    c = app(store)
+    await c.start()
+    try:
+        assert c.last_reconcile is not None and c.last_reconcile.added == 0
+        for s in schedules:
+            assert await c.next_run_time(s.job_id) == stored[s.job_id]
+    finally:
+        await c.stop()
 
 
 async def test_briefs_fire_at_their_own_second_of_the_minute(store):
@@ -574,10 +591,80 @@ async def test_a_housekeeping_job_may_run_at_its_own_time_and_zone(store):
     )
     await a.start()
     try:
-        cn = await a._call(a._aps.get_job, "housekeeping:refresh_cn")
-        other = await a._call(a._aps.get_job, "housekeeping:cleanup_tasks")
+        cn = a._aps.get_job("housekeeping:refresh_cn")
+        other = a._aps.get_job("housekeeping:cleanup_tasks")
         fire = cn.next_run_time.astimezone(ZoneInfo("Asia/Shanghai"))
         assert (fire.hour, fire.minute) == (15, 40) and str(cn.trigger.zone) == "Asia/Shanghai"
         assert (other.trigger.hour, other.trigger.minute) != (15, 40)
     finally:
         await a.stop()
+
+
+async def test_an_upgrade_keeps_the_next_run_times_the_job_store_held(tmp_path):
+    """A database from before `scheduler_next_runs` (APScheduler's pickled jobs in
+    `apscheduler_jobs`) keeps each job's next run time: a brief due during the upgrade still
+    fires, once, and nothing is registered anew."""
+    import sqlite3
+
+    from memory.db import Database, upgrade
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    await upgrade(url, "0014_column_limits")
+    due = (datetime.now(UTC) - timedelta(minutes=2)).replace(second=0, microsecond=0)
+    con = sqlite3.connect(tmp_path / "old.db")
+    with con:
+        con.execute(
+            "INSERT INTO schedules (id, chat_key, kind, spec, tz, paused, created_by, created_at, "
+            "updated_at, last_status, last_error, consecutive_failures) "
+            "VALUES ('sch_old', 'tg:1', 'brief', ?, 'UTC', 0, '', ?, ?, '', '', 0)",
+            (f"{due:%H:%M}", due.isoformat(), due.isoformat()),
+        )
+        con.execute(
+            "INSERT INTO apscheduler_jobs (id, next_run_time, job_state) VALUES ('brief:sch_old', ?, ?)",
+            (due.timestamp(), b"pickled job"),
+        )
+    con.close()
+    await upgrade(url)
+
+    db = Database(url)
+    await db.start()
+    try:
+        from scheduler.store import ScheduleStore
+
+        store = ScheduleStore(db)
+        assert await store.next_runs() == {"brief:sch_old": due}
+        rec = Recorder()
+        a = app(store, on_brief=rec)
+        await a.start()
+        try:
+            await eventually(lambda: _finished(store, "sch_old", due.date().isoformat()))
+            assert rec.calls == [("tg:1", "sch_old")]
+            assert a.last_reconcile is not None and a.last_reconcile.added == 0
+        finally:
+            await a.stop()
+    finally:
+        await db.close()
+
+
+async def test_the_holder_follows_schedules_changed_through_a_standby(store, clock):
+    """One source of truth: a schedule created, paused or resumed through another process is
+    picked up by the lease holder at its next renewal, from the schedules table alone."""
+    a = app(store, clock=clock, owner_id="proc-a", renew_interval=0.02)
+    b = app(store, clock=clock, owner_id="proc-b", renew_interval=0.02)
+    await a.start()
+    await b.start()
+    try:
+        assert a.is_leader and not b.is_leader
+        via_b = ScheduleService(store, b)
+        s = await via_b.create("tg:1", f"{later_hhmm(UTC)} UTC")
+        await eventually(lambda: a._aps.get_job(s.job_id) is not None)
+        assert await a.next_run_time(s.job_id) == await b.next_run_time(s.job_id)
+        clock.advance(1)
+        await via_b.pause("tg:1", s.id)
+        await eventually(lambda: a._aps.get_job(s.job_id) is None)
+        clock.advance(1)
+        await via_b.resume("tg:1", s.id)
+        await eventually(lambda: a._aps.get_job(s.job_id) is not None)
+    finally:
+        await a.stop()
+        await b.stop()

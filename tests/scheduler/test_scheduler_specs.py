@@ -10,8 +10,6 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
-from agent.errors import ConfigError
-from scheduler.app import sync_database_url
 from scheduler.specs import (
     BriefSpec,
     BriefSpecError,
@@ -151,19 +149,7 @@ def test_trigger_pickles_by_value():
     assert copy.get_next_fire_time(None, now) == trig.get_next_fire_time(None, now)
 
 
-def test_sync_database_url():
-    assert str(sync_database_url("sqlite+aiosqlite:////tmp/x/tapebot.db")) == "sqlite:////tmp/x/tapebot.db"
-    assert sync_database_url("sqlite+aiosqlite://") is None
-    assert sync_database_url("sqlite+aiosqlite:///:memory:") is None
-    pg = sync_database_url("postgresql+asyncpg://bot:pw@db:5432/tapebot?ssl=require")
-    assert pg.drivername == "postgresql+psycopg"
-    assert pg.password == "pw" and dict(pg.query) == {"sslmode": "require"}
-    assert sync_database_url("postgresql://bot@db/tapebot").drivername == "postgresql"
-    with pytest.raises(ConfigError):
-        sync_database_url("oracle+asyncfoo://x/y")
-
-
-# ---- spreading briefs over their minute -----------------------------------------------
+# ---- spreading briefs over their minute -------------------------------------------------
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -205,11 +191,9 @@ def test_spread_seconds_are_stable_and_cover_the_minute():
     assert min(counts) > 10_000 / 60 / 2  # roughly even: no second gets a crowd
 
 
-def test_a_spread_trigger_pickles_and_an_old_pickle_fires_on_the_minute():
+def test_a_spread_trigger_names_its_second_and_differs_from_the_minute():
     t = DailyTrigger("daily", 8, 30, "Asia/Shanghai", 17)
-    assert pickle.loads(pickle.dumps(t)) == t and str(t) == "daily 08:30:17 Asia/Shanghai"
-    old = DailyTrigger.__new__(DailyTrigger)
-    old.__setstate__({"version": 1, "days": "daily", "hour": 8, "minute": 30, "timezone": "Asia/Shanghai"})
-    assert old == DailyTrigger("daily", 8, 30, "Asia/Shanghai")
+    assert t == DailyTrigger("daily", 8, 30, "Asia/Shanghai", 17) and str(t) == "daily 08:30:17 Asia/Shanghai"
+    assert t != DailyTrigger("daily", 8, 30, "Asia/Shanghai")
     with pytest.raises(ValueError):
         DailyTrigger("daily", 8, 30, "UTC", 60)

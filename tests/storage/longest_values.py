@@ -313,6 +313,24 @@ def registry() -> dict[tuple[str, str], Callable[[], str] | None]:
         ("schedule_runs", "owner"): schedule_claim,
         ("scheduler_leases", "name"): _vocab("scheduler"),
         ("scheduler_leases", "owner"): scheduler_owner,
+        # scheduler/app.py: a brief's job, or a housekeeping chore's (bot/parts.py, scheduler/app.py)
+        ("scheduler_next_runs", "job_id"): lambda: longest(
+            (
+                __import__("scheduler.store").store.brief_job_id(new_schedule_id()),
+                *(
+                    "housekeeping:" + name
+                    for name in (
+                        "cleanup_tasks",
+                        "prune_memory",
+                        "run_traders",
+                        "refresh_cn",
+                        "refresh_crypto",
+                        "prune_schedule_runs",
+                        "prune_traces",
+                    )
+                ),
+            )
+        ),
         ("schedules", "id"): new_schedule_id,
         ("schedules", "chat_key"): chat_key,
         ("schedules", "kind"): _vocab("brief"),
