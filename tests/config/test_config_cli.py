@@ -148,7 +148,7 @@ def test_help_imports_nothing_heavy():
         "print(heavy)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(cli.__file__).parents[1]
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(cli.__file__).parents[2]
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

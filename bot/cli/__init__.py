@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.cli_context import CliContext
+from bot.cli.invocation import CliContext
 from config.errors import ConfigError, TapebotError
 from config.filemodes import private_umask
 
@@ -31,14 +31,14 @@ PROG = "tapebot"
 
 # name -> (one-line help, "module:function"). Imported only when that subcommand runs.
 EXTENSIONS: dict[str, tuple[str, str]] = {
-    "memory": ("inspect, search and edit long-term memories", "bot.cli_memory:main"),
-    "skills": ("list and check skills (`tapebot skills check`)", "bot.cli_skills:main"),
+    "memory": ("inspect, search and edit long-term memories", "bot.cli.memory:main"),
+    "skills": ("list and check skills (`tapebot skills check`)", "bot.cli.skills:main"),
     "rules": ("list and revoke standing approvals (`tapebot rules list|revoke <id>|all`)", "bot.rules:main"),
     "mcp": (
         "serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them",
-        "bot.cli_mcp:cli_main",
+        "bot.cli.mcp:cli_main",
     ),
-    "data": ("market data maintenance: `tapebot data update-calendar`", "bot.cli_data:main"),
+    "data": ("market data maintenance: `tapebot data update-calendar`", "bot.cli.data:main"),
 }
 
 
@@ -205,15 +205,15 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
             parser.parse_args(["db", "--help"])
         return cmd_db_upgrade(ctx)
     if command == "doctor":
-        from bot import cli_doctor
+        from bot.cli import doctor as cli_doctor
 
         return cli_doctor.main(ctx)
     if command == "health":
-        from bot import cli_health
+        from bot.cli import health as cli_health
 
         return cli_health.main(ctx)
     if command == "completion":
-        from bot import cli_completion as completion
+        from bot.cli import completion
 
         print(completion.script(args.shell, parser), file=ctx.stdout, end="")
         return 0
@@ -317,22 +317,18 @@ def _drop_none(value: Any) -> Any:
 
 
 def cmd_db_upgrade(ctx: CliContext) -> int:
-    from bot import cli_db
+    from bot.cli import db as cli_db
 
     return int(cli_db.upgrade(ctx))
 
 
 def cmd_db_backup(ctx: CliContext, *, dest: Path | None = None) -> int:
-    from bot import cli_db
+    from bot.cli import db as cli_db
 
     return int(cli_db.backup(ctx, dest=dest))
 
 
 def cmd_usage(ctx: CliContext, *, days: float = 30) -> int:
-    from bot import cli_db
+    from bot.cli import db as cli_db
 
     return int(cli_db.usage(ctx, days=days))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

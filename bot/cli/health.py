@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bot.cli_context import CliContext
+    from bot.cli.invocation import CliContext
 
 
 def main(ctx: CliContext) -> int:

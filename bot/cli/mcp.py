@@ -207,7 +207,7 @@ def cli_main(argv: Sequence[str], ctx: Any) -> int:
     return mcp_main(list(argv), settings)
 
 
-if __name__ == "__main__":  # python -m bot.cli_mcp [serve|tools|servers] [--allow-writes]
-    from bot.cli_context import CliContext
+if __name__ == "__main__":  # python -m bot.cli.mcp [serve|tools|servers] [--allow-writes]
+    from bot.cli.invocation import CliContext
 
     sys.exit(cli_main(sys.argv[1:], CliContext()))
