@@ -47,9 +47,9 @@ from memory.stores import SqlStore
 
 if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it is built
     from adapters.base import ChatAdapter
-    from agent.background import TaskManager
+    from agent.background_tasks import TaskManager
     from agent.background_tools import BackgroundSubmitter
-    from agent.context import CompactingHooks, TaskTracker
+    from agent.context_hooks import CompactingHooks, TaskTracker
     from agent.mcp_client import McpManager
     from agent.ports import ApprovalRecord, TurnRecord, UsageRecord
     from agent.skills import SkillLibrary
@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it
     from markets.services import MarketServices
     from memory.hooks import MemoryContextHooks
     from memory.tools import MemoryServices
-    from scheduler.app import AppScheduler
+    from scheduler.app_scheduler import AppScheduler
     from scheduler.service import ScheduleService
 
 log = logging.getLogger("tapebot")
@@ -186,7 +186,7 @@ class App:
     def _memory_hooks(self) -> CompactingHooks:
         """Long-term memory, recall, TaskState and compaction (issue 4) as `memory_hooks`; when
         memory is off, compaction only (and `memory_hooks` stays None)."""
-        from agent.context import CompactingHooks, TaskTracker
+        from agent.context_hooks import CompactingHooks, TaskTracker
         from memory.hooks import build_memory_hooks
 
         assert self.db is not None
@@ -383,7 +383,7 @@ class App:
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
     async def _start_tasks(self) -> TaskManager:
-        from agent.background import TaskManager
+        from agent.background_tasks import TaskManager
         from agent.background_tools import BackgroundSubmitter
         from memory.tasks import SqlTaskStore
 
@@ -462,7 +462,7 @@ class App:
     def _build_scheduler(self) -> AppScheduler:
         from bot.briefs import BriefRunner
         from markets.calendar import TradingCalendar
-        from scheduler.app import AppScheduler
+        from scheduler.app_scheduler import AppScheduler
 
         assert self.db is not None and self.task_manager is not None and self.schedules is not None
         s = self.settings
@@ -520,7 +520,7 @@ class App:
         """Alert firings waiting for delivery into the chats this process serves."""
         if self.gateway is None or self.market is None or self.market.session_factory is None:
             return 0
-        from bot.alerts import AlertDelivery
+        from bot.alert_delivery import AlertDelivery
         from markets.alerts import AlertStore
 
         delivery = AlertDelivery(

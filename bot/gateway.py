@@ -7,7 +7,7 @@ Access is bot/access.py; the first write of an event is retried while storage fa
 message that starts or joins a turn goes to the chat's lane (bot/lanes.py), which runs one turn at
 a time per chat. A message that may queue is recorded with its update id (one INSERT) until it is
 in the session's history, so one still queued at a crash or a stop is taken up after the restart
-(bot/recovery.py). Background-task notices are bot/notices.py.
+(bot/recovery.py). Background-task notices are bot/task_notices.py.
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ from bot.delivery import TurnView
 from bot.i18n import pick_language, t
 from bot.lanes import ChatLock, Events, Lane, LaneDeps, Lanes
 from bot.live_questions import ChatQuestions
-from bot.notices import TaskNotices
 from bot.progress import ProgressBoard
 from bot.received import pending_record
 from bot.recovery import Recovery, RecoveryStore
 from bot.retry import StoragePatience
 from bot.sent import forget_sent, remember_sent
+from bot.task_notices import TaskNotices
 from bot.waiting import CardFacts, Waiting, WaitingStore, is_waiting, may_close
 
 log = logging.getLogger(__name__)

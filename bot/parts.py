@@ -14,7 +14,7 @@ from agent.tools.workspace import LocalToolPolicy
 from config.settings import Settings
 
 if TYPE_CHECKING:
-    from agent.background import TaskManager
+    from agent.background_tasks import TaskManager
     from agent.providers.base import ModelClient
     from agent.scratchpad import BackgroundWriter
     from agent.tools.registry import ToolContext

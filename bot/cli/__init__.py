@@ -29,21 +29,21 @@ Runner = Callable[[list[str], CliContext], int]
 
 
 def _memory(argv: list[str], ctx: CliContext) -> int:
-    from bot.cli import memory
+    from memory.cli import memory_cli
 
-    return memory.main(argv, ctx)
+    return memory_cli(argv, ctx.settings(require_model=False), out=ctx.stdout)
 
 
 def _skills(argv: list[str], ctx: CliContext) -> int:
-    from bot.cli import skills
+    from agent.skills import skills_cli
 
-    return skills.main(argv, ctx)
+    return skills_cli(argv, ctx.settings(require_model=False).skills_dir, ctx.stdout)
 
 
 def _rules(argv: list[str], ctx: CliContext) -> int:
-    from bot import rules
+    from bot import approval_rules
 
-    return rules.main(argv, ctx)
+    return approval_rules.main(argv, ctx)
 
 
 def _mcp(argv: list[str], ctx: CliContext) -> int:
@@ -53,9 +53,9 @@ def _mcp(argv: list[str], ctx: CliContext) -> int:
 
 
 def _data(argv: list[str], ctx: CliContext) -> int:
-    from bot.cli import data
+    from bot.cli import market_data
 
-    return data.main(argv, ctx)
+    return market_data.main(argv, ctx)
 
 
 # name -> (one-line help, runner). A runner imports its module only when that subcommand runs.
@@ -342,18 +342,18 @@ def _drop_none(value: Any) -> Any:
 
 
 def cmd_db_upgrade(ctx: CliContext) -> int:
-    from bot.cli import db as cli_db
+    from bot.cli import database as cli_db
 
     return int(cli_db.upgrade(ctx))
 
 
 def cmd_db_backup(ctx: CliContext, *, dest: Path | None = None) -> int:
-    from bot.cli import db as cli_db
+    from bot.cli import database as cli_db
 
     return int(cli_db.backup(ctx, dest=dest))
 
 
 def cmd_usage(ctx: CliContext, *, days: float = 30) -> int:
-    from bot.cli import db as cli_db
+    from bot.cli import database as cli_db
 
     return int(cli_db.usage(ctx, days=days))

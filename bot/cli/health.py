@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def main(ctx: CliContext) -> int:
-    from bot.health import heartbeat_path, judge
+    from bot.heartbeat import heartbeat_path, judge
     from config.loader import resolve_home
 
     ctx.read_env_files()  # ./.env may name TAPEBOT_HOME, as for `tapebot run`

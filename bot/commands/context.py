@@ -82,7 +82,7 @@ class StoreOps(Protocol):
 
 
 class TaskOps(Protocol):
-    """The background-task ledger (agent/background.py TaskManager), as /tasks uses it."""
+    """The background-task ledger (agent/background_tasks.py TaskManager), as /tasks uses it."""
 
     async def list(self, session_id: str) -> list[TaskRecord]: ...
 

@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, date, datetime
 
 from bot.cli import CliContext
-from bot.cli import data as cli_data
+from bot.cli import market_data as cli_data
 from markets.alerts import AlertSpec, AlertStore
 from memory.db import Database
 from tests.fakes.market_libs import FakeAkshare

@@ -11,7 +11,7 @@ import pytest
 from apscheduler.triggers.cron import CronTrigger
 
 from agent.errors import ConfigError
-from scheduler.app import sync_database_url
+from scheduler.app_scheduler import sync_database_url
 from scheduler.specs import (
     BriefSpec,
     BriefSpecError,
