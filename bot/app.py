@@ -19,11 +19,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from agent import AgentRuntime, ModelClient, NoticeDeferred, RuntimeConfig
 from agent.approval import ApprovalGate
-from agent.errors import NoticeDeferred
-from agent.providers.base import ModelClient
 from agent.redact import Redactor, install_log_redaction
-from agent.runtime import AgentRuntime, RuntimeConfig
 from agent.scratchpad import BackgroundWriter, Scratchpad
 from agent.tools.builtin import local_tools
 from agent.tools.core import core_tools
@@ -47,13 +45,18 @@ from memory.stores import SqlStore
 
 if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it is built
     from adapters.base import ChatAdapter
-    from agent.background_tasks import TaskManager
+    from agent import (
+        ApprovalRecord,
+        CompactingHooks,
+        McpManager,
+        SkillLibrary,
+        TaskManager,
+        TaskRecord,
+        TaskTracker,
+        TurnRecord,
+        UsageRecord,
+    )
     from agent.background_tools import BackgroundSubmitter
-    from agent.context_hooks import CompactingHooks, TaskTracker
-    from agent.mcp_client import McpManager
-    from agent.ports import ApprovalRecord, TurnRecord, UsageRecord
-    from agent.skills import SkillLibrary
-    from agent.task_ledger import TaskRecord
     from bot.chat_setup import ChatParts
     from bot.gateway import Gateway
     from markets.preview import TradePreview
@@ -186,7 +189,7 @@ class App:
     def _memory_hooks(self) -> CompactingHooks:
         """Long-term memory, recall, TaskState and compaction (issue 4) as `memory_hooks`; when
         memory is off, compaction only (and `memory_hooks` stays None)."""
-        from agent.context_hooks import CompactingHooks, TaskTracker
+        from agent import CompactingHooks, TaskTracker
         from memory.hooks import build_memory_hooks
 
         assert self.db is not None
@@ -383,7 +386,7 @@ class App:
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
     async def _start_tasks(self) -> TaskManager:
-        from agent.background_tasks import TaskManager
+        from agent import TaskManager
         from agent.background_tools import BackgroundSubmitter
         from memory.tasks import SqlTaskStore
 
@@ -405,7 +408,7 @@ class App:
             await notify(record)
 
     async def _start_mcp(self) -> McpManager:
-        from agent.mcp_client import McpManager
+        from agent import McpManager
 
         s = self.settings
         mcp = McpManager(s.mcp_servers, environ=s.environ, log_dir=s.home / "logs", results_dir=s.results_dir)

@@ -23,7 +23,7 @@ from bot.waiting import CardFacts
 
 if TYPE_CHECKING:
     from adapters.base import ChatAdapter
-    from agent.runtime import AgentRuntime
+    from agent import AgentRuntime
     from bot.commands import Command
     from bot.replicas import ChatLeases
     from config.settings import Settings

@@ -31,12 +31,16 @@ from adapters.base import (
     SentMessage,
     UserRef,
 )
-from agent.cancel import CancelSignal
-from agent.elicit import LiveQuestions
-from agent.errors import ApprovalError
-from agent.messages import Message
-from agent.ports import Receipt, TurnRecord
-from agent.runtime import AgentRuntime, TurnRequest
+from agent import (
+    AgentRuntime,
+    ApprovalError,
+    CancelSignal,
+    LiveQuestions,
+    Message,
+    Receipt,
+    TurnRecord,
+    TurnRequest,
+)
 from bot import cards
 from bot.access import Access, PairedStore, PlatformAccess
 from bot.chats import ChatDirectory, ChatState, ChatStore

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agent.tools.registry import Toolset, ToolSpec
+from agent import Toolset, ToolSpec
 
 TABLE_START = "<!-- tools:start -->"
 TABLE_END = "<!-- tools:end -->"

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adapters.base import InboundCommand, SentMessage, UserRef
-from agent.errors import ApprovalError
-from agent.ports import TurnRecord
+from agent import ApprovalError, TurnRecord
 from bot.chats import ChatDirectory, ChatState
 from bot.commands.context import CommandContext, CommandServices
 
