@@ -63,7 +63,7 @@ def test_agents_own_modules_import_their_siblings_not_the_surface():
 
 def test_bot_takes_the_shared_names_from_the_surface():
     # A public name imported from the submodule that defines it, where `from agent import` would do.
-    # Lanes and recovery are left as they are for now (their wiring is being changed elsewhere).
+    # lanes.py and recovery.py still name the submodules; they move to the surface with their next change.
     skip = {"lanes.py", "recovery.py"}
     found = [
         f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}"
