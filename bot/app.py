@@ -528,7 +528,7 @@ class App:
         from bot.chat_setup import build_gateway, open_chats
 
         parts = self._chat_parts()
-        gateway = build_gateway(parts)
+        gateway = build_gateway(parts, terminal=any(a.platform == "terminal" for a in adapters or ()))
         self.gateway = gateway  # before the adapters start: briefs and the console reach it
         self.task_listeners.append(gateway.notices.notify_task)
         self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))

@@ -29,11 +29,9 @@ from adapters.base import (
     InboundCommand,
     InboundMessage,
     SentMessage,
-    UserRef,
 )
 from agent import (
     AgentRuntime,
-    ApprovalError,
     CancelSignal,
     LiveQuestions,
     Message,
@@ -45,7 +43,7 @@ from bot import cards
 from bot.access import Access, PairedStore, PlatformAccess
 from bot.chats import ChatDirectory, ChatState, ChatStore
 from bot.commands import Command, CommandRegistry, Handler, builtin_commands
-from bot.commands.binding import bind
+from bot.commands.binding import CommandParts, bind
 from bot.commands.context import CommandServices
 from bot.delivery import TurnView
 from bot.i18n import pick_language, t
@@ -86,9 +84,9 @@ def _may_queue(msg: InboundMessage) -> bool:
 
 
 class Gateway:
-    """The router and the composition of the chat parts. Beyond routing it keeps, for the chat
-    commands (bot/commands/binding.py), the few methods they call: `say`, `lane`, `waiting_turn`,
-    `may_close`, `move_on`, `decide_by_command`, `run_skill`, `run_brief` — hence its ~20 methods."""
+    """The router and the composition of the chat parts. Commands reach the parts themselves (the
+    directory, the lanes, what a chat waits on: `CommandParts`), not the gateway; the scheduler's
+    briefs come in through `run_brief`."""
 
     def __init__(
         self,
@@ -151,6 +149,7 @@ class Gateway:
         # an MCP server's question during a tool call is asked in the chat and answered here
         self.questions = ChatQuestions(self.chats, self.adapters)
         runtime.deps.add(self.questions, as_type=LiveQuestions)
+        self.command_parts = CommandParts(self.chats, self.lanes, self.waiting, self.say)
         self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
         self.recovery = Recovery(
             runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message,
@@ -296,7 +295,7 @@ class Gateway:
         is logged and the chat gets a short error in its language (never the exception's text,
         which may carry internals)."""
         try:
-            await handler(bind(self, self.command_services, state, cmd))
+            await handler(bind(self.command_parts, self.command_services, state, cmd))
         except Exception:
             log.exception("command /%s failed in %s", cmd.name, state.key)
             await self.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))
@@ -407,23 +406,6 @@ class Gateway:
     async def waiting_turn(self, state: ChatState) -> TurnRecord | None:
         """The suspended turn the chat waits on (a card or a question), if any."""
         return await self.waiting.waiting_turn(state)
-
-    @staticmethod
-    def may_close(turn: TurnRecord, user_id: str) -> bool:
-        return may_close(turn, user_id)
-
-    async def move_on(self, state: ChatState, turn: TurnRecord) -> None:
-        """Close what the chat waits on because the user moved on (/cancel)."""
-        await self.waiting.move_on(state, turn)
-
-    async def decide_by_command(
-        self, state: ChatState, user: UserRef, approval_id: str, command: str
-    ) -> ApprovalError | None:
-        """/approve <id> or /deny <id>; None when applied, else why it was refused."""
-        return await self.waiting.decide_by_command(state, user, approval_id, command)
-
-    def run_skill(self, state: ChatState, text: str, user: UserRef) -> None:
-        self.lane(state).run_skill(text, user)
 
     async def run_brief(self, chat_key: str, text: str) -> None:
         """A scheduled brief in its chat's lane. Raises if it cannot be delivered, so the
