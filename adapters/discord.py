@@ -67,7 +67,7 @@ from adapters.common import InflightTracker, KeyedLocks, call_handler
 from adapters.logsafe import install_redaction
 from adapters.notices import DEFAULT_NOTICES, notice
 from adapters.render import RenderedPart, render_parts, to_discord
-from adapters.retry import RetryPolicy, with_retries
+from adapters.send_retry import RetryPolicy, with_retries
 from agent.errors import ConfigError
 from agent.text import scrub
 from agent.texts import Catalogue

@@ -84,7 +84,7 @@ from adapters.render import (
     utf16_len,
 )
 from adapters.replicas import ReplicaGate
-from adapters.retry import RetryPolicy, with_retries
+from adapters.send_retry import RetryPolicy, with_retries
 from adapters.telegram_wire import (
     PRIVATE,
     MalformedUpdate,

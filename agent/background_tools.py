@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from agent.background import TaskManager
+from agent.background_tasks import TaskManager
 from agent.errors import ToolFailed
 from agent.task_ledger import ACTIVE, TaskRecord
 from agent.texts import Text

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from agent import events as ev
 from agent.approval import ApprovalGate, Decision, Requester, Suspend
 from agent.cancel import CancelSignal, when_set
-from agent.context import RECALL_CLOSE, RECALL_OPEN, ContextHooks, NoContextHooks, context_text
+from agent.context_hooks import RECALL_CLOSE, RECALL_OPEN, ContextHooks, NoContextHooks, context_text
 from agent.errors import (
     CompactionFailed,
     FatalModelError,

@@ -458,7 +458,7 @@ class NullScratchpad:
 
 def prune_traces(traces_dir: Path, keep_days: int, today: date | None = None) -> int:
     """Delete day folders older than `keep_days`. Returns how many folders were removed. The
-    scheduler's daily upkeep calls it (scheduler/app.py, `[scheduler] trace_retention_days`)."""
+    scheduler's daily upkeep calls it (scheduler/app_scheduler.py, `[scheduler] trace_retention_days`)."""
     # Day folders are named by local date (Scratchpad), so "today" is the local date too.
     today = today or datetime.now().astimezone().date()
     cutoff = today - timedelta(days=keep_days)

@@ -1,6 +1,6 @@
 """The background-task ledger: what a task record is, the store port that persists it
 (`memory.tasks.SqlTaskStore` on the database) and an in-memory store next to it (unit tests, the
-terminal without a database). `agent.background.TaskManager` runs the tasks."""
+terminal without a database). `agent.background_tasks.TaskManager` runs the tasks."""
 
 from __future__ import annotations
 

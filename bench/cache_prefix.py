@@ -6,7 +6,7 @@ The real composition root (`bot.app.App`: migrated SQLite, SqlStore, the full to
 bundled market data, `build_memory_hooks` recall with TaskState and dynamic snapshots) drives a
 conversation through the real Anthropic client (`anthropic` SDK) against the local scripted
 Anthropic endpoint (tests/fakes/llm_server.py). Per-call context travels the way production sends
-it: `agent.context.context_text` → `ModelRequest.context` → `anthropic.to_wire_messages`, which
+it: `agent.context_hooks.context_text` → `ModelRequest.context` → `anthropic.to_wire_messages`, which
 puts it after the sliding cache breakpoint. Nothing in the runtime is patched.
 
 Every turn recalls memories (four seeded ones plus the session's TaskState) and calls one real
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent import events as ev
 from agent.approval import Requester
-from agent.context import RECALL_TRAILER, wrap_recall
+from agent.context_hooks import RECALL_TRAILER, wrap_recall
 from agent.messages import Message, TextPart
 from agent.providers import build_model_client
 from agent.providers.base import Chunk, ModelClient, ModelRequest

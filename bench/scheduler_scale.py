@@ -37,7 +37,7 @@ from bench._env import add_runs_arg, footer, header, spread
 from memory.db import Database
 from memory.tasks import SCHEDULE_RUNS, SCHEDULES, create_tables
 from scheduler import jobs
-from scheduler.app import AppScheduler
+from scheduler.app_scheduler import AppScheduler
 from scheduler.specs import spread_second
 from scheduler.store import ScheduleStore
 

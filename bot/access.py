@@ -36,6 +36,16 @@ class PlatformAccess:
     max_backlog_age_s: float = 600.0  # older messages left from before a restart are not run
 
 
+#: The local user of `tapebot chat`: allowed and admin; `granted by terminal` in /rules.
+TERMINAL_USER = "terminal"
+
+
+def terminal_access(shutdown_grace_s: float) -> PlatformAccess:
+    """The terminal's allow-list: its one local user, who is also its admin. What a stop left is
+    taken up for as long as a stop may take on top of the usual backlog age."""
+    return PlatformAccess({TERMINAL_USER}, {TERMINAL_USER}, "per_group", 600.0 + shutdown_grace_s)
+
+
 @dataclass
 class _Pairing:
     code: str

@@ -19,11 +19,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from agent import AgentRuntime, ModelClient, NoticeDeferred, RuntimeConfig
 from agent.approval import ApprovalGate
-from agent.errors import NoticeDeferred
-from agent.providers.base import ModelClient
 from agent.redact import Redactor, install_log_redaction
-from agent.runtime import AgentRuntime, RuntimeConfig
 from agent.scratchpad import BackgroundWriter, Scratchpad
 from agent.tools.builtin import local_tools
 from agent.tools.core import core_tools
@@ -47,21 +45,22 @@ from memory.stores import SqlStore
 
 if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it is built
     from adapters.base import ChatAdapter
-    from agent.background import TaskManager
-    from agent.background_tools import BackgroundSubmitter
-    from agent.context import CompactingHooks, TaskTracker
-    from agent.mcp_client import McpManager
-    from agent.ports import ApprovalRecord, TurnRecord, UsageRecord
-    from agent.skills import SkillLibrary
-    from agent.task_ledger import TaskRecord
+    from agent import (
+        ApprovalRecord,
+        CompactingHooks,
+        McpManager,
+        TaskManager,
+        TaskRecord,
+        TurnRecord,
+        UsageRecord,
+    )
     from bot.chat_setup import ChatParts
     from bot.gateway import Gateway
     from markets.preview import TradePreview
     from markets.services import MarketServices
     from memory.hooks import MemoryContextHooks
     from memory.tools import MemoryServices
-    from scheduler.app import AppScheduler
-    from scheduler.service import ScheduleService
+    from scheduler.app_scheduler import AppScheduler
 
 log = logging.getLogger("tapebot")
 
@@ -79,10 +78,13 @@ def log_model_switch(failed: str, next_model: str, why: str) -> None:
 
 
 class App:
-    """The composition root: builds every part from `Settings` in `start`, hands each part only
-    what it needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). Its methods are the
-    steps that build a part and keep it: one class, so the order of construction and of shutdown
-    reads top to bottom in one place."""
+    """The composition root: builds every part from `Settings`, hands each part only what it
+    needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). The parts that need no I/O to
+    build (the database, the stores, background tasks, MCP, skills, schedules) are built complete
+    in `__init__`; `start` opens them and builds what needs an open database (market data, memory,
+    the runtime) or depends on how it runs (the gateway and chats, the scheduler). Its methods are
+    the steps that build a part and keep it: one class, so the order of construction and of
+    shutdown reads top to bottom in one place."""
 
     def __init__(
         self,
@@ -100,18 +102,36 @@ class App:
         self._traces_dir: str | None = None
         self._dynamic_snapshot: Callable[..., Awaitable[str]] | None = None
         self._model_factory = model_factory
-        # The parts, in the order `start` builds them; None until then (and after `stop` for db).
-        self.db: Database | None = None
-        self.store: SqlStore | None = None
-        self.task_manager: TaskManager | None = None  # background tasks (`_start_tasks`)
-        self._background: BackgroundSubmitter | None = None  # tools' door to it
-        self.mcp: McpManager | None = None  # MCP servers (`_start_mcp`)
+        # Built here, complete (no I/O: `start` opens them). Imported here rather than at the top
+        # so that importing this module stays cheap for what only needs a part of it.
+        from agent import SkillLibrary, TaskManager, TaskTracker
+        from agent.background_tools import BackgroundSubmitter
+        from agent.mcp_client import McpManager
+        from memory.tasks import SqlTaskStore
+        from scheduler.service import ScheduleService
+        from scheduler.store import ScheduleStore
+
+        self.db = Database(settings.db_url)
+        self.store = SqlStore(self.db, redact=self.redactor.text)
+        # background tasks, and the tools' door to them
+        self.task_manager = TaskManager(
+            SqlTaskStore(self.db), on_complete=self._task_finished, redact=self.redactor.text
+        )
+        self._background = BackgroundSubmitter(self.task_manager)
+        self.mcp = McpManager(
+            settings.mcp_servers,
+            environ=settings.environ,
+            log_dir=settings.home / "logs",
+            results_dir=settings.results_dir,
+        )
+        self.tracker = TaskTracker()  # memory upkeep in flight, drained on stop
+        self.skills = SkillLibrary(settings.skills_dir)
+        # briefs' schedules (the tools and /brief)
+        self.schedules = ScheduleService(ScheduleStore(self.db), default_timezone=settings.scheduler.timezone)
+        # Built by `start`, once the database is open: None until then.
         self.market: MarketServices | None = None  # market data, portfolio, trading (build_tools)
-        self.tracker: TaskTracker | None = None  # memory upkeep in flight, drained on stop
         self.memory_hooks: MemoryContextHooks | None = None  # None when [memory] is off
         self.memory: MemoryServices | None = None  # the memory tools' services, likewise
-        self.skills: SkillLibrary | None = None
-        self.schedules: ScheduleService | None = None  # briefs' schedules (the tools and /brief)
         self.runtime: AgentRuntime | None = None
         # only with chat adapters (`tapebot run`, the console): the router and its adapters
         self.gateway: Gateway | None = None
@@ -175,7 +195,6 @@ class App:
         from bot.parts import build_market
         from markets.tools import market_tools
 
-        assert self.db is not None
         model = self.model_for(None) if self.settings.models else None
         self.market = build_market(self.settings, self.db.sessionmaker, model)
         self.deps.add(self.market)
@@ -185,12 +204,10 @@ class App:
     def _memory_hooks(self) -> CompactingHooks:
         """Long-term memory, recall, TaskState and compaction as `memory_hooks`; when
         memory is off, compaction only (and `memory_hooks` stays None)."""
-        from agent.context import CompactingHooks, TaskTracker
+        from agent import CompactingHooks
         from memory.hooks import build_memory_hooks
 
-        assert self.db is not None
         s = self.settings
-        self.tracker = TaskTracker()
         tracker = self.tracker
 
         async def drain_upkeep() -> None:
@@ -221,8 +238,7 @@ class App:
 
     async def _record_side_call(self, record: UsageRecord) -> None:
         """A memory side call's usage, stored with the turns' (`tapebot usage` reports it apart)."""
-        if self.store is not None:
-            await self.store.record_usage(record)
+        await self.store.record_usage(record)
 
     def _mentions(self, text: str) -> list[str]:
         from markets.directory import Directory
@@ -275,10 +291,8 @@ class App:
         self._uninstall_redaction = install_log_redaction(self.redactor)
         for loose in loose_modes(s.home):
             log.warning("%s", loose)
-        self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
-        self.store = SqlStore(self.db, redact=self.redactor.text)
-        tasks = await self._start_tasks()
+        tasks = self._start_tasks()
         mcp = await self._start_mcp()
         tools = self.build_tools()
         hooks = self._memory_hooks()
@@ -340,7 +354,7 @@ class App:
         if jobs is not None:
             self.on_stop(jobs.stop)  # after the chats' stoppers: stopped first, while they deliver
             jobs.open()
-            if self.schedules is not None and adapters:
+            if adapters:
                 await self.schedules.take_up_kept()  # /brief now acknowledged before a crash
         # tasks that finished (or were lost) while we were down are reported now, into the chat;
         # without chats (a one-shot turn) nobody could be told: they wait for `tapebot run`
@@ -381,15 +395,8 @@ class App:
         return Scratchpad(self._traces_dir, turn_id, session_id, self.redactor, writer=self.trace_writer)
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
-    async def _start_tasks(self) -> TaskManager:
-        from agent.background import TaskManager
-        from agent.background_tools import BackgroundSubmitter
-        from memory.tasks import SqlTaskStore
-
-        assert self.db is not None
-        tasks = TaskManager(SqlTaskStore(self.db), on_complete=self._task_finished, redact=self.redactor.text)
-        self.task_manager = tasks
-        self._background = BackgroundSubmitter(tasks)
+    def _start_tasks(self) -> TaskManager:
+        tasks = self.task_manager
         self.deps.add(tasks)
         self.on_stop(tasks.shutdown)
         return tasks
@@ -404,30 +411,20 @@ class App:
             await notify(record)
 
     async def _start_mcp(self) -> McpManager:
-        from agent.mcp_client import McpManager
-
-        s = self.settings
-        mcp = McpManager(s.mcp_servers, environ=s.environ, log_dir=s.home / "logs", results_dir=s.results_dir)
-        self.mcp = mcp
+        mcp = self.mcp
         await mcp.start()  # a server that fails is reported in /status; the bot starts anyway
         self.on_stop(mcp.stop)
         return mcp
 
     def _agent_extras(self) -> list[Toolset]:
         from agent.background_tools import background_tools
-        from agent.skills import SkillLibrary, skill_tools
+        from agent.skills import skill_tools
         from agent.subagents import subagent_tools
-        from scheduler.service import ScheduleService
-        from scheduler.store import ScheduleStore
         from scheduler.tools import schedule_tools
 
-        assert self.db is not None
-        s = self.settings
-        self.skills = SkillLibrary(s.skills_dir)
         for problem in self.skills.problems:
             log.warning("skill skipped: %s", problem)
         self.deps.add(self.skills)
-        self.schedules = ScheduleService(ScheduleStore(self.db), default_timezone=s.scheduler.timezone)
         self.deps.add(self.schedules)
         return [background_tools, schedule_tools, skill_tools, subagent_tools]
 
@@ -450,7 +447,7 @@ class App:
         """The stable per-deployment part after the static prompt: the skills list."""
         from agent.skills import skills_prompt
 
-        return skills_prompt(self.skills.skills) if self.skills is not None else ""
+        return skills_prompt(self.skills.skills)
 
     def opening(self) -> None:
         """Everything is built; the chats are about to start receiving (bot/chat_setup.py)."""
@@ -461,14 +458,13 @@ class App:
     def _build_scheduler(self) -> AppScheduler:
         from bot.briefs import BriefRunner
         from markets.calendar import TradingCalendar
-        from scheduler.app import AppScheduler
+        from scheduler.app_scheduler import AppScheduler
 
-        assert self.db is not None and self.task_manager is not None and self.schedules is not None
         s = self.settings
         schedules = self.schedules
         runner = BriefRunner(
             self._deliver_brief,
-            skill=self.skills.get if self.skills is not None else None,
+            skill=self.skills.get,
             calendar_warning=self.market.calendar_warning if self.market is not None else None,
         )
         housekeeping = housekeeping_jobs(self.task_manager, self.memory, self.market)
@@ -519,7 +515,7 @@ class App:
         """Alert firings waiting for delivery into the chats this process serves."""
         if self.gateway is None or self.market is None or self.market.session_factory is None:
             return 0
-        from bot.alerts import AlertDelivery
+        from bot.alert_delivery import AlertDelivery
         from markets.alerts import AlertStore
 
         delivery = AlertDelivery(
@@ -532,15 +528,13 @@ class App:
         from bot.chat_setup import build_gateway, open_chats
 
         parts = self._chat_parts()
-        gateway = build_gateway(parts)
+        gateway = build_gateway(parts, terminal=any(a.platform == "terminal" for a in adapters or ()))
         self.gateway = gateway  # before the adapters start: briefs and the console reach it
         self.task_listeners.append(gateway.notices.notify_task)
-        if self.task_manager is not None:
-            self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
-        if self.schedules is not None and self.store is not None:  # /brief now is kept until it has run
-            from bot.briefs import KeptBriefs
+        self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
+        from bot.briefs import KeptBriefs
 
-            self.schedules.kept = KeptBriefs(self.store, gateway.tell)
+        self.schedules.kept = KeptBriefs(self.store, gateway.tell)  # /brief now is kept until it has run
         self.adapters = await open_chats(gateway, parts, adapters)
         if self.market is not None and self.market.session_factory is not None:
             self.spawn(self._alert_loop(), "alerts")
@@ -553,7 +547,7 @@ class App:
         from bot.commands.context import CommandServices
         from bot.waiting import CardFacts
 
-        assert self.runtime is not None and self.store is not None
+        assert self.runtime is not None  # the chats open only after `start` built it
         notes: dict[str, Callable[[str], str]] = {}
         policy = self.deps.maybe(LocalToolPolicy)
         if policy is not None:
@@ -573,7 +567,7 @@ class App:
                 self.market.calendar_warning if self.market is not None else None,
                 self.task_manager,
                 self.schedules,
-                self.mcp.status if self.mcp is not None else None,
+                self.mcp.status,
                 data_dates=market_data_status(self.market) if self.market is not None else None,
             ),
         )
@@ -584,10 +578,8 @@ class App:
             services=services,
             spawn=self.spawn,
             on_stop=self.on_stop,
-            skill_commands=skill_commands(self.skills) if self.skills is not None else (),
-            card_facts=CardFacts(
-                self.trade_facts, notes, self.schedules.chat_timezone if self.schedules is not None else None
-            ),
+            skill_commands=skill_commands(self.skills),
+            card_facts=CardFacts(self.trade_facts, notes, self.schedules.chat_timezone),
             system_dynamic=self.system_dynamic(),
             redact=self.redactor.text,
             adapter_options=self.adapter_options,
@@ -624,9 +616,7 @@ class App:
                 log.debug("closing a model client failed", exc_info=True)
         self._clients.clear()
         await asyncio.to_thread(self.trace_writer.close)  # every ended turn's trace is on disk
-        if self.db is not None:
-            await self.db.close()
-            self.db = None
+        await self.db.close()
         if self._uninstall_redaction is not None:
             self._uninstall_redaction()
             self._uninstall_redaction = None

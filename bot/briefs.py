@@ -14,7 +14,7 @@ from agent.skills import skill_turn_text
 from bot.received import BRIEFS, brief_from_record, brief_record
 
 if TYPE_CHECKING:
-    from agent.skills import Skill
+    from agent import Skill
     from scheduler.jobs import BriefOutcome
 
 # Thousands of chats may share 08:30: run a few briefs at a time; the rest wait their turn.

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from adapters.base import Button, Card
+from agent import ApprovalRecord, WaitingState
 from agent.consent import ButtonChoice, StandingScope
-from agent.ports import ApprovalRecord, WaitingState
 from agent.tools import sandbox
 from agent.tools.workspace import LocalToolPolicy
 from bot.i18n import t

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.access import PlatformAccess
+from bot.access import PlatformAccess, terminal_access
 from bot.commands.context import CommandServices
 from bot.gateway import Gateway
 from bot.waiting import CardFacts
 
 if TYPE_CHECKING:
     from adapters.base import ChatAdapter
-    from agent.runtime import AgentRuntime
+    from agent import AgentRuntime
     from bot.commands import Command
     from bot.replicas import ChatLeases
     from config.settings import Settings
@@ -61,7 +61,8 @@ class ChatParts:
     replica_id: str = ""  # this process among the replicas on the database ("": a fresh one)
 
 
-def build_gateway(parts: ChatParts) -> Gateway:
+def build_gateway(parts: ChatParts, *, terminal: bool = False) -> Gateway:
+    """The gateway over the configured platforms' allow-lists (`terminal`: the console's too)."""
     s = parts.settings
     access = {
         "telegram": PlatformAccess(
@@ -77,6 +78,8 @@ def build_gateway(parts: ChatParts) -> Gateway:
             s.discord.max_backlog_age_s,
         ),
     }
+    if terminal:
+        access["terminal"] = terminal_access(s.agent.shutdown_grace_s)
     return Gateway(
         parts.runtime,
         parts.store,

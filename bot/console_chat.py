@@ -21,7 +21,7 @@ from adapters.console import CardPrompt, ConsoleAdapter, ConsoleHooks
 from adapters.console_screen import ConsoleLogHandler
 from agent.texts import Text
 from bot import cards
-from bot.access import PlatformAccess
+from bot.access import TERMINAL_USER
 from bot.i18n import pick_language
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from bot.gateway import Gateway
 
 
-TERMINAL_USER = "terminal"  # the local user: allowed and admin; `granted by terminal` in /rules
 TERMINAL_CHAT = ChatRef("terminal", "")  # one chat: its key is "terminal" (adapters/base.py)
 
 #: The terminal's own words around a card (the chats' say "tap a button", "reply to this card").
@@ -114,13 +113,10 @@ class TerminalChat:
         return self._state
 
     async def on_start(self) -> None:
-        """Before the first line, and before the gateway takes up what a stop left: the local user
-        is allowed and admin, and the chat is in this run's session."""
+        """Before the first line, and before the gateway takes up what a stop left: the chat is in
+        this run's session, owned by the local user (whom the gateway, built with the console,
+        already allows as admin: `bot.access.terminal_access`)."""
         gw = self.gateway
-        grace = self.app.settings.agent.shutdown_grace_s
-        gw.access.platforms["terminal"] = PlatformAccess(
-            {TERMINAL_USER}, {TERMINAL_USER}, "per_group", 600.0 + grace
-        )
         state = await self.state()
         state.owner = TERMINAL_USER
         state.session_id = self.session

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from agent.errors import StorageError
+from agent import StorageError
 
 log = logging.getLogger("tapebot.db")
 

@@ -7,7 +7,7 @@ Access is bot/access.py; the first write of an event is retried while storage fa
 message that starts or joins a turn goes to the chat's lane (bot/lanes.py), which runs one turn at
 a time per chat. A message that may queue is recorded with its update id (one INSERT) until it is
 in the session's history, so one still queued at a crash or a stop is taken up after the restart
-(bot/recovery.py). Background-task notices are bot/notices.py.
+(bot/recovery.py). Background-task notices are bot/task_notices.py.
 """
 
 from __future__ import annotations
@@ -29,30 +29,32 @@ from adapters.base import (
     InboundCommand,
     InboundMessage,
     SentMessage,
-    UserRef,
 )
-from agent.cancel import CancelSignal
-from agent.elicit import LiveQuestions
-from agent.errors import ApprovalError
-from agent.messages import Message
-from agent.ports import Receipt, TurnRecord
-from agent.runtime import AgentRuntime, TurnRequest
+from agent import (
+    AgentRuntime,
+    CancelSignal,
+    LiveQuestions,
+    Message,
+    Receipt,
+    TurnRecord,
+    TurnRequest,
+)
 from bot import cards
 from bot.access import Access, PairedStore, PlatformAccess
 from bot.chats import ChatDirectory, ChatState, ChatStore
 from bot.commands import Command, CommandRegistry, Handler, builtin_commands
-from bot.commands.binding import bind
+from bot.commands.binding import CommandParts, bind
 from bot.commands.context import CommandServices
 from bot.delivery import TurnView
 from bot.i18n import pick_language, t
 from bot.lanes import ChatLock, Events, Lane, LaneDeps, Lanes
 from bot.live_questions import ChatQuestions
-from bot.notices import TaskNotices
 from bot.progress import ProgressBoard
 from bot.received import pending_record
 from bot.recovery import Recovery, RecoveryStore
 from bot.retry import StoragePatience
 from bot.sent import forget_sent, remember_sent
+from bot.task_notices import TaskNotices
 from bot.waiting import CardFacts, Waiting, WaitingStore, is_waiting, may_close
 
 log = logging.getLogger(__name__)
@@ -82,9 +84,9 @@ def _may_queue(msg: InboundMessage) -> bool:
 
 
 class Gateway:
-    """The router and the composition of the chat parts. Beyond routing it keeps, for the chat
-    commands (bot/commands/binding.py), the few methods they call: `say`, `lane`, `waiting_turn`,
-    `may_close`, `move_on`, `decide_by_command`, `run_skill`, `run_brief`."""
+    """The router and the composition of the chat parts. Commands reach the parts themselves (the
+    directory, the lanes, what a chat waits on: `CommandParts`), not the gateway; the scheduler's
+    briefs come in through `run_brief`."""
 
     def __init__(
         self,
@@ -147,6 +149,7 @@ class Gateway:
         # an MCP server's question during a tool call is asked in the chat and answered here
         self.questions = ChatQuestions(self.chats, self.adapters)
         runtime.deps.add(self.questions, as_type=LiveQuestions)
+        self.command_parts = CommandParts(self.chats, self.lanes, self.waiting, self.say)
         self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
         self.recovery = Recovery(
             runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message,
@@ -292,7 +295,7 @@ class Gateway:
         is logged and the chat gets a short error in its language (never the exception's text,
         which may carry internals)."""
         try:
-            await handler(bind(self, self.command_services, state, cmd))
+            await handler(bind(self.command_parts, self.command_services, state, cmd))
         except Exception:
             log.exception("command /%s failed in %s", cmd.name, state.key)
             await self.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))
@@ -403,23 +406,6 @@ class Gateway:
     async def waiting_turn(self, state: ChatState) -> TurnRecord | None:
         """The suspended turn the chat waits on (a card or a question), if any."""
         return await self.waiting.waiting_turn(state)
-
-    @staticmethod
-    def may_close(turn: TurnRecord, user_id: str) -> bool:
-        return may_close(turn, user_id)
-
-    async def move_on(self, state: ChatState, turn: TurnRecord) -> None:
-        """Close what the chat waits on because the user moved on (/cancel)."""
-        await self.waiting.move_on(state, turn)
-
-    async def decide_by_command(
-        self, state: ChatState, user: UserRef, approval_id: str, command: str
-    ) -> ApprovalError | None:
-        """/approve <id> or /deny <id>; None when applied, else why it was refused."""
-        return await self.waiting.decide_by_command(state, user, approval_id, command)
-
-    def run_skill(self, state: ChatState, text: str, user: UserRef) -> None:
-        self.lane(state).run_skill(text, user)
 
     async def run_brief(self, chat_key: str, text: str) -> None:
         """A scheduled brief in its chat's lane. Raises if it cannot be delivered, so the

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from agent.texts import Text
 
 if TYPE_CHECKING:
-    from agent.task_ledger import TaskRecord
+    from agent import TaskRecord
 
 # agent.background_tools (and what it loads) is imported by the formatters, not here: bot/i18n.py
 # merges this table at import, and the bare table must not cost a start ~0.2 s.

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from adapters.base import Button, ChatAdapter, DeliveryError
-from agent.elicit import LiveQuestions
+from agent import LiveQuestions
 from bot.chats import ChatDirectory
 
 PREFIX = "lq"  # a tap's data: lq<option index>:<question token>

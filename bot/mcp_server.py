@@ -16,7 +16,7 @@ server processes and restarts: a retry is not executed twice, and the key reused
 order is an error naming the first) and `ctx.source = "mcp"` — and every call is audited: a log line and a JSON line
 in `$TAPEBOT_HOME/results/mcp_audit.jsonl`.
 
-Claude Code:  claude mcp add tapebot -- tapebot mcp   (the command line: bot/cli_mcp.py)
+Claude Code:  claude mcp add tapebot -- tapebot mcp   (the command line: bot/cli/mcp.py)
 Cursor / others: {"mcpServers": {"tapebot": {"command": "tapebot", "args": ["mcp"]}}}
 """
 

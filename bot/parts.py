@@ -9,13 +9,12 @@ from collections.abc import Awaitable, Callable
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from agent.redact import Redactor
+from agent import Redactor
 from agent.tools.workspace import LocalToolPolicy
 from config.settings import Settings
 
 if TYPE_CHECKING:
-    from agent.background import TaskManager
-    from agent.providers.base import ModelClient
+    from agent import ModelClient, TaskManager
     from agent.scratchpad import BackgroundWriter
     from agent.tools.registry import ToolContext
     from markets.alerts import AlertStore

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.errors import (
+from agent import (
     ApprovalAlreadyDecided,
     ApprovalError,
     ApprovalExpired,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from agent.ports import WaitingState
+from agent import WaitingState
 
 YES = {
     "yes",

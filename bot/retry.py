@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import ChatAdapter, DeliveryError, Inbound, InboundMessage
+from agent import CancelSignal
 from agent import events as ev
-from agent.cancel import CancelSignal
 from agent.errors import StorageError, TurnNotBegun
 from bot.chats import ChatState
 from bot.i18n import pick_language, t

@@ -13,9 +13,9 @@ from typing import Any
 
 from bot.app import App
 from bot.dbwait import wait_for_database
-from bot.health import Heartbeat, heartbeat_path
+from bot.heartbeat import Heartbeat, heartbeat_path
 from bot.logs import configure_logging
-from bot.signals import on_signals
+from bot.os_signals import on_signals
 from config.settings import Settings
 
 log = logging.getLogger("tapebot")

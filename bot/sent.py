@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from adapters.base import ChatAdapter, ChatRef, SentMessage
-from agent.ports import ApprovalRecord
+from agent import ApprovalRecord
 from bot.chats import ChatDirectory, ChatState
 from memory.chat_tables import PausedProgress, SentKind, SentRef
 

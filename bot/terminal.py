@@ -16,9 +16,8 @@ import sys
 from datetime import datetime
 from typing import Any, TextIO
 
+from agent import AgentRuntime, Requester, TurnRequest
 from agent import events as ev
-from agent.approval import Requester
-from agent.runtime import AgentRuntime, TurnRequest
 
 #: The one-shot acts as the interactive terminal's user in its chat (bot/console_chat.py
 #: TERMINAL_USER, TERMINAL_CHAT.key; not imported from there: the one-shot stays light).

@@ -20,8 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from agent import Toolset, ToolSpec
 from agent.texts import Text
-from agent.tools.registry import Toolset, ToolSpec
 
 TABLE_START = "<!-- tools:start -->"
 TABLE_END = "<!-- tools:end -->"

@@ -28,13 +28,21 @@ from adapters.base import (
     SentMessage,
     UserRef,
 )
+from agent import (
+    AgentRuntime,
+    ApprovalError,
+    ApprovalExpired,
+    ApprovalForeignChat,
+    ApprovalNotFound,
+    ApprovalRecord,
+    Message,
+    NotAnApprover,
+    Receipt,
+    TurnRecord,
+)
 from agent import events as ev
 from agent.approval import Decision
 from agent.consent import StandingApproval, normalize, read_consent
-from agent.errors import ApprovalError, ApprovalExpired, ApprovalForeignChat, ApprovalNotFound, NotAnApprover
-from agent.messages import Message
-from agent.ports import ApprovalRecord, Receipt, TurnRecord
-from agent.runtime import AgentRuntime
 from agent.untrusted import outside_sources
 from bot import cards
 from bot.chats import ChatDirectory, ChatState

@@ -13,7 +13,7 @@ Conditions (`AlertSpec.kind`):
 
 Only bars after `baseline` (the newest bar when the alert was set) can trigger. A firing is a row
 unique per (alert, symbol, bar), so two evaluations of the same bars — a retried job, a second
-replica, `tapebot data update` next to the bot — record it once; delivery (bot/alerts.py) takes
+replica, `tapebot data update` next to the bot — record it once; delivery (bot/alert_delivery.py) takes
 each recorded firing once.
 """
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agent.context import unwrap_recall
+from agent.context_hooks import unwrap_recall
 from agent.messages import Message
 from agent.providers.base import ModelClient, ModelRequest, TextChunk
 from memory.hygiene import ApprovalClaim, MemoryRefused, check_memory

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agent.compaction import Compactor
-from agent.context import CompactingHooks, TaskTracker, unwrap_recall
+from agent.context_hooks import CompactingHooks, TaskTracker, unwrap_recall
 from agent.memo import MessageMemo
 from agent.messages import Message
 from agent.ports import Clock, SessionStore, UsageRecord

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.engine import Connection
 
-from agent.context import unwrap_recall
+from agent.context_hooks import unwrap_recall
 from agent.messages import Message
 from agent.ports import Clock, SystemClock
 from agent.providers.base import ModelClient, ModelRequest, TextChunk

@@ -28,7 +28,7 @@ from scheduler.specs import (
 from scheduler.store import Schedule, ScheduleStore, new_schedule_id
 
 if TYPE_CHECKING:  # APScheduler loads only where a scheduler runs (`tapebot chat` has none)
-    from scheduler.app import AppScheduler
+    from scheduler.app_scheduler import AppScheduler
     from scheduler.jobs import BriefOutcome
 
 log = logging.getLogger(__name__)

@@ -231,7 +231,7 @@ def spread_second(schedule_id: str) -> int:
 class DailyTrigger:
     """APScheduler trigger: once per allowed local date at HH:MM (plus `second`, see
     `spread_second`) in an IANA zone. A virtual subclass of APScheduler's `BaseTrigger` (an
-    interface: one abstract method), registered by scheduler/app.py: inheriting it would make
+    interface: one abstract method), registered by scheduler/app_scheduler.py: inheriting it would make
     every process that parses a spec (the schedule tools, a one-shot turn) import APScheduler,
     ~6 ms."""
 

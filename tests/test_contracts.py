@@ -32,8 +32,8 @@ def test_the_cycle_check_sees_lazy_and_type_checking_imports():
     assert "memory.cli" in runtime["bot.commands.memory"]
     assert "memory.tools" not in runtime["bot.commands.context"]
     assert "memory.tools" in typed["bot.commands.context"]
-    # `from markets.wyckoff import events` is an edge to the submodule, not to the package.
-    assert "markets.wyckoff.events" in runtime["markets.wyckoff.engine"]
+    # `from markets.wyckoff import range_events` is an edge to the submodule, not to the package.
+    assert "markets.wyckoff.range_events" in runtime["markets.wyckoff.engine"]
     assert "markets.wyckoff" not in runtime["markets.wyckoff.engine"]
 
 

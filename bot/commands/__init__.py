@@ -5,12 +5,18 @@ for each command in one place (binding.py)."""
 
 from __future__ import annotations
 
-from bot.commands import alerts, approvals, background, memory, session
+from bot.commands import approvals, background, market_alerts, memory, session
 from bot.commands.registry import GROUPS, Command, CommandRegistry, Handler
 
 
 def builtin_commands() -> list[Command]:
-    return [*session.COMMANDS, *approvals.COMMANDS, *background.COMMANDS, *alerts.COMMANDS, *memory.COMMANDS]
+    return [
+        *session.COMMANDS,
+        *approvals.COMMANDS,
+        *background.COMMANDS,
+        *market_alerts.COMMANDS,
+        *memory.COMMANDS,
+    ]
 
 
 __all__ = ["GROUPS", "Command", "CommandRegistry", "Handler", "builtin_commands"]

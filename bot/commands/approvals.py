@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from adapters.commandspec import CommandSpec, OptionSpec, SubcommandSpec, Words
+from bot.approval_rules import rules_command
 from bot.commands.context import CommandContext
 from bot.commands.registry import Command
 from bot.i18n import t
 from bot.refusals import refusal_key
-from bot.rules import rules_command
 
 
 async def _decide(ctx: CommandContext, command: str) -> None:

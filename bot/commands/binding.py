@@ -1,16 +1,18 @@
-"""The one place a command's context is made from the gateway: the chat's facts, `say()`, and the
-narrow capabilities handlers may use (the gateway's internals stay behind these few methods)."""
+"""The one place a command's context is made: the chat's facts, `say()`, and the narrow
+capabilities handlers may use, over the chat parts themselves (the directory, the lanes, what the
+chat waits on) rather than over the gateway."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from adapters.base import InboundCommand, SentMessage, UserRef
-from agent.errors import ApprovalError
-from agent.ports import TurnRecord
+from adapters.base import InboundCommand, UserRef
+from agent import ApprovalError, TurnRecord
 from bot.chats import ChatDirectory, ChatState
 from bot.commands.context import CommandContext, CommandServices
+from bot.waiting import may_close
 
 
 class Lane(Protocol):
@@ -19,19 +21,17 @@ class Lane(Protocol):
 
     def cancel(self) -> bool: ...
 
+    def run_skill(self, text: str, user: UserRef) -> None: ...
 
-class Gateway(Protocol):
-    """The few gateway methods the capabilities below use (no import of bot.gateway: no cycle)."""
 
-    chats: ChatDirectory
+class Lanes(Protocol):
+    def of(self, state: ChatState) -> Lane: ...
 
-    async def say(self, state: ChatState, text: str, fmt: str = "plain") -> SentMessage | None: ...
 
-    def lane(self, state: ChatState) -> Lane: ...
+class Waiting(Protocol):
+    """What the chat waits on (bot/waiting.py), as commands see it."""
 
     async def waiting_turn(self, state: ChatState) -> TurnRecord | None: ...
-
-    def may_close(self, turn: TurnRecord, user_id: str) -> bool: ...
 
     async def move_on(self, state: ChatState, turn: TurnRecord) -> None: ...
 
@@ -39,57 +39,68 @@ class Gateway(Protocol):
         self, state: ChatState, user: UserRef, approval_id: str, command: str
     ) -> ApprovalError | None: ...
 
-    def run_skill(self, state: ChatState, text: str, user: UserRef) -> None: ...
+
+@dataclass(frozen=True, slots=True)
+class CommandParts:
+    """The chat parts a command reaches, handed over by the gateway once (no import of
+    bot.gateway: no cycle)."""
+
+    chats: ChatDirectory
+    lanes: Lanes
+    waiting: Waiting
+    say: Callable[[ChatState, str], Awaitable[object]]  # a line into a chat, in its language
 
 
 @dataclass(frozen=True, slots=True)
 class _Settings:
-    gw: Gateway
+    chats: ChatDirectory
     state: ChatState
 
     async def set_lang(self, lang: str) -> None:
         self.state.lang = lang
-        await self.gw.chats.save(self.state)
+        await self.chats.save(self.state)
 
     async def set_model(self, model: str | None) -> None:
         self.state.model = model
-        await self.gw.chats.save(self.state)
+        await self.chats.save(self.state)
 
     async def new_session(self) -> str:
-        return await self.gw.chats.new_session(self.state)
+        return await self.chats.new_session(self.state)
 
 
 @dataclass(frozen=True, slots=True)
 class _Turns:
-    gw: Gateway
+    parts: CommandParts
     state: ChatState
     user: UserRef
 
     def is_running(self) -> bool:
-        return self.gw.lane(self.state).is_running
+        return self.parts.lanes.of(self.state).is_running
 
     def stop_running(self) -> None:
-        self.gw.lane(self.state).cancel()
+        self.parts.lanes.of(self.state).cancel()
 
     async def waiting(self) -> TurnRecord | None:
-        return await self.gw.waiting_turn(self.state)
+        return await self.parts.waiting.waiting_turn(self.state)
 
     def may_close(self, turn: TurnRecord) -> bool:
-        return self.gw.may_close(turn, self.user.user_id)
+        return may_close(turn, self.user.user_id)
 
     async def close_waiting(self, turn: TurnRecord) -> None:
-        await self.gw.move_on(self.state, turn)
+        await self.parts.waiting.move_on(self.state, turn)
 
     async def decide(self, approval_id: str, command: str) -> ApprovalError | None:
-        return await self.gw.decide_by_command(self.state, self.user, approval_id, command)
+        return await self.parts.waiting.decide_by_command(self.state, self.user, approval_id, command)
 
     def run_skill(self, text: str) -> None:
-        self.gw.run_skill(self.state, text, self.user)
+        self.parts.lanes.of(self.state).run_skill(text, self.user)
 
 
-def bind(gw: Gateway, services: CommandServices, state: ChatState, cmd: InboundCommand) -> CommandContext:
+def bind(
+    parts: CommandParts, services: CommandServices, state: ChatState, cmd: InboundCommand
+) -> CommandContext:
     async def say(text: str) -> object:
-        return await gw.say(state, text)
+        return await parts.say(state, text)
 
     return CommandContext(
         name=cmd.name,
@@ -101,7 +112,7 @@ def bind(gw: Gateway, services: CommandServices, state: ChatState, cmd: InboundC
         model=state.model,
         user=cmd.user,
         say=say,
-        settings=_Settings(gw, state),
-        turn=_Turns(gw, state, cmd.user),
+        settings=_Settings(parts.chats, state),
+        turn=_Turns(parts, state, cmd.user),
         services=services,
     )

@@ -11,16 +11,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.base import ChatRef, UserRef
-from agent.consent import StandingApproval
-from agent.errors import ApprovalError
-from agent.messages import Message
-from agent.ports import TurnRecord
+from agent import ApprovalError, Message, StandingApproval, TurnRecord
 
 if TYPE_CHECKING:
     from adapters.commandspec import CommandSpec
+    from agent import Skill, TaskRecord
     from agent.events import Compaction
-    from agent.skills import Skill
-    from agent.task_ledger import TaskRecord
     from markets.alerts import Alert
     from memory.tools import MemoryServices
 
@@ -82,7 +78,7 @@ class StoreOps(Protocol):
 
 
 class TaskOps(Protocol):
-    """The background-task ledger (agent/background.py TaskManager), as /tasks uses it."""
+    """The background-task ledger (agent/background_tasks.py TaskManager), as /tasks uses it."""
 
     async def list(self, session_id: str) -> list[TaskRecord]: ...
 

@@ -119,7 +119,7 @@ async def cmd_status(ctx: CommandContext) -> None:
         text += (
             "\n" + t(ctx.lang, "plan") + ": " + "; ".join(f"[{p.status}] {p.text}" for p in open_turn.plan)
         )
-    from bot.rules import active_count
+    from bot.approval_rules import active_count
 
     text += "\n" + t(ctx.lang, "rules_status", n=await active_count(store, ctx.chat_key))
     if ctx.services.status_extra is not None:

@@ -35,8 +35,8 @@ async def check_models(settings: Settings) -> list[Check]:
 
 
 async def check_model(settings: Settings, cfg: ModelConfig) -> Check:
+    from agent import Message
     from agent.errors import ModelError
-    from agent.messages import Message
     from agent.providers import build_model_client
     from agent.providers.base import FinishChunk, ModelRequest, TextChunk
 

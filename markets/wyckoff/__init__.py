@@ -11,11 +11,11 @@ threshold is a named field of `WyckoffParams`.
 """
 
 from markets.wyckoff.engine import WyckoffAnalysis, analyze
-from markets.wyckoff.events import Event
-from markets.wyckoff.health import Health
+from markets.wyckoff.holding_health import Health
 from markets.wyckoff.params import DEFAULT_PARAMS, WyckoffParams
 from markets.wyckoff.phase import Phase
 from markets.wyckoff.range import TradingRange, find_range
+from markets.wyckoff.range_events import Event
 
 __all__ = [
     "DEFAULT_PARAMS",

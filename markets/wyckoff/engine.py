@@ -25,8 +25,8 @@ from markets.indicators import atr as atr_fn
 from markets.indicators import ema, macd, shift, sma
 from markets.indicators import rsi as rsi_fn
 from markets.symbols import Instrument
-from markets.wyckoff import events as ev
-from markets.wyckoff.health import Health, rate
+from markets.wyckoff import range_events as ev
+from markets.wyckoff.holding_health import Health, rate
 from markets.wyckoff.params import DEFAULT_PARAMS, WyckoffParams
 from markets.wyckoff.phase import Phase, classify
 from markets.wyckoff.range import TradingRange, find_range

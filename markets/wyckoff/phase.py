@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from markets.wyckoff.events import Event
 from markets.wyckoff.params import WyckoffParams
 from markets.wyckoff.range import TradingRange
+from markets.wyckoff.range_events import Event
 
 Schematic = Literal["accumulation", "distribution", "markup", "markdown", "undetermined"]
 

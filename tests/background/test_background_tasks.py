@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.background import TaskManager
+from agent.background_tasks import TaskManager
 from agent.background_tools import (
     BackgroundSubmitter,
     background_tools,

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from adapters.base import ChatRef, DeliveryError
-from bot.alerts import AlertDelivery
+from bot.alert_delivery import AlertDelivery
 from bot.chats import ChatState
 from markets.alerts import AlertSpec, AlertStore, evaluate_alerts
 from markets.data import MarketData

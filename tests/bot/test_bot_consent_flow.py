@@ -190,7 +190,7 @@ async def test_rules_revoke_all_and_the_shell_command(harness, write_count):
     ids = sorted(r[0] for r in rows(harness.home, "SELECT id FROM standing_approvals"))
     assert len(ids) == 2
 
-    from bot import rules as rules_cli
+    from bot import approval_rules as rules_cli
 
     out = io.StringIO()
     ctx = CliContext(home=harness.home, environ={"TAPEBOT_HOME": str(harness.home)}, stdout=out)

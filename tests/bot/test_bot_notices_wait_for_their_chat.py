@@ -11,7 +11,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from adapters.base import ChatAdapter, SentMessage
-from agent.background import TaskManager
+from agent.background_tasks import TaskManager
 from agent.errors import NoticeDeferred
 from agent.providers.scripted import ScriptedClient
 from agent.task_ledger import TaskRecord

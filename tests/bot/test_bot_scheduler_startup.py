@@ -13,7 +13,7 @@ import pytest
 from agent.providers.scripted import ScriptedClient, reply
 from bot.app import App
 from memory.db import Database
-from scheduler.app import LEASE_NAME, AppScheduler
+from scheduler.app_scheduler import LEASE_NAME, AppScheduler
 from scheduler.store import Schedule, ScheduleStore
 from tests.bot.conftest import ALICE, Harness, make_settings
 from tests.fakes.telegram_api import FakeBotAPI

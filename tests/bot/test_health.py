@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.cli import CliContext
-from bot.cli_health import main as health_main
-from bot.health import STALE_AFTER_S, Heartbeat, heartbeat_path, judge
+from bot.cli.health import main as health_main
+from bot.heartbeat import STALE_AFTER_S, Heartbeat, heartbeat_path, judge
 
 T0 = 1_800_000_000.0
 

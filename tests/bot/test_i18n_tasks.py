@@ -8,7 +8,7 @@ import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 
-from agent.background import TaskManager
+from agent.background_tasks import TaskManager
 from agent.background_tools import describe_task, task_notification_text
 from agent.task_ledger import InMemoryTaskStore, TaskRecord
 from bot.commands.background import StatusExtras
@@ -150,7 +150,7 @@ def test_rules_list_describes_each_scope_in_the_chats_language():
     from datetime import UTC, datetime, timedelta
 
     from agent.consent import StandingApproval, StandingScope
-    from bot.rules import format_rules
+    from bot.approval_rules import format_rules
 
     now = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
     scope = StandingScope(

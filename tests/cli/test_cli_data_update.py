@@ -9,8 +9,8 @@ import io
 import sys
 from datetime import UTC, date, datetime
 
-from bot import cli_data
 from bot.cli import CliContext
+from bot.cli import market_data as cli_data
 from markets.alerts import AlertSpec, AlertStore
 from memory.db import Database
 from tests.fakes.market_libs import FakeAkshare

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli_doctor
 from bot.cli import CliContext
+from bot.cli import doctor as cli_doctor
 from bot.doctor import Check, check_calendar, check_file_modes, check_sandbox, exit_code, render
 from config.loader import load_settings
 from tests.fakes.discord_fake import FakeDiscord

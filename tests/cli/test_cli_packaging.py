@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import CliContext, build_parser, main
-from bot.cli_completion import script
+from bot.cli.completion import script
 from bot.logs import configure_logging
 from memory.db import backup_sqlite, upgrade
 from tests.fakes.discord_fake import FakeDiscord
@@ -107,7 +107,7 @@ def test_zsh_completion():
 
 def test_every_extension_has_completion_words():
     from bot.cli import EXTENSIONS
-    from bot.cli_completion import EXTENSION_WORDS
+    from bot.cli.completion import EXTENSION_WORDS
 
     assert set(EXTENSIONS) <= set(EXTENSION_WORDS)
 

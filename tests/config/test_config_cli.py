@@ -108,7 +108,10 @@ def test_unexpected_error_is_one_line_with_debug_hint(home, capsys, monkeypatch)
 
 
 def test_missing_extension_is_reported(home, capsys, monkeypatch):
-    monkeypatch.setitem(cli.EXTENSIONS, "nothing", ("x", "bot.no_such_module_here:main"))
+    def missing(argv, ctx):
+        import bot.no_such_module_here  # noqa: F401
+
+    monkeypatch.setitem(cli.EXTENSIONS, "nothing", ("x", missing))
     code, _, err = run(capsys, "nothing", "check")
     assert code == 1 and err == "tapebot: 'nothing' is not available in this build\n"
 
@@ -120,12 +123,7 @@ def test_extension_gets_its_arguments(home, capsys, monkeypatch):
         seen["argv"], seen["home"] = argv, ctx.home
         return 7
 
-    import types
-
-    module = types.ModuleType("tapebot_fake_ext")
-    module.main = fake
-    monkeypatch.setitem(sys.modules, "tapebot_fake_ext", module)
-    monkeypatch.setitem(cli.EXTENSIONS, "fake", ("x", "tapebot_fake_ext:main"))
+    monkeypatch.setitem(cli.EXTENSIONS, "fake", ("x", fake))
     code = cli.main(["--home", "/tmp/x", "fake", "check", "--verbose"])
     assert code == 7 and seen == {"argv": ["check", "--verbose"], "home": Path("/tmp/x")}
 
@@ -148,7 +146,7 @@ def test_help_imports_nothing_heavy():
         "print(heavy)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(cli.__file__).parents[1]
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(cli.__file__).parents[2]
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

@@ -9,7 +9,7 @@ import json
 from memory_helpers import answering, resolve_codes
 
 from agent.compaction import Compactor
-from agent.context import (
+from agent.context_hooks import (
     CompactingHooks,
     NoContextHooks,
     TaskTracker,

@@ -11,7 +11,7 @@ from memory_helpers import resolve_codes
 
 from agent import events as ev
 from agent.compaction import compaction_threshold
-from agent.context import TaskTracker
+from agent.context_hooks import TaskTracker
 from agent.inmemory import InMemoryStore
 from agent.messages import Message, ToolCallPart
 from agent.providers.base import ModelInfo, ModelRequest, TextChunk, ToolCallChunk

@@ -227,7 +227,7 @@ async def test_waivers_the_extraction_drops_are_told_once_with_the_next_recall(s
     once — to let the user know they were not remembered; the preference beside them is saved."""
     from memory_helpers import answer_with
 
-    from agent.context import TaskTracker
+    from agent.context_hooks import TaskTracker
     from agent.messages import Message, ToolCallPart
     from memory.extraction import MemoryExtractor
     from memory.hooks import MemoryContextHooks

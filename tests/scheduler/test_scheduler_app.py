@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.app import LEASE_NAME, AppScheduler
+from scheduler.app_scheduler import LEASE_NAME, AppScheduler
 from scheduler.jobs import JobContext, execute_brief
 from scheduler.service import ScheduleService
 from scheduler.store import Schedule, new_schedule_id
@@ -127,7 +127,7 @@ async def test_runs_missed_beyond_the_grace_time_are_skipped_not_replayed(store)
 
 
 async def test_two_schedulers_on_one_database_one_runs_the_other_stands_by(store, clock, caplog):
-    caplog.set_level(logging.INFO, logger="scheduler.app")
+    caplog.set_level(logging.INFO, logger="scheduler.app_scheduler")
     rec_a, rec_b = Recorder(), Recorder()
     a = app(store, clock=clock, on_brief=rec_a, owner_id="proc-a", lease_ttl=30, renew_interval=0.05)
     b = app(store, clock=clock, on_brief=rec_b, owner_id="proc-b", lease_ttl=30, renew_interval=0.05)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.app import AppScheduler
+from scheduler.app_scheduler import AppScheduler
 from scheduler.i18n import SCHEDULE_STRINGS, error_text
 from scheduler.service import ScheduleService
 from scheduler.specs import BriefSpecError, parse_brief_command

@@ -9,7 +9,7 @@ import pytest
 
 from agent.errors import ToolDenied, ToolFailed
 from agent.tools.registry import Deps, ToolContext
-from scheduler.app import AppScheduler
+from scheduler.app_scheduler import AppScheduler
 from scheduler.service import ScheduleService
 from scheduler.specs import ScheduleError
 from scheduler.tools import schedule_tools

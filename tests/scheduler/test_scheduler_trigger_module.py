@@ -9,7 +9,7 @@ from pathlib import Path
 
 from apscheduler.triggers.base import BaseTrigger
 
-import scheduler.app  # noqa: F401  (registers the trigger)
+import scheduler.app_scheduler  # noqa: F401  (registers the trigger)
 from scheduler.specs import DailyTrigger
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -109,7 +109,7 @@ def idempotency_key() -> str:
 
 
 def scheduler_owner() -> str:
-    # scheduler/app.py default_owner_id(), with the longest host name and pid the kernel allows
+    # scheduler/app_scheduler.py default_owner_id(), with the longest host name and pid the kernel allows
     return f"{'h' * HOST_NAME_MAX}:{PID_MAX}:{secrets.token_hex(3)}"
 
 
@@ -222,7 +222,7 @@ def registry() -> dict[tuple[str, str], Callable[[], str] | None]:
         ("background_tasks", "tool_name"): tool_name,
         ("background_tasks", "call_id"): UNBOUNDED,
         ("background_tasks", "status"): _lit(TaskStatus),
-        ("background_tasks", "stage"): lambda: "s" * 200,  # agent/background.py cuts it to 200
+        ("background_tasks", "stage"): lambda: "s" * 200,  # agent/background_tasks.py cuts it to 200
         ("background_tasks", "owner"): lambda: f"tm_{secrets.token_hex(6)}",
         ("chat_timezones", "chat_key"): chat_key,
         ("chat_timezones", "tz"): timezone,

@@ -100,7 +100,7 @@ def upgrade() -> None:
     )
 
     # APScheduler 3.x SQLAlchemyJobStore's table, exactly as it would create it (it skips creation
-    # when the table exists). Jobs are pickled; see scheduler/app.py.
+    # when the table exists). Jobs are pickled; see scheduler/app_scheduler.py.
     op.create_table(
         "apscheduler_jobs",
         sa.Column("id", sa.Unicode(191), nullable=False),

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from markets.wyckoff.events import Event
 from markets.wyckoff.params import WyckoffParams
 from markets.wyckoff.phase import Phase
 from markets.wyckoff.range import TradingRange
+from markets.wyckoff.range_events import Event
 
 Rating = Literal["green", "yellow", "red"]
 

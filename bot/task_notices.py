@@ -9,9 +9,8 @@ import logging
 from typing import Any, Protocol
 
 from adapters.base import ChatAdapter, DeliveryError, SentMessage
+from agent import NoticeDeferred, TaskRecord
 from agent.background_tools import task_notification_text
-from agent.errors import NoticeDeferred
-from agent.task_ledger import TaskRecord
 from bot.chats import ChatDirectory, ChatState
 from bot.i18n_tasks import task_done_text, task_progress_text
 from bot.lanes import Lanes

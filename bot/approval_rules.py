@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from agent.consent import StandingApproval
+from agent import StandingApproval
 from bot.i18n import t
 
 

@@ -17,7 +17,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bot.cli_context import CliContext
+    from bot.cli.invocation import CliContext
 
 
 def main(argv: list[str], ctx: CliContext) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bot.cli_context import CliContext
+    from bot.cli.invocation import CliContext
 
 
 def upgrade(ctx: CliContext) -> int:

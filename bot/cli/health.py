@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bot.cli_context import CliContext
+    from bot.cli.invocation import CliContext
 
 
 def main(ctx: CliContext) -> int:
-    from bot.health import heartbeat_path, judge
+    from bot.heartbeat import heartbeat_path, judge
     from config.loader import resolve_home
 
     ctx.read_env_files()  # ./.env may name TAPEBOT_HOME, as for `tapebot run`

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent.tools.registry import Toolset
+from agent import Toolset
 from bot.mcp_gate import is_write
 from bot.mcp_http import TOKEN_ENV, Listen, ListenError, check_exposure, http_app, parse_listen, serve_http
 from bot.mcp_server import LOCAL_PROVIDERS, build_mcp_server, served_toolset, tier_of
@@ -182,7 +182,7 @@ async def _list_served(settings: Settings, ns: argparse.Namespace) -> int:
 
 
 async def _check_servers(settings: Settings) -> int:
-    from agent.mcp_client import McpManager
+    from agent import McpManager
 
     if not settings.mcp_servers:
         print("no [[mcp_servers]] configured")
@@ -207,7 +207,7 @@ def cli_main(argv: Sequence[str], ctx: Any) -> int:
     return mcp_main(list(argv), settings)
 
 
-if __name__ == "__main__":  # python -m bot.cli_mcp [serve|tools|servers] [--allow-writes]
-    from bot.cli_context import CliContext
+if __name__ == "__main__":  # python -m bot.cli.mcp [serve|tools|servers] [--allow-writes]
+    from bot.cli.invocation import CliContext
 
     sys.exit(cli_main(sys.argv[1:], CliContext()))

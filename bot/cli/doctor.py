@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from config.errors import ConfigError
 
 if TYPE_CHECKING:
-    from bot.cli_context import CliContext
+    from bot.cli.invocation import CliContext
 
 
 def main(ctx: CliContext, *, today: date | None = None) -> int:

@@ -4,41 +4,67 @@ Kept fast to start (`tapebot --help` imports only argparse and the config error 
 subcommand imports what it needs when it runs. Errors never print a traceback unless `--debug`:
 a `ConfigError` is one line and exit status 2; anything else is one line, a hint, and status 1.
 
-Other parts of tapebot add subcommands through `EXTENSIONS` (name -> help text and a lazily imported
-"module:function"); the function is called as `fn(argv, ctx) -> int` with the arguments after the
-subcommand name and a `CliContext`, and parses them itself.
+Subcommands that parse their own arguments are listed in `EXTENSIONS` (name -> help text and a
+runner); a runner is called as `fn(argv, ctx) -> int` with the arguments after the subcommand name
+and a `CliContext`, and imports its module only when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot.cli_context import CliContext
+from bot.cli.invocation import CliContext
 from config.errors import ConfigError, TapebotError
 from config.filemodes import private_umask
 
-if TYPE_CHECKING:
-    pass
-
 PROG = "tapebot"
 
-# name -> (one-line help, "module:function"). Imported only when that subcommand runs.
-EXTENSIONS: dict[str, tuple[str, str]] = {
-    "memory": ("inspect, search and edit long-term memories", "bot.cli_memory:main"),
-    "skills": ("list and check skills (`tapebot skills check`)", "bot.cli_skills:main"),
-    "rules": ("list and revoke standing approvals (`tapebot rules list|revoke <id>|all`)", "bot.rules:main"),
-    "mcp": (
-        "serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them",
-        "bot.cli_mcp:cli_main",
-    ),
-    "data": ("market data maintenance: `tapebot data update-calendar`", "bot.cli_data:main"),
+Runner = Callable[[list[str], CliContext], int]
+
+
+def _memory(argv: list[str], ctx: CliContext) -> int:
+    from memory.cli import memory_cli
+
+    return memory_cli(argv, ctx.settings(require_model=False), out=ctx.stdout)
+
+
+def _skills(argv: list[str], ctx: CliContext) -> int:
+    from agent.skills import skills_cli
+
+    return skills_cli(argv, ctx.settings(require_model=False).skills_dir, ctx.stdout)
+
+
+def _rules(argv: list[str], ctx: CliContext) -> int:
+    from bot import approval_rules
+
+    return approval_rules.main(argv, ctx)
+
+
+def _mcp(argv: list[str], ctx: CliContext) -> int:
+    from bot.cli import mcp
+
+    return mcp.cli_main(argv, ctx)
+
+
+def _data(argv: list[str], ctx: CliContext) -> int:
+    from bot.cli import market_data
+
+    return market_data.main(argv, ctx)
+
+
+# name -> (one-line help, runner). A runner imports its module only when that subcommand runs.
+EXTENSIONS: dict[str, tuple[str, Runner]] = {
+    "memory": ("inspect, search and edit long-term memories", _memory),
+    "skills": ("list and check skills (`tapebot skills check`)", _skills),
+    "rules": ("list and revoke standing approvals (`tapebot rules list|revoke <id>|all`)", _rules),
+    "mcp": ("serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them", _mcp),
+    "data": ("market data maintenance: `tapebot data update-calendar`", _data),
 }
 
 
@@ -205,15 +231,15 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
             parser.parse_args(["db", "--help"])
         return cmd_db_upgrade(ctx)
     if command == "doctor":
-        from bot import cli_doctor
+        from bot.cli import doctor as cli_doctor
 
         return cli_doctor.main(ctx)
     if command == "health":
-        from bot import cli_health
+        from bot.cli import health as cli_health
 
         return cli_health.main(ctx)
     if command == "completion":
-        from bot import cli_completion as completion
+        from bot.cli import completion
 
         print(completion.script(args.shell, parser), file=ctx.stdout, end="")
         return 0
@@ -250,16 +276,15 @@ def _exit_code(result: Any) -> int:
 
 
 def run_extension(name: str, argv: list[str], ctx: CliContext) -> int:
-    _help, target = EXTENSIONS[name]
-    module_name, _, func_name = target.partition(":")
+    _help, runner = EXTENSIONS[name]
     try:
-        module = importlib.import_module(module_name)
+        return _exit_code(runner(argv, ctx))
     except ModuleNotFoundError as exc:
-        if exc.name != module_name:
+        # tapebot's own module left out of this build; a missing third-party library is its own error
+        if not (exc.name or "").startswith("bot."):
             raise
         print(f"{PROG}: '{name}' is not available in this build", file=ctx.stderr)
         return 1
-    return _exit_code(getattr(module, func_name)(argv, ctx))
 
 
 # ---- built-in commands -------------------------------------------------------------------------
@@ -317,22 +342,18 @@ def _drop_none(value: Any) -> Any:
 
 
 def cmd_db_upgrade(ctx: CliContext) -> int:
-    from bot import cli_db
+    from bot.cli import database as cli_db
 
     return int(cli_db.upgrade(ctx))
 
 
 def cmd_db_backup(ctx: CliContext, *, dest: Path | None = None) -> int:
-    from bot import cli_db
+    from bot.cli import database as cli_db
 
     return int(cli_db.backup(ctx, dest=dest))
 
 
 def cmd_usage(ctx: CliContext, *, days: float = 30) -> int:
-    from bot import cli_db
+    from bot.cli import database as cli_db
 
     return int(cli_db.usage(ctx, days=days))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
