@@ -81,7 +81,7 @@ running — interleaved with the commit before, 15 runs): CPU 1.33 s against 1.3
 1.19 s against 1.27 s; wall 1.38 s against 1.43 s). The runs spread 1.2–1.8 s, so the figure to
 trust is valgrind's count of one turn: 4.63 G instructions against 4.96 G (-6.7%, ~80 ms at this
 machine's rate). What went: the tools' argument schemas written from the signatures, not by
-pydantic (agent/tools/schema.py; ~45 ms: byte-identical, tested), pydantic-settings imported only
+pydantic (~45 ms; since put back to pydantic, see the note at the end), pydantic-settings imported only
 for TAPEBOT_* overrides (~15 ms), the ORM mapping of the 18 tables only ever queried with Core
 statements (~30 ms: plain `Table`s, the same DDL, tested), APScheduler for the schedule tools
 (~6 ms). tapebot's own modules' import self time went from ~230 ms to ~150 ms (`-X importtime`,
