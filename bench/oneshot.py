@@ -81,7 +81,7 @@ running — interleaved with the commit before, 15 runs): CPU 1.33 s against 1.3
 1.19 s against 1.27 s; wall 1.38 s against 1.43 s). The runs spread 1.2–1.8 s, so the figure to
 trust is valgrind's count of one turn: 4.63 G instructions against 4.96 G (-6.7%, ~80 ms at this
 machine's rate). What went: the tools' argument schemas written from the signatures, not by
-pydantic (agent/tools/schema.py; ~45 ms: byte-identical, tested), pydantic-settings imported only
+pydantic (~45 ms; since put back to pydantic, see the note at the end), pydantic-settings imported only
 for TAPEBOT_* overrides (~15 ms), the ORM mapping of the 18 tables only ever queried with Core
 statements (~30 ms: plain `Table`s, the same DDL, tested), APScheduler for the schedule tools
 (~6 ms). tapebot's own modules' import self time went from ~230 ms to ~150 ms (`-X importtime`,
@@ -126,6 +126,13 @@ read (config/lazyinit.py now also takes a package whose `__init__` sets `__all__
 against 1.909 s wall, 6.54 G against 6.80 G instructions (-3.8%), interleaved with the commit
 before. The rest is the SDK's own `__init__`, which imports its Vertex, Bedrock, Foundry and
 tool-runner helpers and, through them, the beta endpoints' types (~2,300 modules).
+
+2026-12-06, libraries used as designed (busy: load average 6.5–8.5, 5 runs, interleaved with the
+commit before, against nanobot 0.3.5): 6.33 G instructions against 6.23 G (+1.6%), CPU medians
+1.227 against 1.149 s, nanobot 7.51 G and 1.981 s (ratios 0.843 / 0.620 against 0.829 / 0.580).
+The import changes alone (market tools importing inside their functions, no rehearsal, httpx and
+python-telegram-bot imported plainly) measured 6.21 G against 6.23 G; the rest is pydantic building
+the 41 tools' argument models and schemas at registration (~25 ms of CPU, median of 9 each).
 """
 
 from __future__ import annotations

@@ -371,14 +371,11 @@ class App:
         return self.spawn(asyncio.to_thread(warm), name="warm-sdks") if warm is not None else None
 
     def warm_caches(self) -> asyncio.Task[Any]:
-        """Build in the background what a first reply would build on first use: a model call
-        rehearsed in-process (nothing sent or billed), the chats' statements, the trace writer
-        (bot/parts.py `cache_warmer`). Tracked: `stop` cancels it."""
-        from bot.parts import cache_warmer, model_clients
+        """Build in the background what a first reply would build on first use: the chats'
+        statements, the trace writer (bot/parts.py `cache_warmer`). Tracked: `stop` cancels it."""
+        from bot.parts import cache_warmer
 
-        real = self._model_factory is None and bool(self.settings.models)  # fakes have no SDK
-        clients = model_clients(self.settings, self.model_for) if real else []
-        warm = cache_warmer(clients, self.store, self.trace_writer)
+        warm = cache_warmer(self.store, self.trace_writer)
         return self.spawn(warm(), name="warm-caches")
 
     async def trade_facts(self, record: ApprovalRecord) -> TradePreview | None:

@@ -117,9 +117,6 @@ def build_adapters(parts: ChatParts) -> list[ChatAdapter]:
     env = s.environ
     adapters: list[ChatAdapter] = []
     if s.telegram.enabled:
-        from config.imports import import_telegram
-
-        import_telegram()  # without the extras tapebot does not use: ~16 MB less resident
         from adapters.telegram import TelegramAdapter, WebhookConfig
         from bot.replicas import TelegramReplicas, new_replica_id
         from memory.coordination import Leases

@@ -186,12 +186,9 @@ async def rehearse_chat_rows(store: SqlStore) -> None:
     await store.open_turn(REHEARSAL_CHAT)
 
 
-def cache_warmer(
-    clients: list[Any], store: SqlStore | None, traces: BackgroundWriter
-) -> Callable[[], Awaitable[None]]:
+def cache_warmer(store: SqlStore | None, traces: BackgroundWriter) -> Callable[[], Awaitable[None]]:
     """What a first reply would otherwise build on first use, warmed on the event loop
-    once the SDKs are imported, while the chats open: one model call rehearsed per client through
-    its SDK against an in-process stand-in (nothing reaches any endpoint, nothing is billed), the
+    once the SDKs are imported, while the chats open: the
     `chats` statements and the store's value conversions a chat's first message uses, the trace
     writer's thread, the per-turn account-snapshot module. Each step is best-effort: a failure costs only
     the warmth."""
@@ -200,14 +197,6 @@ def cache_warmer(
         traces.start()
         import markets.snapshots  # noqa: F401 - imported by every turn's snapshot check
 
-        for client in clients:
-            rehearse = getattr(client, "rehearse", None)
-            if rehearse is None:
-                continue
-            try:
-                await rehearse()
-            except Exception:
-                log.debug("rehearsing a call of %s failed", client.info.id, exc_info=True)
         if store is not None:
             try:
                 await rehearse_chat_rows(store)

@@ -2,11 +2,14 @@
 
 The openai and anthropic SDKs generate `types/__init__.py` files that are nothing but
 `from .module import Name as Name` lines, hundreds of them, and importing the SDK runs them all:
-every pydantic model of every API, ~0.3 s of a one-shot turn's ~1.3 s for openai, when
-a chat turn needs a few dozen. `install_lazy_reexports("openai.types")` makes each such package a
-module whose names are imported when first read. What any module imports directly is imported as
-before, so every model a turn touches is built exactly as the SDK would build it; only the ones no
-code reaches are skipped.
+every pydantic model of every API, when a chat turn needs a few dozen. `install_lazy_reexports
+("openai.types")` makes each such package a module whose names are imported when first read. What
+any module imports directly is imported as before, so every model a turn touches is built exactly
+as the SDK would build it; only the ones no code reaches are skipped. Kept for its measured cost:
+without it the openai SDK's import takes ~190 ms more CPU (350 → 540 ms, median of 5 fresh
+interpreters, December 2026), paid inside every one-shot turn, well over 5% of a 1 s model round
+trip (agent/providers/sdkload.py has the figures). Python has no lazy `from x import y` of its own
+before 3.15, and `importlib.util.LazyLoader` defers whole modules, not names.
 
 A package is made lazy only when its `__init__` has nothing but a docstring, `from __future__`
 and `from .x import a as b` statements and perhaps an `__all__` list of string literals naming

@@ -7,18 +7,22 @@ whose text is one line naming the file (or environment variable), the key and th
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from config.errors import ConfigError
 from config.settings import ModelConfig, Settings, default_home
+
+if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
 
 ENV_PREFIX = "TAPEBOT_"
 INIT_HINT = "run `tapebot init` for a commented starter config"
@@ -116,9 +120,9 @@ def _toml_reason(exc: tomllib.TOMLDecodeError) -> str:
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """`TAPEBOT_AGENT__MODEL=x` -> {"agent": {"model": "x"}}; JSON for list/dict values
-    (`TAPEBOT_TELEGRAM__ALLOWED_USERS=[1,2]`). Parsed by pydantic-settings' own env source so the
-    rules are exactly its rules, but from the mapping we were given rather than os.environ. Without
-    overrides (the usual case) pydantic-settings is not even imported (~15 ms)."""
+    (`TAPEBOT_TELEGRAM__ALLOWED_USERS=[1,2]`). Parsed by pydantic-settings' own env source, so the
+    rules are exactly its rules, reading the mapping we were given rather than os.environ. Without
+    overrides (the usual case) pydantic-settings is not imported at all (a function-level import)."""
     lowered = {k.lower(): v for k, v in env.items() if k.upper().startswith(ENV_PREFIX) and v != ""}
     lowered.pop("tapebot_home", None)  # resolved separately: it locates the file
     if not lowered:
@@ -126,19 +130,9 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     from pydantic_settings import EnvSettingsSource
     from pydantic_settings.exceptions import SettingsError
 
-    class _Source(EnvSettingsSource):
-        def _load_env_vars(self) -> Mapping[str, str | None]:
-            return lowered
-
     try:
-        # `Settings` is a plain model: the source gets the settings-class options it would have
-        # read from a BaseSettings' config (the prefix, the nesting delimiter, case-insensitive)
-        source = _Source(
-            Settings,  # type: ignore[arg-type]
-            case_sensitive=False,
-            env_prefix=ENV_PREFIX,
-            env_nested_delimiter="__",
-        )
+        source = EnvSettingsSource(_settings_from_env())
+        source.env_vars = lowered  # the source's parsed variables: ours, not the process's
         return dict(source())
     except SettingsError as exc:
         bad = next((k for k, v in env.items() if k.upper().startswith(ENV_PREFIX) and _bad_json(v)), None)
@@ -150,6 +144,19 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
                 fix="lists and tables must be JSON, e.g. '[1, 2]'",
             ) from None
         raise ConfigError(str(exc), file="environment") from None
+
+
+@functools.cache
+def _settings_from_env() -> type[BaseSettings]:
+    """`Settings` as pydantic-settings sees it: its fields, with the environment's naming rules."""
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    class SettingsFromEnv(Settings, BaseSettings):
+        model_config = SettingsConfigDict(
+            env_prefix=ENV_PREFIX, env_nested_delimiter="__", case_sensitive=False
+        )
+
+    return SettingsFromEnv
 
 
 def _bad_json(value: str) -> bool:

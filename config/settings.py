@@ -263,8 +263,9 @@ class Settings(BaseModel):
     """The whole configuration. Build it with `config.loader.load_settings()`, which reads the file,
     applies `TAPEBOT_*` overrides (parsed by pydantic-settings' env source) and checks
     cross-references; `Settings()` alone is the built-in defaults. A plain model, not a
-    pydantic-settings `BaseSettings`: importing that package costs every command ~15 ms;
-    the config is the one `BaseSettings` gave (defaults validated, arbitrary types allowed)."""
+    pydantic-settings `BaseSettings`, so that building one never reads the process's environment:
+    `load_settings` reads the mapping it is given (config/loader.py `_settings_from_env`); the
+    config is the one `BaseSettings` gave (defaults validated, arbitrary types allowed)."""
 
     model_config = ConfigDict(
         extra="forbid", validate_assignment=True, validate_default=True, arbitrary_types_allowed=True

@@ -25,35 +25,10 @@ from markets.toolset import market_tools as market_tools  # re-exported: the app
 from markets.toolset import source_note as _source
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from markets import backtest as bt
-    from markets import reports
-    from markets.broker import PaperBroker, rules_for
+    from markets.broker import PaperBroker
     from markets.portfolio import Portfolio
-    from markets.screen import ScreenConfig, screen
-    from markets.st import st_limits
-    from markets.strategies import (
-        DEFAULT_STRATEGY,
-        StrategyConfig,
-        StrategyStore,
-        limits_for,
-        strategy_signals,
-    )
-    from markets.wyckoff import analyze
-else:  # registering the tools imports none of these: they load when a tool first runs (markets/lazy.py)
-    from markets.lazy import lazy
-
-    np, bt, reports = lazy("numpy"), lazy("markets.backtest"), lazy("markets.reports")
-    PaperBroker, rules_for = lazy("markets.broker", "PaperBroker"), lazy("markets.broker", "rules_for")
-    Portfolio = lazy("markets.portfolio", "Portfolio")
-    ScreenConfig, screen = lazy("markets.screen", "ScreenConfig"), lazy("markets.screen", "screen")
-    st_limits = lazy("markets.st", "st_limits")
-    DEFAULT_STRATEGY, StrategyConfig, StrategyStore, limits_for, strategy_signals = (
-        lazy("markets.strategies", n)
-        for n in ("DEFAULT_STRATEGY", "StrategyConfig", "StrategyStore", "limits_for", "strategy_signals")
-    )
-    analyze = lazy("markets.wyckoff", "analyze")
+    from markets.strategies import StrategyConfig
 
 
 def _user(ctx: ToolContext) -> str:
@@ -61,10 +36,14 @@ def _user(ctx: ToolContext) -> str:
 
 
 def _portfolio(svc: MarketServices) -> Portfolio:
+    from markets.portfolio import Portfolio
+
     return Portfolio(svc.sessions(), svc.data, svc.settings)
 
 
 def _broker(svc: MarketServices) -> PaperBroker:
+    from markets.broker import PaperBroker
+
     if svc.settings.live and svc.live_broker is not None:
         return svc.live_broker
     return PaperBroker(svc.sessions(), svc.data, svc.settings, clock=svc.clock)
@@ -150,6 +129,8 @@ async def analyze_stock(ctx: ToolContext, code: str, chart: bool = True) -> Tool
         code: code, name, pinyin initials or crypto symbol (600519, 贵州茅台, GZMT, BTC).
         chart: also render a PNG chart with the range and event markers.
     """
+    from markets.wyckoff import analyze
+
     svc = require(ctx)
     inst = svc.data.resolve(code)
     bars = await svc.data.abars(inst)
@@ -283,6 +264,8 @@ async def get_market_overview(ctx: ToolContext) -> dict[str, Any]:
 
 
 def _overview(svc: MarketServices) -> dict[str, Any]:
+    import numpy as np
+
     from markets.indicators import sma
 
     data = svc.data
@@ -358,6 +341,8 @@ async def screen_stocks(
         require_trigger: keep only stocks with a trigger in the last 3 bars.
         require_strong_industry: keep only stocks in the strongest industries.
     """
+    from markets.screen import ScreenConfig, screen
+
     svc = require(ctx)
     cfg = ScreenConfig(
         triggers=tuple(triggers or ("spring", "sos", "lps")),
@@ -413,6 +398,8 @@ async def run_backtest(
         end: last date (YYYY-MM-DD).
         initial_cash: starting cash.
     """
+    from markets.strategies import DEFAULT_STRATEGY, StrategyStore
+
     svc = require(ctx)
     base: dict[str, Any] = DEFAULT_STRATEGY.model_dump()
     name = "default Wyckoff strategy"
@@ -491,6 +478,8 @@ def _backtest_config(base: dict[str, Any], overrides: dict[str, Any]) -> Strateg
     """The strategy config with the call's overrides. A benchmark entry (buy_and_hold, ma_cross) runs
     without stop, trailing stop or holding limit unless the call sets them: the default Wyckoff
     strategy's 7 % stop would turn buy-and-hold into something else."""
+    from markets.strategies import StrategyConfig
+
     cfg = StrategyConfig.model_validate({**base, **overrides})
     if cfg.benchmark:
         plain = {"stop_pct": None, "trail_after": None, "max_hold": None}
@@ -509,6 +498,13 @@ def _backtest(
     prog: bt.ProgressCb,
     equal_weights: bool = False,
 ) -> tuple[bt.BacktestResult, Any, str]:
+    import numpy as np
+
+    from markets import backtest as bt
+    from markets.broker import rules_for
+    from markets.st import st_limits
+    from markets.strategies import strategy_signals
+
     data = svc.data
     panel = data.panel(syms, cfg.market, min_bars=60)
     if not panel.symbols:
@@ -562,6 +558,8 @@ async def portfolio(ctx: ToolContext, mode: Literal["view", "diagnose"] = "view"
     Args:
         mode: view or diagnose.
     """
+    from markets.wyckoff import analyze
+
     svc = require(ctx)
     pf = _portfolio(svc)
     updates = await _retried(svc, ctx, {})
@@ -759,6 +757,8 @@ async def cancel_order(ctx: ToolContext, order_id: int) -> dict[str, Any]:
 @market_tools.tool(concurrency_safe=True)
 async def get_strategies(ctx: ToolContext) -> dict[str, Any]:
     """List saved strategies and traders, plus the default strategy config."""
+    from markets.strategies import DEFAULT_STRATEGY, StrategyStore
+
     svc = require(ctx)
     store = StrategyStore(svc.sessions())
     return {
@@ -784,6 +784,8 @@ async def manage_strategy(
         name: the name for create, duplicate, or a rename in update.
         config: strategy fields (entry triggers, exit, stop_pct, max_positions, position_pct, universe, prompt, ...).
     """
+    from markets.strategies import StrategyConfig, StrategyStore
+
     svc = require(ctx)
     store = StrategyStore(svc.sessions())
     user = _user(ctx)
@@ -826,6 +828,8 @@ async def manage_trader(
         strategy: the strategy (name or id) to bind (create, update).
         config: trader settings (e.g. {"schedule": "15:30"}).
     """
+    from markets.strategies import StrategyStore
+
     svc = require(ctx)
     store = StrategyStore(svc.sessions())
     user = _user(ctx)
@@ -858,6 +862,9 @@ async def generate_ai_report(ctx: ToolContext, code: str) -> dict[str, Any]:
     Args:
         code: code, name or crypto symbol.
     """
+    from markets import reports
+    from markets.wyckoff import analyze
+
     svc = require(ctx)
     inst = svc.data.resolve(code)
     a = await asyncio.to_thread(analyze, await svc.data.abars(inst), inst)
@@ -884,6 +891,9 @@ async def generate_strategy_decision(ctx: ToolContext, code: str | None = None) 
     Args:
         code: a stock or coin; omit to decide for every holding.
     """
+    from markets import reports
+    from markets.wyckoff import analyze
+
     svc = require(ctx)
     held: dict[str, Any] = {}
     if svc.session_factory is not None:

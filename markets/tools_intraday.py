@@ -25,19 +25,7 @@ from markets.toolset import source_note as _source
 
 if TYPE_CHECKING:
     from markets.bars import Bars
-    from markets.intraday import read_day, rescue_check, tail_check
     from markets.minute import MinuteBars
-    from markets.regime import market_regime as regime_of
-    from markets.wyckoff import DEFAULT_PARAMS, analyze
-else:  # imported when a tool first runs (markets/lazy.py)
-    from markets.lazy import lazy
-
-    read_day, rescue_check, tail_check = (
-        lazy("markets.intraday", n) for n in ("read_day", "rescue_check", "tail_check")
-    )
-    regime_of = lazy("markets.regime", "market_regime")
-    DEFAULT_PARAMS, analyze = lazy("markets.wyckoff", "DEFAULT_PARAMS"), lazy("markets.wyckoff", "analyze")
-
 TAIL_PLAYBOOK = (
     "尾盘二次确认买入 (tail-session second confirmation): after 14:45 check the support, the VWAP, the "
     "close position and the volume; no buy when the confirmed support is broken or on an "
@@ -78,6 +66,8 @@ def _unavailable(inst: Instrument, daily: Bars | None, exc: NoMinuteData) -> dic
 
 def _context(svc: MarketServices, inst: Instrument, daily: Bars | None, m: MinuteBars) -> dict[str, Any]:
     """Previous close and the Wyckoff levels from the daily bars before the session."""
+    from markets.wyckoff import analyze
+
     ctx: dict[str, Any] = {"prev_close": None, "support": None, "resistance": None, "support_from": None}
     if daily is None:
         ctx["note"] = "no daily bars: no previous close or support"
@@ -143,6 +133,8 @@ async def intraday_analysis(ctx: ToolContext, code: str, day: str | None = None)
         code: code, name or pinyin initials (600519, 贵州茅台).
         day: the session (YYYY-MM-DD); default the latest.
     """
+    from markets.intraday import read_day
+
     got = await _session(require(ctx), code, _day(day))
     if isinstance(got, dict):
         return got
@@ -165,6 +157,9 @@ async def intraday_rescue_check(
         cost: the position's average cost (the hard stop is 7% under it).
         day: the session (YYYY-MM-DD); default the latest.
     """
+    from markets.intraday import rescue_check
+    from markets.wyckoff import DEFAULT_PARAMS
+
     got = await _session(require(ctx), code, _day(day))
     if isinstance(got, dict):
         return got
@@ -229,6 +224,8 @@ async def query_tail_buy(ctx: ToolContext, codes: list[str], day: str | None = N
 
 
 async def _tail_one(svc: MarketServices, code: str, day: date | None) -> dict[str, Any]:
+    from markets.intraday import tail_check
+
     got = await _session(svc, code, day)
     if isinstance(got, dict):
         return got
@@ -250,6 +247,8 @@ async def _tail_one(svc: MarketServices, code: str, day: date | None) -> dict[st
 @market_tools.tool(concurrency_safe=True)
 async def market_regime(ctx: ToolContext) -> dict[str, Any]:
     """Market regime (risk_on / neutral / risk_off) from the CSI 300's trend (MA50/MA200, slope, drawdown, volatility) and the universe's breadth, with the scored reasons and the index's Wyckoff read."""
+    from markets.regime import market_regime as regime_of
+
     svc = require(ctx)
     out = (await asyncio.to_thread(regime_of, svc.data)).to_dict()
     out["source"] = _source(svc)
@@ -266,6 +265,8 @@ async def wyckoff_diagnose(
         codes: codes or names to diagnose (at most 20).
         costs: average cost per code, e.g. {"600519": 1400}; adds the hard stop and P&L-aware reasons.
     """
+    from markets.wyckoff import analyze
+
     svc = require(ctx)
     if not codes:
         raise MarketError("wyckoff_diagnose needs at least one code")

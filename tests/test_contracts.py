@@ -1,40 +1,45 @@
-"""The import-direction contract and the import-cycle check, under pytest (tests/contracts.py has
-the checks; `.ci/run` also prints them via `python -m tests.contracts`)."""
+"""The import contracts (`[tool.importlinter]` in pyproject.toml: the layer direction, no import
+cycle) under pytest; `.ci/run` runs `lint-imports` too."""
 
 from __future__ import annotations
 
-from tests.contracts import import_cycles, import_graph, violations
+from pathlib import Path
 
-# Cycles that exist only through `if TYPE_CHECKING:` imports (a type annotation names a class from a
-# module that imports this one at run time, lazily). None is left (the last, bot.app <-> bot.chat_setup,
-# went when the chats were built from `ChatParts` instead of the whole App). Keep it empty.
-KNOWN_TYPE_LEVEL_CYCLES: set[tuple[str, ...]] = set()
+import grimp
+from importlinter.cli import lint_imports
 
-
-def test_no_module_imports_against_the_layer_direction():
-    assert violations() == []
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_no_import_cycle_at_run_time():
-    # Lazy (function-level) imports count: they hide a cycle from the interpreter, not from design.
-    assert import_cycles() == []
+def test_the_import_contracts_are_kept():
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml")) == 0
 
 
-def test_no_new_type_level_import_cycle():
-    new = set(import_cycles(typing=True)) - KNOWN_TYPE_LEVEL_CYCLES
-    assert not new, f"new import cycle(s): {sorted(new)}"
+def test_the_graph_counts_lazy_and_type_checking_imports():
+    # /memory imports memory.cli inside a function; the command context names memory's services
+    # for types only. Both are edges of the graph the contracts check.
+    graph = grimp.build_graph("bot", "memory")
+    runtime = grimp.build_graph("bot", "memory", exclude_type_checking_imports=True)
+    assert graph.direct_import_exists(importer="bot.commands.memory", imported="memory.cli")
+    assert graph.direct_import_exists(importer="bot.commands.context", imported="memory.tools")
+    assert not runtime.direct_import_exists(importer="bot.commands.context", imported="memory.tools")
 
 
-def test_the_cycle_check_sees_lazy_and_type_checking_imports():
-    # The check itself: /memory imports memory.cli inside a function; the command context names
-    # memory's services for types only.
-    runtime, typed = import_graph(), import_graph(typing=True)
-    assert "memory.cli" in runtime["bot.commands.memory"]
-    assert "memory.tools" not in runtime["bot.commands.context"]
-    assert "memory.tools" in typed["bot.commands.context"]
-    # `from markets.wyckoff import range_events` is an edge to the submodule, not to the package.
-    assert "markets.wyckoff.range_events" in runtime["markets.wyckoff.engine"]
-    assert "markets.wyckoff" not in runtime["markets.wyckoff.engine"]
+def test_a_cycle_hidden_by_lazy_and_type_checking_imports_breaks_the_contract(tmp_path, monkeypatch):
+    pkg = tmp_path / "cyclepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from cyclepkg import b\n    return b\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cyclepkg import a\n"
+    )
+    config = tmp_path / ".importlinter"
+    config.write_text(
+        "[importlinter]\nroot_package = cyclepkg\n\n"
+        "[importlinter:contract:acyclic]\nname = No cycles\ntype = acyclic_siblings\nancestors = cyclepkg\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert lint_imports(config_filename=str(config), no_cache=True) == 1
 
 
 def test_the_projects_own_warnings_are_errors_and_third_party_ones_are_not():

@@ -212,23 +212,6 @@ class SdkClient(ABC):
         when `tapebot run` starts, so the first reply pays none of it)."""
         self._warm_resources(self._client)
 
-    async def rehearse(self) -> list[Chunk]:
-        """One call through the SDK against an in-process stand-in, then one request through its
-        HTTP transport over loopback to a listener of our own, never to an endpoint: what a first
-        call builds on first use is built now (agent/providers/rehearsal.py). For the
-        start-up, once the SDK is imported; returns the chunks the rehearsal yielded."""
-        from agent.providers.rehearsal import rehearse, rehearse_transport
-        from agent.providers.sdkload import import_sdk
-
-        sdk = import_sdk(self.sdk_name)
-        chunks = await rehearse(self, sdk)
-        await rehearse_transport(sdk)
-        return chunks
-
-    @abstractmethod
-    def _rehearsal_body(self) -> bytes:
-        """A canned streamed answer in the vendor's wire format (text, then a tool call)."""
-
     async def aclose(self) -> None:
         if self._sdk_client is not None:
             await self._sdk_client.close()

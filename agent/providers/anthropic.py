@@ -49,32 +49,6 @@ _STOP_REASONS = {
 }
 
 
-def _events(*events: WireObject) -> bytes:
-    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
-
-
-# A streamed answer with text, a tool call and usage (`SdkClient.rehearse`).
-_REHEARSAL_BODY = _events(
-    {"type": "message_start", "message": {
-        "id": "msg_rehearsal", "type": "message", "role": "assistant", "model": "rehearsal",
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": 0,
-                  "cache_creation_input_tokens": 0}}},
-    {"type": "ping"},
-    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
-    {"type": "content_block_stop", "index": 0},
-    {"type": "content_block_start", "index": 1, "content_block": {
-        "type": "tool_use", "id": "toolu_rehearsal", "name": "rehearsal", "input": {}}},
-    {"type": "content_block_delta", "index": 1, "delta": {
-        "type": "input_json_delta", "partial_json": '{"q": "x"}'}},
-    {"type": "content_block_stop", "index": 1},
-    {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-     "usage": {"output_tokens": 2}},
-    {"type": "message_stop"},
-)  # fmt: skip
-
-
 class AnthropicClient(SdkClient):
     sdk_name = "anthropic"
 
@@ -104,9 +78,6 @@ class AnthropicClient(SdkClient):
 
     def _warm_resources(self, sdk: SdkObject) -> None:
         sdk.messages  # noqa: B018 - the resource classes load on first access
-
-    def _rehearsal_body(self) -> bytes:
-        return _REHEARSAL_BODY
 
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest) -> WireObject:

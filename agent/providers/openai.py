@@ -54,32 +54,6 @@ class _Compat:
     verified: bool = False  # a call with these settings succeeded at least once
 
 
-def _sse(*frames: WireObject, done: bytes = b"") -> bytes:
-    return b"".join(b"data: " + json.dumps(f).encode() + b"\n\n" for f in frames) + done
-
-
-def _chunk(
-    delta: WireObject | None, finish: str | None = None, usage: WireObject | None = None
-) -> WireObject:
-    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-    return {"id": "rehearsal", "object": "chat.completion.chunk", "created": 0, "model": "rehearsal",
-            "choices": choices, "usage": usage}  # fmt: skip
-
-
-# A streamed answer with text, a tool call and usage (`SdkClient.rehearse`).
-_REHEARSAL_BODY = _sse(
-    _chunk({"role": "assistant", "content": None}),
-    _chunk({"content": "ok"}),
-    _chunk({"tool_calls": [{"index": 0, "id": "call_r", "type": "function",
-                            "function": {"name": "rehearsal", "arguments": ""}}]}),
-    _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"q": "x"}'}}]}),
-    _chunk({}, finish="tool_calls"),
-    _chunk(None, usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2,
-                        "prompt_tokens_details": {"cached_tokens": 0}}),
-    done=b"data: [DONE]\n\n",
-)  # fmt: skip
-
-
 class OpenAICompatClient(SdkClient):
     sdk_name = "openai"
 
@@ -106,9 +80,6 @@ class OpenAICompatClient(SdkClient):
 
     def _warm_resources(self, sdk: SdkObject) -> None:
         sdk.chat.completions  # noqa: B018 - the resource classes load on first access
-
-    def _rehearsal_body(self) -> bytes:
-        return _REHEARSAL_BODY
 
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest, compat: _Compat | None = None) -> WireObject:

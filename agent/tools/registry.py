@@ -11,10 +11,9 @@
             days: how many daily bars to look at.
         '''
 
-The JSON schema comes from the signature (written directly for the plain types, agent/tools/
-schema.py; otherwise from a pydantic model built from it), the description from the docstring,
-per-argument descriptions from its `Args:` block. Arguments are validated by a pydantic model of
-the signature, built on the tool's first call.
+The JSON schema is pydantic's, of a model built from the signature (which also validates the
+arguments), the description comes from the docstring, per-argument descriptions from its `Args:`
+block.
 A parameter annotated `ToolContext` receives the call context and is not part of the schema.
 Sync functions run in a worker thread so they never block the event loop.
 """
@@ -22,7 +21,6 @@ Sync functions run in a worker thread so they never block the event loop.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import json
 import re
@@ -35,7 +33,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agent.errors import InvalidToolArguments, ToolFailed, ToolNotFound
 from agent.ports import TurnRecord
-from agent.tools.schema import Unsupported, arguments_schema
 
 SideEffect = Literal["read_only", "idempotent", "mutating"]
 T = TypeVar("T")
@@ -200,33 +197,16 @@ def _args_model(model_name: str, fields: dict[str, tuple[Any, Any, str | None]])
 
 
 class Tool:
-    """A registered function plus its spec and argument validator. The validator (a pydantic
-    model) is built on the first call: the spec's schema does not need it (agent/tools/schema.py)."""
+    """A registered function plus its spec and argument validator (a pydantic model)."""
 
     def __init__(
-        self,
-        fn: Callable[..., Any],
-        spec: ToolSpec,
-        args_model: type[BaseModel] | Callable[[], type[BaseModel]],
-        ctx_param: str | None,
+        self, fn: Callable[..., Any], spec: ToolSpec, args_model: type[BaseModel], ctx_param: str | None
     ):
         self.fn = fn
         self.spec = spec
-        self._args_model: type[BaseModel] | None = None
-        self._make_model: Callable[[], type[BaseModel]] | None = None
-        if isinstance(args_model, type):
-            self._args_model = args_model
-        else:
-            self._make_model = args_model
+        self.args_model = args_model
         self.ctx_param = ctx_param
         self.is_async = inspect.iscoroutinefunction(fn)
-
-    @property
-    def args_model(self) -> type[BaseModel]:
-        if self._args_model is None:
-            assert self._make_model is not None
-            self._args_model = self._make_model()
-        return self._args_model
 
     @property
     def name(self) -> str:
@@ -274,13 +254,8 @@ def build_tool(
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (ann, default, arg_docs.get(pname) or None)
     model_name = "".join(w.capitalize() for w in (name or fn.__name__).split("_")) + "Args"
-    args_model: type[BaseModel] | Callable[[], type[BaseModel]]
-    try:  # the plain types: the schema without pydantic, the validator on first use
-        parameters = arguments_schema(fields)
-        args_model = functools.partial(_args_model, model_name, fields)
-    except Unsupported:
-        args_model = _args_model(model_name, fields)
-        parameters = _schema_of(args_model)
+    args_model = _args_model(model_name, fields)
+    parameters = _schema_of(args_model)
     desc = description or doc_desc or (name or fn.__name__)
     spec = ToolSpec(
         name=name or fn.__name__,

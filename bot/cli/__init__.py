@@ -93,9 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="tapebot — a self-hosted AI investing assistant for Telegram, Discord and the terminal.",
         epilog="State lives in $TAPEBOT_HOME (default ~/.tapebot). Start with `tapebot init`, then `tapebot chat`.",
     )
-    parser.add_argument("--home", type=Path, help="state folder (default: $TAPEBOT_HOME or ~/.tapebot)")
+    home = parser.add_argument(
+        "--home", type=Path, help="state folder (default: $TAPEBOT_HOME or ~/.tapebot)"
+    )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    parser.add_argument(
+    log_file = parser.add_argument(
         "--log-file",
         type=Path,
         metavar="PATH",
@@ -115,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_sub = p.add_subparsers(dest="db_command", metavar="ACTION")
     db_sub.add_parser("upgrade", help="apply database migrations (also done automatically at start)")
     p = db_sub.add_parser("backup", help="copy the SQLite database to a timestamped file (0600)")
-    p.add_argument(
+    to = p.add_argument(
         "--to", type=Path, metavar="DIR", help="folder for the copy (default: $TAPEBOT_HOME/backups)"
     )
 
@@ -137,7 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, (help_text, _target) in EXTENSIONS.items():
         p = sub.add_parser(name, help=help_text, add_help=False)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
+        rest = p.add_argument("rest", nargs=argparse.REMAINDER)
+        rest.complete = completion.extension_words(name)  # type: ignore[attr-defined]  # read by shtab
+    for path in (home, log_file, to):
+        path.complete = completion.PATH  # type: ignore[attr-defined]  # read by shtab
     return parser
 
 

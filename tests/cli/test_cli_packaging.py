@@ -78,7 +78,7 @@ def _bash_complete(line: str) -> list[str]:
     program = (
         script("bash", build_parser())
         + f"\nCOMP_WORDS=({' '.join(repr(w) for w in words)})\nCOMP_CWORD={len(words) - 1}\n"
-        + '_tapebot\nprintf "%s\\n" "${COMPREPLY[@]}"\n'
+        + '_shtab_tapebot\nprintf "%s\\n" "${COMPREPLY[@]}"\n'
     )
     done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -90,7 +90,8 @@ def test_bash_completion():
     assert _bash_complete("tapebot d") == ["data", "db", "doctor"]
     assert _bash_complete("tapebot db b") == ["backup"]
     assert _bash_complete("tapebot --home /x c") == ["chat", "completion", "config"]
-    assert _bash_complete("tapebot completion ") == ["--help", "bash", "zsh"]
+    assert _bash_complete("tapebot completion ") == ["bash", "zsh"]
+    assert _bash_complete("tapebot completion --h") == ["--help"]
     assert _bash_complete("tapebot memory s") == ["search"]
     assert _bash_complete("tapebot data u") == ["update", "update-calendar"]
     assert "--version" in _bash_complete("tapebot --")
@@ -99,7 +100,8 @@ def test_bash_completion():
 def test_zsh_completion():
     text = script("zsh", build_parser())
     assert text.startswith("#compdef tapebot")
-    assert '"db") opts=(upgrade backup --help)' in text
+    assert "_shtab_tapebot_db_commands" in text and "upgrade:" in text and "backup:" in text
+    assert '"--home[' in text and ":_files" in text  # paths complete as file names
     if shutil.which("zsh"):
         done = subprocess.run(["zsh", "-n", "-c", text], capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
@@ -114,7 +116,7 @@ def test_every_extension_has_completion_words():
 
 def test_completion_command_prints_the_script():
     code, out, _ = _run(["completion", "bash"])
-    assert code == 0 and "complete -F _tapebot tapebot" in out
+    assert code == 0 and "-F _shtab_tapebot tapebot" in out
 
 
 # ---- db backup -----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ DIST_OF = {
     "tomli_w": "tomli-w",
     "dotenv": "python-dotenv",
     "markdown_it": "markdown-it-py",
+    "importlinter": "import-linter",
 }
 # imported only behind an optional extra (the import is inside the function that needs it)
 OPTIONAL = {"ccxt": "ccxt", "pypinyin": "data-build", "akshare": "akshare", "yfinance": "yfinance"}
@@ -75,8 +76,9 @@ def test_every_imported_package_is_declared():
     assert not missing, f"imported but not in [project] dependencies: {missing}"
 
 
-# imported by tests, installed by a declared package (mcp brings uvicorn and anyio; aiohttp multidict)
-TEST_TRANSITIVE = {"anyio", "uvicorn", "multidict"}
+# imported by tests, installed by a declared package (mcp brings uvicorn and anyio; aiohttp multidict;
+# import-linter grimp)
+TEST_TRANSITIVE = {"anyio", "uvicorn", "multidict", "grimp"}
 TEST_LOCAL = {"markets_helpers", "memory_helpers", "providers_helpers"}
 
 

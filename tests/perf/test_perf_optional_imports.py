@@ -1,11 +1,10 @@
-"""Optional extras that libraries import eagerly and tapebot never uses are skipped:
-the SDKs' aiohttp transport, httpx's CLI, python-telegram-bot's Passport crypto and tornado. Each
+"""An optional extra that the model SDKs import eagerly and tapebot never uses is skipped: their
+aiohttp transport (agent/providers/sdkload.py). Each
 probe runs in a fresh interpreter; behaviour is checked (what is imported, what still works),
 never timings."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -50,42 +49,17 @@ def test_the_sdk_client_is_built_without_aiohttp_which_stays_importable():
     assert seen == {"aiohttp_before": False, "built": True, "resource": True, "aiohttp_after": True}
 
 
-def test_telegram_loads_without_passport_crypto_tornado_or_the_httpx_cli():
-    # what this venv has of them (a clean install has no tornado): each stays importable afterwards
-    installed = [m for m in ("cryptography", "tornado", "click") if importlib.util.find_spec(m)]
-    seen = _probe(
-        f"""
-        import importlib, json, sys
-        from config.imports import import_telegram
-        ext = import_telegram()
-        from telegram.ext import Application, BaseRateLimiter  # what the adapter uses
-        skipped = {{m: m in sys.modules for m in ("cryptography", "tornado", "click", "rich", "pygments")}}
-        for name in {installed!r}:
-            importlib.import_module(name)
-        print(json.dumps({{**skipped, "app": Application.__name__}}))
-        """
-    )
-    assert seen == {
-        "cryptography": False,
-        "tornado": False,
-        "click": False,
-        "rich": False,
-        "pygments": False,
-        "app": "Application",
-    }
-
-
 def test_nothing_is_hidden_when_the_library_is_already_loaded():
     seen = _probe(
         """
         import json, sys
-        import httpx  # the ordinary way: its CLI comes along
-        from config.imports import import_httpx
-        assert import_httpx() is httpx
-        print(json.dumps({"click": "click" in sys.modules}))
+        import openai  # the ordinary way: aiohttp comes along
+        from agent.providers.sdkload import import_sdk
+        assert import_sdk("openai") is openai
+        print(json.dumps({"aiohttp": "aiohttp" in sys.modules}))
         """
     )
-    assert seen == {"click": True}
+    assert seen == {"aiohttp": True}
 
 
 def test_a_library_that_needs_the_package_after_all_gets_it(tmp_path):
@@ -93,7 +67,7 @@ def test_a_library_that_needs_the_package_after_all_gets_it(tmp_path):
     seen = _probe(
         """
         import json, sys
-        from config.imports import import_without
+        from agent.providers.sdkload import import_without
         mod = import_without("needs_colorsys", ("colorsys",))
         print(json.dumps({"value": list(mod.VALUE), "colorsys": "colorsys" in sys.modules}))
         """,

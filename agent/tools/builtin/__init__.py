@@ -10,7 +10,6 @@ from agent.tools.builtin.files import read_file_impl, write_file_impl
 from agent.tools.builtin.shell import exec_command_impl
 from agent.tools.registry import ToolContext, Toolset
 from agent.tools.workspace import LocalToolPolicy
-from config.imports import import_httpx
 
 local_tools = Toolset("local")
 
@@ -72,9 +71,7 @@ async def web_fetch(ctx: ToolContext, url: str, max_chars: int = 20000) -> str:
         url: the http(s) URL to fetch.
         max_chars: maximum number of characters of text to return.
     """
-    # imported on use, httpx without its CLI's rich/click/pygments: ~0.1 s at start
-    import_httpx()
-    from agent.tools.builtin.web import web_fetch_impl  # after import_httpx: no httpx CLI
+    from agent.tools.builtin.web import web_fetch_impl  # imports httpx: only when a fetch runs
 
     return await web_fetch_impl(policy_of(ctx), url, max_chars)
 
