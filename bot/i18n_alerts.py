@@ -5,6 +5,8 @@ from __future__ import annotations
 ALERT_STRINGS: dict[str, dict[str, str]] = {
     "en": {
         "alert_fired": "🔔 Alert #{id}: {name} {symbol} — {condition}\nClose {close} on {day} ({observed}).\n{source}",
+        "alert_fired_live": "🔔 Alert #{id}: {name} {symbol} — {condition}\nLive in the {day} session: "
+        "{observed}. Daily bars to {prev}.\n{source}",
         "alert_fired_more": "🔔 {n} more alerts fired: {items}",
         "alert_fired_plain": "🔔 Alert #{id}: {symbol} — {condition} ({day}, {observed})",
         "alerts_off": "Alerts need the market tools and the database.",
@@ -20,6 +22,8 @@ ALERT_STRINGS: dict[str, dict[str, str]] = {
     },
     "zh": {
         "alert_fired": "🔔 提醒 #{id}：{name} {symbol} — {condition}\n{day} 收盘 {close}（{observed}）。\n{source}",
+        "alert_fired_live": "🔔 提醒 #{id}：{name} {symbol} — {condition}\n{day} 盘中实时：{observed}。"
+        "日线数据截至 {prev}。\n{source}",
         "alert_fired_more": "🔔 另有 {n} 条提醒触发：{items}",
         "alert_fired_plain": "🔔 提醒 #{id}：{symbol} — {condition}（{day}，{observed}）",
         "alerts_off": "提醒需要行情工具和数据库。",

@@ -76,6 +76,7 @@ def market_settings(s: Settings) -> MarketSettings:
     return MarketSettings(
         initial_cash_cn=s.markets.initial_cash,
         retry_blocked=s.markets.retry_blocked,
+        alert_poll_s=s.markets.alert_poll_s,
         live=s.markets.live,
         live_exchange=s.markets.live_exchange,
         live_api_key=env.get(s.markets.live_api_key_env, "") if s.markets.live else "",
