@@ -1,0 +1,118 @@
+"""Live-price alerts end to end: Telegram (fake Bot API), the scripted model and an akshare stand-in
+with daily bars to Friday 2026-12-04 and Monday's minute bars. "Tell me when 600519 trades below X"
+is confirmed with the live check stated; the intraday poll at Monday 10:05 (injected time) finds
+the 09:32 dip, delivers it once with its chart; later polls, a second poller (a replica without
+the lease) and the refresh after the close deliver nothing more; after a restart the alert is
+done and the poll is quiet. A poller that does not hold the scheduler's lease asks nothing."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from agent.providers.scripted import ScriptedClient, reply
+from bot.alert_poll import IntradayAlertPoll, polls
+from bot.alerts import AlertDelivery
+from bot.parts import market_refresh_jobs
+from markets.alerts import AlertStore
+from tests.bot.conftest import ALICE, Harness
+from tests.bot.test_bot_alerts_flow import confirmed
+from tests.fakes.market_libs import FakeAkshare, akshare_minute_rows
+from tests.fakes.telegram_api import FakeBotAPI
+
+LIVE = {"TAPEBOT_MARKETS__PROVIDER": "akshare"}
+MON = date(2026, 12, 7)
+AT_1005 = datetime(2026, 12, 7, 10, 5, tzinfo=ZoneInfo("Asia/Shanghai")).astimezone(UTC)
+
+
+def alerts_in(api: FakeBotAPI) -> list[str]:
+    return [t for t in api.texts(ALICE) if t.startswith("🔔")]
+
+
+class NotLeader:
+    is_leader = False
+
+
+async def test_live_alert_set_by_chat_fires_once_in_the_session_and_not_again(tmp_path, monkeypatch):
+    ak = FakeAkshare(end=date(2026, 12, 4))
+    monkeypatch.setitem(sys.modules, "akshare", ak)
+    c0 = float(ak.stock_zh_a_hist("600519", end_date="20261204").to_dict("records")[-1]["收盘"])
+    level = round(c0 * 0.98)
+    api = FakeBotAPI()
+    script = ScriptedClient()
+    h = Harness(tmp_path / "home", api, script, extra_env=LIVE)
+    script.add(
+        reply(tool_calls=[("manage_alerts", {"action": "create", "kind": "price_below", "code": "600519", "value": level})]),
+        confirmed,
+    )  # fmt: skip
+    try:
+        app = await h.start()
+        assert app.market is not None and polls(app.market) and app.intraday_poll is not None
+        app.market.clock = lambda: AT_1005  # Monday 10:05 in Shanghai
+        api.push_text(ALICE, f"tell me when 600519 trades below {level}", user_id=ALICE)
+        want = (
+            f"alert #1 set: 600519: price trades below {level} — checked on each new daily bar after "
+            "2026-12-04 (3 days old) (close"
+        )
+        await api.wait_for(lambda: any(want in t for t in api.texts(ALICE)), timeout=20)
+        assert any("and on live prices every 60 s in trading hours" in t for t in api.texts(ALICE))
+
+        photos = len(api.calls_to("sendPhoto"))
+        ak.minutes["600519"] = akshare_minute_rows(MON, [c0, round(c0 * 0.97, 2), c0 * 0.99, c0])
+        assert await app.intraday_poll.tick() == (1, 1)
+        [fired] = alerts_in(api)
+        assert fired.startswith(
+            f"🔔 Alert #1: 贵州茅台 600519 — price trades below {level}\nLive in the 2026-12-07"
+        )
+        assert "Daily bars to 2026-12-04 (3 days old)" in fired
+        assert len(api.calls_to("sendPhoto")) == photos + 1  # with its chart
+
+        app.market.clock = lambda: AT_1005 + timedelta(minutes=1)
+        assert await app.intraday_poll.tick() == (0, 0)
+        replica = IntradayAlertPoll(
+            app.market,
+            AlertDelivery(
+                AlertStore(app.market.sessions()), app.market, app.gateway.chats, app.gateway.adapters
+            ),
+        )
+        assert await replica.tick() == (0, 0)  # a second process polling the same prices
+        ak.calls.clear()
+        standby = IntradayAlertPoll(app.market, replica.delivery, leader=NotLeader())
+        assert await standby.tick() == (0, 0) and ak.calls == []  # without the lease: nothing asked
+
+        # the refresh after Monday's close: 600519 closes under the level too — same trigger, no fire
+        ak.end = MON
+        ak.override["600519"] = lambda closes: [*closes[:-1], round(c0 * 0.96, 2)]
+        result = await market_refresh_jobs(app.market, app._deliver_alerts)["refresh_cn"]()
+        assert "0 alert(s) fired, 0 delivered" in result, result
+        assert len(alerts_in(api)) == 1
+    finally:
+        await h.stop()
+
+    h2 = Harness(tmp_path / "home", api, ScriptedClient(), extra_env=LIVE)
+    try:
+        app2 = await h2.start()
+        assert app2.market is not None and app2.intraday_poll is not None
+        app2.market.clock = lambda: AT_1005 + timedelta(hours=3)
+        ak.calls.clear()
+        assert await app2.intraday_poll.tick() == (0, 0)
+        assert ak.calls == []  # the alert is done: nothing left to ask for
+        api.push_text(ALICE, "/alerts", user_id=ALICE)
+        await api.wait_for(
+            lambda: any(t.startswith("No alerts are set") for t in api.texts(ALICE)), timeout=10
+        )
+        assert len(alerts_in(api)) == 1
+    finally:
+        await h2.stop()
+
+
+async def test_no_poll_without_a_live_provider_or_with_the_interval_off(tmp_path):
+    api = FakeBotAPI()
+    for env in ({}, {**LIVE, "TAPEBOT_MARKETS__ALERT_POLL_S": "0"}):
+        h = Harness(tmp_path / f"home{len(env)}", api, ScriptedClient(), extra_env=env)
+        try:
+            app = await h.start()
+            assert app.intraday_poll is None and app.market is not None and not polls(app.market)
+        finally:
+            await h.stop()
