@@ -27,7 +27,7 @@ async def manage_alerts(
     event: str | None = None,
     alert_id: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Price and signal alerts delivered into this chat on a new daily bar, on one symbol or the watchlist; also manages the watchlist.
+    """Price and signal alerts delivered into this chat on a new daily bar (price and % move also live in trading hours), on one symbol or the watchlist; also manages the watchlist.
 
     Conditions: close above/below a price (the day's close), price above/below (any traded price: live in trading hours with a live provider, else the day's high/low), a day's move of N % either way (also live), RSI(14) crossing a level, the close crossing its N-day moving average, a new Wyckoff event. Checked after each data refresh; no approval needed.
 
