@@ -7,6 +7,7 @@ done and the poll is quiet. A poller that does not hold the scheduler's lease as
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -116,3 +117,52 @@ async def test_no_poll_without_a_live_provider_or_with_the_interval_off(tmp_path
             assert app.intraday_poll is None and app.market is not None and not polls(app.market)
         finally:
             await h.stop()
+
+
+async def test_a_data_update_by_another_process_reaches_status_and_the_chat(tmp_path, monkeypatch):
+    """As an operator runs it: the bot is up, `tapebot data update` (cron; its own process and bar
+    store) brings 2026-12-04 — /status of the running bot says so, and the alert it triggered is
+    delivered by the bot once, with its chart."""
+    import io
+
+    from bot import cli_data
+    from bot.cli import CliContext
+
+    ak = FakeAkshare(end=date(2026, 12, 3))
+    monkeypatch.setitem(sys.modules, "akshare", ak)
+    c3 = float(ak.stock_zh_a_hist("600519", end_date="20261203").to_dict("records")[-1]["收盘"])
+    api = FakeBotAPI()
+    script = ScriptedClient()
+    h = Harness(tmp_path / "home", api, script, extra_env=LIVE)
+    script.add(
+        reply(tool_calls=[("manage_alerts", {"action": "create", "kind": "close_below", "code": "600519", "value": c3 * 2})]),
+        confirmed,
+    )  # fmt: skip
+    try:
+        app = await h.start()
+        api.push_text(ALICE, "tell me when 600519 closes below twice its price", user_id=ALICE)
+        await api.wait_for(lambda: any("alert #1 set" in t for t in api.texts(ALICE)), timeout=20)
+        api.push_text(ALICE, "/status", user_id=ALICE)
+        await api.wait_for(
+            lambda: any("Market data: A-shares 2026-12-03 (" in t for t in api.texts(ALICE)), timeout=10
+        )
+
+        ak.end = date(2026, 12, 4)
+        out = io.StringIO()
+        env = {"TAPEBOT_HOME": str(tmp_path / "home"), **LIVE}
+        ctx = CliContext(home=tmp_path / "home", environ=env, stdout=out, stderr=out)
+        assert await asyncio.to_thread(cli_data.main, ["update", "--market", "cn"], ctx) == 0, out.getvalue()
+        assert "1 alert(s) triggered" in out.getvalue()
+
+        api.push_text(ALICE, "/status", user_id=ALICE)
+        await api.wait_for(
+            lambda: any("Market data: A-shares 2026-12-04 (" in t for t in api.texts(ALICE)), timeout=10
+        )
+        photos = len(api.calls_to("sendPhoto"))
+        assert await app._deliver_alerts() == 1  # the bot's delivery round (every minute)
+        assert await app._deliver_alerts() == 0
+        [fired] = alerts_in(api)
+        assert "Close " in fired and "on 2026-12-04" in fired
+        assert len(api.calls_to("sendPhoto")) == photos + 1
+    finally:
+        await h.stop()

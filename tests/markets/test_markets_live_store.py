@@ -219,3 +219,33 @@ def test_a_universe_panel_never_fetches_symbol_by_symbol(tmp_path):
     assert ak.calls == [] and len(panel.symbols) == 3  # read from the files as they are
     md.bars("600519")  # a single symbol asked for is brought up to date
     assert [c[0] for c in ak.calls] == ["stock_zh_a_hist"]
+
+
+def test_processes_sharing_the_store_see_and_keep_each_others_writes(tmp_path):
+    """The bot and `tapebot data update` (two BarStores on one folder, as two processes have): a
+    refresh by one is seen by the other at once, and neither writes its older copy back over the
+    other's — not the dates, not the stock list, not inside a batch."""
+    stocks = {"600519": "贵州茅台", "000001": "平安银行", "300750": "宁德时代", "601318": "中国平安"}
+    ak = FakeAkshare(end=date(2026, 12, 3), stocks=stocks)
+    bot, cron = BarStore(tmp_path / "bars"), BarStore(tmp_path / "bars")
+    p_bot = StoredProvider(AkshareProvider(module=ak), bot, clock=Clock())
+    p_cron = StoredProvider(AkshareProvider(module=ak), cron, clock=Clock())
+    inst = MarketData().resolve
+    p_bot.bars(inst("600519"))
+    assert bot.last("akshare", "cn") == date(2026, 12, 3)
+
+    ak.end = date(2026, 12, 4)
+    p_cron.refresh(inst("600519"))
+    assert p_cron.refresh_stock_list() == 4
+    assert bot.last("akshare", "cn") == date(2026, 12, 4)  # the bot sees the other process's refresh
+    assert len(bot.stock_list("akshare")) == 4
+
+    p_bot.refresh(inst("000001"))  # the bot writes its own: the other's entries and list stay
+    with cron.batch():  # a long refresh in the other process while the bot writes
+        p_cron.refresh(inst("300750"))
+        p_bot.refresh(inst("601318"))
+    fresh = BarStore(tmp_path / "bars")
+    assert {i.symbol: i.last for i in fresh.infos("akshare", "cn")} == dict.fromkeys(
+        stocks, date(2026, 12, 4)
+    )
+    assert len(fresh.stock_list("akshare")) == 4
