@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from adapters.base import ChatAdapter, DeliveryError
 from bot.i18n import t
-from markets.alerts import AlertStore, Firing, describe
+from markets.alerts import AlertStore, Firing, describe, num
 from markets.toolset import age_note
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ def observed_text(f: Firing) -> str:
     if kind.startswith("rsi"):
         return f"RSI(14) {f.observed:.1f}"
     if kind == "wyckoff":
-        return f"{f.alert.event} @ {f.observed:g}"
-    return f"{f.observed:g}"
+        return f"{f.alert.event} @ {num(f.observed)}"
+    return num(f.observed)
 
 
 class AlertDelivery:
@@ -156,7 +156,7 @@ class AlertDelivery:
             name=inst.name,
             symbol=inst.symbol,
             condition=describe(f.alert.kind, f.alert.value, f.alert.event, lang),
-            close=f"{close:g}",
+            close=num(close),
             day=age_note(f.bar_date, self.now(), lang),
             observed=observed_text(f),
             source="+".join(p.name for p in data.providers),

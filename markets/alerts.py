@@ -92,9 +92,15 @@ class AlertSpec:
         return self
 
 
+def num(x: float) -> str:
+    """A price or level as given, every digit kept (`:g` would show 151234.5 as 151234)."""
+    text = f"{x:.8f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
 def describe(kind: str, value: float, event: str, lang: str = "en") -> str:
     """The condition in words, exactly as it is checked."""
-    v = f"{value:g}"
+    v = num(value)
     zh = lang.startswith("zh")
     texts = {
         "close_above": (f"close above {v}", f"收盘价高于 {v}"),

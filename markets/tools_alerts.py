@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from agent.tools.registry import ToolContext
-from markets.alerts import LIVE_KINDS, AlertSpec, AlertStore
+from markets.alerts import LIVE_KINDS, AlertSpec, AlertStore, num
 from markets.errors import MarketError
 from markets.services import require
 from markets.toolset import age_note, market_tools
@@ -78,7 +78,7 @@ async def manage_alerts(
         symbol, market = inst.symbol, inst.market
         bars = await svc.data.abars(inst)  # its own newest bar: only later ones can trigger it
         as_of = bars.last_date
-        now_note = f" (close {float(bars.close[-1]):g} on {as_of})"
+        now_note = f" (close {num(float(bars.close[-1]))} on {as_of})"
     elif not await store.watchlist(user):
         raise MarketError("the watchlist is empty: watch a symbol first (action=watch), or give `code`")
     else:

@@ -133,10 +133,10 @@ async def test_a_live_firing_says_live_with_the_daily_bars_date_and_its_chart(wo
     delivery = AlertDelivery(store, svc, Chats([en, zh]), {"telegram": tg}, now=lambda: NOW)
     assert await delivery.deliver_pending() == 2
     assert tg.texts[0] == (
-        "🔔 Alert #1: 贵州茅台 600519 — price trades below 1e+06\nLive in the 2026-12-04 session: 1234.5. "
+        "🔔 Alert #1: 贵州茅台 600519 — price trades below 1000000\nLive in the 2026-12-04 session: 1234.5. "
         "Daily bars to 2026-12-03 (3 days old).\nlive"
     )
     assert tg.texts[1].startswith(
-        "🔔 提醒 #2：贵州茅台 600519 — 价格低于 1e+06\n2026-12-04 盘中实时：1234.5。"
+        "🔔 提醒 #2：贵州茅台 600519 — 价格低于 1000000\n2026-12-04 盘中实时：1234.5。"
     )
     assert len(tg.images) == 2

@@ -166,3 +166,39 @@ async def test_a_data_update_by_another_process_reaches_status_and_the_chat(tmp_
         assert len(api.calls_to("sendPhoto")) == photos + 1
     finally:
         await h.stop()
+
+
+async def test_a_crypto_price_alert_through_the_ccxt_ticker_keeps_every_digit(tmp_path, monkeypatch):
+    """With provider = ccxt, BTC is polled around the clock (a Sunday night here): the level and the
+    live price are stated with every digit (151234.5, not 151234)."""
+    from tests.fakes.market_libs import FakeCcxtExchange, FakeCcxtModule, ccxt_ticker
+
+    ex = FakeCcxtExchange(end=date(2026, 12, 5))
+    monkeypatch.setitem(sys.modules, "ccxt", FakeCcxtModule(ex))
+    api = FakeBotAPI()
+    script = ScriptedClient()
+    h = Harness(tmp_path / "home", api, script, extra_env={"TAPEBOT_MARKETS__PROVIDER": "ccxt"})
+    script.add(
+        reply(tool_calls=[("manage_alerts", {"action": "create", "kind": "price_above", "code": "BTC", "value": 150000.5})]),
+        confirmed,
+    )  # fmt: skip
+    sunday_night = datetime(2026, 12, 6, 22, 40, tzinfo=UTC)
+    try:
+        app = await h.start()
+        assert app.market is not None and app.intraday_poll is not None
+        app.market.clock = lambda: sunday_night
+        api.push_text(ALICE, "tell me when BTC trades above 150000.5", user_id=ALICE)
+        await api.wait_for(
+            lambda: any("BTC/USDT: price trades above 150000.5 — checked" in t for t in api.texts(ALICE)),
+            timeout=20,
+        )
+        ex.tickers["BTC/USDT"] = ccxt_ticker("BTC/USDT", 149_999.0, sunday_night)
+        assert await app.intraday_poll.tick() == (0, 0)
+        ex.tickers["BTC/USDT"] = ccxt_ticker("BTC/USDT", 151_234.5, sunday_night)
+        assert await app.intraday_poll.tick() == (1, 1)
+        assert await app.intraday_poll.tick() == (0, 0)
+        [fired] = alerts_in(api)
+        assert "price trades above 150000.5\nLive in the 2026-12-06 session: 151234.5." in fired
+        assert fired.endswith("\nccxt")
+    finally:
+        await h.stop()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markets.alerts import Alert, AlertSpec, AlertStore, describe, evaluate_alerts, fires
+from markets.alerts import Alert, AlertSpec, AlertStore, describe, evaluate_alerts, fires, num
 from markets.bars import Bars
 from markets.data import MarketData
 from markets.errors import MarketError
@@ -166,3 +166,16 @@ def test_a_wyckoff_alert_fires_on_a_new_spring_and_not_on_a_failed_one():
     b.bar(89.5, 90.0, 88.5, 89.0, 0.8e6)
     failed = b.build()
     assert fires(alert, failed) == []
+
+
+def test_the_condition_states_every_digit_of_the_level():
+    # BTC-size levels: `:g` showed 151234.5 as 151234 and 1000000 as 1e+06
+    assert describe("price_above", 151234.5, "") == "price trades above 151234.5"
+    assert describe("close_below", 1_000_000, "", "zh") == "收盘价低于 1000000"
+    assert describe("close_below", 0.00012345, "") == "close below 0.00012345"
+
+
+@given(st.floats(1e-6, 1e9, allow_nan=False))
+def test_num_reads_back_as_the_value(x):
+    assert float(num(x)) == pytest.approx(x, rel=1e-12, abs=5e-9)
+    assert "e" not in num(x)
