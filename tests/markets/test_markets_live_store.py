@@ -5,6 +5,7 @@ provider is unreachable."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
@@ -249,3 +250,32 @@ def test_processes_sharing_the_store_see_and_keep_each_others_writes(tmp_path):
         stocks, date(2026, 12, 4)
     )
     assert len(fresh.stock_list("akshare")) == 4
+
+
+async def test_regime_and_the_backtest_benchmark_use_the_providers_index(tmp_path):
+    from agent.tools.registry import Deps, ToolContext
+    from markets.tools import market_tools
+    from tests.markets.markets_helpers import make_sessions
+
+    md = live_md(tmp_path, FakeAkshare())
+    refresh_market(md, "cn", full_list=True)
+    engine, sessions = await make_sessions(tmp_path)
+    try:
+        svc = MarketServices(data=md, session_factory=sessions, results_dir=tmp_path / "r", clock=Clock())
+        ctx = ToolContext(call_id="c1", session_id="s1", user_id="u1", deps=Deps(svc))
+        regime = await market_tools.get("market_regime").call(ctx, {})
+        idx = md.index_bars("000300")
+        assert regime["as_of"] == "2026-12-04" and idx.source == "akshare"
+        assert regime["index"]["close"] == pytest.approx(float(idx.close[-1]), abs=0.01)
+
+        bt = await market_tools.get("run_backtest").call(
+            ctx, {"codes": ["600519"], "config": {"entry": "buy_and_hold"}, "start": "2026-06-01"}
+        )
+        out = bt.content if hasattr(bt, "content") else bt
+        data = out if isinstance(out, dict) else json.loads(out)
+        first = float(idx.between(None, "2026-05-31").close[-1])  # the close before the start
+        want = round((float(idx.close[-1]) / first - 1) * 100, 2)
+        assert data["metrics"]["benchmark_return_pct"] == pytest.approx(want, abs=0.02)
+        assert "2026-12-04" in json.dumps(data, ensure_ascii=False)
+    finally:
+        await engine.dispose()
