@@ -1,5 +1,6 @@
 """Live-price alerts end to end: Telegram (fake Bot API), the scripted model and an akshare stand-in
-with daily bars to Friday 2026-12-04 and Monday's minute bars. "Tell me when 600519 trades below X"
+that serves Monday's daily bar while Monday trades (as Eastmoney does; it is not a close, so the
+stored bars end Friday 2026-12-04) and Monday's minute bars. "Tell me when 600519 trades below X"
 is confirmed with the live check stated; the intraday poll at Monday 10:05 (injected time) finds
 the 09:32 dip, delivers it once with its chart; later polls, a second poller (a replica without
 the lease) and the refresh after the close deliver nothing more; after a restart the alert is
@@ -36,7 +37,7 @@ class NotLeader:
 
 
 async def test_live_alert_set_by_chat_fires_once_in_the_session_and_not_again(tmp_path, monkeypatch):
-    ak = FakeAkshare(end=date(2026, 12, 4))
+    ak = FakeAkshare(end=MON)  # as Eastmoney does, it serves Monday's bar while Monday trades
     monkeypatch.setitem(sys.modules, "akshare", ak)
     c0 = float(ak.stock_zh_a_hist("600519", end_date="20261204").to_dict("records")[-1]["收盘"])
     level = round(c0 * 0.98)
@@ -83,10 +84,10 @@ async def test_live_alert_set_by_chat_fires_once_in_the_session_and_not_again(tm
         assert await standby.tick() == (0, 0) and ak.calls == []  # without the lease: nothing asked
 
         # the refresh after Monday's close: 600519 closes under the level too — same trigger, no fire
-        ak.end = MON
+        app.market.clock = lambda: AT_1005 + timedelta(hours=5, minutes=35)  # 15:40
         ak.override["600519"] = lambda closes: [*closes[:-1], round(c0 * 0.96, 2)]
         result = await market_refresh_jobs(app.market, app._deliver_alerts)["refresh_cn"]()
-        assert "0 alert(s) fired, 0 delivered" in result, result
+        assert "0 alert(s) fired, 0 delivered" in result and "newest bar 2026-12-07" in result, result
         assert len(alerts_in(api)) == 1
     finally:
         await h.stop()

@@ -178,7 +178,7 @@ async def test_a_waiting_paper_order_is_retried_at_the_providers_next_bar(tmp_pa
     ak.rows_override[("600519", date(2026, 12, 3))] = {
         "开盘": round(prev * 1.05, 2), "最高": limit, "最低": round(prev * 1.04, 2), "收盘": limit,
     }  # fmt: skip
-    clock = Clock(datetime(2026, 12, 3, 2, 0, tzinfo=UTC))  # 10:00 in Shanghai
+    clock = Clock(datetime(2026, 12, 3, 7, 10, tzinfo=UTC))  # 15:10 in Shanghai: 12-03 has closed
     md = live_md(tmp_path, ak, clock)
     engine, sessions = await make_sessions(tmp_path)
     try:
@@ -279,3 +279,26 @@ async def test_regime_and_the_backtest_benchmark_use_the_providers_index(tmp_pat
         assert "2026-12-04" in json.dumps(data, ensure_ascii=False)
     finally:
         await engine.dispose()
+
+
+def test_a_bar_of_a_session_still_trading_is_not_stored_as_a_close(tmp_path):
+    """Eastmoney and Yahoo serve today's bar during the session (its close the latest price): the
+    store keeps the settled bars only — until 15:00 Beijing for A-shares and indexes, until the UTC
+    day ends for crypto."""
+    from zoneinfo import ZoneInfo
+
+    sh = ZoneInfo("Asia/Shanghai")
+    mon = date(2026, 12, 7)
+    ak = FakeAkshare(end=mon)
+    clock = Clock(datetime(2026, 12, 7, 10, 5, tzinfo=sh))
+    md = live_md(tmp_path, ak, clock)
+    assert md.bars("600519").last_date == date(2026, 12, 4)
+    assert md.index_bars("000300").last_date == date(2026, 12, 4)
+    clock.now = datetime(2026, 12, 7, 15, 0, tzinfo=sh)  # the close: Monday's bar is settled
+    refresh_market(md, "cn")
+    assert md.bars("600519").last_date == mon and md.index_bars("000300").last_date == mon
+
+    ex = FakeCcxtExchange(end=date(2026, 12, 5))  # the exchange's open daily candle is in its answer
+    late = Clock(datetime(2026, 12, 5, 23, 59, tzinfo=UTC))
+    ccxt = StoredProvider(CcxtProvider(module=FakeCcxtModule(ex)), BarStore(tmp_path / "c"), clock=late)
+    assert MarketData([ccxt, BundledProvider()]).bars("BTC/USDT").last_date == date(2026, 12, 4)
