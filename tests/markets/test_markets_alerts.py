@@ -89,6 +89,22 @@ async def test_watchlist_move_alert_and_a_second_evaluator(sessions, tmp_path):
     assert [(f.symbol, f.observed) for f in a] == [("300750", pytest.approx(8.0, abs=0.05))] and b == []
 
 
+async def test_a_one_shot_watchlist_alert_fires_once_when_replicas_record_different_symbols(sessions):
+    """Two processes see the level crossed by different watched symbols at once (the live poll of
+    two replicas): whoever records first ends the alert, the other records nothing."""
+    import asyncio
+
+    one, two = AlertStore(sessions), AlertStore(sessions)
+    a = await one.create("u1", "telegram:1", AlertSpec("price_above", 10), "cn", date(2026, 12, 4))
+    got = await asyncio.gather(
+        one.record(a, "600519", date(2026, 12, 7), 11.0), two.record(a, "300750", date(2026, 12, 7), 12.0)
+    )
+    assert sum(f is not None for f in got) == 1
+    assert [f.symbol for f in await one.pending()] == [next(f.symbol for f in got if f is not None)]
+    assert await one.alerts("u1") == []  # done
+    assert await two.record(a, "000001", date(2026, 12, 8), 13.0) is None  # and stays done
+
+
 async def test_claim_is_compare_and_set_and_removal_is_per_user(sessions, tmp_path):
     md = live(tmp_path, FakeAkshare(end=date(2026, 12, 3)))
     md.bars("600519")
