@@ -1,8 +1,10 @@
 """Alert firings into their chats: each recorded firing (markets/alerts.py) is claimed once
 (pending → sending, a compare-and-set), sent with its chart, and marked delivered; a send that
 failed outright goes back to pending and is tried at the next run. A chat gets at most
-`per_chat_hour` alert messages an hour; more firings in one run arrive as one summary line.
-A chat on a platform this process does not serve is left to the process that serves it."""
+`per_chat_hour` alert firings an hour: when more are waiting than the hour has room for, the last
+message is one summary line of the rest, and with no room left they wait (pending, not dropped)
+until the hour's window has room — so a volatile watchlist polled every minute cannot flood a
+chat. A chat on a platform this process does not serve is left to the process that serves it."""
 
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ from typing import TYPE_CHECKING
 
 from adapters.base import ChatAdapter, DeliveryError
 from bot.i18n import t
-from markets.alerts import AlertStore, Firing, describe
+from markets.alerts import AlertStore, Firing, describe, num
 from markets.toolset import age_note
 
 if TYPE_CHECKING:
     from bot.chats import ChatDirectory, ChatState
+    from markets.bars import Bars
     from markets.services import MarketServices
+    from markets.symbols import Instrument
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,8 @@ def observed_text(f: Firing) -> str:
     if kind.startswith("rsi"):
         return f"RSI(14) {f.observed:.1f}"
     if kind == "wyckoff":
-        return f"{f.alert.event} @ {f.observed:g}"
-    return f"{f.observed:g}"
+        return f"{f.alert.event} @ {num(f.observed)}"
+    return num(f.observed)
 
 
 class AlertDelivery:
@@ -63,10 +67,13 @@ class AlertDelivery:
             if state is None or state.chat.platform not in self.adapters:
                 continue
             used = await self.store.delivered_since(chat_key, self.now() - timedelta(hours=1))
-            budget = max(0, self.per_chat_hour - used)
-            for f in firings[:budget]:
+            budget = self.per_chat_hour - used
+            if budget <= 0:
+                continue  # they wait for the hour's window to free a slot
+            single = firings if len(firings) <= budget else firings[: budget - 1]
+            for f in single:
                 sent += await self._one(state, f)
-            if rest := firings[budget:]:
+            if rest := firings[len(single) :]:
                 sent += await self._summary(state, rest)
         return sent
 
@@ -127,6 +134,20 @@ class AlertDelivery:
         data = self.market.data
         inst = data.resolve(f.symbol)
         bars = await data.abars(inst)
+        if bars.last_date is not None and f.bar_date > bars.last_date:  # a live price in the session
+            text = t(
+                lang,
+                "alert_fired_live",
+                id=f.alert.id,
+                name=inst.name,
+                symbol=inst.symbol,
+                condition=describe(f.alert.kind, f.alert.value, f.alert.event, lang),
+                observed=observed_text(f),
+                day=f.bar_date,
+                prev=age_note(bars.last_date, self.now(), lang),
+                source="+".join(p.name for p in data.quote_providers) or "live",
+            )
+            return text, await self._chart(bars, inst, f)
         close = float(bars.between(None, str(f.bar_date)).close[-1])
         text = t(
             lang,
@@ -135,20 +156,23 @@ class AlertDelivery:
             name=inst.name,
             symbol=inst.symbol,
             condition=describe(f.alert.kind, f.alert.value, f.alert.event, lang),
-            close=f"{close:g}",
+            close=num(close),
             day=age_note(f.bar_date, self.now(), lang),
             observed=observed_text(f),
             source="+".join(p.name for p in data.providers),
         )
+        return text, await self._chart(bars, inst, f)
+
+    async def _chart(self, bars: Bars, inst: Instrument, f: Firing) -> Path | None:
         try:
             from markets import charts
             from markets.wyckoff import analyze
 
             a = await asyncio.to_thread(analyze, bars, inst)
-            chart = await asyncio.to_thread(
+            chart: Path = await asyncio.to_thread(
                 charts.candles, bars, self.market.chart_dir, name=inst.name, analysis=a
             )
         except Exception as exc:  # noqa: BLE001 — an alert without its chart is still the alert
             log.warning("alert chart for %s failed: %s", f.symbol, exc)
-            chart = None
-        return text, chart
+            return None
+        return chart

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it
         TurnRecord,
         UsageRecord,
     )
+    from bot.alert_poll import IntradayAlertPoll
     from bot.chat_setup import ChatParts
     from bot.gateway import Gateway
     from markets.preview import TradePreview
@@ -137,6 +138,7 @@ class App:
         self.gateway: Gateway | None = None
         self.adapters: list[ChatAdapter] = []
         self.scheduler: AppScheduler | None = None  # only with `[scheduler] enabled`
+        self.intraday_poll: IntradayAlertPoll | None = None  # live-price alerts (a live provider)
         self.deps = Deps()
         self._umask: int | None = None  # the process umask before start, given back on stop
         # told about each finished background task (the gateway's notices, the terminal)
@@ -535,6 +537,21 @@ class App:
         self.adapters = await open_chats(gateway, parts, adapters)
         if self.market is not None and self.market.session_factory is not None:
             self.spawn(self._alert_loop(), "alerts")
+            self._start_intraday_poll()
+
+    def _start_intraday_poll(self) -> None:
+        """Live-price alerts in trading hours, when a live provider is configured."""
+        from bot.alert_delivery import AlertDelivery
+        from bot.alert_poll import IntradayAlertPoll, polls
+        from markets.alerts import AlertStore
+
+        if self.market is None or self.gateway is None or not polls(self.market):
+            return
+        delivery = AlertDelivery(
+            AlertStore(self.market.sessions()), self.market, self.gateway.chats, self.gateway.adapters
+        )
+        self.intraday_poll = IntradayAlertPoll(self.market, delivery, leader=self.scheduler)
+        self.spawn(self.intraday_poll.run(self.market.settings.alert_poll_s), "alerts-live")
 
     def _chat_parts(self) -> ChatParts:
         """What the chats are built from: each part of the App they use, and nothing else."""

@@ -9,6 +9,10 @@ ALERT_STRINGS: dict[str, Text] = {
         en="🔔 Alert #{id}: {name} {symbol} — {condition}\nClose {close} on {day} ({observed}).\n{source}",
         zh="🔔 提醒 #{id}：{name} {symbol} — {condition}\n{day} 收盘 {close}（{observed}）。\n{source}",
     ),
+    "alert_fired_live": Text(
+        en="🔔 Alert #{id}: {name} {symbol} — {condition}\nLive in the {day} session: {observed}. Daily bars to {prev}.\n{source}",
+        zh="🔔 提醒 #{id}：{name} {symbol} — {condition}\n{day} 盘中实时：{observed}。日线数据截至 {prev}。\n{source}",
+    ),
     "alert_fired_more": Text(
         en="🔔 {n} more alerts fired: {items}",
         zh="🔔 另有 {n} 条提醒触发：{items}",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from agent import Redactor
@@ -75,6 +75,7 @@ def market_settings(s: Settings) -> MarketSettings:
     return MarketSettings(
         initial_cash_cn=s.markets.initial_cash,
         retry_blocked=s.markets.retry_blocked,
+        alert_poll_s=s.markets.alert_poll_s,
         live=s.markets.live,
         live_exchange=s.markets.live_exchange,
         live_api_key=env.get(s.markets.live_api_key_env, "") if s.markets.live else "",
@@ -96,15 +97,20 @@ def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | Non
     )
 
     ms = market_settings(s)
+    built: list[MarketServices] = []  # the bar store keeps the services' clock (tests inject one)
+
+    def clock() -> datetime:
+        return built[0].now() if built else datetime.now(UTC)
+
     # built on first use: a turn that runs no market tool imports no numpy
-    lazy_data = LazyMarketData(lambda: build_market_data(ms, sessions))
+    lazy_data = LazyMarketData(lambda: build_market_data(ms, sessions, clock=clock))
     data = cast("MarketData", lazy_data)  # the stand-in answers as a MarketData does
     live = build_live_broker(ms, sessions, lazy_data.get()) if ms.live else None
     if ms.live:
         log.warning("=" * 64)
         log.warning("LIVE TRADING IS ENABLED on %s: approved trades send real orders", ms.live_exchange)
         log.warning("=" * 64)
-    return MarketServices(
+    services = MarketServices(
         data=data,
         session_factory=sessions,
         results_dir=s.results_dir,
@@ -113,6 +119,8 @@ def build_market(s: Settings, sessions: SessionFactory, model: ModelClient | Non
         model=model,
         live_broker=live,
     )
+    built.append(services)
+    return services
 
 
 def memory_services(hooks: MemoryContextHooks, market: MarketServices | None) -> MemoryServices:

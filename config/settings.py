@@ -166,6 +166,14 @@ class MarketsConfig(_Section):
     live_secret_env: str = "EXCHANGE_API_SECRET"
     initial_cash: float = Field(default=1_000_000, gt=0)
     retry_blocked: bool = True  # a paper order blocked by a price limit waits for the next bar's open
+    # seconds between live-price checks of the price alerts in trading hours (a live provider only; 0: off)
+    alert_poll_s: float = Field(default=60, ge=0)
+
+    @model_validator(mode="after")
+    def _poll_not_hammering(self) -> MarketsConfig:
+        if 0 < self.alert_poll_s < 10:
+            raise ValueError("alert_poll_s is 0 (off) or at least 10 seconds (providers rate-limit)")
+        return self
 
     @model_validator(mode="after")
     def _csv_needs_dir(self) -> MarketsConfig:

@@ -6,7 +6,10 @@
 
 Conditions (`AlertSpec.kind`):
 - close_above / close_below `value`: the close beyond a price; fires once, then the alert is done;
-- move_pct `value`: a day's close-to-close move of at least `value` % either way (each day it happens);
+- price_above / price_below `value`: any traded price beyond it — a live price in trading hours
+  (markets/alerts_live.py) or, at the latest, the day's high/low after the close; fires once;
+- move_pct `value`: a day's move of at least `value` % either way against the previous close — the
+  close, or a live price in trading hours (once a day at most: the first that reaches it);
 - rsi_above / rsi_below `value`: RSI(14) crossing the level (each crossing);
 - cross_above_ma / cross_below_ma `value`: the close crossing its `value`-day moving average;
 - wyckoff `event`: a new Wyckoff event (Spring, SOS, UTAD, ...) appearing; failed ones do not count.
@@ -14,7 +17,8 @@ Conditions (`AlertSpec.kind`):
 Only bars after `baseline` (the newest bar when the alert was set) can trigger. A firing is a row
 unique per (alert, symbol, bar), so two evaluations of the same bars — a retried job, a second
 replica, `tapebot data update` next to the bot — record it once; delivery (bot/alert_delivery.py) takes
-each recorded firing once.
+each recorded firing once. A live-price firing is keyed by its session's date, so the refresh after
+that close does not fire the same alert again for that day.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ log = logging.getLogger(__name__)
 AlertKind = Literal[
     "close_above",
     "close_below",
+    "price_above",
+    "price_below",
     "move_pct",
     "rsi_above",
     "rsi_below",
@@ -56,7 +62,8 @@ AlertKind = Literal[
 ]
 KINDS: tuple[str, ...] = get_args(AlertKind)
 WYCKOFF_EVENTS = ("SC", "BC", "AR", "ST", "Spring", "UT", "UTAD", "SOS", "SOW", "LPS", "LPSY")
-ONE_SHOT = {"close_above", "close_below"}
+ONE_SHOT = {"close_above", "close_below", "price_above", "price_below"}
+LIVE_KINDS = ("price_above", "price_below", "move_pct")  # also checked against live prices
 MAX_ACTIVE = 50  # per user: an alert is checked after every refresh
 
 
@@ -85,13 +92,21 @@ class AlertSpec:
         return self
 
 
+def num(x: float) -> str:
+    """A price or level as given, every digit kept (`:g` would show 151234.5 as 151234)."""
+    text = f"{x:.8f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
 def describe(kind: str, value: float, event: str, lang: str = "en") -> str:
     """The condition in words, exactly as it is checked."""
-    v = f"{value:g}"
+    v = num(value)
     zh = lang.startswith("zh")
     texts = {
         "close_above": (f"close above {v}", f"收盘价高于 {v}"),
         "close_below": (f"close below {v}", f"收盘价低于 {v}"),
+        "price_above": (f"price trades above {v}", f"价格高于 {v}"),
+        "price_below": (f"price trades below {v}", f"价格低于 {v}"),
         "move_pct": (f"daily move of {v}% or more (up or down)", f"单日涨跌幅达到 {v}%（涨或跌）"),
         "rsi_above": (f"RSI(14) crosses above {v}", f"RSI(14) 上穿 {v}"),
         "rsi_below": (f"RSI(14) crosses below {v}", f"RSI(14) 下穿 {v}"),
@@ -231,16 +246,20 @@ class AlertStore:
         """Record a firing; None when it was recorded before (by this or another process)."""
         try:
             async with self.sessions() as s, s.begin():
+                if alert.kind in ONE_SHOT:  # done by whoever records first: one firing in all
+                    res = await s.execute(
+                        update(MarketAlert)
+                        .where(MarketAlert.id == alert.id, MarketAlert.status == "active")
+                        .values(status="done")
+                    )
+                    if getattr(res, "rowcount", 0) != 1:
+                        return None
                 row = MarketAlertTrigger(
                     alert_id=alert.id, chat_key=alert.chat_key, symbol=symbol, bar_date=bar_date,
                     observed=observed, status="pending",
                 )  # fmt: skip
                 s.add(row)
                 await s.flush()
-                if alert.kind in ONE_SHOT:
-                    await s.execute(
-                        update(MarketAlert).where(MarketAlert.id == alert.id).values(status="done")
-                    )
                 return Firing(row.id, alert, symbol, bar_date, observed)
         except IntegrityError:
             return None
@@ -309,6 +328,10 @@ def fires(alert: Alert, bars: Bars) -> list[tuple[date, float]]:
         alert.kind == "close_below" and now < alert.value
     ):
         hit = now
+    elif alert.kind == "price_above" and float(bars.high[-1]) > alert.value:
+        hit = float(bars.high[-1])
+    elif alert.kind == "price_below" and float(bars.low[-1]) < alert.value:
+        hit = float(bars.low[-1])
     elif alert.kind == "move_pct":
         move = (now / prev - 1) * 100
         hit = round(move, 2) if abs(move) >= alert.value else None

@@ -7,6 +7,8 @@
     md.as_of("cn")                         # date of the last bar: every answer quotes it
     md = MarketData(minute_providers=[AkshareMinuteProvider()])   # intraday bars (markets/minute.py)
     md.minute_bars("600519")               # the latest session's 1-minute bars, or NoMinuteData
+    md = MarketData(quote_providers=[AkshareQuotes()])   # live prices (markets/quotes.py)
+    md.quote("600519", now)                # today's latest price, or NoMinuteData
 
 Methods are synchronous (local providers answer from memory); async code uses `abars`, which runs
 the provider in a worker thread so a network backend never blocks the event loop.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,7 @@ from markets.minute import NEEDS_LIVE, MinuteBars, MinuteProvider, NoMinuteData
 from markets.panel import Panel
 from markets.providers.base import BarProvider
 from markets.providers.bundled import BundledProvider
+from markets.quotes import Quote, QuoteProvider
 from markets.symbols import Instrument, board_of, exchange_of
 
 if TYPE_CHECKING:  # the cache needs the database; the bundled data does not
@@ -42,8 +45,10 @@ class MarketData:
         cache: BarCache | None = None,
         calendar_dir: Path | str | None = None,
         minute_providers: Sequence[MinuteProvider] = (),
+        quote_providers: Sequence[QuoteProvider] = (),
     ):
         self.minute_providers: list[MinuteProvider] = list(minute_providers)
+        self.quote_providers: list[QuoteProvider] = list(quote_providers)
         self.providers: list[BarProvider] = list(providers) if providers is not None else [BundledProvider()]
         self._directory = directory
         self.cache = cache  # a markets.cache.BarCache: network providers' bars kept in the database
@@ -187,6 +192,30 @@ class MarketData:
 
     async def aminute_bars(self, query: str | Instrument, day: date | None = None) -> MinuteBars:
         return await asyncio.to_thread(self.minute_bars, query, day)
+
+    # -- live prices ------------------------------------------------------------------------------
+    def has_live_quotes(self, market: str) -> bool:
+        """Whether a live-quote provider covers the market (the intraday alert poll runs only then)."""
+        probe = Instrument("BTC/USDT", market="crypto") if market == "crypto" else Instrument("600519")
+        return any(p.has_quotes(probe) for p in self.quote_providers)
+
+    def quote(self, query: str | Instrument, now: datetime) -> Quote:
+        """Today's latest price from the first quote provider that has the instrument."""
+        inst = self.resolve(query)
+        errors = []
+        for p in self.quote_providers:
+            if not p.has_quotes(inst):
+                continue
+            try:
+                return p.quote(inst, now)
+            except NoMinuteData as exc:
+                errors.append(str(exc))
+        raise NoMinuteData(
+            errors[0] if errors else f"no live price for {inst.label}: no live provider covers it"
+        )
+
+    async def aquote(self, query: str | Instrument, now: datetime) -> Quote:
+        return await asyncio.to_thread(self.quote, query, now)
 
     def refreshed(self) -> None:
         """Newer bars or a newer stock list arrived: forget what was derived from the old ones."""

@@ -34,7 +34,8 @@ class RefreshReport:
     updated: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     listed: int = 0  # codes on the provider's stock list, when it was fetched
-    as_of: date | None = None
+    as_of: date | None = None  # the market's date as answers state it
+    fetched_as_of: date | None = None  # the provider's newest bar among what this refresh stored
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,7 +50,14 @@ class RefreshReport:
     def summary(self) -> str:
         fails = f", {len(self.failed)} failed" if self.failed else ""
         src = "+".join(self.providers) or "no live provider"
-        return f"{self.market}: {len(self.updated)} updated{fails} from {src}; newest bar {self.as_of or '—'}"
+        line = f"{self.market}: {len(self.updated)} updated{fails} from {src}; newest bar {self.as_of or '—'}"
+        if self.fetched_as_of is not None and (self.as_of is None or self.fetched_as_of > self.as_of):
+            # only indexes are stored yet: the stocks still answer from the bundled bars
+            line += (
+                f" (the provider's bars reach {self.fetched_as_of}, but no stock of this market is "
+                "stored yet: name some (tapebot data update 600519 …) or fetch them all with --all)"
+            )
+        return line
 
 
 def stored_providers(md: MarketData) -> list[StoredProvider]:
@@ -82,6 +90,13 @@ def refresh_market(
                     progress(inst.symbol, n, len(targets))
     md.refreshed()
     report.as_of = md.as_of(market)
+    lasts = [
+        d
+        for p in stored_providers(md)
+        for m in ([market, "index"] if market == "cn" else [market])
+        if (d := p.store.last(p.name, m)) is not None
+    ]
+    report.fetched_as_of = max(lasts, default=None) if report.updated else None
     return report
 
 

@@ -107,7 +107,8 @@ def build_market_data(
     data folder (`data_dir`), network providers' bars are kept in the local bar store under
     `data_dir/bars` (markets/store.py) and answers read it; without one they are cached in the
     database when a session factory is given. `akshare` also serves A-share minute bars (the
-    intraday and tail-session tools); minute bars are not stored."""
+    intraday and tail-session tools); minute bars are not stored. Each live provider also serves
+    live prices (markets/quotes.py) to the intraday alert poll."""
     from markets.data import MarketData
     from markets.providers import BundledProvider, CsvFolderProvider
     from markets.providers.network import AkshareProvider, CcxtProvider, YFinanceProvider
@@ -148,7 +149,15 @@ def build_market_data(
         from markets.providers.akshare_minute import AkshareMinuteProvider
 
         minute.append(AkshareMinuteProvider())
-    return MarketData(providers, cache=cache, minute_providers=minute, calendar_dir=settings.data_dir or None)
+    from markets.quotes import quote_providers
+
+    return MarketData(
+        providers,
+        cache=cache,
+        minute_providers=minute,
+        quote_providers=quote_providers(settings.providers or [], settings.live_exchange),
+        calendar_dir=settings.data_dir or None,
+    )
 
 
 def build_live_broker(

@@ -26,4 +26,5 @@ class MarketSettings(BaseModel):
     live_secret: str = ""
     csv_folder: str = ""
     providers: list[str] = ["bundled"]  # order of providers: bundled, csv, akshare, yfinance, ccxt
+    alert_poll_s: float = 60.0  # the intraday alert poll's interval in trading hours (0: off)
     data_dir: str = ""  # $TAPEBOT_HOME/data: a cn_trade_calendar.json there overrides the bundled one

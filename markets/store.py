@@ -9,11 +9,18 @@ One CSV per instrument (`<source>/<market>/<symbol>.csv`, canonical units: share
 `<source>/meta.json` (per instrument: last bar date and fetch time; the provider's stock list), so
 answers read local files (fast, and still there when the provider is unreachable) and anyone can
 inspect or back the store up with ordinary tools. Writes replace files atomically.
+
+Several processes share one store (the bot, `tapebot data update` from cron, replicas): the
+metadata is read again whenever its file changed on disk, and a process writes only what it
+changed, merged into the file as it is then under an exclusive lock — so a bot that never saw
+another process's refresh still reports that refresh's dates, and never writes back its own
+older copy over it.
 """
 
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -62,8 +69,11 @@ def _atomic_write(path: Path, text: str) -> None:
 class BarStore:
     def __init__(self, folder: Path | str):
         self.folder = Path(folder).expanduser()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._meta: dict[str, dict[str, Any]] = {}
+        self._seen: dict[str, tuple[int, int] | None] = {}  # the meta file's (mtime_ns, size) as read
+        # what this process changed and has not written yet: instrument entries, a new stock list
+        self._changes: dict[str, dict[str, Any]] = {}
         self._batch = 0  # inside batch(): metadata is written once at the end
         self._dirty: set[str] = set()
 
@@ -71,26 +81,62 @@ class BarStore:
     def _meta_path(self, source: str) -> Path:
         return self.folder / source / "meta.json"
 
+    def _stamp(self, source: str) -> tuple[int, int] | None:
+        try:
+            st = self._meta_path(source).stat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _read_meta(self, source: str) -> dict[str, Any]:
+        try:
+            meta = json.loads(self._meta_path(source).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            meta = {}
+        except ValueError:  # a damaged meta file: the bar files are still there, re-index them
+            meta = {}
+        if not isinstance(meta, dict):
+            meta = {}
+        meta.setdefault("instruments", {})
+        meta.setdefault("stock_list", [])
+        return meta
+
+    def _apply_changes(self, source: str, meta: dict[str, Any]) -> dict[str, Any]:
+        ch = self._changes.get(source)
+        if ch:
+            meta["instruments"].update(ch["instruments"])
+            if ch["stock_list"] is not None:
+                meta["stock_list"] = ch["stock_list"]
+        return meta
+
     def _load_meta(self, source: str) -> dict[str, Any]:
-        if source not in self._meta:
-            path = self._meta_path(source)
-            try:
-                meta = json.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                meta = {}
-            except ValueError:  # a damaged meta file: the bar files are still there, re-index them
-                meta = {}
-            meta.setdefault("instruments", {})
-            meta.setdefault("stock_list", [])
-            self._meta[source] = meta
+        """The metadata as on disk now (read again when another process wrote it), with this
+        process's unwritten changes on top."""
+        stamp = self._stamp(source)
+        if source not in self._meta or self._seen.get(source) != stamp:
+            self._meta[source] = self._apply_changes(source, self._read_meta(source))
+            self._seen[source] = stamp
         return self._meta[source]
+
+    def _change(self, source: str) -> dict[str, Any]:
+        return self._changes.setdefault(source, {"instruments": {}, "stock_list": None})
 
     def _save_meta(self, source: str) -> None:
         if self._batch:
             self._dirty.add(source)
             return
-        # no indent: the C encoder (an indented dump of thousands of entries takes ~30 ms each)
-        _atomic_write(self._meta_path(source), json.dumps(self._meta[source], ensure_ascii=False))
+        path = self._meta_path(source)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(".meta.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one writer at a time across processes
+            try:
+                meta = self._apply_changes(source, self._read_meta(source))
+                # no indent: the C encoder (an indented dump of thousands of entries takes ~30 ms each)
+                _atomic_write(path, json.dumps(meta, ensure_ascii=False))
+                self._meta[source], self._seen[source] = meta, self._stamp(source)
+                self._changes.pop(source, None)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -140,7 +186,9 @@ class BarStore:
 
     def put_stock_list(self, source: str, rows: list[tuple[str, str]]) -> None:
         with self._lock:
-            self._load_meta(source)["stock_list"] = [[c, n] for c, n in rows]
+            listed = [[c, n] for c, n in rows]
+            self._change(source)["stock_list"] = listed
+            self._load_meta(source)["stock_list"] = listed
             self._save_meta(source)
 
     # -- bars -------------------------------------------------------------------------------------
@@ -201,11 +249,10 @@ class BarStore:
             )
         _atomic_write(self._path(source, merged.symbol, merged.market), out.getvalue())
         with self._lock:
-            meta = self._load_meta(source)
-            meta["instruments"][f"{merged.market}:{merged.symbol}"] = {
-                "last": str(merged.dates[-1]),
-                "fetched_at": fetched_at.isoformat(),
-            }
+            key = f"{merged.market}:{merged.symbol}"
+            row = {"last": str(merged.dates[-1]), "fetched_at": fetched_at.isoformat()}
+            self._change(source)["instruments"][key] = row
+            self._load_meta(source)["instruments"][key] = row
             self._save_meta(source)
         return merged
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.cli import completion
 from bot.cli.invocation import CliContext
 from config.errors import ConfigError, TapebotError
 from config.filemodes import private_umask
@@ -244,8 +245,6 @@ def _dispatch(args: argparse.Namespace, ctx: CliContext, parser: argparse.Argume
 
         return cli_health.main(ctx)
     if command == "completion":
-        from bot.cli import completion
-
         print(completion.script(args.shell, parser), file=ctx.stdout, end="")
         return 0
     if command == "usage":

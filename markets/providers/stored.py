@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from markets.bars import Bars
+from markets.calendar import EXCHANGE_TZ, SSE_CLOSE
 from markets.errors import NoData
 from markets.providers.base import BarProvider
 from markets.store import BarStore
@@ -130,11 +131,11 @@ class StoredProvider:
             str(stored.dates[-self.overlap]) if stored is not None and len(stored) > self.overlap else None
         )
         try:
-            fresh = self.inner.bars(inst, start, None)
+            fresh = settled(self.inner.bars(inst, start, None), self.clock())
             replace = start is None or stored is None or not _agrees(stored, fresh)
             if replace and start is not None:
                 log.info("%s: %s history changed (re-adjusted); fetching it all", self.name, inst.symbol)
-                fresh = self.inner.bars(inst, None, None)
+                fresh = settled(self.inner.bars(inst, None, None), self.clock())
         except NoData:
             raise
         except Exception:
@@ -152,6 +153,26 @@ class StoredProvider:
         if rows:
             self.store.put_stock_list(self.name, rows)
         return len(rows)
+
+
+def settled(b: Bars, now: datetime) -> Bars:
+    """The bars without one of a session still trading at `now` (Eastmoney and Yahoo serve today's
+    bar during the session, its "close" the latest price): stored, it would pass for a close,
+    and an alert set then would only watch the bars after it. A-shares settle at 15:00 Beijing;
+    a crypto day at 00:00 UTC."""
+    if not len(b) or b.last_date is None:
+        return b
+    if b.market == "crypto":
+        trading: date | None = now.astimezone(UTC).date()
+    else:
+        local = now.astimezone(EXCHANGE_TZ)
+        trading = local.date() if local.time() < SSE_CLOSE else None
+    if trading is None or b.last_date < trading:
+        return b
+    out = b.between(None, trading - timedelta(days=1))
+    if not len(out):
+        raise NoData(f"{b.symbol} has no settled daily bar yet (its first session is still trading)")
+    return out
 
 
 def _agrees(stored: Bars, fresh: Bars) -> bool:

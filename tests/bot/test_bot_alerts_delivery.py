@@ -1,11 +1,12 @@
 """Alert delivery's rules on a real SQLite store and the live bar store: at most `per_chat_hour`
-messages an hour per chat (the rest in one summary line), in the chat's language; a failed send
-goes back to pending and is sent later, once; a chat on a platform this process does not serve
-is left alone."""
+firings an hour per chat (the last message a summary of the rest; beyond that they wait for the
+hour's window), in the chat's language; a failed send goes back to pending and is sent later,
+once; a chat on a platform this process does not serve is left alone; a live-price firing says
+it was live, with the daily bars' date."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -83,16 +84,22 @@ async def test_rate_limit_summary_language_and_retry(world):
 
     tg = FakeChatSender()
     tg.fail = 1  # the first send fails outright: that firing stays pending
-    delivery = AlertDelivery(store, svc, Chats([zh]), {"telegram": tg}, per_chat_hour=3, now=lambda: NOW)
-    assert await delivery.deliver_pending() == 2 + 3  # 2 sent + 3 in the summary; 1 failed
-    assert all(t.startswith("🔔 提醒 #") for t in tg.texts[:2]) and "收盘价高于" in tg.texts[0]
+    clock = [NOW]
+    delivery = AlertDelivery(store, svc, Chats([zh]), {"telegram": tg}, per_chat_hour=3, now=lambda: clock[0])
+    assert await delivery.deliver_pending() == 1 + 4  # 1 sent + 4 in the summary; 1 failed
+    assert tg.texts[0].startswith("🔔 提醒 #") and "收盘价高于" in tg.texts[0]
     assert "2026-12-04（2 天前）" in tg.texts[0]
-    assert tg.texts[2].startswith("🔔 另有 3 条提醒触发")
-    assert len(tg.images) == 2  # each single alert with its chart
+    assert tg.texts[1].startswith("🔔 另有 4 条提醒触发") and len(tg.texts) == 2
+    assert len(tg.images) == 1  # a single alert comes with its chart
 
-    # an hour's budget is spent: the one that failed waits (summarised, not dropped) in the next run
+    # the hour's budget is spent: the one that failed waits (not dropped, not a message a minute)
+    for minutes in (1, 30, 59):
+        clock[0] = NOW + timedelta(minutes=minutes)
+        assert await delivery.deliver_pending() == 0
+    assert len(tg.texts) == 2
+    clock[0] = NOW + timedelta(minutes=61)
     assert await delivery.deliver_pending() == 1
-    assert tg.texts[-1].startswith("🔔 另有 1 条提醒触发")
+    assert tg.texts[-1].startswith("🔔 提醒 #") and len(tg.texts) == 3
     assert await delivery.deliver_pending() == 0  # nothing twice
     left = await store.pending()
     assert [f.alert.chat_key for f in left] == ["discord:9"]  # not this process's platform: left alone
@@ -110,3 +117,26 @@ async def test_a_firing_whose_bars_are_gone_is_still_delivered_once(world, tmp_p
     assert await delivery.deliver_pending() == 1 and await delivery.deliver_pending() == 0
     assert tg.texts == ["🔔 Alert #1: 600519 — close above 1 (2026-12-03, " + tg.texts[0].split(", ", 1)[1]]
     assert tg.images == []
+
+
+async def test_a_live_firing_says_live_with_the_daily_bars_date_and_its_chart(world):
+    _ak, md, svc, store = world
+    md.bars("600519")  # stored daily bars end 2026-12-03
+    en = ChatState("telegram:3", ChatRef("telegram", "3"), "s3", lang="en")
+    zh = ChatState("telegram:4", ChatRef("telegram", "4"), "s4", lang="zh")
+    for chat in (en, zh):
+        a = await store.create(
+            "u1", chat.key, AlertSpec("price_below", 1e6, "600519"), "cn", date(2026, 12, 3)
+        )
+        await store.record(a, "600519", date(2026, 12, 4), 1234.5)  # as the intraday poll records it
+    tg = FakeChatSender()
+    delivery = AlertDelivery(store, svc, Chats([en, zh]), {"telegram": tg}, now=lambda: NOW)
+    assert await delivery.deliver_pending() == 2
+    assert tg.texts[0] == (
+        "🔔 Alert #1: 贵州茅台 600519 — price trades below 1000000\nLive in the 2026-12-04 session: 1234.5. "
+        "Daily bars to 2026-12-03 (3 days old).\nlive"
+    )
+    assert tg.texts[1].startswith(
+        "🔔 提醒 #2：贵州茅台 600519 — 价格低于 1000000\n2026-12-04 盘中实时：1234.5。"
+    )
+    assert len(tg.images) == 2

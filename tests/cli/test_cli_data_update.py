@@ -50,3 +50,16 @@ def test_update_fills_the_store_and_fires_alerts(tmp_path, monkeypatch):
 def test_update_needs_a_live_provider(tmp_path):
     code, out = run(tmp_path, ["update"], provider="bundled")
     assert code == 1 and "no live provider is configured" in out
+
+
+def test_a_first_update_without_stocks_says_why_the_date_is_the_bundled_one(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "akshare", FakeAkshare(end=date(2026, 12, 3)))
+    code, out = run(tmp_path, ["update", "--market", "cn"])
+    assert code == 0, out
+    assert (
+        "cn: 2 updated from akshare; newest bar 2025-09-03 (the provider's bars reach 2026-12-03, but no "
+        in out
+    )
+    assert "name some (tapebot data update 600519 …) or fetch them all with --all)" in out
+    code, out = run(tmp_path, ["update", "--market", "cn", "600519"])
+    assert "newest bar 2026-12-03\n" in out and "reach" not in out

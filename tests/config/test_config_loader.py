@@ -344,3 +344,13 @@ def test_a_long_list_of_problems_is_cut_short(tmp_path):
     write(tmp_path, "[agent]\n" + keys)
     text = error(tmp_path)
     assert text.count("'agent.bogus") == 4 and "4 more" in text
+
+
+def test_alert_poll_interval_default_off_and_floor(tmp_path):
+    assert load(tmp_path, {"ANTHROPIC_API_KEY": KEY}).markets.alert_poll_s == 60
+    assert (
+        load(tmp_path, {"ANTHROPIC_API_KEY": KEY, "TAPEBOT_MARKETS__ALERT_POLL_S": "0"}).markets.alert_poll_s
+        == 0
+    )
+    write(tmp_path, "[markets]\nalert_poll_s = 5\n")
+    assert "alert_poll_s is 0 (off) or at least 10 seconds" in error(tmp_path, {"ANTHROPIC_API_KEY": KEY})

@@ -10,6 +10,13 @@ What each real call returns (read from the libraries' code):
   a tz-naive DatetimeIndex named Date, columns Close, High, Low, Open (float64), Volume (int64).
 - ccxt `exchange.fetch_ohlcv(symbol, "1d", since, limit)`: a list of [int ms (UTC open), float open,
   high, low, close, volume].
+- akshare `stock_zh_a_hist_min_em(symbol, start_date, end_date, period="1", adjust="")`: 时间
+  ("YYYY-MM-DD HH:MM:SS" str, Asia/Shanghai, the minute the bar closes), 开盘, 收盘, 最高, 最低
+  (float64), 成交量 (float64, lots), 成交额 (float64), 均价 (float64, the running average price).
+- yfinance `download(ticker, period="1d", interval="1m", ...)`: indexed by a tz-aware DatetimeIndex
+  named Datetime (Asia/Shanghai for .SS/.SZ, UTC for crypto); a minute without a trade is NaN.
+- ccxt `exchange.fetch_ticker(symbol)`: the unified ticker dict (every key present, None where the
+  exchange has no value; high/low/open over a rolling 24 hours).
 
 The frames here are `RecordedFrame`s: `reset_index().to_dict("records")` gives what pandas gives
 (numpy scalars, date/datetime objects), which is all the providers read.
@@ -89,6 +96,38 @@ def akshare_rows(code: str | None, days: list[date], closes: list[float]) -> lis
     return rows
 
 
+def session_minutes(n: int) -> list[str]:
+    """The first `n` minute stamps of an A-share session as akshare has them: 09:30 (the opening
+    auction), 09:31 … 11:30, 13:01 … 15:00."""
+    out = ["09:30"]
+    for h, m0, m1 in ((9, 31, 60), (10, 0, 60), (11, 0, 31), (13, 1, 60), (14, 0, 60)):
+        out += [f"{h:02d}:{m:02d}" for m in range(m0, m1)]
+    return [*out, "15:00"][:n]
+
+
+def akshare_minute_rows(day: date, closes: list[float], lots: float = 120.0) -> list[dict[str, Any]]:
+    """One session's first len(closes) 1-minute rows in akshare's shape."""
+    rows, prev, amt, vol = [], closes[0], 0.0, 0.0
+    for hhmm, c in zip(session_minutes(len(closes)), closes, strict=True):
+        o = prev
+        amt += lots * 100 * c
+        vol += lots * 100
+        rows.append(
+            {
+                "时间": f"{day} {hhmm}:00",
+                "开盘": np.float64(o),
+                "收盘": np.float64(c),
+                "最高": np.float64(round(max(o, c) + 0.01, 2)),
+                "最低": np.float64(round(min(o, c) - 0.01, 2)),
+                "成交量": np.float64(lots),
+                "成交额": np.float64(lots * 100 * c),
+                "均价": np.float64(round(amt / vol, 3)),
+            }
+        )
+        prev = c
+    return rows
+
+
 def _ymd(s: str) -> date:
     return date(int(s[:4]), int(s[4:6]), int(s[6:8]))
 
@@ -105,6 +144,7 @@ class FakeAkshare:
         self.bump: dict[str, float] = {}  # symbol → factor applied to every price (a re-adjustment)
         self.override: dict[str, Callable[[list[float]], list[float]]] = {}
         self.rows_override: dict[tuple[str, date], dict[str, float]] = {}  # one bar's fields, by hand
+        self.minutes: dict[str, list[dict[str, Any]]] = {}  # symbol → minute rows (akshare_minute_rows)
 
     def _closes(self, symbol: str, days: list[date], seed: int, base: float) -> list[float]:
         closes = path(days, base, seed)
@@ -147,6 +187,16 @@ class FakeAkshare:
             akshare_rows(None, days, self._closes("idx" + symbol, days, 3, base)), start_date, end_date
         )
 
+    def stock_zh_a_hist_min_em(
+        self, symbol: str, start_date: str = "1979-09-01 09:32:00", end_date: str = "2222-01-01 09:32:00",
+        period: str = "1", adjust: str = "",
+    ) -> RecordedFrame:  # fmt: skip
+        self.calls.append(("stock_zh_a_hist_min_em", {"symbol": symbol, "start_date": start_date}))
+        if self.fail is not None:
+            raise self.fail
+        rows = [r for r in self.minutes.get(symbol, []) if start_date <= r["时间"] <= end_date]
+        return RecordedFrame(rows)
+
     def stock_info_a_code_name(self) -> RecordedFrame:
         self.calls.append(("stock_info_a_code_name", {}))
         if self.fail is not None:
@@ -158,11 +208,30 @@ class FakeYfinance:
     def __init__(self, end: date = date(2026, 12, 4), n: int = 120):
         self.end, self.n = end, n
         self.calls: list[str] = []
+        self.minutes: dict[str, list[tuple[datetime, float]]] = {}  # ticker → (tz-aware minute, close)
+
+    def _minutes(self, ticker: str) -> RecordedFrame:
+        rows = []
+        for at, c in self.minutes.get(ticker, []):
+            nan = c != c
+            rows.append(
+                {
+                    "Datetime": at,
+                    "Close": np.float64(c),
+                    "High": np.float64(c if nan else round(c * 1.001, 4)),
+                    "Low": np.float64(c if nan else round(c * 0.999, 4)),
+                    "Open": np.float64(c),
+                    "Volume": np.int64(0 if nan else 1200),
+                }
+            )
+        return RecordedFrame(rows, index_name="Datetime")
 
     def download(
         self, ticker: str, start: str | None = None, end: str | None = None, **kw: Any
     ) -> RecordedFrame:
         self.calls.append(ticker)
+        if kw.get("interval") == "1m":
+            return self._minutes(ticker)
         days = weekdays(self.end, self.n)
         closes = path(days, 3900.0 if ticker.startswith("000300") else 50.0, 5)
         rows = []
@@ -185,6 +254,11 @@ class FakeCcxtExchange:
     def __init__(self, end: date = date(2026, 12, 5), n: int = 60):
         self.end, self.n = end, n
         self.calls: list[tuple[str, int | None]] = []
+        self.tickers: dict[str, dict[str, Any]] = {}  # symbol → ccxt_ticker(...)
+
+    def fetch_ticker(self, symbol: str) -> dict[str, Any]:
+        self.calls.append((f"ticker {symbol}", None))
+        return self.tickers[symbol]
 
     def fetch_ohlcv(
         self, symbol: str, timeframe: str = "1d", since: int | None = None, limit: int | None = None
@@ -205,6 +279,20 @@ class FakeCcxtExchange:
         ]
         rows = [r for r in rows if since is None or r[0] >= since]
         return rows[:limit] if limit else rows
+
+
+def ccxt_ticker(symbol: str, last: float | None, at: datetime) -> dict[str, Any]:
+    """A unified ticker as ccxt's binance returns it (`fetch_ticker`)."""
+    ms = int(at.timestamp() * 1000)
+    return {
+        "symbol": symbol, "timestamp": ms, "datetime": at.astimezone(UTC).isoformat(timespec="milliseconds")[:23] + "Z",
+        "high": None if last is None else last * 1.04, "low": None if last is None else last * 0.95,
+        "bid": last, "bidVolume": 1.2, "ask": last, "askVolume": 0.8, "vwap": last,
+        "open": None if last is None else last * 0.98, "close": last, "last": last,
+        "previousClose": None if last is None else last * 0.98, "change": None, "percentage": None,
+        "average": None, "baseVolume": 20_000.0, "quoteVolume": 1.8e9,
+        "info": {"symbol": symbol.replace("/", ""), "lastPrice": str(last), "closeTime": ms},
+    }  # fmt: skip
 
 
 class FakeCcxtModule:

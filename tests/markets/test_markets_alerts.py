@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markets.alerts import Alert, AlertSpec, AlertStore, describe, evaluate_alerts, fires
+from markets.alerts import Alert, AlertSpec, AlertStore, describe, evaluate_alerts, fires, num
 from markets.bars import Bars
 from markets.data import MarketData
 from markets.errors import MarketError
@@ -87,6 +87,22 @@ async def test_watchlist_move_alert_and_a_second_evaluator(sessions, tmp_path):
     other = AlertStore(sessions)  # another replica, or `tapebot data update`, with the same bars
     a, b = await evaluate_alerts(store, md, ["cn"]), await evaluate_alerts(other, md, ["cn"])
     assert [(f.symbol, f.observed) for f in a] == [("300750", pytest.approx(8.0, abs=0.05))] and b == []
+
+
+async def test_a_one_shot_watchlist_alert_fires_once_when_replicas_record_different_symbols(sessions):
+    """Two processes see the level crossed by different watched symbols at once (the live poll of
+    two replicas): whoever records first ends the alert, the other records nothing."""
+    import asyncio
+
+    one, two = AlertStore(sessions), AlertStore(sessions)
+    a = await one.create("u1", "telegram:1", AlertSpec("price_above", 10), "cn", date(2026, 12, 4))
+    got = await asyncio.gather(
+        one.record(a, "600519", date(2026, 12, 7), 11.0), two.record(a, "300750", date(2026, 12, 7), 12.0)
+    )
+    assert sum(f is not None for f in got) == 1
+    assert [f.symbol for f in await one.pending()] == [next(f.symbol for f in got if f is not None)]
+    assert await one.alerts("u1") == []  # done
+    assert await two.record(a, "000001", date(2026, 12, 8), 13.0) is None  # and stays done
 
 
 async def test_claim_is_compare_and_set_and_removal_is_per_user(sessions, tmp_path):
@@ -166,3 +182,16 @@ def test_a_wyckoff_alert_fires_on_a_new_spring_and_not_on_a_failed_one():
     b.bar(89.5, 90.0, 88.5, 89.0, 0.8e6)
     failed = b.build()
     assert fires(alert, failed) == []
+
+
+def test_the_condition_states_every_digit_of_the_level():
+    # BTC-size levels: `:g` showed 151234.5 as 151234 and 1000000 as 1e+06
+    assert describe("price_above", 151234.5, "") == "price trades above 151234.5"
+    assert describe("close_below", 1_000_000, "", "zh") == "收盘价低于 1000000"
+    assert describe("close_below", 0.00012345, "") == "close below 0.00012345"
+
+
+@given(st.floats(1e-6, 1e9, allow_nan=False))
+def test_num_reads_back_as_the_value(x):
+    assert float(num(x)) == pytest.approx(x, rel=1e-12, abs=5e-9)
+    assert "e" not in num(x)

@@ -5,6 +5,7 @@ provider is unreachable."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime
 
 import numpy as np
@@ -173,7 +174,7 @@ async def test_a_waiting_paper_order_is_retried_at_the_providers_next_bar(tmp_pa
     ak.rows_override[("600519", date(2026, 12, 3))] = {
         "开盘": round(prev * 1.05, 2), "最高": limit, "最低": round(prev * 1.04, 2), "收盘": limit,
     }  # fmt: skip
-    clock = FakeClock(datetime(2026, 12, 3, 2, 0, tzinfo=UTC))  # 10:00 in Shanghai
+    clock = FakeClock(datetime(2026, 12, 3, 7, 10, tzinfo=UTC))  # 15:10 in Shanghai: 12-03 has closed
     md = live_md(tmp_path, ak, clock)
     engine, sessions = await make_sessions(tmp_path)
     try:
@@ -215,3 +216,85 @@ def test_a_universe_panel_never_fetches_symbol_by_symbol(tmp_path):
     assert ak.calls == [] and len(panel.symbols) == 3  # read from the files as they are
     md.bars("600519")  # a single symbol asked for is brought up to date
     assert [c[0] for c in ak.calls] == ["stock_zh_a_hist"]
+
+
+def test_processes_sharing_the_store_see_and_keep_each_others_writes(tmp_path):
+    """The bot and `tapebot data update` (two BarStores on one folder, as two processes have): a
+    refresh by one is seen by the other at once, and neither writes its older copy back over the
+    other's — not the dates, not the stock list, not inside a batch."""
+    stocks = {"600519": "贵州茅台", "000001": "平安银行", "300750": "宁德时代", "601318": "中国平安"}
+    ak = FakeAkshare(end=date(2026, 12, 3), stocks=stocks)
+    bot, cron = BarStore(tmp_path / "bars"), BarStore(tmp_path / "bars")
+    p_bot = StoredProvider(AkshareProvider(module=ak), bot, clock=FakeClock(NOW).now)
+    p_cron = StoredProvider(AkshareProvider(module=ak), cron, clock=FakeClock(NOW).now)
+    inst = MarketData().resolve
+    p_bot.bars(inst("600519"))
+    assert bot.last("akshare", "cn") == date(2026, 12, 3)
+
+    ak.end = date(2026, 12, 4)
+    p_cron.refresh(inst("600519"))
+    assert p_cron.refresh_stock_list() == 4
+    assert bot.last("akshare", "cn") == date(2026, 12, 4)  # the bot sees the other process's refresh
+    assert len(bot.stock_list("akshare")) == 4
+
+    p_bot.refresh(inst("000001"))  # the bot writes its own: the other's entries and list stay
+    with cron.batch():  # a long refresh in the other process while the bot writes
+        p_cron.refresh(inst("300750"))
+        p_bot.refresh(inst("601318"))
+    fresh = BarStore(tmp_path / "bars")
+    assert {i.symbol: i.last for i in fresh.infos("akshare", "cn")} == dict.fromkeys(
+        stocks, date(2026, 12, 4)
+    )
+    assert len(fresh.stock_list("akshare")) == 4
+
+
+async def test_regime_and_the_backtest_benchmark_use_the_providers_index(tmp_path):
+    from agent.tools.registry import Deps, ToolContext
+    from markets.tools import market_tools
+    from tests.markets.markets_helpers import make_sessions
+
+    md = live_md(tmp_path, FakeAkshare())
+    refresh_market(md, "cn", full_list=True)
+    engine, sessions = await make_sessions(tmp_path)
+    try:
+        svc = MarketServices(data=md, session_factory=sessions, results_dir=tmp_path / "r", clock=FakeClock(NOW).now)
+        ctx = ToolContext(call_id="c1", session_id="s1", user_id="u1", deps=Deps(svc))
+        regime = await market_tools.get("market_regime").call(ctx, {})
+        idx = md.index_bars("000300")
+        assert regime["as_of"] == "2026-12-04" and idx.source == "akshare"
+        assert regime["index"]["close"] == pytest.approx(float(idx.close[-1]), abs=0.01)
+
+        bt = await market_tools.get("run_backtest").call(
+            ctx, {"codes": ["600519"], "config": {"entry": "buy_and_hold"}, "start": "2026-06-01"}
+        )
+        out = bt.content if hasattr(bt, "content") else bt
+        data = out if isinstance(out, dict) else json.loads(out)
+        first = float(idx.between(None, "2026-05-31").close[-1])  # the close before the start
+        want = round((float(idx.close[-1]) / first - 1) * 100, 2)
+        assert data["metrics"]["benchmark_return_pct"] == pytest.approx(want, abs=0.02)
+        assert "2026-12-04" in json.dumps(data, ensure_ascii=False)
+    finally:
+        await engine.dispose()
+
+
+def test_a_bar_of_a_session_still_trading_is_not_stored_as_a_close(tmp_path):
+    """Eastmoney and Yahoo serve today's bar during the session (its close the latest price): the
+    store keeps the settled bars only — until 15:00 Beijing for A-shares and indexes, until the UTC
+    day ends for crypto."""
+    from zoneinfo import ZoneInfo
+
+    sh = ZoneInfo("Asia/Shanghai")
+    mon = date(2026, 12, 7)
+    ak = FakeAkshare(end=mon)
+    clock = FakeClock(datetime(2026, 12, 7, 10, 5, tzinfo=sh))
+    md = live_md(tmp_path, ak, clock)
+    assert md.bars("600519").last_date == date(2026, 12, 4)
+    assert md.index_bars("000300").last_date == date(2026, 12, 4)
+    clock.set(datetime(2026, 12, 7, 15, 0, tzinfo=sh))  # the close: Monday's bar is settled
+    refresh_market(md, "cn")
+    assert md.bars("600519").last_date == mon and md.index_bars("000300").last_date == mon
+
+    ex = FakeCcxtExchange(end=date(2026, 12, 5))  # the exchange's open daily candle is in its answer
+    late = FakeClock(datetime(2026, 12, 5, 23, 59, tzinfo=UTC)).now
+    ccxt = StoredProvider(CcxtProvider(module=FakeCcxtModule(ex)), BarStore(tmp_path / "c"), clock=late)
+    assert MarketData([ccxt, BundledProvider()]).bars("BTC/USDT").last_date == date(2026, 12, 4)
