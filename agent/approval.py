@@ -64,6 +64,9 @@ class Requester:
     chat_key: str = ""
     approvers: tuple[str, ...] = ()
     unattended: bool = False
+    # whose paper book, portfolio, memory and alerts the turn uses: a group's own, or the account
+    # the user linked; "" means the user's own (found by the runtime when it begins the turn)
+    account: str = ""
 
 
 def new_approval_id() -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.approval import ApprovalGate
 from agent.errors import NoticeDeferred
+from agent.ports import AccountDirectory
 from agent.providers.base import ModelClient
 from agent.redact import Redactor, install_log_redaction
 from agent.runtime import AgentRuntime, RuntimeConfig
@@ -43,6 +44,7 @@ from bot.replicas import new_replica_id
 from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
+from memory.links import LinkStore
 from memory.stores import SqlStore
 
 if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it is built
@@ -104,6 +106,7 @@ class App:
         # The parts, in the order `start` builds them; None until then (and after `stop` for db).
         self.db: Database | None = None
         self.store: SqlStore | None = None
+        self.links: LinkStore | None = None
         self.task_manager: TaskManager | None = None  # background tasks (`_start_tasks`)
         self._background: BackgroundSubmitter | None = None  # tools' door to it
         self.mcp: McpManager | None = None  # MCP servers (`_start_mcp`)
@@ -279,6 +282,8 @@ class App:
         self.db = Database(s.db_url)
         await self.db.start()  # applies migrations
         self.store = SqlStore(self.db, redact=self.redactor.text)
+        self.links = LinkStore(self.db)
+        self.deps.add(self.links, as_type=AccountDirectory)  # the runtime finds a turn's account
         tasks = await self._start_tasks()
         mcp = await self._start_mcp()
         tools = self.build_tools()
@@ -570,6 +575,7 @@ class App:
             schedules=self.schedules,
             skills=self.skills,
             alerts=alert_ops(self.market),
+            links=self.links,
             status_extra=StatusExtras(
                 self.market.calendar_warning if self.market is not None else None,
                 self.task_manager,

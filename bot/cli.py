@@ -38,6 +38,10 @@ EXTENSIONS: dict[str, tuple[str, str]] = {
         "serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them",
         "bot.cli_mcp:cli_main",
     ),
+    "link": (
+        "link the terminal with your Telegram/Discord chats: one book, memory and alerts (`tapebot link [CODE]`)",
+        "bot.cli_link:main",
+    ),
     "data": ("market data maintenance: `tapebot data update-calendar`", "bot.cli_data:main"),
 }
 

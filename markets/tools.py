@@ -57,7 +57,7 @@ else:  # registering the tools imports none of these: they load when a tool firs
 
 
 def _user(ctx: ToolContext) -> str:
-    return ctx.user_id or "default"
+    return ctx.book
 
 
 def _portfolio(svc: MarketServices) -> Portfolio:

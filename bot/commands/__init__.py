@@ -5,12 +5,19 @@ for each command in one place (binding.py)."""
 
 from __future__ import annotations
 
-from bot.commands import alerts, approvals, background, memory, session
+from bot.commands import alerts, approvals, background, link, memory, session
 from bot.commands.registry import GROUPS, Command, CommandRegistry, Handler
 
 
 def builtin_commands() -> list[Command]:
-    return [*session.COMMANDS, *approvals.COMMANDS, *background.COMMANDS, *alerts.COMMANDS, *memory.COMMANDS]
+    return [
+        *session.COMMANDS,
+        *approvals.COMMANDS,
+        *background.COMMANDS,
+        *alerts.COMMANDS,
+        *memory.COMMANDS,
+        *link.COMMANDS,
+    ]
 
 
 __all__ = ["GROUPS", "Command", "CommandRegistry", "Handler", "builtin_commands"]
