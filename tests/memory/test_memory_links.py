@@ -56,7 +56,7 @@ def template(tmp_path_factory) -> Path:
 
 
 def run(template: Path, tmp: Path, scenario) -> None:
-    db_file = tmp / f"links-{id(scenario)}-{datetime.now().timestamp()}.db"
+    db_file = tmp / f"links-{id(scenario)}-{datetime.now(UTC).timestamp()}.db"
     shutil.copy(template, db_file)
 
     async def go() -> None:
