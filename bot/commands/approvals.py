@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from adapters.commandspec import CommandSpec, OptionSpec, SubcommandSpec, Words
+from agent.approval import standing_keys
 from bot.commands.context import CommandContext
 from bot.commands.registry import Command
 from bot.i18n import t
@@ -31,7 +32,10 @@ async def cmd_deny(ctx: CommandContext) -> None:
 
 async def cmd_rules(ctx: CommandContext) -> None:
     # admins only in groups: the gateway checks the spec before calling
-    await ctx.say(await rules_command(ctx.services.store, ctx.chat_key, ctx.args, ctx.lang))
+    links = ctx.services.links
+    account = "" if ctx.chat.is_group or links is None else await links.account_of(ctx.user.key)
+    keys = standing_keys(ctx.chat_key, account)
+    await ctx.say(await rules_command(ctx.services.store, keys, ctx.args, ctx.lang))
 
 
 APPROVAL_ID = OptionSpec("id", Words("The approval's id (on its card)", "确认卡片上的 ID"), required=True)

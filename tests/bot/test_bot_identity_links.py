@@ -246,3 +246,35 @@ async def test_a_linked_identity_gains_no_approval_rights_elsewhere(both):
     assert t("en", "approval_admin_only") in answers[0]["content"]
     await asyncio.sleep(0.2)
     assert not (both.home / "workspace" / "g.txt").exists()
+
+
+async def test_always_allow_on_telegram_covers_the_same_order_on_discord_once_linked(both):
+    await both.start()
+    await link_discord_to_telegram(both)
+    buy = {"code": "600519", "side": "buy", "quantity": 100}
+    both.script.add(reply(tool_calls=[("execute_trade", buy)]), reply("Bought on Telegram."))
+    api = both.api
+    api.push_text(TG_ALICE, "buy 100 moutai", user_id=TG_ALICE)
+    card = await api.wait_for(
+        lambda: next((m for m in api.sent(TG_ALICE) if buttons_of(m)), None), timeout=15
+    )
+    always = next(b for b in buttons_of(card) if b["callback_data"].startswith("a:"))
+    api.push_callback(TG_ALICE, card["message_id"], always["callback_data"], user_id=TG_ALICE)
+    await api.wait_for(lambda: any("Bought on Telegram." in x for x in api.texts(TG_ALICE)), timeout=15)
+
+    # the same order asked on Discord runs under the shared standing approval: no card there
+    both.script.add(reply(tool_calls=[("execute_trade", buy)]), reply("Bought on Discord."))
+    fake = both.fake
+    await fake.push_dm(channel_id=DC_CHANNEL, user_id=DC_ALICE, content="same again")
+    await fake.wait_for(
+        lambda: any("Bought on Discord." in m["content"] for m in fake.bot_messages(DC_CHANNEL))
+    )
+    assert not [m for m in fake.bot_messages(DC_CHANNEL) if m.get("components")]
+    listed = await both.discord_command("rules")
+    assert "buy 600519" in listed  # Discord's /rules shows the shared rule
+
+    # after /unlink the rule no longer reaches Discord: the order asks again
+    await both.discord_command("unlink")
+    both.script.add(reply(tool_calls=[("execute_trade", buy)]), reply("Asked."))
+    await fake.push_dm(channel_id=DC_CHANNEL, user_id=DC_ALICE, content="and again")
+    await fake.wait_for(lambda: [m for m in fake.bot_messages(DC_CHANNEL) if m.get("components")])
