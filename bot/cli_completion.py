@@ -3,7 +3,7 @@ never falls behind the commands. Install with
     tapebot completion bash > ~/.local/share/bash-completion/completions/tapebot
     tapebot completion zsh > "${fpath[1]}/_tapebot"
 
-Extensions (`memory`, `skills`, `mcp`, `rules`, `data`) parse their own arguments; their words are listed here.
+Extensions (`memory`, `skills`, `mcp`, `rules`, `data`, `link`) parse their own arguments; their words are listed here.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ EXTENSION_WORDS: dict[str, list[str]] = {
     "mcp": ["serve", "tools", "servers", "--allow-writes", "--max-tier"],
     "rules": ["list", "revoke", "all", "--chat"],
     "data": ["update", "update-calendar"],
+    "link": ["--yes", "--remove"],
 }
 
 
