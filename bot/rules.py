@@ -70,8 +70,10 @@ async def rules_command(
     return t(lang, "rules_usage")
 
 
-async def active_count(store: RulesStore, chat_key: str) -> int:
-    return len(await store.list_standing(chat_key, datetime.now(UTC)))
+async def active_count(store: RulesStore, chat_key: str | Sequence[str]) -> int:
+    keys = (chat_key,) if isinstance(chat_key, str) else tuple(chat_key)
+    now = datetime.now(UTC)
+    return sum([len(await store.list_standing(key, now)) for key in keys])
 
 
 # ---- tapebot rules list|revoke ---------------------------------------------------------------------

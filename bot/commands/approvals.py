@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from adapters.commandspec import CommandSpec, OptionSpec, SubcommandSpec, Words
-from agent.approval import standing_keys
 from bot.commands.context import CommandContext
+from bot.commands.link import rule_keys
 from bot.commands.registry import Command
 from bot.i18n import t
 from bot.refusals import refusal_key
@@ -32,10 +32,7 @@ async def cmd_deny(ctx: CommandContext) -> None:
 
 async def cmd_rules(ctx: CommandContext) -> None:
     # admins only in groups: the gateway checks the spec before calling
-    links = ctx.services.links
-    account = "" if ctx.chat.is_group or links is None else await links.account_of(ctx.user.key)
-    keys = standing_keys(ctx.chat_key, account)
-    await ctx.say(await rules_command(ctx.services.store, keys, ctx.args, ctx.lang))
+    await ctx.say(await rules_command(ctx.services.store, await rule_keys(ctx), ctx.args, ctx.lang))
 
 
 APPROVAL_ID = OptionSpec("id", Words("The approval's id (on its card)", "确认卡片上的 ID"), required=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from adapters.base import ChatRef, UserRef
 from adapters.commandspec import Choice, CommandSpec, OptionSpec, Words
+from agent.approval import standing_keys
 from agent.errors import LinkCodeExpired, LinkCodeInvalid, LinkError, LinkNotAllowed, LinkRateLimited
 from bot.chats import group_account
 from bot.commands.context import CommandContext, LinkOps
@@ -45,6 +46,14 @@ async def book_of(links: LinkOps | None, chat: ChatRef, user: UserRef) -> str:
     if not account and links is not None:
         account = await links.account_of(identity_key(user.platform, user.user_id))
     return account or user.user_id or "default"
+
+
+async def rule_keys(ctx: CommandContext) -> tuple[str, ...]:
+    """Where this chat's standing approvals are kept (agent.approval.standing_keys): a linked
+    user's account as well as the chat."""
+    links = ctx.services.links
+    account = "" if ctx.chat.is_group or links is None else await links.account_of(ctx.user.key)
+    return standing_keys(ctx.chat_key, account)
 
 
 async def cmd_link(ctx: CommandContext) -> None:
