@@ -155,6 +155,7 @@ class ConsoleAdapter(ChatAdapter):
                     if self._card is not None:
                         await self._deny_card()
                         continue
+                    self.screen.end_prompt()  # what is said while quitting starts below the prompt
                     break
                 text = line.strip()
                 if text in EXIT_WORDS:

@@ -76,6 +76,14 @@ class Screen:
         self._stop_live()
         self._end_line()
 
+    def end_prompt(self) -> None:
+        """The input ended at a prompt (Ctrl-D, end of piped input): the cursor is still after the
+        prompt, which no newline ended; later output starts on a line of its own."""
+        with self._lock:
+            self.out.write("\n")
+            self.out.flush()
+            self._midline, self._open = False, None
+
     # ---- writing -----------------------------------------------------------------------------
     def _end_line(self) -> None:
         if self._midline:

@@ -64,6 +64,17 @@ class Requester:
     chat_key: str = ""
     approvers: tuple[str, ...] = ()
     unattended: bool = False
+    # whose paper book, portfolio, memory and alerts the turn uses: a group's own, or the account
+    # the user linked; "" means the user's own (found by the runtime when it begins the turn)
+    account: str = ""
+
+
+def standing_keys(chat_key: str, account: str) -> tuple[str, ...]:
+    """Where a chat's standing approvals are kept: under the chat, and — for a user who linked
+    identities (not a group's own account) — under the account, shared by its linked chats."""
+    if account and not account.startswith("group:"):
+        return (f"account:{account}", chat_key)
+    return (chat_key,)
 
 
 def new_approval_id() -> str:
@@ -103,8 +114,13 @@ class ApprovalGate:
             return None
         if standing_scope(call.name, call.arguments, live_trading=self.live_trading()) is None:
             return None  # not offered for this tool now (exec_command; trades while live)
-        rules = await self.store.list_standing(who.chat_key, self.clock.now(), call.name)
-        return next((r for r in rules if r.scope.covers(call.name, call.arguments)), None)
+        now = self.clock.now()
+        for key in standing_keys(who.chat_key, who.account):
+            rules = await self.store.list_standing(key, now, call.name)
+            found = next((r for r in rules if r.scope.covers(call.name, call.arguments)), None)
+            if found is not None:
+                return found
+        return None
 
     async def check(
         self, spec: ToolSpec, call: ToolCallPart, turn: TurnRecord, who: Requester
@@ -156,6 +172,13 @@ class ApprovalGate:
         )
         raise Suspend(waiting, record)
 
+    async def _standing_key(self, record: ApprovalRecord) -> str:
+        """The first of `standing_keys` for the turn the approval belongs to (its account)."""
+        load_turn = getattr(self.store, "load_turn", None)  # the session store, when it is one
+        turn = await load_turn(record.turn_id) if load_turn is not None else None
+        account = getattr(turn, "account", "") or ""
+        return standing_keys(record.chat_key, str(account))[0]
+
     async def decide(
         self, approval_id: str, user_id: str, decision: Decision, receipt: Receipt | None = None
     ) -> ApprovalRecord:
@@ -189,7 +212,7 @@ class ApprovalGate:
             await self.store.add_standing(
                 StandingApproval(
                     id=new_rule_id(),
-                    chat_key=record.chat_key,
+                    chat_key=await self._standing_key(record),
                     scope=scope,
                     granted_by=user_id,
                     created_at=now,

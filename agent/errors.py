@@ -24,7 +24,13 @@ TapebotError
 │   └── ApprovalForeignChat        the approval belongs to another chat
 ├── StorageError                   the database refused (locked beyond the busy timeout, ...)
 ├── CompactionFailed               /compact could not summarise
-└── NoticeDeferred                 no chat here serves a task's notice: it stays pending
+├── NoticeDeferred                 no chat here serves a task's notice: it stays pending
+└── LinkError                      linking identities was refused; nothing changed
+    ├── LinkCodeInvalid            no such code (wrong, used, or replaced by a newer one)
+    ├── LinkCodeExpired            the code was right but its time ran out
+    ├── LinkRateLimited            too many wrong codes lately: wait before trying again
+    ├── LinkNotAllowed             this pair cannot be linked (a group, itself, another account)
+    └── NotLinked                  /unlink from an identity that is not linked
 """
 
 from __future__ import annotations
@@ -157,3 +163,35 @@ class CompactionFailed(TapebotError):
 class NoticeDeferred(TapebotError):
     """A finished task's notice addresses a chat this process does not serve (the console, a
     one-shot turn): its claim is released and it waits for the process that serves the chat."""
+
+
+class LinkError(TapebotError):
+    """Linking identities was refused; nothing changed."""
+
+
+class LinkCodeInvalid(LinkError):
+    """No such code: mistyped, already used, or replaced by a newer one."""
+
+
+class LinkCodeExpired(LinkError):
+    """The code matched but its time ran out: ask for a new one."""
+
+
+class LinkRateLimited(LinkError):
+    """Too many wrong codes from this identity lately."""
+
+    def __init__(self, message: str = "", *, retry_after: float = 0.0):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LinkNotAllowed(LinkError):
+    """This pair cannot be linked; `reason` says why ("group", "self", "other_account")."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NotLinked(LinkError):
+    """The identity is not linked to any other."""

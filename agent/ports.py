@@ -122,6 +122,7 @@ class TurnRecord(BaseModel):
     requester: str = ""
     chat_key: str = ""
     approvers: list[str] = Field(default_factory=list)
+    account: str = ""  # the Requester's account, kept for a resumed turn
     plan: list[PlanStep] = Field(default_factory=list)
     waiting: WaitingState | None = None
     unattended: bool = False
@@ -239,3 +240,11 @@ class Clock(Protocol):
 class SystemClock:
     def now(self) -> datetime:
         return utcnow()
+
+
+class AccountDirectory:
+    """Which account an identity ("telegram:111") acts for: "" when it is not linked. This one
+    links nobody; memory.links.LinkStore reads the links (the runtime finds it in its deps)."""
+
+    async def account_of(self, identity: str) -> str:
+        return ""

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,6 +41,7 @@ from agent.guards import (
 )
 from agent.messages import Message, ThinkingPart, ToolCallPart, unanswered_calls
 from agent.ports import (
+    AccountDirectory,
     ApprovalRecord,
     ApprovalStatus,
     ApprovalStore,
@@ -297,6 +298,7 @@ class AgentRuntime:
         previous = None if request.no_open_turn else await self.store.open_turn(request.session_id)
         if previous is not None:
             await self._close_open_turn(previous)
+        request.who = await self._with_account(request.who)
         turn = TurnRecord(
             id=f"t_{_random_hex(6)}",
             session_id=request.session_id,
@@ -304,6 +306,7 @@ class AgentRuntime:
             requester=request.who.user_id,
             chat_key=request.who.chat_key,
             approvers=list(request.who.approvers),
+            account=request.who.account,
             created_at=self.clock.now(),
         )
         messages = await self.store.load_messages(request.session_id)
@@ -311,6 +314,15 @@ class AgentRuntime:
         messages.extend(new)
         await self.store.commit(request.session_id, messages=new, turn=turn, received=request.receipts)
         return turn, messages
+
+    async def _with_account(self, who: Requester) -> Requester:
+        """`who` with the account its user linked (a group's turn comes with its own already)."""
+        accounts = self.deps.maybe(AccountDirectory)
+        if who.account or not who.user_id or accounts is None:
+            return who
+        platform = who.chat_key.partition(":")[0]
+        account = await accounts.account_of(f"{platform}:{who.user_id}")
+        return replace(who, account=account) if account else who
 
     async def _reopen(
         self, turn_id: str, request: TurnRequest | None
@@ -322,7 +334,7 @@ class AgentRuntime:
         turn = turn.model_copy(update={"status": "running", "waiting": None})
         await self.store.save_turn(turn)
         messages = await self.store.load_messages(turn.session_id)
-        who = Requester(turn.requester, turn.chat_key, tuple(turn.approvers), turn.unattended)
+        who = Requester(turn.requester, turn.chat_key, tuple(turn.approvers), turn.unattended, turn.account)
         req = request or TurnRequest(session_id=turn.session_id, who=who)
         if request is not None and not request.who.user_id:
             req.who = who
@@ -848,6 +860,7 @@ class AgentRuntime:
                 turn_id=turn.id,
                 user_id=request.who.user_id,
                 chat_key=request.who.chat_key,
+                account=request.who.account,
                 workspace=self.workspace,
                 deps=self.deps,
                 unattended=request.who.unattended,

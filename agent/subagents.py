@@ -527,7 +527,7 @@ async def run_subagent(
     request = TurnRequest(
         session_id=session_id or f"subagent-{profile.name}-{secrets.token_hex(4)}",
         text=text,
-        who=Requester(parent.user_id, parent.chat_key, (), unattended=True),
+        who=Requester(parent.user_id, parent.chat_key, (), unattended=True, account=parent.account),
         model=services.model,
         cancel=CancelSignal(),
     )
@@ -663,7 +663,7 @@ async def delegate(ctx: ToolContext, agent: str, task: str, context: str = "") -
         context,
         services=services,
         deps=ctx.deps,
-        who=Requester(ctx.user_id, ctx.chat_key, (), unattended=True),
+        who=Requester(ctx.user_id, ctx.chat_key, (), unattended=True, account=ctx.account),
         session_id=ctx.session_id,
         progress=ctx.progress,
         workspace=ctx.workspace,

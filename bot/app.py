@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent import AgentRuntime, ModelClient, NoticeDeferred, RuntimeConfig
 from agent.approval import ApprovalGate
+from agent.ports import AccountDirectory
 from agent.redact import Redactor, install_log_redaction
 from agent.scratchpad import BackgroundWriter, Scratchpad
 from agent.tools.builtin import local_tools
@@ -41,6 +42,7 @@ from bot.replicas import new_replica_id
 from config.filemodes import loose_modes, private_umask
 from config.settings import Settings
 from memory.db import Database
+from memory.links import LinkStore
 from memory.stores import SqlStore
 
 if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it is built
@@ -127,6 +129,7 @@ class App:
         )
         self.tracker = TaskTracker()  # memory upkeep in flight, drained on stop
         self.skills = SkillLibrary(settings.skills_dir)
+        self.links = LinkStore(self.db)  # linked identities: one account, one book
         # briefs' schedules (the tools and /brief)
         self.schedules = ScheduleService(ScheduleStore(self.db), default_timezone=settings.scheduler.timezone)
         # Built by `start`, once the database is open: None until then.
@@ -294,6 +297,7 @@ class App:
         for loose in loose_modes(s.home):
             log.warning("%s", loose)
         await self.db.start()  # applies migrations
+        self.deps.add(self.links, as_type=AccountDirectory)  # the runtime finds a turn's account
         tasks = self._start_tasks()
         mcp = await self._start_mcp()
         tools = self.build_tools()
@@ -577,6 +581,7 @@ class App:
             schedules=self.schedules,
             skills=self.skills,
             alerts=alert_ops(self.market),
+            links=self.links,
             status_extra=StatusExtras(
                 self.market.calendar_warning if self.market is not None else None,
                 self.task_manager,

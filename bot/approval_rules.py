@@ -47,24 +47,33 @@ def format_rules(rules: Sequence[StandingApproval], lang: str, *, chat: bool = T
 
 
 async def rules_command(
-    store: RulesStore, chat_key: str, args: str, lang: str, now: datetime | None = None
+    store: RulesStore,
+    chat_key: str | Sequence[str],
+    args: str,
+    lang: str,
+    now: datetime | None = None,
 ) -> str:
-    """`/rules`, `/rules revoke <id>`, `/rules revoke all` for one chat; the reply text."""
+    """`/rules`, `/rules revoke <id>`, `/rules revoke all` for one chat — the rules kept under each
+    of its keys (agent.approval.standing_keys: a linked user's account, then the chat); the reply
+    text."""
     now = now or datetime.now(UTC)
+    keys = (chat_key,) if isinstance(chat_key, str) else tuple(chat_key)
     argv = args.split()
     if not argv or argv == ["list"]:
-        return format_rules(await store.list_standing(chat_key, now), lang)
+        return format_rules([r for key in keys for r in await store.list_standing(key, now)], lang)
     if argv[0] == "revoke" and len(argv) == 2:
         target = None if argv[1].lower() == "all" else argv[1]
-        n = await store.revoke_standing(chat_key, target)
+        n = sum([await store.revoke_standing(key, target) for key in keys])
         if n == 0 and target is not None:
             return t(lang, "rules_unknown", id=target[:32])
         return t(lang, "rules_revoked", n=n)
     return t(lang, "rules_usage")
 
 
-async def active_count(store: RulesStore, chat_key: str) -> int:
-    return len(await store.list_standing(chat_key, datetime.now(UTC)))
+async def active_count(store: RulesStore, chat_key: str | Sequence[str]) -> int:
+    keys = (chat_key,) if isinstance(chat_key, str) else tuple(chat_key)
+    now = datetime.now(UTC)
+    return sum([len(await store.list_standing(key, now)) for key in keys])
 
 
 # ---- tapebot rules list|revoke ---------------------------------------------------------------------

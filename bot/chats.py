@@ -37,6 +37,12 @@ class ChatState:
     owner: str = ""  # the user a DM belongs to / who last spoke: unattended turns act for them
 
 
+def group_account(chat: ChatRef) -> str:
+    """A group is its own account (its book, portfolio and alerts), whoever speaks in it; a DM's
+    turn acts for its user's account, which the runtime finds ("")."""
+    return f"group:{chat.key}" if chat.is_group else ""
+
+
 def chat_key(chat: ChatRef, user: UserRef, group_sessions: str) -> str:
     if chat.is_group and group_sessions == "per_user":
         return f"{chat.key}:user{user.user_id}"

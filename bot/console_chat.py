@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.base import Button, Card, ChatRef, UserRef
 from adapters.console import CardPrompt, ConsoleAdapter, ConsoleHooks
-from adapters.console_screen import ConsoleLogHandler
+from adapters.console_screen import ConsoleLogHandler, Screen
 from agent.texts import Text
 from bot import cards
 from bot.access import TERMINAL_USER
@@ -62,6 +62,10 @@ TERMINAL_STRINGS: dict[str, Text] = {
         en="(Ctrl-D or /exit quits; Ctrl-C stops a running turn)",
         zh="（Ctrl-D 或 /exit 退出；Ctrl-C 停止正在运行的任务）",
     ),
+    "quit_waits": Text(
+        en="Quitting once background task {tasks} has finished and been reported…",
+        zh="后台任务 {tasks} 完成并汇报后退出…",
+    ),
     "thinking": Text(
         en="thinking…",
         zh="思考中…",
@@ -99,6 +103,7 @@ class TerminalChat:
         self.app, self.session, self.lang, self.model = app, session, lang, model
         self.user = UserRef("terminal", TERMINAL_USER, tt(lang, "you"), language_code=lang)
         self._state: ChatState | None = None
+        self.screen: Screen | None = None  # the console's, once built: notes while quitting
 
     @property
     def gateway(self) -> Gateway:
@@ -139,12 +144,18 @@ class TerminalChat:
         if tm is None:  # no background tasks (the App is not started): nothing to wait for
             await self.settled()
             return
+        said: set[str] = set()
         while True:
             await self.settled()
             state = await self.state()
             pending = [r for r in await tm.list(state.session_id) if not r.terminal]
             if not pending:
                 return
+            new = [r for r in pending if r.id not in said]
+            if new and self.screen is not None:  # say why the terminal does not quit at once
+                tasks = ", ".join(f"{r.id} ({r.tool_name})" for r in new)
+                self.screen.note(tt(state.lang, "quit_waits", tasks=tasks))
+                said.update(r.id for r in new)
             for record in pending:
                 await tm.wait(record.id)
 
@@ -185,6 +196,7 @@ def build_console(app: App, session: str, model: str | None = None) -> ConsoleAd
         typed_before_hint=tt(lang, "typed_before", line="{line}"),
     )
     console = ConsoleAdapter(TERMINAL_CHAT, chat.user, hooks, history=app.settings.home / "chat_history")
+    chat.screen = console.screen
     console.screen.spinner_text = tt(lang, "thinking")
     root = logging.getLogger()
     if not root.handlers:  # no log file: warnings go above the prompt, not through it

@@ -343,9 +343,10 @@ def _merge_tables() -> None:
     from bot.i18n_alerts import ALERT_STRINGS
     from bot.i18n_commands import COMMAND_STRINGS
     from bot.i18n_consent import CONSENT_STRINGS
+    from bot.i18n_link import LINK_STRINGS
     from bot.i18n_tasks import TASK_STRINGS
 
-    for table in (CONSENT_STRINGS, COMMAND_STRINGS, TASK_STRINGS, ALERT_STRINGS):
+    for table in (CONSENT_STRINGS, COMMAND_STRINGS, TASK_STRINGS, ALERT_STRINGS, LINK_STRINGS):
         STRINGS.update(table)
 
 

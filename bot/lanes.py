@@ -38,7 +38,7 @@ from agent.cancel import CancelSignal
 from agent.messages import Message
 from agent.ports import Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
-from bot.chats import ChatState
+from bot.chats import ChatState, group_account
 from bot.delivery import TurnView, render_all
 from bot.i18n import t
 
@@ -223,7 +223,7 @@ class Lane:
         request = TurnRequest(
             session_id=state.session_id,
             text=text,
-            who=Requester(state.owner, state.key, (), unattended=True),
+            who=Requester(state.owner, state.key, (), unattended=True, account=group_account(state.chat)),
             model=state.model,
             system_dynamic=deps.dynamic_context(state),
             meta={"brief": True},
@@ -268,7 +268,12 @@ class Lane:
         request = TurnRequest(
             session_id=state.session_id,
             text=text,
-            who=Requester(user.user_id, state.key, deps.approvers_for(state.chat, user)),
+            who=Requester(
+                user.user_id,
+                state.key,
+                deps.approvers_for(state.chat, user),
+                account=group_account(state.chat),
+            ),
             model=state.model,
             system_dynamic=deps.dynamic_context(state),
             inbox=self._inbox,

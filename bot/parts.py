@@ -139,10 +139,10 @@ def memory_services(hooks: MemoryContextHooks, market: MarketServices | None) ->
             return Portfolio(live.sessions(), live.data, live.settings)
 
         async def analyses(ctx: ToolContext, query: str, limit: int) -> Any:
-            return await portfolio().records(ctx.user_id or "default", symbol=query or None, limit=limit)
+            return await portfolio().records(ctx.book, symbol=query or None, limit=limit)
 
         async def trades(ctx: ToolContext, query: str, limit: int) -> Any:
-            return await portfolio().trades(ctx.user_id or "default", symbol=query or None, limit=limit)
+            return await portfolio().trades(ctx.book, symbol=query or None, limit=limit)
 
         sources = {"analyses": analyses, "trades": trades}
     return MemoryServices(

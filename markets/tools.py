@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def _user(ctx: ToolContext) -> str:
-    return ctx.user_id or "default"
+    return ctx.book
 
 
 def _portfolio(svc: MarketServices) -> Portfolio:

@@ -41,7 +41,7 @@ async def manage_alerts(
     """
     svc = require(ctx)
     store = AlertStore(svc.sessions())
-    user = ctx.user_id or "default"
+    user = ctx.book
     if action == "list":
         return {
             "alerts": [a.to_dict() for a in await store.alerts(user)],

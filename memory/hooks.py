@@ -55,11 +55,24 @@ _says = MessageMemo(_message_chars)
 
 
 def session_scope_resolver(db: Database) -> ScopeOf:
-    """Memories belong to the session's user (else its chat, else "default"), read from the core
-    `sessions` table and cached."""
+    """Memories belong to the account the session's user linked (memory.links; never in a group),
+    else to the user (else its chat, else "default"), read from the core `sessions` table; the
+    user's is cached, the link is read each time (`tapebot link` may change it from another
+    process)."""
+    from memory.links import LinkStore
+
     cache: dict[str, str] = {}
+    links = LinkStore(db)
 
     async def scope_of(session_id: str) -> str:
+        try:
+            account = await links.session_account(session_id)
+        except Exception:
+            log.exception("cannot read the linked account of session %s", session_id)
+            account = ""
+        return account or await own_scope(session_id)
+
+    async def own_scope(session_id: str) -> str:
         if session_id in cache:
             return cache[session_id]
         from memory.models import SESSIONS

@@ -244,6 +244,40 @@ SENT_MESSAGES = sa.Table(
 )
 
 
+# One person's identities on several platforms sharing one account (bot/commands/link.py): the
+# identity ("telegram:111") → the account whose book, portfolio, memory and alerts it uses.
+IDENTITY_LINKS = sa.Table(
+    "identity_links",
+    META,
+    column("identity", sa.String(160), primary_key=True),
+    column("account", sa.String(160), index=True),
+    column("name", sa.String(255), default=""),
+    column("linked_at", UTCDateTime, default=_now),
+)
+
+
+# A one-time code an identity asked for to link another: only its hash is kept.
+LINK_CODES = sa.Table(
+    "link_codes",
+    META,
+    column("code_hash", sa.String(64), primary_key=True),
+    column("identity", sa.String(160), index=True),
+    column("name", sa.String(255), default=""),
+    column("created_at", UTCDateTime, default=_now),
+    column("expires_at", UTCDateTime),
+)
+
+
+# A wrong code tried by an identity: too many within the window and it must wait.
+LINK_FAILURES = sa.Table(
+    "link_failures",
+    META,
+    column("id", BigIntPK, primary_key=True, autoincrement=True),
+    column("identity", sa.String(160), index=True),
+    column("at", UTCDateTime, default=_now),
+)
+
+
 CORE_TABLES = (
     "sessions",
     "messages",
@@ -257,3 +291,6 @@ CORE_TABLES = (
 
 # Added by 0012_chat_tables (state that lived in `kv` under "chat:", "paired:", "card:", ... keys).
 CHAT_TABLES = ("chats", "paired_users", "sent_messages")
+
+# Added by 0016_identity_links.
+LINK_TABLES = ("identity_links", "link_codes", "link_failures")

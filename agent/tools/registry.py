@@ -131,6 +131,9 @@ class ToolContext:
     turn_id: str = ""
     user_id: str = ""
     chat_key: str = ""
+    # the book, portfolio, memory and alerts the call acts on: the user's linked account or a
+    # group's own; "" means the user's own (`book`)
+    account: str = ""
     workspace: Path = field(default_factory=lambda: Path.cwd())
     deps: Deps = field(default_factory=Deps)
     unattended: bool = False
@@ -148,6 +151,11 @@ class ToolContext:
 
     async def progress(self, stage: str, detail: str = "", percent: float | None = None) -> None:
         await self._progress(stage, detail, percent)
+
+    @property
+    def book(self) -> str:
+        """The key of the paper book, portfolio and alerts this call acts on."""
+        return self.account or self.user_id or "default"
 
 
 _ARG_LINE = re.compile(r"^\s{0,8}(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")

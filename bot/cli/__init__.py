@@ -59,12 +59,22 @@ def _data(argv: list[str], ctx: CliContext) -> int:
     return market_data.main(argv, ctx)
 
 
+def _link(argv: list[str], ctx: CliContext) -> int:
+    from bot.cli import link
+
+    return link.main(argv, ctx)
+
+
 # name -> (one-line help, runner). A runner imports its module only when that subcommand runs.
 EXTENSIONS: dict[str, tuple[str, Runner]] = {
     "memory": ("inspect, search and edit long-term memories", _memory),
     "skills": ("list and check skills (`tapebot skills check`)", _skills),
     "rules": ("list and revoke standing approvals (`tapebot rules list|revoke <id>|all`)", _rules),
     "mcp": ("serve tapebot's investing tools over MCP (stdio); `tapebot mcp tools` lists them", _mcp),
+    "link": (
+        "link the terminal with your Telegram/Discord chats: one book, memory and alerts (`tapebot link [CODE]`)",
+        _link,
+    ),
     "data": ("market data maintenance: `tapebot data update-calendar`", _data),
 }
 

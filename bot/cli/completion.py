@@ -19,6 +19,7 @@ EXTENSION_WORDS: dict[str, list[str]] = {
     "mcp": ["serve", "tools", "servers", "--allow-writes", "--max-tier"],
     "rules": ["list", "revoke", "all", "--chat"],
     "data": ["update", "update-calendar"],
+    "link": ["--yes", "--remove"],
 }
 
 #: shtab's completion of a file name, for the options that take a path.

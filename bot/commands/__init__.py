@@ -5,7 +5,7 @@ for each command in one place (binding.py)."""
 
 from __future__ import annotations
 
-from bot.commands import approvals, background, market_alerts, memory, session
+from bot.commands import approvals, background, link, market_alerts, memory, session
 from bot.commands.registry import GROUPS, Command, CommandRegistry, Handler
 
 
@@ -16,6 +16,7 @@ def builtin_commands() -> list[Command]:
         *background.COMMANDS,
         *market_alerts.COMMANDS,
         *memory.COMMANDS,
+        *link.COMMANDS,
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from adapters.commandspec import CommandSpec, OptionSpec, SubcommandSpec, Words
 from bot.approval_rules import rules_command
 from bot.commands.context import CommandContext
+from bot.commands.link import rule_keys
 from bot.commands.registry import Command
 from bot.i18n import t
 from bot.refusals import refusal_key
@@ -31,7 +32,7 @@ async def cmd_deny(ctx: CommandContext) -> None:
 
 async def cmd_rules(ctx: CommandContext) -> None:
     # admins only in groups: the gateway checks the spec before calling
-    await ctx.say(await rules_command(ctx.services.store, ctx.chat_key, ctx.args, ctx.lang))
+    await ctx.say(await rules_command(ctx.services.store, await rule_keys(ctx), ctx.args, ctx.lang))
 
 
 APPROVAL_ID = OptionSpec("id", Words("The approval's id (on its card)", "确认卡片上的 ID"), required=True)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agent import Skill, TaskRecord
     from agent.events import Compaction
     from markets.alerts import Alert
+    from memory.links import Identity, LinkedIdentity, LinkOffer
     from memory.tools import MemoryServices
 
 
@@ -107,6 +108,22 @@ class AlertOps(Protocol):
     async def watchlist(self, user_id: str, market: str | None = None) -> list[str]: ...
 
 
+class LinkOps(Protocol):
+    """Identity links (memory/links.py LinkStore), as /link and /unlink use them."""
+
+    async def issue(self, who: Identity) -> tuple[str, datetime]: ...
+
+    async def peek(self, code: str, joiner: Identity) -> LinkOffer: ...
+
+    async def redeem(self, code: str, joiner: Identity) -> str: ...
+
+    async def members(self, identity: str) -> list[LinkedIdentity]: ...
+
+    async def unlink(self, identity: str) -> None: ...
+
+    async def account_of(self, identity: str) -> str: ...
+
+
 class SkillOps(Protocol):
     def get(self, name: str) -> Skill | None: ...
 
@@ -128,6 +145,7 @@ class CommandServices:
     schedules: ScheduleOps | None = None
     skills: SkillOps | None = None
     alerts: AlertOps | None = None
+    links: LinkOps | None = None
     #: more lines for /status (market calendar, running tasks, briefs, MCP servers), per language
     status_extra: Callable[[str, str, str], Awaitable[list[str]]] | None = None
     #: every command's definition, for /help

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from adapters.commandspec import CommandSpec, OptionSpec, SubcommandSpec, Words
 from bot.commands.context import CommandContext
+from bot.commands.link import book_of
 from bot.commands.registry import Command
 from bot.i18n import t
 from markets.errors import MarketError
@@ -15,7 +16,7 @@ async def cmd_alerts(ctx: CommandContext) -> None:
     if ops is None:
         await ctx.say(t(ctx.lang, "alerts_off"))
         return
-    user = ctx.user.user_id or "default"
+    user = await book_of(ctx.services.links, ctx.chat, ctx.user)
     argv = ctx.argv
     if not argv or argv[0] == "list":
         alerts, watch = await ops.alerts(user), await ops.watchlist(user)

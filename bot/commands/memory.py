@@ -15,8 +15,15 @@ async def cmd_memory(ctx: CommandContext) -> None:
         return
     from memory.cli import memory_command
 
-    # memories belong to the user; a fresh session (after /new) has no row to tell us yet
-    scope = ctx.user.user_id or (await services.scope_of(ctx.session_id) if services.scope_of else "default")
+    # memories belong to the user's linked account (not in a group), else the user; a fresh
+    # session (after /new) has no row to tell us yet
+    links = ctx.services.links
+    linked = "" if ctx.chat.is_group or links is None else await links.account_of(ctx.user.key)
+    scope = (
+        linked
+        or ctx.user.user_id
+        or (await services.scope_of(ctx.session_id) if services.scope_of else "default")
+    )
     text = await memory_command(
         services.store,
         services.recall,

@@ -120,8 +120,9 @@ async def cmd_status(ctx: CommandContext) -> None:
             "\n" + t(ctx.lang, "plan") + ": " + "; ".join(f"[{p.status}] {p.text}" for p in open_turn.plan)
         )
     from bot.approval_rules import active_count
+    from bot.commands.link import rule_keys
 
-    text += "\n" + t(ctx.lang, "rules_status", n=await active_count(store, ctx.chat_key))
+    text += "\n" + t(ctx.lang, "rules_status", n=await active_count(store, await rule_keys(ctx)))
     if ctx.services.status_extra is not None:
         extra = await ctx.services.status_extra(ctx.chat_key, ctx.session_id, ctx.lang)
         if extra:

@@ -257,7 +257,9 @@ async def test_regime_and_the_backtest_benchmark_use_the_providers_index(tmp_pat
     refresh_market(md, "cn", full_list=True)
     engine, sessions = await make_sessions(tmp_path)
     try:
-        svc = MarketServices(data=md, session_factory=sessions, results_dir=tmp_path / "r", clock=FakeClock(NOW).now)
+        svc = MarketServices(
+            data=md, session_factory=sessions, results_dir=tmp_path / "r", clock=FakeClock(NOW).now
+        )
         ctx = ToolContext(call_id="c1", session_id="s1", user_id="u1", deps=Deps(svc))
         regime = await market_tools.get("market_regime").call(ctx, {})
         idx = md.index_bars("000300")

@@ -137,8 +137,32 @@ def schedule_spec() -> str:
     return longest(BriefSpec(days, "23:59", None).text for days in typing.get_args(Days))
 
 
+def identity() -> str:
+    from memory.links import identity_key
+
+    return longest(identity_key(p, LONGEST_PLATFORM_ID) for p in PLATFORMS)
+
+
+def account() -> str:
+    """A book's key: a user id, a group's own (bot/chats.py group_account), or the fresh book of an
+    identity that left a link (memory/links.py)."""
+    from bot.chats import group_account
+
+    return longest((user_id(), "default", identity(), *(group_account(chat_ref(p)) for p in PLATFORMS)))
+
+
+def link_name() -> str:
+    return "n" * 255  # memory/links.py keeps at most 255 characters of a display name
+
+
+def link_code_hash() -> str:
+    from memory.links import code_hash, new_code
+
+    return code_hash(new_code())
+
+
 def market_user() -> str:
-    return longest((user_id(), "default"))
+    return account()
 
 
 def instrument_symbol() -> str:
@@ -159,7 +183,7 @@ def market_name() -> str:
 
 
 def memory_scope() -> str:
-    return longest((user_id(), "default"))
+    return longest((user_id(), "default", identity()))  # a linked account: see account()
 
 
 def memory_source_ref() -> str:
@@ -303,6 +327,13 @@ def registry() -> dict[tuple[str, str], Callable[[], str] | None]:
         ("memory_markers", "key"): _vocab("f" * 16, "latest"),
         ("messages", "session_id"): session_id,
         ("messages", "role"): _lit(Role),
+        ("identity_links", "identity"): identity,
+        ("identity_links", "account"): account,
+        ("identity_links", "name"): link_name,
+        ("link_codes", "code_hash"): link_code_hash,
+        ("link_codes", "identity"): identity,
+        ("link_codes", "name"): link_name,
+        ("link_failures", "identity"): identity,
         ("paired_users", "platform"): platform,
         ("paired_users", "user_id"): user_id,
         ("processed_updates", "platform"): platform,
