@@ -13,6 +13,14 @@ The budget it is measured against: Telegram lets a bot send ~30 messages/s (33 m
 per second per chat, and a model turn takes 1–5 s; a storage cost is worth hand-written SQL only
 when it is a noticeable share of that.
 
+Measured 2026-12-06, a shared 2-core machine (load average 3.5–3.9), 50 chats × 10 messages, five
+runs each, interleaved: the hand-written sqlite3 twin of the Core queries (since retired) 0.21 and
+0.24 ms CPU per message (wall 0.21, 0.26 ms); every query once in Core, `Database.run` on a
+pysqlite engine on the loop thread, 1.41 and 1.38 ms CPU (wall 2.24, 1.49 ms). The difference,
+~1.2 ms, is 3.5% of the 33 ms a message has at Telegram's rate limit and 0.1% of a 1 s model turn.
+The same Core through aiosqlite for every transaction (a thread hand-off per call): 6.7–7.2 ms CPU,
+15–17 ms wall per message (load 6–8), a fifth of that budget — why `Database.run` stays off it.
+
 Run: python bench/storage_path.py [--chats 50] [--messages 10] [--runs 5]
 """
 
@@ -62,9 +70,9 @@ async def one_message(store: SqlStore, recall: MemoryRecall, chat: int, n: int) 
     )
 
 
-async def run_once(chats: int, messages: int, inline: bool) -> tuple[float, float]:
+async def run_once(chats: int, messages: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        db = Database(f"sqlite+aiosqlite:///{tmp}/bench.db", inline=inline)
+        db = Database(f"sqlite+aiosqlite:///{tmp}/bench.db")
         await db.start()
         try:
             store = SqlStore(db)
@@ -84,18 +92,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chats", type=int, default=50)
     ap.add_argument("--messages", type=int, default=10)
-    ap.add_argument("--core", action="store_true", help="SQLAlchemy Core on aiosqlite, not the inline twin")
     add_runs_arg(ap)
     a = ap.parse_args()
     header(
         "storage path: one chat message's store calls on SQLite (receive, turn, history, probe, 2 commits)"
     )
-    print(
-        f"chats={a.chats} messages/chat={a.messages} runs={a.runs} path={'core/aiosqlite' if a.core else 'inline twin'}"
-    )
+    print(f"chats={a.chats} messages/chat={a.messages} runs={a.runs}")
     walls, cpus = [], []
     for _ in range(a.runs):
-        w, c = asyncio.run(run_once(a.chats, a.messages, not a.core))
+        w, c = asyncio.run(run_once(a.chats, a.messages))
         walls.append(w)
         cpus.append(c)
     walls.sort()

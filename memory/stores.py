@@ -11,14 +11,11 @@ and "seen before?" are single atomic statements rather than check-then-act.
 The per-message operations (de-duplication, turn and message reads, `commit`, the key-value corner)
 are plain Core statements built once (`HotStatements`) and run as one synchronous function per
 transaction (`Database.run`): the ORM session path costs several times more per call, and a chat
-message makes about ten of them. On SQLite (WAL, the default) the same operations run as plain SQL
-(`SqliteOps`), SQLAlchemy's per-statement overhead being most of what is left; values still go
-through SQLAlchemy's own type processors, so both paths store exactly the same bytes.
+message makes about ten of them.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,12 +45,7 @@ from memory.models import (
     TURNS,
     USAGE,
 )
-from memory.store_sql import (
-    OPEN_TURN_SQL,
-    OPEN_TURN_STATUSES,
-    HotStatements,
-    SqliteOps,
-)
+from memory.store_sql import OPEN_TURN_STATUSES, HotStatements
 
 # A datetime as pydantic writes it in JSON (the turn payload's `updated_at`), without copying the
 # whole record to change that one field
@@ -87,20 +79,15 @@ class UsageTotal:
     cost: float
 
 
-# The version of a session that did not exist when read (no `sessions` row, so no messages: they
-# reference it): a new session's first load and append then need no further read.
-NO_SESSION: Any = object()
-
-
 @dataclass(slots=True)
 class _History:
-    version: Any  # sessions.updated_at as the database returns it, or NO_SESSION
+    version: Any  # sessions.updated_at as the database returns it
     messages: list[Message]
 
 
 class _HistoryCache:
     """Decoded histories of the most recently used sessions, bounded by their total number of
-    messages and by their number (empty ones, e.g. sessions read before they exist, count there);
+    messages and by their number;
     the least recently used go first, and a history larger than the bound is not kept."""
 
     def __init__(self, max_messages: int = 5_000, max_sessions: int = 5_000):
@@ -114,11 +101,6 @@ class _HistoryCache:
         if entry is not None:
             self._entries.move_to_end(session_id)
         return entry
-
-    def version(self, session_id: str) -> Any:
-        """The version of the session's history held (NO_SESSION: it did not exist), or None."""
-        entry = self._entries.get(session_id)
-        return None if entry is None else entry.version
 
     def put(self, session_id: str, version: Any, messages: list[Message]) -> None:
         self.drop(session_id)
@@ -184,10 +166,6 @@ class SqlStore(ChatTables):
     @cached_property
     def _sql(self) -> HotStatements:
         return HotStatements(self._insert)
-
-    @cached_property
-    def _lite(self) -> SqliteOps | None:
-        return SqliteOps(self.db.engine.dialect) if self.db.is_sqlite else None
 
     def _ensure_session_sync(
         self, conn: Connection, session_id: str, chat_key: str = "", user_id: str = "", *, now: datetime
@@ -287,35 +265,15 @@ class SqlStore(ChatTables):
         """The session's history, oldest first. Histories are cached per session and checked
         against `sessions.updated_at` (which every write of messages sets) on each load, so a turn
         reads one row instead of decoding its whole history again."""
-        lite = self._lite
         cached = self._history.get(session_id)
-
-        def fresh(version: Any) -> bool:
-            return cached is not None and version == cached.version
-
-        def raw(db: sqlite3.Connection) -> tuple[Any, list[Any] | None]:
-            assert lite is not None
-            version = lite.session_version(db, session_id)
-            if version is None:  # no session, so no messages (they reference it)
-                version = NO_SESSION
-            if fresh(version):
-                return version, None
-            if version is NO_SESSION:
-                return version, []
-            rows = db.execute(
-                "SELECT payload FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
-            ).fetchall()
-            return version, [lite.from_json(r[0]) for r in rows]
 
         def core(c: Connection) -> tuple[Any, list[Any] | None]:
             version = c.execute(self._sql.session_version, {"session_id": session_id}).scalar()
-            if fresh(version) and version is not None:
+            if cached is not None and version is not None and version == cached.version:
                 return version, None
             return version, list(c.execute(self._sql.load_messages, {"session_id": session_id}).scalars())
 
-        # No snapshot needed: messages read after the version are at least as new as it, and a
-        # history newer than its label is only read again at the next load.
-        version, payloads = await self.db.run(core, sqlite=raw if lite else None, snapshot=False)
+        version, payloads = await self.db.run(core)
         if payloads is None:
             assert cached is not None
             return list(cached.messages)
@@ -367,39 +325,7 @@ class SqlStore(ChatTables):
                 c.execute(self._sql.clear_pending, _receipt_params(received))
             return before, now
 
-        lite = self._lite
-
-        def raw(db: sqlite3.Connection) -> tuple[Any, Any]:
-            assert lite is not None
-            t = lite.time(now)
-            before = None
-            if rows:
-                cached = self._history.version(session_id)
-                if cached is NO_SESSION and lite.ensure_session(db, session_id, chat_key, user_id, t):
-                    # created here and now (with version `t`): no messages before these
-                    before = cached
-                    lite.insert_rows(db, session_id, rows, 0, t, touch=False)
-                elif cached not in (None, NO_SESSION) and lite.advance_session(db, session_id, cached, t):
-                    # the history we hold is the stored one: append after it
-                    before = cached
-                    lite.append_rows(db, session_id, rows, t)
-                else:
-                    # the version read also says whether the session exists: created only if not
-                    before, last = lite.version_and_last_seq(db, session_id)
-                    if before is None:
-                        lite.ensure_session(db, session_id, chat_key, user_id, t)
-                    lite.insert_rows(db, session_id, rows, 0 if last is None else last + 1, t)
-            else:
-                lite.ensure_session(db, session_id, chat_key, user_id, t)
-            if turn_row is not None:
-                lite.upsert_turn(db, turn_row, t)
-            if usage_row is not None:
-                lite.insert_usage(db, usage_row)
-            if received:
-                lite.clear_pending(db, received)
-            return before, t
-
-        before, after = await self.db.run(work, write=True, sqlite=raw if lite else None)
+        before, after = await self.db.run(work, write=True)
         if messages:
             self._history.advance(session_id, before, after, messages)
 
@@ -471,15 +397,7 @@ class SqlStore(ChatTables):
             self._ensure_session_sync(c, turn.session_id, now=now)
             c.execute(self._sql.upsert_turn, row)
 
-        lite = self._lite
-
-        def raw(db: sqlite3.Connection) -> None:
-            assert lite is not None
-            t = lite.time(now)
-            lite.ensure_session(db, turn.session_id, "", "", t)
-            lite.upsert_turn(db, row, t)
-
-        await self.db.run(work, write=True, sqlite=raw if lite else None)
+        await self.db.run(work, write=True)
 
     @staticmethod
     def _turn_row(turn: TurnRecord, now: datetime) -> dict[str, Any]:
@@ -497,25 +415,13 @@ class SqlStore(ChatTables):
         }
 
     async def load_turn(self, turn_id: str) -> TurnRecord | None:
-        lite = self._lite
-        payload = await self.db.run(
-            lambda c: c.execute(self._sql.load_turn, {"turn_id": turn_id}).scalar(),
-            sqlite=(lambda db: lite.payload(db, "SELECT payload FROM turns WHERE id = ?", (turn_id,)))
-            if lite
-            else None,
-            snapshot=False,
-        )
+        payload = await self.db.run(lambda c: c.execute(self._sql.load_turn, {"turn_id": turn_id}).scalar())
         return None if payload is None else TurnRecord.model_validate(payload)
 
     async def open_turn(self, session_id: str) -> TurnRecord | None:
         """The session's running or suspended turn, if any (the newest if several)."""
-        lite = self._lite
         payload = await self.db.run(
-            lambda c: c.execute(self._sql.open_turn, {"session_id": session_id}).scalar(),
-            sqlite=(lambda db: lite.payload(db, OPEN_TURN_SQL, (session_id, *OPEN_TURN_STATUSES)))
-            if lite
-            else None,
-            snapshot=False,
+            lambda c: c.execute(self._sql.open_turn, {"session_id": session_id}).scalar()
         )
         return None if payload is None else TurnRecord.model_validate(payload)
 
@@ -680,12 +586,7 @@ class SqlStore(ChatTables):
     # ---- usage -------------------------------------------------------------------------------
     async def record_usage(self, record: UsageRecord) -> None:
         values = self._usage_values(record)
-        lite = self._lite
-        await self.db.run(
-            lambda c: c.execute(self._sql.insert_usage, values),
-            write=True,
-            sqlite=(lambda db: lite.insert_usage(db, values)) if lite else None,
-        )
+        await self.db.run(lambda c: c.execute(self._sql.insert_usage, values), write=True)
 
     @staticmethod
     def _usage_values(record: UsageRecord) -> dict[str, Any]:
@@ -802,20 +703,8 @@ class SqlStore(ChatTables):
         if pending is not None and self._redact is not None and isinstance(pending.get("text"), str):
             pending = {**pending, "text": self._redact(pending["text"])}
         row = {"platform": platform, "update_id": str(update_id), "created_at": now, "pending": pending}
-        lite = self._lite
-
-        def raw(db: sqlite3.Connection) -> int:
-            assert lite is not None
-            return db.execute(
-                "INSERT INTO processed_updates (platform, update_id, created_at, pending) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (platform, update_id) DO NOTHING",
-                (platform, str(update_id), lite.time(now), None if pending is None else lite.json(pending)),
-            ).rowcount
-
         inserted = await self.db.run(
-            lambda c: _rowcount(c.execute(self._sql.mark_processed, row)),
-            write=True,
-            sqlite=raw if lite else None,
+            lambda c: _rowcount(c.execute(self._sql.mark_processed, row)), write=True
         )
         return inserted == 1
 
@@ -824,17 +713,7 @@ class SqlStore(ChatTables):
         nothing is left to take up after a restart."""
         if not receipts:
             return
-        lite = self._lite
-
-        def raw(db: sqlite3.Connection) -> None:
-            assert lite is not None
-            lite.clear_pending(db, receipts)
-
-        await self.db.run(
-            lambda c: c.execute(self._sql.clear_pending, _receipt_params(receipts)),
-            write=True,
-            sqlite=raw if lite else None,
-        )
+        await self.db.run(lambda c: c.execute(self._sql.clear_pending, _receipt_params(receipts)), write=True)
 
     async def received_pending(self) -> list[tuple[Receipt, datetime, dict[str, Any]]]:
         """Messages received but neither in a history nor released (a crash or a stop came
@@ -867,36 +746,13 @@ class SqlStore(ChatTables):
 
     # ---- key-value ---------------------------------------------------------------------------
     async def kv_get(self, key: str, default: Any = None) -> Any:
-        lite = self._lite
-
-        def raw(db: sqlite3.Connection) -> tuple[Any] | None:
-            assert lite is not None
-            found = db.execute('SELECT value FROM kv WHERE "key" = ?', (key,)).fetchone()
-            return None if found is None else (lite.kv_out(found[0]),)
-
-        row = await self.db.run(
-            lambda c: c.execute(self._sql.kv_get, {"key": key}).first(),
-            sqlite=raw if lite else None,
-            snapshot=False,
-        )
+        row = await self.db.run(lambda c: c.execute(self._sql.kv_get, {"key": key}).first())
         return default if row is None else row[0]
 
     async def kv_set(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable value under `key` (insert or replace)."""
         row = {"key": key, "value": value, "updated_at": utcnow()}
-        lite = self._lite
-
-        def raw(db: sqlite3.Connection) -> None:
-            assert lite is not None
-            db.execute(
-                'INSERT INTO kv ("key", value, updated_at) VALUES (?, ?, ?) ON CONFLICT ("key") DO UPDATE '
-                "SET value = excluded.value, updated_at = excluded.updated_at",
-                (key, lite.kv_in(value), lite.time(row["updated_at"])),
-            )
-
-        await self.db.run(
-            lambda c: c.execute(self._sql.kv_set, row), write=True, sqlite=raw if lite else None
-        )
+        await self.db.run(lambda c: c.execute(self._sql.kv_set, row), write=True)
 
     async def kv_delete(self, key: str) -> bool:
         async with self.db.session() as s:

@@ -281,23 +281,19 @@ async def test_build_memory_hooks_wires_everything(db, tmp_path):
     await tracker.aclose()
 
 
-async def test_recall_reads_memories_and_taskstate_in_one_statement_on_both_paths(tmp_path, clock):
+async def test_recall_reads_memories_and_taskstate_in_one_statement(tmp_path, clock):
     """Whether the user has memories and the session's TaskState are asked on every message: one
-    statement on the SQLite fast path, the same text through SQLAlchemy Core."""
+    statement."""
     from memory.db import Database
     from memory.longterm import create_memory_schema
 
-    texts = {}
-    for name, inline in (("fast", True), ("core", False)):
-        async with Database(f"sqlite+aiosqlite:///{tmp_path / name}.db", migrate=False, inline=inline) as db:
-            await create_memory_schema(db)
-            tasks = TaskStateStore(db, clock=clock)
-            recall = MemoryRecall(MemoryStore(db, clock=clock), taskstates=tasks, code_resolver=resolve_codes)
-            assert (await recall.recall("u1", "hi", session_id="s1")).text == ""
-            await tasks.save("s1", TaskState(goal="看比亚迪", open_loops=["等回踩"]))
-            count = db.count_statements()
-            texts[name] = (await recall.recall("u1", "比亚迪呢", session_id="s1")).text
-            if inline:
-                assert count() == 1  # no memories in scope: nothing else is read
-    assert texts["fast"] == texts["core"]
-    assert "# 当前任务" in texts["fast"] and "看比亚迪" in texts["fast"]
+    async with Database(f"sqlite+aiosqlite:///{tmp_path / 'm.db'}", migrate=False) as db:
+        await create_memory_schema(db)
+        tasks = TaskStateStore(db, clock=clock)
+        recall = MemoryRecall(MemoryStore(db, clock=clock), taskstates=tasks, code_resolver=resolve_codes)
+        assert (await recall.recall("u1", "hi", session_id="s1")).text == ""
+        await tasks.save("s1", TaskState(goal="看比亚迪", open_loops=["等回踩"]))
+        count = db.count_statements()
+        text = (await recall.recall("u1", "比亚迪呢", session_id="s1")).text
+        assert count() == 1  # no memories in scope: nothing else is read
+    assert "# 当前任务" in text and "看比亚迪" in text
