@@ -79,7 +79,7 @@ def create_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, *
     if path is not None:
         try:
             make_private_dir(path.parent)
-            # 0600 whatever the umask (C9); SQLite gives -wal/-shm the database file's mode.
+            # 0600 whatever the umask; SQLite gives -wal/-shm the database file's mode.
             create_private_file(path)
         except OSError as exc:
             raise StorageError(

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 import pytest
 
 import memory.chat_tables as chat_tables_module
-import memory.stores as stores_module
 from agent.errors import StorageError
 from agent.messages import Message, ToolCallPart
 from agent.ports import TurnRecord, UsageRecord
@@ -101,7 +100,6 @@ async def exercise(store: SqlStore) -> dict:
 
 
 async def test_the_per_message_operations_on_every_database(url, monkeypatch):
-    monkeypatch.setattr(stores_module, "utcnow", lambda: NOW)
     monkeypatch.setattr(chat_tables_module, "utcnow", lambda: NOW)
     async with Database(url) as db:
         got = await exercise(SqlStore(db))

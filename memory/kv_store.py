@@ -1,0 +1,29 @@
+"""`SqlKV`: a key-value corner for state with no shape of its own (JSON values)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from agent.ports import utcnow
+from memory.models import KV
+from memory.store_sql import SqlBase, rowcount
+
+
+class SqlKV(SqlBase):
+    """Key-value rows: JSON values under a string key."""
+
+    # ---- key-value ---------------------------------------------------------------------------
+    async def kv_get(self, key: str, default: Any = None) -> Any:
+        row = await self.db.run(lambda c: c.execute(self._sql.kv_get, {"key": key}).first())
+        return default if row is None else row[0]
+
+    async def kv_set(self, key: str, value: Any) -> None:
+        """Store a JSON-serialisable value under `key` (insert or replace)."""
+        row = {"key": key, "value": value, "updated_at": utcnow()}
+        await self.db.run(lambda c: c.execute(self._sql.kv_set, row), write=True)
+
+    async def kv_delete(self, key: str) -> bool:
+        async with self.db.session() as s:
+            return rowcount(await s.execute(sa.delete(KV).where(KV.c.key == key))) > 0
