@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from agent.consent import StandingApproval, StandingScope
 from agent.ports import ApprovalRecord, ApprovalStatus, Receipt, utcnow
@@ -20,8 +21,8 @@ class SqlApprovalStore(SqlBase):
 
     # ---- approvals ---------------------------------------------------------------------------
     async def create_approval(self, approval: ApprovalRecord) -> None:
-        async with self.db.session() as s:
-            await s.execute(
+        def work(c: Connection) -> Any:
+            c.execute(
                 sa.insert(APPROVALS).values(
                     id=approval.id,
                     session_id=approval.session_id,
@@ -42,17 +43,24 @@ class SqlApprovalStore(SqlBase):
                 )
             )
 
+        await self.db.run(work, write=True)
+
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        async with self.db.read() as s:
-            row = (await s.execute(sa.select(APPROVALS).where(APPROVALS.c.id == approval_id))).first()
+        def work(c: Connection) -> Any:
+            row = (c.execute(sa.select(APPROVALS).where(APPROVALS.c.id == approval_id))).first()
             return None if row is None else _approval(row)
+
+        return await self.db.run(work)
 
     async def pending_approvals(self, *, session_id: str | None = None) -> list[ApprovalRecord]:
         stmt = sa.select(APPROVALS).where(APPROVALS.c.status == "pending").order_by(APPROVALS.c.created_at)
         if session_id is not None:
             stmt = stmt.where(APPROVALS.c.session_id == session_id)
-        async with self.db.read() as s:
-            return [_approval(r) for r in (await s.execute(stmt)).all()]
+
+        def work(c: Connection) -> Any:
+            return [_approval(r) for r in (c.execute(stmt)).all()]
+
+        return await self.db.run(work)
 
     async def resolve_approval(
         self,
@@ -77,17 +85,20 @@ class SqlApprovalStore(SqlBase):
             .values(status=status, decided_by=decided_by, decision=decision, decided_at=now)
             .execution_options(synchronize_session=False)
         )
-        async with self.db.session() as s:
+
+        def work(c: Connection) -> Any:
             if receipt is not None:
                 row = {"platform": receipt[0], "update_id": receipt[1], "created_at": now, "pending": None}
-                if rowcount(await s.execute(self._sql.mark_processed, row)) != 1:
+                if rowcount(c.execute(self._sql.mark_processed, row)) != 1:
                     return False  # this tap was handled before: its decision stands as it was
-            return rowcount(await s.execute(stmt)) == 1
+            return rowcount(c.execute(stmt)) == 1
+
+        return await self.db.run(work, write=True)
 
     # ---- standing approvals (policy: written only by /rules and `tapebot rules`) --------------
     async def add_standing(self, rule: StandingApproval) -> None:
-        async with self.db.session() as s:
-            await s.execute(
+        def work(c: Connection) -> Any:
+            c.execute(
                 sa.insert(STANDING_APPROVALS).values(
                     id=rule.id,
                     chat_key=rule.chat_key,
@@ -99,6 +110,8 @@ class SqlApprovalStore(SqlBase):
                     expires_at=rule.expires_at,
                 )
             )
+
+        await self.db.run(work, write=True)
 
     async def list_standing(
         self, chat_key: str | None, now: datetime, tool: str | None = None
@@ -113,8 +126,11 @@ class SqlApprovalStore(SqlBase):
             stmt = stmt.where(STANDING_APPROVALS.c.chat_key == chat_key)
         if tool is not None:
             stmt = stmt.where(STANDING_APPROVALS.c.tool == tool)
-        async with self.db.read() as s:
-            return [_standing(r) for r in (await s.execute(stmt)).all()]
+
+        def work(c: Connection) -> Any:
+            return [_standing(r) for r in (c.execute(stmt)).all()]
+
+        return await self.db.run(work)
 
     async def revoke_standing(self, chat_key: str | None, rule_id: str | None) -> int:
         """Delete one standing approval (`rule_id`) or all of them; `chat_key=None`: any chat.
@@ -124,8 +140,11 @@ class SqlApprovalStore(SqlBase):
             stmt = stmt.where(STANDING_APPROVALS.c.chat_key == chat_key)
         if rule_id is not None:
             stmt = stmt.where(STANDING_APPROVALS.c.id == rule_id)
-        async with self.db.session() as s:
-            return rowcount(await s.execute(stmt))
+
+        def work(c: Connection) -> Any:
+            return rowcount(c.execute(stmt))
+
+        return await self.db.run(work, write=True)
 
 
 def _approval(row: Any) -> ApprovalRecord:

@@ -155,13 +155,15 @@ class ChatTables:
 
     # ---- paired users ------------------------------------------------------------------------
     async def paired_users(self, platform: str) -> list[str]:
-        async with self.db.read() as s:
-            ids = await s.execute(
+        def work(c: Connection) -> Any:
+            ids = c.execute(
                 sa.select(PAIRED_USERS.c.user_id)
                 .where(PAIRED_USERS.c.platform == platform)
                 .order_by(PAIRED_USERS.c.user_id)
             )
             return list(ids.scalars())
+
+        return await self.db.run(work)
 
     async def add_paired_user(self, platform: str, user_id: str) -> None:
         stmt = (
@@ -169,8 +171,11 @@ class ChatTables:
             .values(platform=platform, user_id=user_id, paired_at=utcnow())
             .on_conflict_do_nothing(index_elements=["platform", "user_id"])
         )
-        async with self.db.session() as s:
-            await s.execute(stmt)
+
+        def work(c: Connection) -> Any:
+            c.execute(stmt)
+
+        await self.db.run(work, write=True)
 
     # ---- where sent messages went --------------------------------------------------------------
     async def save_sent(self, ref: SentRef) -> None:
@@ -194,13 +199,16 @@ class ChatTables:
             index_elements=["kind", "ref_id"],
             set_={k: stmt.excluded[k] for k in values if k not in ("kind", "ref_id")},
         )
-        async with self.db.session() as s:
-            await s.execute(stmt)
+
+        def work(c: Connection) -> Any:
+            c.execute(stmt)
+
+        await self.db.run(work, write=True)
 
     async def load_sent(self, kind: SentKind, ref_id: str) -> SentRef | None:
-        async with self.db.read() as s:
+        def work(c: Connection) -> Any:
             row = (
-                await s.execute(
+                c.execute(
                     sa.select(SENT_MESSAGES).where(
                         SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id
                     )
@@ -208,20 +216,27 @@ class ChatTables:
             ).first()
             return None if row is None else _sent(row)
 
+        return await self.db.run(work)
+
     async def forget_sent(self, kind: SentKind, ref_id: str) -> bool:
-        async with self.db.session() as s:
-            result = await s.execute(
+        def work(c: Connection) -> Any:
+            result = c.execute(
                 sa.delete(SENT_MESSAGES).where(SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id)
             )
             return int(getattr(result, "rowcount", 0) or 0) > 0
 
+        return await self.db.run(work, write=True)
+
     async def set_card_message(self, approval_id: str, message_id: str) -> bool:
         """Where an approval's card went (its chat is the approval's chat): `approvals.message_ref`."""
-        async with self.db.session() as s:
-            result = await s.execute(
+
+        def work(c: Connection) -> Any:
+            result = c.execute(
                 sa.update(APPROVALS).where(APPROVALS.c.id == approval_id).values(message_ref=message_id)
             )
             return int(getattr(result, "rowcount", 0) or 0) == 1
+
+        return await self.db.run(work, write=True)
 
 
 def _sent(row: Any) -> SentRef:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from agent.ports import utcnow
 from memory.models import KV
@@ -25,5 +26,7 @@ class SqlKV(SqlBase):
         await self.db.run(lambda c: c.execute(self._sql.kv_set, row), write=True)
 
     async def kv_delete(self, key: str) -> bool:
-        async with self.db.session() as s:
-            return rowcount(await s.execute(sa.delete(KV).where(KV.c.key == key))) > 0
+        def work(c: Connection) -> Any:
+            return rowcount(c.execute(sa.delete(KV).where(KV.c.key == key))) > 0
+
+        return await self.db.run(work, write=True)

@@ -137,8 +137,9 @@ class SqlSessionStore(SqlBase):
             .order_by(SESSIONS.c.updated_at.desc(), SESSIONS.c.id)
             .limit(limit)
         )
-        async with self.db.read() as s:
-            result = await s.execute(stmt)
+
+        def work(c: Connection) -> Any:
+            result = c.execute(stmt)
             return [
                 SessionInfo(
                     id=r.id,
@@ -153,6 +154,8 @@ class SqlSessionStore(SqlBase):
                 )
                 for r in result.all()
             ]
+
+        return await self.db.run(work)
 
     async def update_session(
         self,
@@ -169,9 +172,12 @@ class SqlSessionStore(SqlBase):
             values["model"] = model
         if archived is not None:
             values["archived"] = archived
-        async with self.db.session() as s:
-            result = await s.execute(sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values))
+
+        def work(c: Connection) -> Any:
+            result = c.execute(sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values))
             return rowcount(result) == 1
+
+        return await self.db.run(work, write=True)
 
     # ---- messages ----------------------------------------------------------------------------
     async def load_messages(self, session_id: str) -> list[Message]:
