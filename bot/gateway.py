@@ -143,6 +143,7 @@ class Gateway:
                 dynamic_context=self._dynamic_context,
                 reread=self._on_message,
                 chat_lock=chat_lock,
+                recovered=self._recovered,
             )
         )
         self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)

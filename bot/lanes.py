@@ -85,6 +85,9 @@ class LaneDeps:
     # of a message that reached the lane while it was being delivered
     reread: Callable[[ChatState, InboundMessage, Receipt | None], Awaitable[None]]
     chat_lock: ChatLock | None = None  # across replicas; None: this process is the only one
+    # set once the restart's recovery has run: a turn it resumes waits for it, so the messages it
+    # takes up (queued behind that turn at the stop or crash) join the turn rather than follow it
+    recovered: asyncio.Event | None = None
 
 
 class Lane:
@@ -302,7 +305,7 @@ class Lane:
             model=state.model,
             system_dynamic=deps.dynamic_context(state),
         )
-        return deps.runtime.resume(turn_id, req)
+        return _after(deps.recovered, deps.runtime.resume(turn_id, req))
 
     async def _worker(self, job: Events | None) -> None:
         """Runs `job`, then whatever queued up meanwhile (`None`: only the queue), one at a time;
@@ -411,3 +414,10 @@ class Lanes:
         if lane is None:  # the chat directory keeps one state per key: its lane follows it
             lane = self._lanes[state.key] = Lane(state, self._deps)
         return lane
+
+
+async def _after(ready: asyncio.Event | None, events: Events) -> Events:
+    if ready is not None:
+        await ready.wait()
+    async for event in events:
+        yield event

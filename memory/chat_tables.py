@@ -6,16 +6,13 @@ protocols. They replace `kv` rows under "chat:", "paired:", "card:", "question:"
 
 A chat's row is read once per process and written when the chat is first seen and when its
 owner, language, model or session changes — every new chat's first message does both, so those two
-run as a Core statement built once and, on SQLite files, as plain SQL on the store's own
-connections (`Database.run(..., sqlite=...)`, group-committed with the other writes of the moment):
-building an upsert with `.excluded` per call cost more than the rest of the message's writes
-together. References are written when a card or question is sent: plain ORM/Core statements.
+are Core statements built once, run as one short transaction each (`Database.run`): building an
+upsert with `.excluded` per call cost more than the rest of the message's writes together.
+References are written when a card or question is sent: plain ORM/Core statements.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -27,7 +24,6 @@ from sqlalchemy.engine import Connection
 from agent.ports import utcnow
 from memory.db import Database
 from memory.models import APPROVALS, CHATS, PAIRED_USERS, SENT_MESSAGES
-from memory.store_sql import column_processor, utc_text_processor
 
 SentKind = Literal["question", "progress", "partial", "card"]
 
@@ -98,41 +94,17 @@ class SentRef:
 
 
 CHAT_COLUMNS = tuple(c.name for c in CHATS.c)  # key first
-_CHAT_SQL_COLUMNS = ", ".join('"key"' if c == "key" else c for c in CHAT_COLUMNS)
-CHAT_SELECT_SQL = f'SELECT {_CHAT_SQL_COLUMNS} FROM chats WHERE "key" = ?'
-CHAT_UPSERT_SQL = (
-    f"INSERT INTO chats ({_CHAT_SQL_COLUMNS}) VALUES ({', '.join('?' * len(CHAT_COLUMNS))}) "
-    'ON CONFLICT ("key") DO UPDATE SET '
-    + ", ".join(f"{c} = excluded.{c}" for c in CHAT_COLUMNS if c != "key")
-)
 
 
 class _ChatStatements:
-    """The chat row's two statements for one dialect: Core built once, and for SQLite the same as
-    plain SQL with SQLAlchemy's own value conversions (so both paths store the same bytes)."""
+    """The chat row's two statements for one dialect, built once (values bound at execution)."""
 
-    def __init__(self, insert: Any, dialect: sa.Dialect):
+    def __init__(self, insert: Any):
         stmt = insert(CHATS)
         self.upsert = stmt.on_conflict_do_update(
             index_elements=["key"], set_={c: stmt.excluded[c] for c in CHAT_COLUMNS if c != "key"}
         )
         self.select = sa.select(*CHATS.c).where(CHATS.c.key == sa.bindparam("key"))
-        self.bind_time = utc_text_processor(CHATS.c.updated_at, dialect)
-        self.bind_bool = column_processor(CHATS.c.is_group, dialect)
-        self.read_time = column_processor(CHATS.c.updated_at, dialect, result=True)
-        self.read_bool = column_processor(CHATS.c.is_group, dialect, result=True)
-
-    def params(self, values: dict[str, Any]) -> tuple[Any, ...]:
-        row = {**values, "is_group": self.bind_bool(values["is_group"])}
-        row["updated_at"] = self.bind_time(values["updated_at"])
-        return tuple(row[c] for c in CHAT_COLUMNS)
-
-    def record(self, row: Sequence[Any]) -> ChatRecord:
-        """A plain-SQL row (columns in `CHAT_COLUMNS` order) as SQLAlchemy would have read it."""
-        values = dict(zip(CHAT_COLUMNS, row, strict=True))
-        values["is_group"] = bool(self.read_bool(values["is_group"]))
-        values["updated_at"] = self.read_time(values["updated_at"])
-        return ChatRecord(**values)
 
 
 class ChatTables:
@@ -142,7 +114,7 @@ class ChatTables:
 
     @cached_property
     def _chat_sql(self) -> _ChatStatements:
-        return _ChatStatements(self._upsert, self.db.engine.dialect)
+        return _ChatStatements(self._upsert)
 
     def _upsert(self, model: Any) -> Any:
         """The dialect's INSERT construct (it has on_conflict_do_nothing / do_update)."""
@@ -162,11 +134,7 @@ class ChatTables:
             row = c.execute(sql.select, {"key": key}).first()
             return None if row is None else ChatRecord(**row._asdict())
 
-        def raw(db: sqlite3.Connection) -> ChatRecord | None:
-            row = db.execute(CHAT_SELECT_SQL, (key,)).fetchone()
-            return None if row is None else sql.record(row)
-
-        return await self.db.run(core, sqlite=raw, snapshot=False)
+        return await self.db.run(core)
 
     async def save_chat(self, chat: ChatRecord) -> None:
         """Insert or replace the chat's row."""
@@ -183,21 +151,19 @@ class ChatTables:
             "updated_at": utcnow(),
         }
         sql = self._chat_sql
-
-        def raw(db: sqlite3.Connection) -> None:
-            db.execute(CHAT_UPSERT_SQL, sql.params(values))
-
-        await self.db.run(lambda c: c.execute(sql.upsert, values), write=True, sqlite=raw)
+        await self.db.run(lambda c: c.execute(sql.upsert, values), write=True)
 
     # ---- paired users ------------------------------------------------------------------------
     async def paired_users(self, platform: str) -> list[str]:
-        async with self.db.read() as s:
-            ids = await s.execute(
+        def work(c: Connection) -> Any:
+            ids = c.execute(
                 sa.select(PAIRED_USERS.c.user_id)
                 .where(PAIRED_USERS.c.platform == platform)
                 .order_by(PAIRED_USERS.c.user_id)
             )
             return list(ids.scalars())
+
+        return await self.db.run(work)
 
     async def add_paired_user(self, platform: str, user_id: str) -> None:
         stmt = (
@@ -205,8 +171,11 @@ class ChatTables:
             .values(platform=platform, user_id=user_id, paired_at=utcnow())
             .on_conflict_do_nothing(index_elements=["platform", "user_id"])
         )
-        async with self.db.session() as s:
-            await s.execute(stmt)
+
+        def work(c: Connection) -> Any:
+            c.execute(stmt)
+
+        await self.db.run(work, write=True)
 
     # ---- where sent messages went --------------------------------------------------------------
     async def save_sent(self, ref: SentRef) -> None:
@@ -230,13 +199,16 @@ class ChatTables:
             index_elements=["kind", "ref_id"],
             set_={k: stmt.excluded[k] for k in values if k not in ("kind", "ref_id")},
         )
-        async with self.db.session() as s:
-            await s.execute(stmt)
+
+        def work(c: Connection) -> Any:
+            c.execute(stmt)
+
+        await self.db.run(work, write=True)
 
     async def load_sent(self, kind: SentKind, ref_id: str) -> SentRef | None:
-        async with self.db.read() as s:
+        def work(c: Connection) -> Any:
             row = (
-                await s.execute(
+                c.execute(
                     sa.select(SENT_MESSAGES).where(
                         SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id
                     )
@@ -244,20 +216,27 @@ class ChatTables:
             ).first()
             return None if row is None else _sent(row)
 
+        return await self.db.run(work)
+
     async def forget_sent(self, kind: SentKind, ref_id: str) -> bool:
-        async with self.db.session() as s:
-            result = await s.execute(
+        def work(c: Connection) -> Any:
+            result = c.execute(
                 sa.delete(SENT_MESSAGES).where(SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id)
             )
             return int(getattr(result, "rowcount", 0) or 0) > 0
 
+        return await self.db.run(work, write=True)
+
     async def set_card_message(self, approval_id: str, message_id: str) -> bool:
         """Where an approval's card went (its chat is the approval's chat): `approvals.message_ref`."""
-        async with self.db.session() as s:
-            result = await s.execute(
+
+        def work(c: Connection) -> Any:
+            result = c.execute(
                 sa.update(APPROVALS).where(APPROVALS.c.id == approval_id).values(message_ref=message_id)
             )
             return int(getattr(result, "rowcount", 0) or 0) == 1
+
+        return await self.db.run(work, write=True)
 
 
 def _sent(row: Any) -> SentRef:

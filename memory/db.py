@@ -7,10 +7,13 @@ then writes can fail at once with "database is locked" when another connection w
 and waits politely for the busy timeout. `Database.read()` gives a deferred, read-only-style session
 for queries that should not queue behind writers. PostgreSQL needs none of this and gets none.
 
-SQLite statements run on the event-loop thread (memory/sqlite_inline.py) rather than through
-aiosqlite's worker thread: a local statement takes microseconds, the thread hand-offs around it
-took a loop turn each. Only waiting for the write lock moves to a worker thread. `Database.run()`
-runs a whole short transaction as one synchronous Core function — the store's hot path.
+Every query is SQLAlchemy (Core or ORM), written once for both databases. Sessions run on the async
+engine (aiosqlite on SQLite, asyncpg on PostgreSQL). `Database.run()` runs a whole short transaction
+as one synchronous Core function — the store's hot path: on a SQLite file it runs on a synchronous
+pysqlite engine right on the event-loop thread, since a local statement takes microseconds and
+aiosqlite's thread hand-offs around each one cost several times more (bench/storage_path.py). It
+never waits for a lock there: its connections have no busy timeout, and a transaction that finds
+the write lock taken (another process) runs again in a worker thread that waits the full timeout.
 
 A database that stays locked beyond the busy timeout surfaces as `StorageError`, never as a raw
 driver exception.
@@ -26,23 +29,26 @@ import os
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import orjson
+from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
-from sqlalchemy.util import greenlet_spawn
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from agent.errors import StorageError
 from config.filemodes import create_private_file, make_private_dir
-
-if TYPE_CHECKING:
-    from memory.sqlite_inline import InlineRunner, InlineSqlite
 
 log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -63,12 +69,9 @@ def sqlite_path(url: str) -> Path | None:
     return Path(u.database)
 
 
-def create_engine(
-    url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, inline: bool = True, **kwargs: Any
-) -> AsyncEngine:
-    """An async engine. For SQLite: the connection pragmas above and IMMEDIATE write transactions;
-    the database file's folder is created if missing. `inline` (the default) runs SQLite on the
-    event-loop thread (memory/sqlite_inline.py) instead of aiosqlite's per-call thread hops."""
+def create_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, **kwargs: Any) -> AsyncEngine:
+    """An async engine. For SQLite (aiosqlite): the connection pragmas above and IMMEDIATE write
+    transactions; the database file's folder is created if missing."""
     if not is_sqlite(url):
         return create_async_engine(url, pool_pre_ping=True, **kwargs)
 
@@ -87,21 +90,32 @@ def create_engine(
     connect_args.setdefault("timeout", busy_timeout_ms / 1000)
     kwargs.setdefault("json_serializer", json_dumps)
     kwargs.setdefault("json_deserializer", json_loads)
+    engine = create_async_engine(url, connect_args=connect_args, **kwargs)
+    _configure_sqlite(engine.sync_engine, _pragmas(busy_timeout_ms, wal=path is not None))
+    return engine
 
-    if inline:
-        opener = inline_opener(url, busy_timeout_ms=busy_timeout_ms, connect_args=connect_args)
-        engine = create_async_engine(url, async_creator=opener.connect, **kwargs)
-    else:
-        engine = create_async_engine(url, connect_args=connect_args, **kwargs)
-        pragmas = _pragmas(busy_timeout_ms, wal=path is not None)
 
-        @event.listens_for(engine.sync_engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # Take BEGIN out of the driver's hands so we can choose IMMEDIATE vs DEFERRED ourselves.
-            dbapi_conn.isolation_level = None
-            pragmas(dbapi_conn)
+def _sync_sqlite_engine(url: str, *, busy_timeout_ms: int) -> Engine:
+    """A synchronous pysqlite engine on the same file, configured like the async one (`Database.run`)."""
+    sync_url = make_url(url).set(drivername="sqlite")
+    engine = create_sync_engine(
+        sync_url,
+        connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
+        json_serializer=json_dumps,
+        json_deserializer=json_loads,
+    )
+    _configure_sqlite(engine, _pragmas(busy_timeout_ms, wal=True))
+    return engine
 
-    @event.listens_for(engine.sync_engine, "begin")
+
+def _configure_sqlite(engine: Engine, pragmas: Callable[[Any], None]) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take BEGIN out of the driver's hands so we can choose IMMEDIATE vs DEFERRED ourselves.
+        dbapi_conn.isolation_level = None
+        pragmas(dbapi_conn)
+
+    @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         sql = "BEGIN" if conn.get_execution_options().get(_DEFERRED, False) else "BEGIN IMMEDIATE"
         # straight to the driver: a full `exec_driver_sql` costs a tenth of a short transaction
@@ -112,8 +126,6 @@ def create_engine(
             raise DBAPIError.instance(sql, None, exc, conn.dialect.loaded_dbapi.Error) from exc
         finally:
             cursor.close()
-
-    return engine
 
 
 def json_dumps(value: Any) -> str:
@@ -146,24 +158,6 @@ def _pragmas(busy_timeout_ms: int, *, wal: bool) -> Callable[[Any], None]:
             cur.close()
 
     return pragmas
-
-
-def inline_opener(
-    url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, connect_args: dict[str, Any] | None = None
-) -> InlineSqlite:
-    """Opens inline SQLite connections for `url`, configured like every connection of the engine."""
-    from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
-
-    from memory.sqlite_inline import InlineSqlite, UnsupportedSQLAlchemy, check_sqlalchemy_version
-
-    try:
-        check_sqlalchemy_version()
-    except UnsupportedSQLAlchemy as exc:
-        raise StorageError(str(exc)) from None
-    args, opts = SQLiteDialect_pysqlite().create_connect_args(make_url(url))
-    pragmas = _pragmas(busy_timeout_ms, wal=sqlite_path(url) is not None)
-    kwargs = {"timeout": busy_timeout_ms / 1000, **opts, **(connect_args or {})}
-    return InlineSqlite(args, kwargs, busy_timeout_ms=busy_timeout_ms, on_open=pragmas)
 
 
 # ---- migrations --------------------------------------------------------------------------------
@@ -421,19 +415,17 @@ class Database:
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         migrate: bool = True,
         echo: bool = False,
-        inline: bool = True,
     ):
         self.url = url
         self.busy_timeout_ms = busy_timeout_ms
         self.migrate = migrate
         self.echo = echo
         self._sqlite = is_sqlite(url)
-        # SQLite on the event-loop thread (memory/sqlite_inline.py); False: aiosqlite's threads
-        self.inline = inline and self._sqlite
         self._engine: AsyncEngine | None = None
-        self._sync_writer: Engine | None = None
-        self._sync_reader: Engine | None = None
-        self._runner: InlineRunner | None = None  # `run(..., sqlite=...)`: connections of its own
+        # `run()` on a SQLite file: on the loop thread, never waiting for a lock (`_local`), and
+        # in a worker thread when it must (`_waiting`)
+        self._local: Engine | None = None
+        self._waiting: Engine | None = None
         self._writer: async_sessionmaker[AsyncSession] | None = None
         self._reader: async_sessionmaker[AsyncSession] | None = None
         # SQLite has one writer. Queueing our own writers here (instead of letting connections
@@ -461,9 +453,7 @@ class Database:
     async def start(self) -> None:
         if self._engine is not None:
             return
-        engine = create_engine(
-            self.url, busy_timeout_ms=self.busy_timeout_ms, echo=self.echo, inline=self.inline
-        )
+        engine = create_engine(self.url, busy_timeout_ms=self.busy_timeout_ms, echo=self.echo)
         try:
             if self.migrate and not (self._sqlite and sqlite_is_current(self.url)):
                 await upgrade(engine)
@@ -475,39 +465,34 @@ class Database:
         self._reader = async_sessionmaker(
             engine.execution_options(**{_DEFERRED: True}), expire_on_commit=False
         )
-        self._sync_writer = engine.sync_engine
-        self._sync_reader = engine.sync_engine.execution_options(**{_DEFERRED: True})
-        if self.inline and sqlite_path(self.url) is not None:
-            from memory.sqlite_inline import InlineRunner
-
-            try:
-                opener = inline_opener(self.url, busy_timeout_ms=self.busy_timeout_ms)
-                self._runner = await InlineRunner.open(opener)
-            except sqlite3.Error as exc:
-                await self.close()
-                raise storage_error(exc, self.url) from exc
+        if sqlite_path(self.url) is not None:
+            self._local = _sync_sqlite_engine(self.url, busy_timeout_ms=0)
+            self._waiting = _sync_sqlite_engine(self.url, busy_timeout_ms=self.busy_timeout_ms)
 
     def count_statements(self) -> Callable[[], int]:
-        """Start counting the SQL statements sent to the database (transaction control included;
-        each row of an executemany is one); returns a function that reads the count. For benches:
-        it costs a Python call per statement."""
+        """Start counting the SQL statements sent to the database (each row of an executemany is
+        one; BEGIN is not counted); returns a function that reads the count. For benches: it costs
+        a Python call per statement."""
         count = [0]
 
-        def seen(_sql: object = None, *_args: object) -> None:
-            count[0] += 1
+        def seen(_conn: object, _cursor: object, _sql: object, params: object, *_args: object) -> None:
+            count[0] += (
+                len(params)
+                if isinstance(params, list | tuple) and params and isinstance(params[0], list | tuple | dict)
+                else 1
+            )
 
-        if self._runner is not None:  # the store's hot path: plain sqlite3
-            for conn in (self._runner.reader._conn, self._runner.writer._conn):
-                conn.set_trace_callback(seen)
-        event.listen(self.engine.sync_engine, "before_cursor_execute", seen)
+        for engine in (self.engine.sync_engine, self._local, self._waiting):
+            if engine is not None:
+                event.listen(engine, "before_cursor_execute", seen)
         return lambda: count[0]
 
     async def close(self) -> None:
         engine, self._engine, self._writer, self._reader = self._engine, None, None, None
-        self._sync_writer = self._sync_reader = None
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.close()
+        local, waiting, self._local, self._waiting = self._local, self._waiting, None, None
+        for sync in (local, waiting):
+            if sync is not None:
+                sync.dispose()
         if engine is not None:
             await asyncio.shield(engine.dispose())
 
@@ -527,9 +512,7 @@ class Database:
             async with self._transaction(maker) as s:
                 yield s
             return
-        if self._write_lock is None:
-            self._write_lock = asyncio.Lock()
-        async with self._write_lock, self._transaction(maker) as s:
+        async with self._lock(), self._transaction(maker) as s:
             yield s
 
     @asynccontextmanager
@@ -540,81 +523,70 @@ class Database:
         async with self._transaction(self._reader) as s:
             yield s
 
+    def _lock(self) -> asyncio.Lock:
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        return self._write_lock
+
     @asynccontextmanager
     async def _transaction(self, maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
         try:
-            if self.inline:
-                # SQLAlchemy closes a session in a task of its own (shielded from cancellation);
-                # with SQLite inline the close never suspends, so it cannot be interrupted and
-                # that extra task (and loop turn) per transaction is pure cost.
-                s = maker()
-                try:
-                    async with s.begin():
-                        yield s
-                finally:
-                    await s.close()
-            else:
-                async with maker() as s, s.begin():
-                    yield s
+            async with maker() as s, s.begin():
+                yield s
         except StorageError:
             raise
         except SQLAlchemyError as exc:
             raise storage_error(exc, self.url) from exc
 
-    async def run(
-        self,
-        fn: Callable[[Connection], T],
-        *,
-        write: bool = False,
-        sqlite: Callable[[sqlite3.Connection], T] | None = None,
-        snapshot: bool = True,
-    ) -> T:
+    async def run(self, fn: Callable[[Connection], T], *, write: bool = False) -> T:
         """`fn(connection)` in one transaction — a write transaction (IMMEDIATE, queued behind our
         other writers) if `write`, else a deferred read — committed when `fn` returns, rolled back
         if it raises; driver errors become StorageError. `fn` is synchronous SQLAlchemy Core: the
-        whole transaction is one greenlet instead of an await per statement, several times
-        cheaper than `session()`/`read()` for the store's short, hot operations.
-
-        `sqlite`, the same operation in plain SQL on a `sqlite3` connection, is what runs on a
-        SQLite file in WAL mode (the default set-up): on connections of its own, without
-        SQLAlchemy at all — another several times cheaper — and, for writes, group-committed with
-        the other writes of the same moment (`InlineRunner.write`). Elsewhere `fn` runs.
-
-        `snapshot=False` (reads on that path only): `sqlite` runs one statement, or its statements
-        need not see one snapshot — no BEGIN/ROLLBACK around it."""
-        if self._sync_writer is None or self._sync_reader is None or self._engine is None:
+        whole transaction is one call instead of an await per statement, several times cheaper
+        than `session()`/`read()` for the store's short, hot operations."""
+        if self._engine is None:
             raise StorageError("the database is not started (call Database.start() first)")
         try:
-            if not self._sqlite:
-                async with self._engine.begin() as conn:
+            if self._local is None:  # PostgreSQL, in-memory SQLite: the async engine
+                if not write or not self._sqlite:
+                    async with self._begin(write) as conn:
+                        return await conn.run_sync(fn)
+                async with self._lock(), self._begin(write) as conn:
                     return await conn.run_sync(fn)
             if not write:
-                runner = self._runner
-                if sqlite is not None and runner is not None and not runner.busy(write=False):
-                    return runner.read(sqlite, snapshot=snapshot)
-                return await self._run_sqlite(fn, sqlite, write=False)
-            if self._write_lock is None:
-                self._write_lock = asyncio.Lock()
-            if sqlite is not None and self._runner is not None:
-                return await self._runner.write(sqlite, lock=self._write_lock)  # group commit
-            async with self._write_lock:
-                return await self._run_sqlite(fn, sqlite, write=True)
+                return await self._run_local(fn, write=False)
+            async with self._lock():
+                return await self._run_local(fn, write=True)
         except StorageError:
             raise
-        except (SQLAlchemyError, sqlite3.Error) as exc:
+        except SQLAlchemyError as exc:
             raise storage_error(exc, self.url) from exc
 
-    async def _run_sqlite(
-        self, fn: Callable[[Connection], T], raw: Callable[[sqlite3.Connection], T] | None, *, write: bool
-    ) -> T:
-        runner = self._runner
-        if raw is not None and runner is not None and not runner.busy(write=write):
-            return await runner.run(raw, write=write)
-        engine = self._sync_writer if write else self._sync_reader
-        assert engine is not None
+    def _begin(self, write: bool) -> AbstractAsyncContextManager[AsyncConnection]:
+        engine = self.engine if write else self.engine.execution_options(**{_DEFERRED: True})
+        return engine.begin()
 
-        def transaction() -> T:
+    async def _run_local(self, fn: Callable[[Connection], T], *, write: bool) -> T:
+        assert self._local is not None and self._waiting is not None
+
+        def transaction(engine: Engine) -> T:
+            if not write:
+                engine = engine.execution_options(**{_DEFERRED: True})
             with engine.begin() as conn:
                 return fn(conn)
 
-        return await greenlet_spawn(transaction)
+        try:
+            return transaction(self._local)
+        except OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+        # Another process holds the lock: nothing was written (a busy transaction is rolled
+        # back); wait for it off the loop, as SQLite's busy handler would.
+        return await asyncio.to_thread(transaction, self._waiting)
+
+
+def _is_busy(exc: DBAPIError) -> bool:
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc.orig).lower()

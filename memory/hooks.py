@@ -9,7 +9,6 @@ are scheduled on the caller's `TaskTracker` and run after the turn.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,14 +81,9 @@ def session_scope_resolver(db: Database) -> ScopeOf:
                 sa.select(SESSIONS.c.user_id, SESSIONS.c.chat_key).where(SESSIONS.c.id == session_id)
             ).first()
 
-        def raw(conn: sqlite3.Connection) -> Any:
-            return conn.execute(
-                "SELECT user_id, chat_key FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-
         scope = DEFAULT_SCOPE
         try:
-            row = await db.run(core, sqlite=raw, snapshot=False)
+            row = await db.run(core)
             if row is not None:
                 scope = row[0] or row[1] or DEFAULT_SCOPE
                 cache[session_id] = scope

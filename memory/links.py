@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -214,11 +213,7 @@ class LinkStore(AccountDirectory):
             ).first()
             return "" if row is None else str(row[0])
 
-        def raw(db: sqlite3.Connection) -> str:  # every turn asks: plain SQL on SQLite files
-            row = db.execute("SELECT account FROM identity_links WHERE identity = ?", (identity,)).fetchone()
-            return "" if row is None else str(row[0])
-
-        return await self.db.run(read, sqlite=raw, snapshot=False)
+        return await self.db.run(read)
 
     async def members(self, identity: str) -> list[LinkedIdentity]:
         """The other identities sharing `identity`'s account."""
@@ -277,14 +272,4 @@ class LinkStore(AccountDirectory):
             ).first()
             return "" if found is None else str(found[0])
 
-        def raw(db: sqlite3.Connection) -> str:  # every recall asks: plain SQL on SQLite files
-            row = db.execute(
-                "SELECT l.account FROM sessions s JOIN identity_links l"
-                " ON l.identity = substr(s.chat_key, 1, instr(s.chat_key || ':', ':') - 1) || ':' || s.user_id"
-                " LEFT JOIN chats c ON c.key = s.chat_key"
-                " WHERE s.id = ? AND s.user_id != '' AND NOT coalesce(c.is_group, 0)",
-                (session_id,),
-            ).fetchone()
-            return "" if row is None else str(row[0])
-
-        return await self.db.run(read, sqlite=raw)
+        return await self.db.run(read)

@@ -23,7 +23,6 @@ exact-code recall is an index lookup.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -412,19 +411,13 @@ class MemoryStore:
         """Whether the scope holds any memory: one indexed probe, so recall for a user with no
         memories yet (every new user) costs one cheap read instead of five searches."""
 
-        def core(c: Connection) -> bool:  # built only off the SQLite fast path
+        def core(c: Connection) -> bool:
             return (
                 c.execute(sa.select(MemoryRow.id).where(MemoryRow.scope == scope).limit(1)).first()
                 is not None
             )
 
-        def raw(conn: sqlite3.Connection) -> bool:
-            return (
-                conn.execute("SELECT 1 FROM memories WHERE scope = ? LIMIT 1", (scope,)).fetchone()
-                is not None
-            )
-
-        return await self.db.run(core, sqlite=raw, snapshot=False)
+        return await self.db.run(core)
 
     async def count(self, scope: str | None = None) -> int:
         q = sa.select(sa.func.count()).select_from(MemoryRow)

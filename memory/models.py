@@ -122,18 +122,6 @@ APPROVALS = sa.Table(
 )
 
 
-# "Always allow this tool in this chat".
-APPROVAL_RULES = sa.Table(
-    "approval_rules",
-    META,
-    column("id", BigIntPK, primary_key=True, autoincrement=True),
-    column("chat_key", sa.String(255)),
-    column("tool", sa.String(128)),
-    column("created_at", UTCDateTime, default=_now),
-    sa.UniqueConstraint("chat_key", "tool"),
-)
-
-
 # A scoped "Always allow" (agent/consent.py): a policy record, changed only by `/rules` and `tapebot
 # rules`, never by a tool. Expired rows are ignored; revoked ones are deleted.
 STANDING_APPROVALS = sa.Table(
@@ -283,7 +271,6 @@ CORE_TABLES = (
     "messages",
     "turns",
     "approvals",
-    "approval_rules",
     "usage",
     "processed_updates",
     "kv",

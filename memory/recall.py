@@ -18,7 +18,6 @@ sections and cut to a 1,200-character budget (200 per item, with a `/memory trac
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +31,7 @@ from agent.ports import Clock
 from memory.archive import FileArchiveStore
 from memory.hygiene import UNTRUSTED, recallable
 from memory.longterm import TYPE_RULES, MemoryRecord, MemoryRow, MemoryStore, SearchHit
-from memory.taskstate import TASK_STATE_SQL, TASK_STATES, TaskState, TaskStateStore, render_task_state
+from memory.taskstate import TASK_STATES, TaskState, TaskStateStore, render_task_state
 from memory.terms import CodeResolver, default_code_resolver, extract_keywords, trigram_terms
 
 log = logging.getLogger(__name__)
@@ -43,7 +42,12 @@ MAX_TOTAL_CHARS = 1200
 MAX_ITEM_CHARS = 200
 TRUNCATION_MARK = "…（已截断，/memory trace {id} 查看来源）"
 # MemoryStore.has_memories and TaskStateStore.get in one statement
-_PROBE_SQL = f"SELECT EXISTS (SELECT 1 FROM memories WHERE scope = ?1), ({TASK_STATE_SQL.replace('?', '?2')})"
+_PROBE = sa.select(
+    sa.exists().where(MemoryRow.scope == sa.bindparam("scope")),
+    sa.select(TASK_STATES.c.data)
+    .where(TASK_STATES.c.session_id == sa.bindparam("session_id"))
+    .scalar_subquery(),
+)
 HEADER = "以下是召回的相关记忆，不代表当前任务进程，仅作为参考（当前问题和工具实时数据优先）："
 
 
@@ -233,17 +237,12 @@ class MemoryRecall:
         if tasks is None or not session_id or tasks.db is not self.store.db:
             return await self.store.has_memories(scope), None, False
 
-        def core(c: Connection) -> tuple[bool, Any]:  # built only off the SQLite fast path
-            found = c.execute(sa.select(MemoryRow.id).where(MemoryRow.scope == scope).limit(1)).first()
-            data = c.execute(sa.select(TASK_STATES.c.data).where(TASK_STATES.c.session_id == session_id))
-            return found is not None, data.scalar()
-
-        def raw(conn: sqlite3.Connection) -> tuple[bool, Any]:
-            has, data = conn.execute(_PROBE_SQL, (scope, session_id)).fetchone()
-            return bool(has), None if data is None else tasks.read_data(data)
+        def core(c: Connection) -> tuple[bool, Any]:
+            row = c.execute(_PROBE, {"scope": scope, "session_id": session_id}).one()
+            return bool(row[0]), row[1]
 
         try:
-            has, data = await self.store.db.run(core, sqlite=raw, snapshot=False)  # one statement
+            has, data = await self.store.db.run(core)  # one statement
         except Exception:  # as the two reads would: memories asked again, the state not
             log.exception("TaskState read failed")
             return await self.store.has_memories(scope), None, True

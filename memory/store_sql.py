@@ -1,24 +1,26 @@
-"""The store's hot statements, twice: SQLAlchemy Core built once per dialect (`HotStatements`) and
-the same operations as plain SQL for SQLite (`SqliteOps`). `memory.stores.SqlStore` picks one per
-call (see `Database.run`); a test compares the rows the two paths store."""
+"""What the SQL stores share: their hot statements, SQLAlchemy Core built once per dialect
+(`HotStatements`) and run as one synchronous function per transaction (`Database.run`); the base
+class with the database and the masking of secrets; the row builders more than one store writes
+(a turn, a usage row, the records of received messages)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Dialect
+from pydantic import TypeAdapter
+from sqlalchemy.engine import Connection
 
+from agent.messages import Message
+from agent.ports import Receipt, TurnRecord, UsageRecord
+from agent.redact import redact_message
+from memory.db import Database
 from memory.models import KV, MESSAGES, PROCESSED_UPDATES, SESSIONS, TURNS, USAGE
 
 OPEN_TURN_STATUSES = ("running", "suspended")
-OPEN_TURN_SQL = (
-    f"SELECT payload FROM turns WHERE session_id = ? AND status IN ({', '.join('?' * len(OPEN_TURN_STATUSES))}) "
-    "ORDER BY updated_at DESC LIMIT 1"
-)
 
 PROCESSED = PROCESSED_UPDATES
 
@@ -84,139 +86,92 @@ class HotStatements:
         )
 
 
-def _utc_text(value: datetime) -> str:
-    """A timestamp as `UTCDateTime` stores it in SQLite: naive UTC, "YYYY-MM-DD HH:MM:SS.ffffff"
-    (SQLAlchemy's format), in one C call instead of two type processors."""
-    if value.tzinfo is UTC:  # `utcnow()`'s: the text is the same, less its "+00:00"
-        return value.isoformat(" ", "microseconds")[:26]
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value.isoformat(" ", "microseconds")
+# A datetime as pydantic writes it in JSON (the turn payload's `updated_at`), without copying the
+# whole record to change that one field
+_JSON_TIME = TypeAdapter(datetime)
 
 
-def column_processor(column: Any, dialect: Dialect, *, result: bool = False) -> Callable[[Any], Any]:
-    """How SQLAlchemy itself converts `column`'s values for `dialect` (to the database, or back
-    with `result`), so plain SQL stores and reads exactly what the ORM and Core do."""
-    impl = column.type.dialect_impl(dialect)
-    fn = impl.result_processor(dialect, None) if result else impl.bind_processor(dialect)
-    return fn or (lambda v: v)
+class SqlBase:
+    """The database, the dialect's statements, and the masking every writer of messages and
+    received-message records goes through."""
 
+    def __init__(self, database: Database, *, redact: Callable[[str], str] | None = None):
+        self.db = database
+        # The last wall before the disk: messages and received-message records are written
+        # with secrets masked, whoever built them. The runtime masks them first (so the model sees
+        # the masked form too); this catches any other writer.
+        self._redact = redact
 
-def utc_text_processor(column: Any, dialect: Dialect) -> Callable[[Any], Any]:
-    """`column`'s (a `UTCDateTime`) bind conversion: `_utc_text` when it gives what SQLAlchemy's
-    own processors give, else those."""
-    convert = column_processor(column, dialect)
-    sample = datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=UTC)
-    return _utc_text if _utc_text(sample) == convert(sample) else convert
+    def _clean(self, messages: Sequence[Message]) -> list[Message]:
+        if self._redact is None:
+            return list(messages)
+        return [redact_message(m, self._redact) for m in messages]
 
+    def _insert(self, model: Any) -> Any:
+        """The dialect's INSERT construct (it has on_conflict_do_nothing / do_update)."""
+        if not self.db.is_sqlite:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-class SqliteOps:
-    """The hot operations in plain SQL for SQLite (see `Database.run(..., sqlite=...)`). Keep them in
-    step with `HotStatements` and the Core code in `SqlStore` (a test compares the rows they store)."""
+            return pg_insert(model)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-    def __init__(self, dialect: Dialect):
-        def processor(column: sa.Column[Any], result: bool = False) -> Callable[[Any], Any]:
-            return column_processor(column, dialect, result=result)
+        return sqlite_insert(model)
 
-        self.time = utc_text_processor(MESSAGES.c.created_at, dialect)  # UTCDateTime everywhere
-        self.json = processor(MESSAGES.c.payload)
-        self.from_json = processor(MESSAGES.c.payload, result=True)
-        self.kv_in, self.kv_out = processor(KV.c.value), processor(KV.c.value, result=True)
-        self.false = processor(SESSIONS.c.archived)(False)
+    @cached_property
+    def _sql(self) -> HotStatements:
+        return HotStatements(self._insert)
 
-    def version_and_last_seq(self, db: sqlite3.Connection, session_id: str) -> tuple[Any, int | None]:
-        """`sessions.updated_at` and the session's highest message seq, in one statement;
-        (None, None) when there is no such session (and so no messages: they belong to one)."""
-        row = db.execute(
-            "SELECT updated_at, (SELECT max(seq) FROM messages WHERE session_id = ?1) "
-            "FROM sessions WHERE id = ?1",
-            (session_id,),
-        ).fetchone()
-        return (None, None) if row is None else (row[0], row[1])
-
-    def session_version(self, db: sqlite3.Connection, session_id: str) -> Any:
-        """`sessions.updated_at` as stored (every write of messages sets it), or None."""
-        row = db.execute("SELECT updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        return None if row is None else row[0]
-
-    def ensure_session(
-        self, db: sqlite3.Connection, session_id: str, chat_key: str, user_id: str, t: str
-    ) -> bool:
-        """`t`: the time as stored (`self.time(now)`), converted once per transaction. True if the
-        session was created (its version is `t`), False if it existed."""
-        return (
-            db.execute(
-                "INSERT INTO sessions (id, chat_key, user_id, title, model, created_at, updated_at, archived) "
-                "VALUES (?, ?, ?, '', '', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                (session_id, chat_key, user_id, t, t, self.false),
-            ).rowcount
-            == 1
-        )
-
-    def insert_rows(
-        self,
-        db: sqlite3.Connection,
-        session_id: str,
-        rows: Sequence[tuple[str, dict[str, Any]]],
-        start: int,
-        t: str,
-        *,
-        touch: bool = True,
+    def _ensure_session_sync(
+        self, conn: Connection, session_id: str, chat_key: str = "", user_id: str = "", *, now: datetime
     ) -> None:
-        """Without `touch`, the session's version is left as it is (it is `t` already)."""
-        if rows:
-            db.executemany(
-                "INSERT INTO messages (session_id, seq, role, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-                [(session_id, start + i, role, self.json(p), t) for i, (role, p) in enumerate(rows)],
-            )
-        if touch:
-            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (t, session_id))
-
-    def advance_session(self, db: sqlite3.Connection, session_id: str, version: Any, t: str) -> bool:
-        """Set the session's version (`updated_at`) to `t` if it is still `version`, i.e. nobody
-        wrote its messages since we read them: True if so. One statement where reading the
-        version and then setting it were two."""
-        return (
-            db.execute(
-                "UPDATE sessions SET updated_at = ? WHERE id = ? AND updated_at = ?", (t, session_id, version)
-            ).rowcount
-            == 1
+        conn.execute(
+            self._sql.ensure_session,
+            {
+                "id": session_id,
+                "chat_key": chat_key,
+                "user_id": user_id,
+                "title": "",
+                "model": "",
+                "created_at": now,
+                "updated_at": now,
+                "archived": False,
+            },
         )
 
-    def append_rows(
-        self, db: sqlite3.Connection, session_id: str, rows: Sequence[tuple[str, dict[str, Any]]], t: str
-    ) -> None:
-        """The rows after the session's last message: each one's seq is the highest + 1, looked up
-        through the unique (session_id, seq) index by the INSERT itself."""
-        db.executemany(
-            "INSERT INTO messages (session_id, seq, role, payload, created_at) "
-            "SELECT ?1, coalesce(max(seq), -1) + 1, ?2, ?3, ?4 FROM messages WHERE session_id = ?1",
-            [(session_id, role, self.json(p), t) for role, p in rows],
-        )
 
-    def upsert_turn(self, db: sqlite3.Connection, row: dict[str, Any], t: str) -> None:
-        """`t`: `row["updated_at"]` as stored."""
-        db.execute(
-            "INSERT INTO turns (id, session_id, status, payload, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
-            "payload = excluded.payload, updated_at = excluded.updated_at",
-            (row["id"], row["session_id"], row["status"], self.json(row["payload"]),
-             self.time(row["created_at"]), t),
-        )  # fmt: skip
+def turn_values(turn: TurnRecord, now: datetime) -> dict[str, Any]:
+    # the payload carries its own write time: start-up recovery reads how old a turn is
+    # (`updated_at` is the record's last field: set in the dump, it stays last)
+    payload = turn.model_dump(mode="json")
+    payload["updated_at"] = _JSON_TIME.dump_python(now, mode="json")
+    return {
+        "id": turn.id,
+        "session_id": turn.session_id,
+        "status": turn.status,
+        "payload": payload,
+        "created_at": turn.created_at,
+        "updated_at": now,
+    }
 
-    def insert_usage(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
-        db.execute(
-            "INSERT INTO usage (session_id, turn_id, model, input_tokens, output_tokens, "
-            "cache_read_tokens, cache_write_tokens, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (row["session_id"], row["turn_id"], row["model"], row["input_tokens"], row["output_tokens"],
-             row["cache_read_tokens"], row["cache_write_tokens"], row["cost"], self.time(row["created_at"])),
-        )  # fmt: skip
 
-    def clear_pending(self, db: sqlite3.Connection, receipts: Sequence[tuple[str, str]]) -> None:
-        db.executemany(
-            "UPDATE processed_updates SET pending = NULL WHERE platform = ? AND update_id = ?", receipts
-        )
+def usage_values(record: UsageRecord) -> dict[str, Any]:
+    u = record.usage
+    return {
+        "session_id": record.session_id,
+        "turn_id": record.turn_id,
+        "model": record.model,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
+        "cost": record.cost,
+        "created_at": record.created_at,
+    }
 
-    def payload(self, db: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> Any:
-        row = db.execute(sql, args).fetchone()
-        return None if row is None else self.from_json(row[0])
+
+def receipt_params(receipts: Sequence[Receipt]) -> list[dict[str, str]]:
+    return [{"r_platform": p, "r_update_id": u} for p, u in receipts]
+
+
+def rowcount(result: Any) -> int:
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -17,8 +17,7 @@ import asyncio
 import json
 import logging
 import re
-import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +32,6 @@ from agent.providers.base import ModelClient, ModelRequest, TextChunk
 from memory.base import Base
 from memory.db import Database
 from memory.models import UTCDateTime
-from memory.store_sql import column_processor
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +83,6 @@ class TaskState(BaseModel):
 
     def is_empty(self) -> bool:
         return not (self.goal or self.open_loops or self.important_facts or self.last_decision)
-
-
-TASK_STATE_SQL = "SELECT data FROM task_states WHERE session_id = ?"
 
 
 # A plain Core table (every query is a Core statement): an ORM mapping cost ~2 ms at import.
@@ -161,30 +156,20 @@ def render_task_state(state: TaskState | None, max_chars: int = 400) -> str:
     return "\n".join(out)
 
 
+_SELECT_DATA = sa.select(TASK_STATES.c.data).where(TASK_STATES.c.session_id == sa.bindparam("session_id"))
+
+
 class TaskStateStore:
     def __init__(self, db: Database, *, clock: Clock | None = None):
         self.db = db
         self.clock = clock or SystemClock()
-        self._converters: tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]] | None = (
-            None
-        )
 
     async def get(self, session_id: str) -> TaskState | None:
-        # read on every recall: one short transaction (plain sqlite3 on SQLite), not an ORM session
-        def core(c: Connection) -> Any:  # built only off the SQLite fast path
-            return c.execute(
-                sa.select(TASK_STATES.c.data).where(TASK_STATES.c.session_id == session_id)
-            ).scalar()
+        # read on every recall: one short Core transaction, not an ORM session
+        def core(c: Connection) -> Any:
+            return c.execute(_SELECT_DATA, {"session_id": session_id}).scalar()
 
-        def raw(conn: sqlite3.Connection) -> Any:
-            row = conn.execute(TASK_STATE_SQL, (session_id,)).fetchone()
-            return None if row is None else self.read_data(row[0])
-
-        return self.decode(await self.db.run(core, sqlite=raw, snapshot=False))
-
-    def read_data(self, stored: Any) -> Any:
-        """`task_states.data` as read by plain SQL, converted as SQLAlchemy converts it."""
-        return self._convert()[2](stored)
+        return self.decode(await self.db.run(core))
 
     @staticmethod
     def decode(data: Any) -> TaskState | None:
@@ -208,27 +193,7 @@ class TaskStateStore:
             if not found.rowcount:
                 c.execute(sa.insert(TASK_STATES).values(session_id=session_id, data=data, updated_at=now))
 
-        bind_data, bind_time, _ = self._convert()
-
-        def raw(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO task_states (session_id, data, updated_at) VALUES (?, ?, ?) ON CONFLICT "
-                "(session_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at",
-                (session_id, bind_data(data), bind_time(now)),
-            )
-
-        await self.db.run(upsert, write=True, sqlite=raw if self.db.is_sqlite else None)
-
-    def _convert(self) -> tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]]:
-        """How SQLAlchemy stores `data` and `updated_at` and reads `data` back (for plain SQL)."""
-        if self._converters is None:
-            dialect, columns = self.db.engine.dialect, TASK_STATES.c
-            self._converters = (
-                column_processor(columns.data, dialect),
-                column_processor(columns.updated_at, dialect),
-                column_processor(columns.data, dialect, result=True),
-            )
-        return self._converters
+        await self.db.run(upsert, write=True)
 
     async def delete(self, session_id: str) -> None:
         async with self.db.session() as s:

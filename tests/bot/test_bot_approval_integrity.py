@@ -74,6 +74,12 @@ def db(home) -> sqlite3.Connection:
     return sqlite3.connect(home / "tapebot.db")
 
 
+async def tamper(fn) -> None:
+    """A write behind the running bot's back, from a thread: a blocking write on the event loop
+    would wait for a write transaction the bot cannot finish while the loop is blocked."""
+    await asyncio.to_thread(fn)
+
+
 def approval_row(home, approval_id: str) -> dict:
     con = db(home)
     con.row_factory = sqlite3.Row
@@ -241,7 +247,7 @@ async def test_after_a_restart_a_tap_on_an_approval_that_expired_meanwhile_runs_
     aid = approval_id_of(card)
     assert not (workspace(harness) / "a7.txt").exists()  # nothing runs before a decision
     await harness.stop()
-    backdate_approval(harness.home, aid, turn_too=turn_too)
+    await tamper(lambda: backdate_approval(harness.home, aid, turn_too=turn_too))
     harness.script.add(reply("Not written: it expired."))
     await harness.start()
     cb = tap(api, ALICE, card["message_id"], data_of(card, "o"), ALICE)
@@ -270,7 +276,7 @@ async def test_the_expiry_sweep_expires_the_card_tells_the_model_and_a_later_tap
     aid = approval_id_of(card)
     await asyncio.sleep(0.2)  # the sweeper ran a few times: nothing is due yet
     assert approval_row(harness.home, aid)["status"] == "pending" and buttons_of(current(api, ALICE, card))
-    backdate_approval(harness.home, aid, turn_too=True)  # its time ran out
+    await tamper(lambda: backdate_approval(harness.home, aid, turn_too=True))  # its time ran out
     final = await api.wait_for(lambda: (m := current(api, ALICE, card)).get("edit_date") and m)
     assert EXPIRED in final["text"] and not buttons_of(final)
     await api.wait_for(lambda: "Not written." in api.texts(ALICE))
@@ -450,13 +456,17 @@ async def test_a_tampered_approval_hash_is_refused_as_a_mismatch(harness, write_
     api.push_text(ALICE, "write a13", user_id=ALICE)
     card = await card_in(api, ALICE)
     aid = approval_id_of(card)
-    con = db(harness.home)
-    con.execute(
-        "UPDATE approvals SET args_hash = ?, arguments = ? WHERE id = ?",
-        ("0" * 64, json.dumps({"path": "a13.txt", "content": "other"}), aid),
-    )
-    con.commit()
-    con.close()
+
+    def rewrite() -> None:
+        con = db(harness.home)
+        con.execute(
+            "UPDATE approvals SET args_hash = ?, arguments = ? WHERE id = ?",
+            ("0" * 64, json.dumps({"path": "a13.txt", "content": "other"}), aid),
+        )
+        con.commit()
+        con.close()
+
+    await tamper(rewrite)
     tap(api, ALICE, card["message_id"], data_of(card, "o"), ALICE)
     # the approval does not match the call: the call is not run; a fresh card asks again
     fresh = await api.wait_for(
@@ -477,16 +487,20 @@ async def test_tool_arguments_changed_after_the_card_are_not_run_on_the_old_appr
     card = await card_in(api, ALICE)
     aid = approval_id_of(card)
     # the stored call (what would run on resume) is rewritten behind the card's back
-    con = db(harness.home)
-    rows = con.execute("SELECT id, session_id, payload FROM messages WHERE role = 'assistant'").fetchall()
-    (row_id, session_id, payload), *_ = [r for r in rows if "safe.txt" in r[2]]
-    con.execute(
-        "UPDATE messages SET payload = ? WHERE id = ?", (payload.replace("safe.txt", "evil.txt"), row_id)
-    )
-    bumped = (datetime.now(UTC) + timedelta(seconds=1)).replace(tzinfo=None).isoformat(" ")
-    con.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (bumped, session_id))
-    con.commit()
-    con.close()
+
+    def rewrite() -> None:
+        con = db(harness.home)
+        rows = con.execute("SELECT id, session_id, payload FROM messages WHERE role = 'assistant'").fetchall()
+        (row_id, session_id, payload), *_ = [r for r in rows if "safe.txt" in r[2]]
+        con.execute(
+            "UPDATE messages SET payload = ? WHERE id = ?", (payload.replace("safe.txt", "evil.txt"), row_id)
+        )
+        bumped = (datetime.now(UTC) + timedelta(seconds=1)).replace(tzinfo=None).isoformat(" ")
+        con.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (bumped, session_id))
+        con.commit()
+        con.close()
+
+    await tamper(rewrite)
     tap(api, ALICE, card["message_id"], data_of(card, "o"), ALICE)
     fresh = await api.wait_for(
         lambda: next((c for c in cards_in(api, ALICE) if approval_id_of(c) != aid), None)

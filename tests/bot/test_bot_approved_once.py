@@ -165,13 +165,17 @@ async def test_a_tap_and_its_decision_are_one_durable_step(tmp_path):
         await h.start()
         api.push_text(ALICE, "buy 100 moutai", user_id=ALICE)
         card = await api.wait_for(lambda: _card(api))
-        con = sqlite3.connect(h.home / "tapebot.db")
-        con.execute(
-            "CREATE TRIGGER no_decision BEFORE UPDATE ON approvals "
-            "BEGIN SELECT RAISE(ABORT, 'injected: the decision is not written'); END"
-        )
-        con.commit()
-        con.close()
+
+        def inject() -> None:  # in a thread: on the loop it would wait for the bot it blocks
+            con = sqlite3.connect(h.home / "tapebot.db")
+            con.execute(
+                "CREATE TRIGGER no_decision BEFORE UPDATE ON approvals "
+                "BEGIN SELECT RAISE(ABORT, 'injected: the decision is not written'); END"
+            )
+            con.commit()
+            con.close()
+
+        await asyncio.to_thread(inject)
         uid = api.push_callback(ALICE, card["message_id"], _once(card), user_id=ALICE)
         tap_id = "cq" + api.pushed[uid]["callback_query"]["id"]  # the adapter's id for a tap
         await api.wait_for(lambda: any("tap the" in text and "again" in text for text in api.texts(ALICE)))

@@ -94,12 +94,18 @@ async def test_a_message_waits_out_a_full_disk(tmp_path):
         await api.wait_for(lambda: any("Got it now." in t for t in api.texts(ALICE)), timeout=10)
         # both are answered, in order: folded into one turn or the second in a turn of its own
         await api.wait_for(lambda: pending_texts_now(h) == [], timeout=10)
+        # the second's record is cleared as its turn starts, before its model call
+        await api.wait_for(lambda: any(_users(r)[-1:] == ["second"] for r in h.script.requests), timeout=10)
         last = h.script.requests[-1]
         users = [m.text for m in last.messages if m.role == "user"]
         assert users == ["first", "second"]
         assert len(trouble(api)) == 1
     finally:
         await h.stop()
+
+
+def _users(request) -> list[str]:
+    return [m.text for m in request.messages if m.role == "user"]
 
 
 def pending_texts_now(h: Harness) -> list[str]:

@@ -226,8 +226,6 @@ def registry() -> dict[tuple[str, str], Callable[[], str] | None]:
     langs = _vocab("en", "zh")
     platform = _vocab(*PLATFORMS)
     return {
-        ("approval_rules", "chat_key"): chat_key,
-        ("approval_rules", "tool"): tool_name,
         ("approvals", "id"): approval_id,
         ("approvals", "session_id"): session_id,
         ("approvals", "turn_id"): turn_id,

@@ -144,3 +144,23 @@ async def test_json_columns_keep_what_the_fast_codec_refuses(tmp_path):
         store = SqlStore(db)
         await store.kv_set("big", {"n": 2**70, "name": "贵州茅台"})
         assert await store.kv_get("big") == {"n": 2**70, "name": "贵州茅台"}
+
+
+async def test_the_unused_approval_rules_table_is_dropped_and_comes_back_on_downgrade(tmp_path):
+    from memory.db import downgrade
+
+    path = tmp_path / "t.db"
+
+    def tables() -> set[str]:
+        con = sqlite3.connect(path)
+        try:
+            return {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        finally:
+            con.close()
+
+    await upgrade(url_for(path), "0014_column_limits")
+    assert "approval_rules" in tables()
+    await upgrade(url_for(path))
+    assert "approval_rules" not in tables()
+    await downgrade(url_for(path), "0014_column_limits")
+    assert "approval_rules" in tables()

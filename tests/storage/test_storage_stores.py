@@ -1,4 +1,4 @@
-"""memory.stores.SqlStore against real SQLite files: messages, turns, approvals (CAS), rules,
+"""memory.stores.SqlStore against real SQLite files: messages, turns, approvals (CAS),
 usage totals, inbound de-duplication, sessions and kv."""
 
 from __future__ import annotations
@@ -227,19 +227,6 @@ async def test_expired_approval_cannot_be_approved(store):
     assert await store.resolve_approval("a1", status="approved", decided_by="42", decision="once") is False
 
 
-async def test_rules(store):
-    assert not await store.has_rule("telegram:1", "exec_command")
-    await store.add_rule("telegram:1", "exec_command")
-    await store.add_rule("telegram:1", "exec_command")  # idempotent
-    await store.add_rule("telegram:1", "write_file")
-    assert await store.has_rule("telegram:1", "exec_command")
-    assert not await store.has_rule("telegram:2", "exec_command")
-    assert await store.list_rules("telegram:1") == ["exec_command", "write_file"]
-    assert await store.remove_rule("telegram:1", "exec_command")
-    assert not await store.has_rule("telegram:1", "exec_command")
-
-
-# ---- usage -------------------------------------------------------------------------------------
 async def test_usage_totals_per_model(store):
     now = datetime.now(UTC)
 
