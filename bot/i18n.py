@@ -97,6 +97,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "restarting_kept": "I'm restarting right now; I have your message and will answer it as soon "
         "as I'm back.",
         "restarting_again": "I'm restarting right now; please try that again in a minute.",
+        "busy_elsewhere": "⏳ I'm still busy with this chat's previous turn; please send that again in a "
+        "moment.",
         "button_failed": "⚠️ That tap didn't go through (something failed on my side); please tap the "
         "button again.",
         "progress_paused": "⏸ Paused for a restart; I'll resume after it.",
@@ -189,6 +191,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "storage_gave_up": "抱歉——无法保存你的消息“{preview}”（存储故障）。请过几分钟再发送一次。",
         "restarting_kept": "我正在重启；你的消息已保存，回来后马上回复。",
         "restarting_again": "我正在重启，请一分钟后再试。",
+        "busy_elsewhere": "⏳ 这个对话的上一轮还在进行，请稍后再发一次。",
         "button_failed": "⚠️ 这次点击没有生效（我这边出了问题），请再点一次按钮。",
         "progress_paused": "⏸ 因重启暂停；重启后继续。",
         "progress_cut_off": "被重启中断",
