@@ -5,7 +5,8 @@ behind a round-robin webhook forwarder (tests/bot/replica_cluster.py), with the 
 API and the scripted LLM server answering after `--model-delay` (100 ms). Each of `--chats` chats
 (200) sends `--per-chat` messages (5), `--gap` seconds apart, without waiting for the answers;
 once `--kill-at` of them have been sent, replica 0 is killed -9 and restarted `--down` seconds
-later. Then `--approvals` chats ask for a file and tap the card's button twice, on two replicas;
+later; for 2 and 3 replicas the run is repeated with the killed replica left down (its chats are
+taken over by the survivors once its leases expire, `--lease`). Then `--approvals` chats ask for a file and tap the card's button twice, on two replicas;
 and `--briefs` chats have a brief due in the same minute.
 
 Prints, per N: messages/s (all messages over the time from the first sent to the last answered)
@@ -66,7 +67,7 @@ async def plant_briefs(cluster: Cluster, count: int) -> datetime:
     return due
 
 
-async def one(n: int, args: argparse.Namespace, url: str) -> bool:
+async def one(n: int, args: argparse.Namespace, url: str, *, restart: bool = True) -> bool:
     with tempfile.TemporaryDirectory(prefix="tapebot-replicas-") as tmp:
         cluster = Cluster(
             Path(tmp), url, n, chats=args.chats, model_delay=args.model_delay, lease_s=args.lease
@@ -75,9 +76,11 @@ async def one(n: int, args: argparse.Namespace, url: str) -> bool:
         async with cluster:
             due = await plant_briefs(cluster, args.briefs) if args.briefs else None
             kill_at = int(args.chats * args.per_chat * args.kill_at) if args.kill_at > 0 else None
-            print(f"   {n} replica(s): {load_line()}", flush=True)
+            how = "restarted" if restart else "not restarted"
+            print(f"   {n} replica(s), replica 0 killed -9 and {how}: {load_line()}", flush=True)
             o = await converse(
-                cluster, per_chat=args.per_chat, gap=args.gap, kill_after=kill_at, down_for=args.down,
+                cluster, per_chat=args.per_chat, gap=args.gap, kill_after=kill_at,
+                down_for=args.down if restart else None,
                 approvals=args.approvals, timeout=args.timeout,
                 on_messages=lambda o: print(f"   {report(f'{n} replica(s), messages', o)}", flush=True),
             )  # fmt: skip
@@ -126,7 +129,10 @@ def main() -> int:
         "--kill-at", type=float, default=0.4, help="share of messages sent before the kill -9 (0: none)"
     )
     p.add_argument("--down", type=float, default=2.0, help="seconds before the killed replica restarts")
-    p.add_argument("--lease", type=float, default=5.0, help="replica lease (TAPEBOT_REPLICA_LEASE_S)")
+    p.add_argument("--lease", type=float, default=5.0, help="chat lease (TAPEBOT_CHAT_LEASE_S)")
+    p.add_argument(
+        "--restarted-only", action="store_true", help="skip the runs where the killed replica stays down"
+    )
     p.add_argument("--approvals", type=int, default=5)
     p.add_argument("--briefs", type=int, default=5)
     p.add_argument("--timeout", type=float, default=900.0, help="seconds each phase may take")
@@ -143,9 +149,12 @@ def main() -> int:
     )
     started = time.monotonic()
     results = []
-    for n in args.replicas.split(","):
+    runs = [(int(n), True) for n in args.replicas.split(",")]
+    if args.kill_at > 0 and not args.restarted_only:  # and with no restart: survivors take over
+        runs += [(n, False) for n, _ in runs if n > 1]
+    for n, restart in runs:
         try:
-            results.append(asyncio.run(one(int(n), args, args.db)))
+            results.append(asyncio.run(one(n, args, args.db, restart=restart)))
         except AssertionError as exc:  # a phase did not finish in time: say so, go on
             print(f"     FAIL: {str(exc)[:300]}")
             results.append(False)

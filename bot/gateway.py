@@ -514,7 +514,19 @@ class Gateway:
             ),
             adopt=self.recovery.adopt_partial(state.key),
             on_settled=lambda: forget_sent(store, "progress", state.key),
+            **({} if self.replicas is None else self._crash_kept(state)),
         )
+
+    def _crash_kept(self, state: ChatState) -> dict[str, Any]:
+        """Replicas: an answer already shown when its replica dies is replaced by the survivor's
+        resumed answer, not repeated (as after a stop)."""
+        store = self.store
+        return {
+            "on_streamed": lambda sent: remember_sent(
+                store, "partial", state.key, state, sent[0], message_ids=[m.message_id for m in sent]
+            ),
+            "on_answered": lambda: forget_sent(store, "partial", state.key),
+        }
 
     def _dynamic_context(self, state: ChatState) -> str:
         # Stable for the day, so the prompt-cache prefix survives from turn to turn (and is made

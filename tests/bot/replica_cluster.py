@@ -346,14 +346,14 @@ async def converse(
     per_chat: int,
     gap: float = 0.15,
     kill_after: int | None = None,
-    down_for: float = 2.0,
+    down_for: float | None = 2.0,
     approvals: int = 0,
     timeout: float = 180.0,
     on_messages: Callable[[Outcome], None] | None = None,
 ) -> Outcome:
     """Every chat sends `per_chat` messages, `gap` seconds apart (the forwarder spreads them over
     the replicas); after `kill_after` messages in all, replica 0 is killed -9 and restarted
-    `down_for` seconds later. The first `approvals` chats then ask for a file and tap the card's
+    `down_for` seconds later (None: never — the survivors take its chats over). The first `approvals` chats then ask for a file and tap the card's
     button twice, on two replicas. Waits until every message is answered (or `timeout`)."""
     expected = [f"c{c}m{i}" for c in cluster.chat_ids for i in range(1, per_chat + 1)]
     sent = 0
@@ -364,6 +364,8 @@ async def converse(
         victim = cluster.replicas[0]
         await cluster.kill(victim)
         killed.set()
+        if down_for is None:  # not restarted: the survivors take its chats over
+            return
         await asyncio.sleep(down_for)
         await cluster.start(victim)
 

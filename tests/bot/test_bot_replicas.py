@@ -30,3 +30,16 @@ async def test_two_replicas_and_a_kill_9_answer_every_message_once_in_order(tmp_
         assert set(outcome.wrote) == {f"c{c}" for c in cluster.chat_ids[:3]}
         assert all(n == 1 for n in outcome.wrote.values()), outcome.wrote
         assert sorted(outcome.tool_runs.values()) == [1, 1, 1], outcome.tool_runs
+
+
+async def test_a_replica_killed_and_not_restarted_has_its_chats_taken_over(tmp_path):
+    """Replica 0 is killed -9 mid-run and stays down: the survivor takes its chats over once its
+    leases expire — the turn it left running resumed, the messages it stored answered — with no
+    restart: every message answered once, in order."""
+    async with Cluster(tmp_path, PG_URL, 2, chats=16, model_delay=0.1, lease_s=2.0) as cluster:
+        outcome = await converse(cluster, per_chat=5, gap=0.2, kill_after=30, down_for=None)
+        print(report("2 replicas, one killed for good", outcome))
+        assert outcome.lost == [], report("lost", outcome)
+        assert len(outcome.unsent) <= 2, report("unsent", outcome)
+        assert outcome.twice == [], report("twice", outcome)
+        assert outcome.out_of_order == [], report("order", outcome)
