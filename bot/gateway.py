@@ -394,7 +394,7 @@ class Gateway:
             return
         state = await self.chats.by_key(chat_key)
         if state is None or state.chat.platform not in self.adapters:
-            await shared.let_go(chat_key)
+            await shared.give_back(chat_key)
             return
         shared.taken_over(chat_key)
         await self.chats.reload(state)

@@ -208,6 +208,12 @@ class ChatLeases:
         self.forget(chat_key)
         return True
 
+    async def give_back(self, chat_key: str) -> None:
+        """Expire the chat's lease now, whatever waits: a chat this replica cannot run (its
+        platform is not enabled here) is left to one that can."""
+        await self.leases.release(chat_lease_name(chat_key), self.owner, now=self.clock())
+        self.forget(chat_key)
+
     def forget(self, chat_key: str) -> None:
         self.held.discard(chat_key)
         self._taken.pop(chat_key, None)
