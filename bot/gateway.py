@@ -396,10 +396,13 @@ class Gateway:
         if state is None or state.chat.platform not in self.adapters:
             await shared.give_back(chat_key)
             return
-        shared.taken_over(chat_key)
         await self.chats.reload(state)
-        log.info("taking over chat %s from a replica that stopped answering", chat_key)
-        await self.recovery.resume_interrupted(chat_key=chat_key)
+        # only a lease taken from a dead replica has a turn to resume; a message whose receiver
+        # died before taking its chat has none (and this replica may have taken the chat for a
+        # message of its own meanwhile: its turn is running here, not to be resumed)
+        if shared.taken_over(chat_key):
+            log.info("taking over chat %s from a replica that stopped answering", chat_key)
+            await self.recovery.resume_interrupted(chat_key=chat_key)
         await self._take_up(state)
         await self._settle(state)
 

@@ -145,14 +145,17 @@ class ChatLeases:
         from a replica that died or stopped (its row is left, expired; a replica that lets a
         chat go deletes it) is noted: its interrupted turn is resumed first (`taken_over`)."""
         name, now = chat_lease_name(chat_key), self.clock()
-        fresh = chat_key not in self.held
-        before = await self.leases.live(name, now=now - timedelta(days=3650)) if fresh else None
+        before = (
+            None if chat_key in self.held else await self.leases.live(name, now=now - timedelta(days=3650))
+        )
         lease = await self.leases.take(name, self.owner, now=now, ttl=self.ttl, subject=chat_key)
         if lease.held or (
             died_here(lease.owner)
             and await self.leases.take_from(name, lease.owner, self.owner, now=now, ttl=self.ttl)
         ):
-            if fresh:  # what another holder took is not ours
+            # checked after the awaits: two tasks of this replica may take the chat at once, and
+            # only the first resets what it has taken (else a message would be taken up twice)
+            if chat_key not in self.held:
                 self._taken.pop(chat_key, None)
                 if before is not None and before.owner != self.owner:
                     self._orphans.add(chat_key)
