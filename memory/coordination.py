@@ -46,24 +46,32 @@ class Leases:
         holds it. `subject`: what the lease is for, kept with it (a chat's key)."""
         expires = now + timedelta(seconds=ttl)
         about = {} if subject is None else {"subject": subject}
-        async with self.db.session() as s:
-            res = await s.execute(
-                sa.update(_L)
-                .where(_L.c.name == name, sa.or_(_L.c.owner == owner, _L.c.expires_at < now))
-                .values(
-                    owner=owner,
-                    expires_at=expires,
-                    acquired_at=sa.case((_L.c.owner == owner, _L.c.acquired_at), else_=now),
-                    **about,
-                )
+        claim = (
+            sa.update(_L)
+            .where(_L.c.name == name, sa.or_(_L.c.owner == owner, _L.c.expires_at < now))
+            .values(
+                owner=owner,
+                expires_at=expires,
+                acquired_at=sa.case((_L.c.owner == owner, _L.c.acquired_at), else_=now),
+                **about,
             )
-            if rowcount(res) == 1:
+        )
+        async with self.db.session() as s:
+            if rowcount(await s.execute(claim)) == 1:
                 return Lease(True, owner, expires)
             row = (await s.execute(sa.select(_L.c.owner, _L.c.expires_at).where(_L.c.name == name))).first()
             if row is None:
                 if await _insert(s, name, owner, now, expires, subject):
                     return Lease(True, owner, expires)
-                return Lease(False, "another process", None)
+                # inserted first by someone else — maybe another task of this same owner, whose
+                # lease this one must report as held, not as another process's
+                if rowcount(await s.execute(claim)) == 1:
+                    return Lease(True, owner, expires)
+                row = (
+                    await s.execute(sa.select(_L.c.owner, _L.c.expires_at).where(_L.c.name == name))
+                ).first()
+                if row is None:
+                    return Lease(False, "another process", None)
         return Lease(row.owner == owner, row.owner, row.expires_at)
 
     async def take_from(self, name: str, dead: str, owner: str, *, now: datetime, ttl: float) -> bool:

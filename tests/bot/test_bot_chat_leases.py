@@ -159,6 +159,17 @@ async def test_a_stranded_message_is_found_and_a_live_replicas_is_not(pools):
     assert await live.inbox.orphaned_chats(now=datetime.now(UTC), stranded_after=5) == []
 
 
+async def test_tasks_of_one_replica_taking_a_new_chat_at_once_all_hold_it(pools):
+    """Several tasks of one replica (a message's handler, the sweep, a lane) take a chat nobody
+    held, at once: each is told it holds it — none reports "another process" and wipes what
+    this replica took (which would take a message up twice)."""
+    r = replica(pools[0], "r")
+    for i in range(10):
+        key = f"telegram:{100 + i}"
+        assert all(await asyncio.gather(*(r.take(key) for _ in range(4))))
+        assert key in r.held
+
+
 def test_lease_names_fit_the_column():
     """Chat keys are up to 255 characters; the lease name column holds 64."""
     assert len(chat_lease_name("telegram:" + "9" * 250)) <= 64
