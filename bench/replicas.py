@@ -40,14 +40,15 @@ BRIEF = re.compile(r"BRIEF\[\]")
 
 
 async def plant_briefs(cluster: Cluster, count: int) -> datetime:
-    """`count` chats with a brief due in the same minute, about 90 s from now (their rows
-    written as if they had spoken before)."""
+    """`count` chats with a brief due in the same minute, 3–4 minutes from now: after the killed
+    replica is back (a restart takes up to a minute on a busy machine, and with one replica
+    nobody else can send a brief due meanwhile). Their rows are written as if they had spoken."""
     from memory.chat_tables import ChatRecord
     from memory.db import Database
     from memory.stores import SqlStore
     from scheduler.store import Schedule, ScheduleStore
 
-    due = (datetime.now(UTC) + timedelta(seconds=90)).replace(second=0, microsecond=0)
+    due = (datetime.now(UTC) + timedelta(seconds=240)).replace(second=0, microsecond=0)
     db = Database(cluster.db_url)
     await db.start()
     try:
