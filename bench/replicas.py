@@ -41,8 +41,9 @@ BRIEF = re.compile(r"BRIEF\[\]")
 
 async def plant_briefs(cluster: Cluster, count: int) -> datetime:
     """`count` chats with a brief due in the same minute, 3–4 minutes from now: after the killed
-    replica is back (a restart takes up to a minute on a busy machine, and with one replica
-    nobody else can send a brief due meanwhile). Their rows are written as if they had spoken."""
+    replica is back (a restart takes up to a minute on a busy machine), so the briefs are due
+    while every replica runs, not caught up after a restart. Their rows are written as if they
+    had spoken."""
     from memory.chat_tables import ChatRecord
     from memory.db import Database
     from memory.stores import SqlStore
