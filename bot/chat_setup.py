@@ -93,13 +93,15 @@ def _chat_lock(parts: ChatParts) -> ChatLeases | None:
     """Replicas share a PostgreSQL database; on SQLite the bot is one process and its lanes suffice."""
     from bot.replicas import ChatLeases, new_replica_id
     from memory.coordination import Leases
+    from memory.db import Database
     from memory.replica_inbox import ReplicaInbox
 
     db = parts.store.db
     if db.is_sqlite:
         return None
     inbox = ReplicaInbox(db, parts.replica_id or new_replica_id())
-    return ChatLeases(Leases(db), inbox, ttl=parts.settings.chat_lease_s)
+    beat = Database(db.url, migrate=False)
+    return ChatLeases(Leases(db), inbox, ttl=parts.settings.chat_lease_s, heartbeat_db=beat)
 
 
 async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:

@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 
 from agent.ports import Receipt
 from memory.coordination import Leases
+from memory.db import Database
 from memory.replica_inbox import CHAT, ReplicaInbox, Waiting
 
 log = logging.getLogger(__name__)
@@ -123,9 +124,14 @@ class ChatLeases:
         ttl: float = 15.0,
         max_wait_step: float = 0.25,
         clock: Callable[[], datetime] = _utcnow,
+        heartbeat_db: Database | None = None,
     ):
         self.leases = leases
         self.inbox = inbox
+        # the heartbeat and the sweep on connections of their own: behind a burst of messages the
+        # shared pool's queue can outlast the lease, and a live replica's chats would be taken
+        self._beat_db = heartbeat_db
+        self._beat = inbox if heartbeat_db is None else ReplicaInbox(heartbeat_db, inbox.owner)
         self.owner = inbox.owner
         self.ttl = ttl
         self.max_wait_step = max_wait_step
@@ -241,13 +247,18 @@ class ChatLeases:
                 await task
         self._tasks = []
         with contextlib.suppress(Exception):
-            await self.inbox.expire_mine(now=self.clock())
+            await self._beat.expire_mine(now=self.clock())
+        if self._beat_db is not None:
+            with contextlib.suppress(Exception):
+                await self._beat_db.close()
 
     async def _heartbeat(self) -> None:
+        if self._beat_db is not None:
+            await self._beat_db.start()
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
-                await self.inbox.renew_mine(now=self.clock(), ttl=self.ttl)
+                await self._beat.renew_mine(now=self.clock(), ttl=self.ttl)
             except Exception:
                 log.warning("could not renew this replica's chat leases; retrying", exc_info=True)
 
@@ -255,7 +266,7 @@ class ChatLeases:
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
-                orphans = await self.inbox.orphaned_chats(now=self.clock(), stranded_after=self.ttl)
+                orphans = await self._beat.orphaned_chats(now=self.clock(), stranded_after=self.ttl)
             except Exception:
                 log.warning("could not look for chats a stopped replica left; retrying", exc_info=True)
                 continue
