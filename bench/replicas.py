@@ -131,7 +131,7 @@ def main() -> int:
         "--kill-at", type=float, default=0.4, help="share of messages sent before the kill -9 (0: none)"
     )
     p.add_argument("--down", type=float, default=2.0, help="seconds before the killed replica restarts")
-    p.add_argument("--lease", type=float, default=5.0, help="chat lease (TAPEBOT_CHAT_LEASE_S)")
+    p.add_argument("--lease", type=float, default=15.0, help="chat lease (TAPEBOT_CHAT_LEASE_S)")
     p.add_argument(
         "--restarted-only", action="store_true", help="skip the runs where the killed replica stays down"
     )
