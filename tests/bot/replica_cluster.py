@@ -392,7 +392,7 @@ async def converse(
             break
         if len(seen) != last_seen:
             settled_at, last_seen = time.monotonic(), len(seen)
-        elif time.monotonic() - settled_at > 15:
+        elif time.monotonic() - settled_at > 60:
             # nothing new for a while: done if the rest is in a stored answer (cut off by the
             # kill between storing and sending it), counted apart by `outcome`
             stored = await cluster.stored_answers()
