@@ -52,10 +52,12 @@ class StreamingMessage:
         first_delay: float = 0.0,
         resend_note: str = "",
         adopt: Sequence[SentMessage] = (),
+        on_sent: Callable[[list[SentMessage]], Awaitable[None]] | None = None,
     ):
         # `resend_note` heads the final answer when a partial part's send timed out unanswered
         # (it may show above; its id is unknown, so it cannot be edited). `adopt`: messages a turn
         # stopped by a restart left with partial text; this stream replaces them in place.
+        # `on_sent`: a partial send put a new message out (the caller may keep where it is).
         # `first_delay` holds the first send back a little: a short answer that completes within
         # it goes out as one message, with no edit (and no edit-rate wait) at all.
         self.first_delay = first_delay
@@ -71,6 +73,7 @@ class StreamingMessage:
         self._messages: list[SentMessage] = list(adopt)
         self._shown: list[str] = [""] * len(self._messages)
         self.resend_note = resend_note
+        self.on_sent = on_sent
         self._uncertain = False  # an intermediate send of unknown fate: no more partial sends
         self._last_push: float | None = None
         self._lock = asyncio.Lock()
@@ -202,6 +205,7 @@ class StreamingMessage:
         if not chunks:
             return
         touched = False
+        had = len(self._messages)
         for i, chunk in enumerate(chunks):
             last = i == len(chunks) - 1
             kb = buttons if (final and last) else None
@@ -241,3 +245,5 @@ class StreamingMessage:
         if touched:
             self._last_push = self._clock()
             self.pushes.append(self._last_push)
+        if not final and len(self._messages) > had and self.on_sent is not None:
+            await self.on_sent(list(self._messages))

@@ -96,11 +96,15 @@ def _chat_lock(parts: ChatParts) -> ChatLeases | None:
     """Replicas share a PostgreSQL database; on SQLite the bot is one process and its lanes suffice."""
     from bot.replicas import ChatLeases, new_replica_id
     from memory.coordination import Leases
+    from memory.db import Database
+    from memory.replica_inbox import ReplicaInbox
 
     db = parts.store.db
     if db.is_sqlite:
         return None
-    return ChatLeases(Leases(db), parts.replica_id or new_replica_id())
+    inbox = ReplicaInbox(db, parts.replica_id or new_replica_id())
+    beat = Database(db.url, migrate=False)
+    return ChatLeases(Leases(db), inbox, ttl=parts.settings.chat_lease_s, heartbeat_db=beat)
 
 
 async def publish_commands(gateway: Gateway, adapter: ChatAdapter) -> None:
@@ -231,6 +235,8 @@ async def open_chats(
             with contextlib.suppress(Exception):
                 await adapter.stop()
 
+    if gateway.replicas is not None:
+        parts.on_stop(gateway.replicas.stop)  # after the chats have stopped: leases expire now
     parts.on_stop(stop_chat)
     try:
         await gateway.waiting.expire_due()
@@ -240,4 +246,6 @@ async def open_chats(
     finally:
         gateway.recovered()
     parts.spawn(_sweep_expired(gateway, parts.store), "expiry-sweeper")
+    if gateway.replicas is not None:  # heartbeat, and takeover of a dead replica's chats
+        gateway.replicas.start(gateway.take_over)
     return started

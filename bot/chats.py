@@ -104,6 +104,16 @@ class ChatDirectory:
                 self._states[key] = state
         return state
 
+    async def reload(self, state: ChatState) -> None:
+        """The chat as stored now (another replica may have started a new session or changed its
+        model or language); the state object stays the one its lane holds."""
+        saved = await self.store.load_chat(state.key)
+        if saved is not None:
+            state.session_id = saved.session_id or state.session_id
+            state.lang = saved.lang or state.lang
+            state.model = saved.model
+            state.owner = saved.owner
+
     def loaded(self) -> list[ChatState]:
         return list(self._states.values())
 

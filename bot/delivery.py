@@ -49,6 +49,8 @@ class TurnView:
         on_partial: Callable[[list[SentMessage]], Awaitable[None]] | None = None,
         adopt: list[SentMessage] | None = None,
         on_settled: Callable[[], Awaitable[None]] | None = None,
+        on_streamed: Callable[[list[SentMessage]], Awaitable[None]] | None = None,
+        on_answered: Callable[[], Awaitable[None]] | None = None,
     ):
         self.adapter, self.chat, self.lang = adapter, chat, lang
         self.on_approval, self.on_question = on_approval, on_question
@@ -66,6 +68,11 @@ class TurnView:
         # it; `on_settled` lets go of it once a turn has shown its final state
         self.on_settled = on_settled
         self._kept = False
+        # replicas: an answer shown before the turn stored it is kept too (`on_streamed`) — if
+        # its replica dies, the survivor's resumed answer replaces it instead of repeating it;
+        # let go (`on_answered`) once the turn has ended
+        self.on_streamed, self.on_answered = on_streamed, on_answered
+        self._streamed = False
         self.stream: StreamingMessage | None = None
         self.progress: ProgressLine | None = None
         self.plan_msg: SentMessage | None = None
@@ -195,6 +202,7 @@ class TurnView:
                         first_delay=FIRST_SEND_DELAY,
                         resend_note=t(self.lang, "answer_in_full"),
                         adopt=adopt,
+                        on_sent=self._keep_streamed if self.on_streamed is not None else None,
                     )
                 await self.stream.append(text)
             case ev.ToolCalls():
@@ -275,8 +283,24 @@ class TurnView:
                 self.final_text = text
                 await self._end_progress(event)
                 await self._flush_text(text if warning else None)
+                if self._streamed and self.on_answered is not None:
+                    self._streamed = False
+                    try:
+                        await self.on_answered()
+                    except Exception:
+                        log.warning(
+                            "could not let go of the streamed answer of %s", self.chat.key, exc_info=True
+                        )
             case _:
                 pass
+
+    async def _keep_streamed(self, sent: list[SentMessage]) -> None:
+        assert self.on_streamed is not None
+        try:
+            await self.on_streamed(sent)
+            self._streamed = True
+        except Exception:  # the resumed answer is then posted anew
+            log.warning("could not keep the streamed answer of %s", self.chat.key, exc_info=True)
 
     async def _flush_text(self, text: str | None = None) -> None:
         if self.stream is not None:

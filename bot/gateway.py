@@ -8,6 +8,10 @@ message that starts or joins a turn goes to the chat's lane (bot/lanes.py), whic
 a time per chat. A message that may queue is recorded with its update id (one INSERT) until it is
 in the session's history, so one still queued at a crash or a stop is taken up after the restart
 (bot/recovery.py). Background-task notices are bot/task_notices.py.
+
+Replicas on one PostgreSQL database (bot/replicas.py): a message is stored, filed under its chat,
+and taken up by whichever replica holds the chat, in arrival order; a tap, a command or a brief
+waits for the chat's lease and runs where it arrived.
 """
 
 from __future__ import annotations
@@ -47,11 +51,12 @@ from bot.commands.binding import CommandParts, bind
 from bot.commands.context import CommandServices
 from bot.delivery import TurnView
 from bot.i18n import pick_language, t
-from bot.lanes import ChatLock, Events, Lane, LaneDeps, Lanes
+from bot.lanes import Events, Lane, LaneDeps, Lanes
 from bot.live_questions import ChatQuestions
 from bot.progress import ProgressBoard
-from bot.received import pending_record
+from bot.received import inbound_from_record, pending_record
 from bot.recovery import Recovery, RecoveryStore
+from bot.replicas import ChatLeases
 from bot.retry import StoragePatience
 from bot.sent import forget_sent, remember_sent
 from bot.task_notices import TaskNotices
@@ -60,6 +65,7 @@ from bot.waiting import CardFacts, Waiting, WaitingStore, is_waiting, may_close
 log = logging.getLogger(__name__)
 
 MAX_INBOUND_CHARS = 16_000
+WAIT_FOR_CHAT_S = 20.0  # a tap, a command or a brief waits this long for another replica's turn
 
 
 class GatewayStore(WaitingStore, RecoveryStore, ChatStore, PairedStore, Protocol):
@@ -98,9 +104,11 @@ class Gateway:
         skill_commands: Sequence[Command] = (),
         card_facts: CardFacts | None = None,
         system_dynamic: str = "",
-        chat_lock: ChatLock | None = None,
+        chat_lock: ChatLeases | None = None,
     ):
         self.runtime = runtime
+        # several replicas on one database: a chat runs where its lease is (bot/replicas.py)
+        self.replicas = chat_lock
         self.store = store
         self.adapters: dict[str, ChatAdapter] = {}
         self.access = Access(access, store)
@@ -144,6 +152,7 @@ class Gateway:
                 reread=self._on_message,
                 chat_lock=chat_lock,
                 recovered=self._recovered,
+                idle=self._lane_idle,
             )
         )
         self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)
@@ -154,7 +163,8 @@ class Gateway:
         self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
         self.recovery = Recovery(
             runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message,
-            board=self.progress_board,
+            board=self.progress_board, adopt=self.adopt if chat_lock is not None else None,
+            inbox=chat_lock.inbox if chat_lock is not None else None,
         )  # fmt: skip
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -241,7 +251,11 @@ class Gateway:
             )
         if stored is None:
             return  # storage failed for the whole retry budget: the user was asked to send it again
-        if not stored:
+        shared = self.replicas
+        message = receipt if isinstance(inbound, InboundMessage) else None  # stored, may queue
+        # replicas: a redelivered message may be one a replica that died had stored and never
+        # answered; filing it again is harmless (one already in a history is not taken up)
+        if not stored and not (shared is not None and message is not None):
             if isinstance(inbound, ButtonPress):
                 with contextlib.suppress(Exception):
                     await inbound.ack("", False)
@@ -257,9 +271,18 @@ class Gateway:
             state.owner = user.user_id
             await self.chats.save(state)
         if self.stopping:  # recorded (a message that may queue): taken up after the restart
-            if receipt is not None:
+            if message is not None and shared is not None:  # … or by a replica that goes on
+                await shared.inbox.file(state.key, message)
+            if receipt is not None and not decision_tap:
                 await self.say(state, t(state.lang, "restarting_kept"))
             return
+        if shared is not None:
+            if message is not None:
+                await shared.inbox.file(state.key, message)
+                await self.adopt(state)  # here, or by the replica that runs the chat now
+                return
+            if not await self._hold_chat(shared, state, inbound):
+                return
         if isinstance(inbound, ButtonPress):
             tapped = self.questions.answer_tap(state.key, user.user_id, inbound.data)
             if tapped is None:
@@ -271,6 +294,121 @@ class Gateway:
             await self._on_command(state, inbound)
         else:
             await self._on_message(state, inbound, receipt)
+        if shared is not None:
+            await self._settle(state)
+
+    # ---- several replicas (bot/replicas.py) ----------------------------------------------------
+    async def adopt(self, state: ChatState) -> bool:
+        """Run the chat here if no other live replica does: take its lease, take up its stored
+        messages oldest first, and let it go again if that started nothing. False: another
+        replica runs the chat, and takes the messages up itself."""
+        shared = self.replicas
+        if shared is None:
+            return True
+        fresh = state.key not in shared.held
+        if not await shared.take(state.key):
+            return False
+        if fresh:  # another replica may have changed the chat (/new, /model) meanwhile
+            await self._fresh_hold(shared, state)
+        await self._take_up(state)
+        await self._settle(state)
+        return True
+
+    async def _fresh_hold(self, shared: ChatLeases, state: ChatState) -> None:
+        """The chat was just taken here: as stored now (another replica may have started a new
+        session or changed its model), and the turn a dead replica left running is resumed
+        before the messages that arrived after it."""
+        await self.chats.reload(state)
+        if shared.taken_over(state.key):
+            log.info("taking over chat %s from a replica that stopped answering", state.key)
+            await self.recovery.resume_interrupted(chat_key=state.key)
+
+    async def _hold_chat(self, shared: ChatLeases, state: ChatState, inbound: Inbound) -> bool:
+        """A tap or a command runs here once the chat is held here, after the chat's stored
+        messages (it arrived after them); if another replica's turn does not end in time, the
+        user is asked to try again."""
+        fresh = state.key not in shared.held
+        if not await shared.wait_take(state.key, WAIT_FOR_CHAT_S):
+            await self.retry.tell(
+                inbound, "button_failed" if isinstance(inbound, ButtonPress) else "busy_elsewhere"
+            )
+            return False
+        if fresh:
+            await self._fresh_hold(shared, state)
+        await self._take_up(state)
+        return True
+
+    async def _take_up(self, state: ChatState) -> int:
+        """The chat's stored messages this replica has not taken yet, oldest first, each its usual
+        way (the chat is held here)."""
+        shared = self.replicas
+        if shared is None:
+            return 0
+        taken = 0
+        async with shared.lock(state.key):
+            for w in await shared.untaken(state.key):
+                try:
+                    msg = inbound_from_record(w.receipt[1], w.record)
+                except ValueError as exc:
+                    log.warning("received message %s:%s dropped: %s", *w.receipt, exc)
+                    await self.store.release_received([w.receipt])
+                    continue
+                state.chat = msg.chat
+                self.lane(state).spoke(msg.user)
+                try:
+                    await self._on_message(state, msg, w.receipt)
+                except Exception:  # one message's failure must not hold up the ones after it
+                    log.exception("received message %s:%s could not be taken up", *w.receipt)
+                taken += 1
+        return taken
+
+    async def _settle(self, state: ChatState) -> None:
+        """The chat's lane is idle: let the chat go — unless messages were filed for it
+        meanwhile by other replicas, which are taken up first. What the idle lane holds for a
+        decision stays stored: whoever runs the chat next takes it up again."""
+        shared = self.replicas
+        if shared is None or self.stopping:
+            return
+        lane = self.lane(state)
+        while not lane.is_running and state.key in shared.held:
+            async with shared.lock(state.key):
+                if lane.is_running:
+                    return
+                if await shared.let_go(state.key, lane.held_receipts()):
+                    lane.forget_held()
+                    return
+            if not await self._take_up(state) and not lane.is_running:
+                await asyncio.sleep(0.05)  # a message being filed under the chat right now
+
+    def _lane_idle(self, state: ChatState) -> None:
+        if self.replicas is not None and not self.stopping:
+            self.spawn(self._settle_quietly(state), f"settle:{state.key}")
+
+    async def _settle_quietly(self, state: ChatState) -> None:
+        try:
+            await self._settle(state)
+        except Exception:  # the lease expires by itself; a survivor's sweep takes the chat up
+            log.warning("could not let chat %s go; its lease will expire", state.key, exc_info=True)
+
+    async def take_over(self, chat_key: str) -> None:
+        """A chat whose replica stopped renewing its lease (a crash, a kill -9): the turns it left
+        running are resumed and its stored messages taken up here, now."""
+        shared = self.replicas
+        if shared is None or self.stopping or chat_key in shared.held or not await shared.take(chat_key):
+            return
+        state = await self.chats.by_key(chat_key)
+        if state is None or state.chat.platform not in self.adapters:
+            await shared.give_back(chat_key)
+            return
+        await self.chats.reload(state)
+        # only a lease taken from a dead replica has a turn to resume; a message whose receiver
+        # died before taking its chat has none (and this replica may have taken the chat for a
+        # message of its own meanwhile: its turn is running here, not to be resumed)
+        if shared.taken_over(chat_key):
+            log.info("taking over chat %s from a replica that stopped answering", chat_key)
+            await self.recovery.resume_interrupted(chat_key=chat_key)
+        await self._take_up(state)
+        await self._settle(state)
 
     async def _on_command(self, state: ChatState, cmd: InboundCommand) -> None:
         """Admin-only commands are refused to members in groups; a command that does not keep
@@ -383,7 +521,19 @@ class Gateway:
             ),
             adopt=self.recovery.adopt_partial(state.key),
             on_settled=lambda: forget_sent(store, "progress", state.key),
+            **({} if self.replicas is None else self._crash_kept(state)),
         )
+
+    def _crash_kept(self, state: ChatState) -> dict[str, Any]:
+        """Replicas: an answer already shown when its replica dies is replaced by the survivor's
+        resumed answer, not repeated (as after a stop)."""
+        store = self.store
+        return {
+            "on_streamed": lambda sent: remember_sent(
+                store, "partial", state.key, state, sent[0], message_ids=[m.message_id for m in sent]
+            ),
+            "on_answered": lambda: forget_sent(store, "partial", state.key),
+        }
 
     def _dynamic_context(self, state: ChatState) -> str:
         # Stable for the day, so the prompt-cache prefix survives from turn to turn (and is made
@@ -414,4 +564,12 @@ class Gateway:
         state = await self.chats.by_key(chat_key)
         if state is None or state.chat.platform not in self.adapters:
             raise DeliveryError(f"chat {chat_key} is not reachable on a running adapter")
+        shared = self.replicas
+        if shared is not None:
+            fresh = chat_key not in shared.held
+            if not await shared.wait_take(chat_key, WAIT_FOR_CHAT_S):
+                raise DeliveryError(f"chat {chat_key} is busy on another replica")
+            if fresh:
+                await self._fresh_hold(shared, state)
+            await self._take_up(state)
         await self.lane(state).run_brief(text)

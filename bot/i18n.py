@@ -12,6 +12,10 @@ from agent.texts import Text, pick_language, say
 __all__ = ["STRINGS", "pick_language", "t"]
 
 STRINGS: dict[str, Text] = {
+    "busy_elsewhere": Text(
+        en="⏳ I'm still busy with this chat's previous turn; please send that again in a moment.",
+        zh="⏳ 这个对话的上一轮还在进行，请稍后再发一次。",
+    ),
     "start": Text(
         en="Hi, I'm tapebot, your investing assistant. Ask me things like “analyze 600519”, “how is my portfolio?”, or “screen the market for springs”. /help lists commands.",
         zh="你好，我是 tapebot，你的投资助手。可以问我“分析 600519”、“我的持仓怎么样”、“全市场筛选 spring 形态”。/help 查看命令。",

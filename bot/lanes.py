@@ -13,12 +13,10 @@ as if it had arrived a moment later — never parked until the card expires.
 The lane's state (running, the queue, what is held, what to resume) is its own: callers use its
 methods.
 
-Across replicas (several processes on one PostgreSQL database), a lane runs only while it holds
-its chat's lock (`LaneDeps.chat_lock`, a lease row in the database: bot/replicas.py): the lane of
-the same chat on another replica waits, then runs what it received. A lease row rather than a
-PostgreSQL advisory lock because an advisory lock lives in a database session, and a session held
-open for every running turn would take a pooled connection per busy chat; a lease needs a
-connection only to take, renew and release it, and it expires on its own when its replica dies.
+Across replicas (several processes on one PostgreSQL database), a lane runs only while its replica
+holds the chat (`LaneDeps.chat_lock`, a lease row in the database: bot/replicas.py): the lane of
+the same chat on another replica waits. The chat is not given back when a turn ends: the lane
+reports that it is idle (`LaneDeps.idle`) and the router lets the chat go once nothing of it waits.
 On SQLite (one process) there is no lock: the in-process lane is the only one."""
 
 from __future__ import annotations
@@ -60,8 +58,12 @@ class ChatLock(Protocol):
         """Held while the chat's lane runs: no other replica runs a turn in that chat meanwhile."""
         ...
 
-    async def held_elsewhere(self, chat_key: str) -> str | None:
-        """The live replica whose lane runs in the chat now; None when no other one does."""
+    async def take(self, chat_key: str) -> bool:
+        """Hold the chat here now if no other live replica does; False when one does."""
+        ...
+
+    def taken_over(self, chat_key: str) -> bool:
+        """Once: the chat was taken from a replica that died holding it."""
         ...
 
 
@@ -88,6 +90,7 @@ class LaneDeps:
     # set once the restart's recovery has run: a turn it resumes waits for it, so the messages it
     # takes up (queued behind that turn at the stop or crash) join the turn rather than follow it
     recovered: asyncio.Event | None = None
+    idle: Callable[[ChatState], None] = lambda _state: None  # the lane has nothing left to run
 
 
 class Lane:
@@ -159,6 +162,14 @@ class Lane:
         self._held.append((Queued(Message.user(text), receipt), user))
         return first
 
+    def held_receipts(self) -> list[Receipt]:
+        return [q.receipt for q, _ in self._held if q.receipt is not None]
+
+    def forget_held(self) -> None:
+        """Another replica may run the chat next: what was held stays stored, and is taken up
+        again by whoever runs the chat then."""
+        self._held.clear()
+
     def release_held(self) -> None:
         """A decision was made: what waited for it joins the resumed turn (if that turn stops at
         another card, the lane holds it again)."""
@@ -216,6 +227,8 @@ class Lane:
             self._idle.set()
         if not self._inbox.empty() or self._notices:
             self._start(None)  # what queued up behind the brief
+        else:
+            self._deps.idle(self.state)
 
     def _chat_lock(self) -> AbstractAsyncContextManager[None]:
         lock = self._deps.chat_lock
@@ -317,6 +330,7 @@ class Lane:
             log.exception("the chat lease of %s failed", self.state.key)
             self._running, self._cancel = False, None
             self._idle.set()
+            self._deps.idle(self.state)
             return
         for item in early:
             if item.inbound is None or self._deps.stopping():
@@ -325,6 +339,8 @@ class Lane:
                 await self._deps.reread(self.state, item.inbound, item.receipt)
             except Exception:  # one message's failure must not lose the ones after it
                 log.exception("an early reply in %s could not be read", self.state.key)
+        if not self._running:
+            self._deps.idle(self.state)
 
     async def _run_jobs(self, job: Events | None) -> list[Folded]:
         """The lane's loop; returns the messages folded into a turn that then suspended."""
@@ -404,10 +420,21 @@ class Lanes:
         self._deps = deps
         self._lanes: dict[str, Lane] = {}
 
-    async def held_elsewhere(self, chat_key: str) -> str | None:
-        """Another replica runs a turn in this chat now (recovery leaves its work to it)."""
+    async def take_here(self, chat_key: str) -> bool:
+        """Hold the chat here; False when another live replica runs it (recovery leaves its work
+        to it). Always True for a single process."""
         lock = self._deps.chat_lock
-        return None if lock is None else await lock.held_elsewhere(chat_key)
+        if lock is None:
+            return True
+        if not await lock.take(chat_key):
+            return False
+        lock.taken_over(chat_key)  # the caller (recovery) resumes what the dead replica left
+        return True
+
+    def idle(self, state: ChatState) -> None:
+        """Nothing was started in the chat held for it: it may be let go."""
+        if not self.of(state).is_running:
+            self._deps.idle(state)
 
     def of(self, state: ChatState) -> Lane:
         lane = self._lanes.get(state.key)

@@ -3,8 +3,11 @@ left queued are taken up, the progress message a stop paused shows its final sta
 stop cut off mid-stream is replaced by the resumed turn's instead of repeated. What is older than
 its platform's `max_backlog_age_s` is not run; its chat is told.
 
-With replicas on one database, a chat whose lane runs on another live replica now (it holds the
-chat's lease) is left to that replica: its open turn and its queued messages are its own."""
+With replicas on one database, only chats this replica can hold are taken up: a chat another live
+replica holds now is left to it (its open turn and its queued messages are its own). A chat taken
+here has its messages filed and taken up through the router's `adopt` (oldest first, with those
+other replicas file meanwhile); the same recovery, for one chat, is how a survivor takes over the
+chats of a replica that died (bot/gateway.py `take_over`)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from bot.received import NOTICES, inbound_from_record, notice_from_record
 from bot.retry import preview
 from bot.sent import SentStore, forget_sent, sent_ref
 from memory.chat_tables import PausedProgress
+from memory.replica_inbox import ReplicaInbox
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,8 @@ class Recovery:
         on_message: Callable[[ChatState, InboundMessage, Receipt], Awaitable[None]],
         *,
         board: ProgressBoard | None = None,
+        adopt: Callable[[ChatState], Awaitable[bool]] | None = None,
+        inbox: ReplicaInbox | None = None,
     ):
         self._runtime = runtime
         self._store = store
@@ -64,6 +70,9 @@ class Recovery:
         self._lanes = lanes
         self._say = say
         self._on_message = on_message  # the router's: a message taken up goes its usual way
+        # replicas: the router's, which takes a chat's filed messages up where it is held
+        self._adopt = adopt
+        self._inbox = inbox
         # where a resumed turn finds the progress message its turn showed before the restart
         self._board = board or ProgressBoard()
         # chat key -> the messages of an answer a stop cut off, for the resumed turn to replace
@@ -82,6 +91,7 @@ class Recovery:
         now = now or datetime.now(UTC)
         taken = 0
         stale: dict[str, tuple[ChatState, int, str]] = {}
+        filed: dict[str, ChatState] = {}
         for receipt, received_at, record in await self._store.received_pending():
             if receipt[0] == NOTICES:
                 await self._take_up_notice(receipt, record)
@@ -100,7 +110,15 @@ class Recovery:
                 continue
             lang = pick_language(msg.user.language_code)
             state = await self._chats.get(msg.chat, msg.user, acc.group_sessions, lang)
-            if await self._elsewhere(state.key):
+            if state.key in filed:
+                await self._file(state, receipt)
+                taken += 1
+                continue
+            if not await self._lanes.take_here(state.key):
+                # filed under its chat, the live replica that runs it takes it up before it
+                # lets the chat go (its receiver may have died before filing it)
+                await self._file(state, receipt)
+                self._left(state.key)
                 continue
             if (now - received_at).total_seconds() > acc.max_backlog_age_s:
                 await self._store.release_received([receipt])
@@ -109,8 +127,16 @@ class Recovery:
                 continue
             state.chat = msg.chat
             self._lanes.of(state).spoke(msg.user)
+            if self._adopt is not None:
+                filed[state.key] = state
+                await self._file(state, receipt)
+                taken += 1
+                continue
             await self._on_message(state, msg, receipt)
             taken += 1
+        for state in filed.values():  # in arrival order, with what other replicas filed meanwhile
+            assert self._adopt is not None
+            await self._adopt(state)
         for state, n, first in stale.values():
             await self._say(state, t(state.lang, "not_taken_up", n=n, first=preview(first)))
         if taken or stale:
@@ -118,7 +144,11 @@ class Recovery:
                      sum(n for _, n, _ in stale.values()))  # fmt: skip
         return taken
 
-    async def resume_interrupted(self, now: datetime | None = None) -> int:
+    async def _file(self, state: ChatState, receipt: Receipt) -> None:
+        if self._inbox is not None:
+            await self._inbox.file(state.key, receipt)
+
+    async def resume_interrupted(self, now: datetime | None = None, chat_key: str | None = None) -> int:
         """Each turn a stop or a crash left running is resumed now, without waiting for the user,
         and its chat is told (which tool was cut off: it may or may not have completed and is not
         run again). A suspended turn whose approval was given just before is resumed too: the
@@ -126,7 +156,10 @@ class Recovery:
         instead (its calls not run) and the chat told. Returns how many were resumed."""
         now = now or datetime.now(UTC)
         resumed = 0
+        held: dict[str, ChatState] = {}
         for turn in await self._store.open_turns():
+            if chat_key is not None and turn.chat_key != chat_key:
+                continue  # taking over one chat (another replica's, which died)
             approved = await self._approved_tool(turn)
             if turn.status == "suspended" and approved is None:
                 # waiting on the user: the card or question is still there, and so is its ⏸ line,
@@ -138,8 +171,10 @@ class Recovery:
             state = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
             if state is None or state.chat.platform not in self._adapters:
                 continue  # its platform is not running now: left for when it is
-            if await self._elsewhere(state.key):
+            if not await self._lanes.take_here(state.key):
+                self._left(state.key)
                 continue
+            held[state.key] = state
             if (
                 turn.unattended  # a brief: the scheduler retries it
                 or turn.session_id != state.session_id  # the chat moved on to a new session
@@ -165,6 +200,9 @@ class Recovery:
             await self._say(state, "\n".join(lines))
             self._lanes.of(state).resume_soon(turn.id)
             resumed += 1
+        if chat_key is None:
+            for state in held.values():  # held for a turn it closed instead: let go if idle
+                self._lanes.idle(state)
         if resumed:
             log.info("after the restart: %d interrupted turn(s) resumed", resumed)
         return resumed
@@ -203,13 +241,9 @@ class Recovery:
         self._board.park(state.key, p)
         await p.show(force=True)
 
-    async def _elsewhere(self, chat_key: str) -> bool:
-        holder = await self._lanes.held_elsewhere(chat_key)
-        if holder is not None:
-            log.info(
-                "after the restart: %s is left to replica %s, which runs its turns now", chat_key, holder
-            )
-        return holder is not None
+    @staticmethod
+    def _left(chat_key: str) -> None:
+        log.info("after the restart: %s is left to the replica that runs its turns now", chat_key)
 
     async def _settle_paused_progress(self, state: ChatState) -> None:
         """The progress message a stop left saying "paused" shows its final state."""

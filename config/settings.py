@@ -281,6 +281,9 @@ class Settings(BaseModel):
 
     home: Path = Field(default_factory=default_home)
     database_url: str | None = None
+    # replicas on one PostgreSQL database: a replica that stops renewing its chats' leases this
+    # long (a crash, a kill -9) is taken for dead, and a survivor takes its chats over
+    chat_lease_s: float = Field(default=15.0, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     models: list[ModelConfig] = Field(default_factory=list)
     agent: AgentConfig = Field(default_factory=AgentConfig)

@@ -39,27 +39,39 @@ class Leases:
     def __init__(self, db: Database):
         self.db = db
 
-    async def take(self, name: str, owner: str, *, now: datetime, ttl: float) -> Lease:
+    async def take(
+        self, name: str, owner: str, *, now: datetime, ttl: float, subject: str | None = None
+    ) -> Lease:
         """Take or renew `name` for `owner` until `now + ttl` if it is ours or expired; else say who
-        holds it."""
+        holds it. `subject`: what the lease is for, kept with it (a chat's key)."""
         expires = now + timedelta(seconds=ttl)
-        async with self.db.session() as s:
-            res = await s.execute(
-                sa.update(_L)
-                .where(_L.c.name == name, sa.or_(_L.c.owner == owner, _L.c.expires_at < now))
-                .values(
-                    owner=owner,
-                    expires_at=expires,
-                    acquired_at=sa.case((_L.c.owner == owner, _L.c.acquired_at), else_=now),
-                )
+        about = {} if subject is None else {"subject": subject}
+        claim = (
+            sa.update(_L)
+            .where(_L.c.name == name, sa.or_(_L.c.owner == owner, _L.c.expires_at < now))
+            .values(
+                owner=owner,
+                expires_at=expires,
+                acquired_at=sa.case((_L.c.owner == owner, _L.c.acquired_at), else_=now),
+                **about,
             )
-            if rowcount(res) == 1:
+        )
+        async with self.db.session() as s:
+            if rowcount(await s.execute(claim)) == 1:
                 return Lease(True, owner, expires)
             row = (await s.execute(sa.select(_L.c.owner, _L.c.expires_at).where(_L.c.name == name))).first()
             if row is None:
-                if await _insert(s, name, owner, now, expires):
+                if await _insert(s, name, owner, now, expires, subject):
                     return Lease(True, owner, expires)
-                return Lease(False, "another process", None)
+                # inserted first by someone else — maybe another task of this same owner, whose
+                # lease this one must report as held, not as another process's
+                if rowcount(await s.execute(claim)) == 1:
+                    return Lease(True, owner, expires)
+                row = (
+                    await s.execute(sa.select(_L.c.owner, _L.c.expires_at).where(_L.c.name == name))
+                ).first()
+                if row is None:
+                    return Lease(False, "another process", None)
         return Lease(row.owner == owner, row.owner, row.expires_at)
 
     async def take_from(self, name: str, dead: str, owner: str, *, now: datetime, ttl: float) -> bool:
@@ -103,12 +115,18 @@ class Leases:
         return Lease(False, row.owner, row.expires_at)
 
 
-async def _insert(s: AsyncSession, name: str, owner: str, now: datetime, expires: datetime) -> bool:
+async def _insert(
+    s: AsyncSession, name: str, owner: str, now: datetime, expires: datetime, subject: str | None = None
+) -> bool:
     """The first row for `name`; False when another process inserted it first (PostgreSQL; on
     SQLite the write transaction already excludes that)."""
     try:
         async with s.begin_nested():
-            await s.execute(_L.insert().values(name=name, owner=owner, acquired_at=now, expires_at=expires))
+            await s.execute(
+                _L.insert().values(
+                    name=name, owner=owner, acquired_at=now, expires_at=expires, subject=subject
+                )
+            )
     except IntegrityError:
         return False
     return True

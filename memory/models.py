@@ -169,6 +169,21 @@ PROCESSED_UPDATES = sa.Table(
     sa.UniqueConstraint("platform", "update_id"),
 )
 
+# Replicas on one database: the chat each stored message belongs to, so whoever holds the chat's
+# lease takes it up (memory/replica_inbox.py).
+REPLICA_INBOX = sa.Table(
+    "replica_inbox",
+    META,
+    column("id", BigIntPK, primary_key=True, autoincrement=True),
+    column("chat_key", sa.String(255), index=True),
+    column("platform", sa.String(32)),
+    column("update_id", sa.String(128)),
+    # held in a lane for a decision when its replica let the chat go: not stranded, taken up
+    # again by whoever runs the chat next
+    column("parked", sa.Boolean, default=False),
+    sa.UniqueConstraint("platform", "update_id"),
+)
+
 
 # Small named state with no shape of its own (the Discord command digest, ...).
 KV = sa.Table(

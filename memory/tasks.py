@@ -104,6 +104,8 @@ SCHEDULER_LEASES = Table(
     column("owner", String(128)),
     column("acquired_at", UTCDateTime()),
     column("expires_at", UTCDateTime()),
+    # what a lease is for, when its name cannot say it (a chat's key: bot/replicas.py)
+    column("subject", String(255), null=True),
 )
 
 # The next firing of each job the scheduler runs ("brief:<schedule id>", "housekeeping:<name>"). The

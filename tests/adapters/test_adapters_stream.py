@@ -191,3 +191,30 @@ async def test_a_final_answer_after_an_uncertain_part_keeps_all_text_within_limi
     assert shown.startswith(note)
     shown = shown[len(note) :]
     assert "".join(shown.split()) == "".join(full.split())
+
+
+async def test_a_message_shown_before_the_end_is_reported_once():
+    """`on_sent` hears of each message a partial send put out (so a replica can keep where an
+    answer not yet stored is shown); edits and the final send are not reported."""
+    clock = FakeClock()
+    ad = RecordingAdapter(clock)
+    reported: list[list[str]] = []
+
+    async def on_sent(sent: list[SentMessage]) -> None:
+        reported.append([m.message_id for m in sent])
+
+    stream = StreamingMessage(
+        ad, DM, clock=clock.monotonic, sleep=clock.sleep, min_interval=0.5, on_sent=on_sent
+    )
+    await stream.append("Hello ")
+    await stream.flush()
+    await stream.append("world")
+    await stream.flush()
+    assert reported == [["1"]]  # sent once, then edited
+    await stream.finish()
+    assert reported == [["1"]]
+
+    quiet = StreamingMessage(ad, DM, clock=clock.monotonic, sleep=clock.sleep, on_sent=on_sent)
+    await quiet.append("all at once")
+    await quiet.finish()  # the final send is stored with the turn already: nothing to keep
+    assert reported == [["1"]]

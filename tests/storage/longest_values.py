@@ -336,6 +336,9 @@ def registry() -> dict[tuple[str, str], Callable[[], str] | None]:
         ("paired_users", "user_id"): user_id,
         ("processed_updates", "platform"): platform,
         ("processed_updates", "update_id"): update_id,
+        ("replica_inbox", "chat_key"): chat_key,
+        ("replica_inbox", "platform"): platform,
+        ("replica_inbox", "update_id"): update_id,
         ("schedule_runs", "schedule_id"): new_schedule_id,
         ("schedule_runs", "run_date"): run_date,
         ("schedule_runs", "status"): _vocab("running", "delivered", "interrupted", "failed", "skipped"),
@@ -360,6 +363,7 @@ def registry() -> dict[tuple[str, str], Callable[[], str] | None]:
                 ),
             )
         ),
+        ("scheduler_leases", "subject"): chat_key,  # a chat lease's chat (bot/replicas.py)
         ("schedules", "id"): new_schedule_id,
         ("schedules", "chat_key"): chat_key,
         ("schedules", "kind"): _vocab("brief"),
