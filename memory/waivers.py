@@ -127,13 +127,16 @@ _STATEMENTS = re.compile(
     r"|[，,]?\s*(?:但是|但|不过|可是|然而|除了|而)"
 )
 _WINDOW = 48  # characters between two parts for them to be read as one statement
-_FORMAT = dict.fromkeys(c for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
 
 
 def normalise(text: str) -> str:
     """Lower case after NFKC, format characters (zero-width and the like) gone, one apostrophe,
     runs of spaces as one."""
-    text = unicodedata.normalize("NFKC", text).translate(_FORMAT).lower()
+    # Per character rather than a translate table of every Cf code point: building that table
+    # walked all 1.1M code points at import (~80 ms of every process's start).
+    text = "".join(
+        ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf"
+    ).lower()
     return re.sub(r"\s+", " ", text.replace("\u2019", "'").replace("`", "'"))
 
 
