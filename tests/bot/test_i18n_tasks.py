@@ -122,14 +122,21 @@ async def test_a_turns_cross_line_names_the_failure_in_chinese():
 
     from agent import events as ev
     from bot.delivery import ProgressBoard, TurnView
-    from tests.bot.test_bot_liveness import CHAT, Recording, Ticker
+    from tests.bot.test_bot_liveness import CHAT, Recording
+    from tests.fakes.clock import FakeClock
 
     async def nothing(_e):
         pass
 
     ad = Recording()
     view = TurnView(
-        ad, CHAT, "zh", on_approval=nothing, on_question=nothing, board=ProgressBoard(), sleep=Ticker().sleep
+        ad,
+        CHAT,
+        "zh",
+        on_approval=nothing,
+        on_question=nothing,
+        board=ProgressBoard(),
+        sleep=FakeClock(auto=False, poll=0.002).sleep,
     )
     for event in (
         ev.ToolStart("c1", "execute_trade", {}),

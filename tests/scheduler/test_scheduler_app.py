@@ -423,6 +423,12 @@ async def test_migration_0004_matches_the_models(tmp_path):
     )
     next_runs = importlib.util.module_from_spec(next_runs_spec)
     next_runs_spec.loader.exec_module(next_runs)
+    # and a later one gives the leases a subject (a chat lease's chat) beside the replicas' inbox
+    inbox_spec = importlib.util.spec_from_file_location(
+        "mig_0018", "memory/migrations/versions/0018_replica_inbox.py"
+    )
+    inbox = importlib.util.module_from_spec(inbox_spec)
+    inbox_spec.loader.exec_module(inbox)
 
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'm.db'}")
     with engine.begin() as conn:
@@ -430,6 +436,7 @@ async def test_migration_0004_matches_the_models(tmp_path):
         with Operations.context(ctx):
             module.upgrade()
             next_runs.upgrade()
+            inbox.upgrade()
         diffs = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
     mine = {t.name for t in TABLES}
 
@@ -459,6 +466,7 @@ async def test_migration_0004_matches_the_models(tmp_path):
         module.downgrade.__globals__["op"]
         ctx = MigrationContext.configure(conn, opts={"target_metadata": Base.metadata})
         with Operations.context(ctx):
+            inbox.downgrade()
             next_runs.downgrade()
             module.downgrade()
         assert sa.inspect(conn).get_table_names() == []
