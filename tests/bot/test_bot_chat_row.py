@@ -3,6 +3,7 @@ time only to set the owner); a button tap never makes its presser the owner."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 from agent.providers.scripted import reply
@@ -35,7 +36,8 @@ def chat_writes(home) -> list[tuple[str, str]]:
 async def test_a_new_chats_row_is_written_once_with_its_owner(harness):
     harness.script.add(reply("Hello."), reply("Again."))
     await harness.start()
-    count_chat_writes(harness.home)
+    # in a thread: a blocking write on the event loop would wait on a write the bot has in flight
+    await asyncio.to_thread(count_chat_writes, harness.home)
     api = harness.api
     api.push_text(ALICE, "hi", user_id=ALICE)
     await api.wait_for(lambda: "Hello." in api.texts(ALICE))
