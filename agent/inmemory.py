@@ -63,6 +63,15 @@ class InMemoryStore:
                 return t.model_copy(deep=True)
         return None
 
+    async def answer_sent(self, turn_id: str) -> None:
+        turn = self.turns.get(turn_id)
+        if turn is not None:
+            turn.answer = None
+
+    async def unsent_answers(self) -> list[TurnRecord]:
+        kept = [t for t in self.turns.values() if t.answer is not None]
+        return [t.model_copy(deep=True) for t in sorted(kept, key=lambda t: t.updated_at)]
+
     async def create_approval(self, approval: ApprovalRecord) -> None:
         self.approvals[approval.id] = approval
 

@@ -129,6 +129,9 @@ class TurnRecord(BaseModel):
     error: str = ""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # a completed chat turn's answer until the chat has been sent it (`TurnStore.answer_sent`);
+    # stored beside the record, not in it
+    answer: str | None = Field(default=None, exclude=True)
 
 
 class ApprovalRecord(BaseModel):
@@ -195,6 +198,15 @@ class TurnStore(Protocol):
 
     async def open_turn(self, session_id: str) -> TurnRecord | None:
         """The session's running or suspended turn, if any."""
+        ...
+
+    async def answer_sent(self, turn_id: str) -> None:
+        """The chat has been sent the turn's answer: it is no longer kept for a restart."""
+        ...
+
+    async def unsent_answers(self) -> list[TurnRecord]:
+        """Completed turns whose answer was stored but not sent (a crash came between), oldest
+        first, each with its `answer`."""
         ...
 
 

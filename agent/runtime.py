@@ -203,6 +203,9 @@ class TurnRequest:
     force_compaction: bool = False  # /compact
     # the caller read the session just now and it had no open turn: no need to read it again
     no_open_turn: bool = False
+    # the caller sends the answer into a chat and then confirms it (`TurnStore.answer_sent`):
+    # until then the answer is kept with the completed turn, for a restart to send
+    deliver: bool = False
 
     def __post_init__(self) -> None:
         self.text = scrub(self.text)  # a lone surrogate would break every later turn
@@ -705,6 +708,7 @@ class AgentRuntime:
                 assistant = Message.assistant(final_text, thinking=thinking)
                 messages.append(assistant)
                 turn.status = "completed"
+                turn.answer = self._answer_kept(request, final_text)
                 await self.store.commit(turn.session_id, messages=[assistant], turn=turn, usage=usage_record)
                 break
         except asyncio.CancelledError:
@@ -739,6 +743,7 @@ class AgentRuntime:
             return
         if turn.status != "completed":  # the round limit ended the turn
             turn.status = "completed"
+            turn.answer = self._answer_kept(request, final_text)
             await self.store.save_turn(turn)
         trace.record("final", text=final_text, rounds=turn.rounds)
         trace.close()
@@ -749,6 +754,11 @@ class AgentRuntime:
         except Exception:  # memory upkeep must never break a reply
             log.exception("after_turn hook failed")
         yield done(final_text, warning=warning)
+
+    def _answer_kept(self, request: TurnRequest, final_text: str) -> str | None:
+        """What is kept with the completed turn until its chat has been sent it (masked, as
+        everything stored is)."""
+        return self.redactor.text(final_text) if request.deliver and final_text else None
 
     @staticmethod
     def _turn_calls(messages: list[Message], turn: TurnRecord) -> list[ToolCallPart]:

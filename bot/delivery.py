@@ -51,6 +51,7 @@ class TurnView:
         on_settled: Callable[[], Awaitable[None]] | None = None,
         on_streamed: Callable[[list[SentMessage]], Awaitable[None]] | None = None,
         on_answered: Callable[[], Awaitable[None]] | None = None,
+        on_delivered: Callable[[str], Awaitable[None]] | None = None,
     ):
         self.adapter, self.chat, self.lang = adapter, chat, lang
         self.on_approval, self.on_question = on_approval, on_question
@@ -73,6 +74,9 @@ class TurnView:
         # let go (`on_answered`) once the turn has ended
         self.on_streamed, self.on_answered = on_streamed, on_answered
         self._streamed = False
+        # the answer of a completed turn is kept with it until it has been sent: `on_delivered`
+        # (with the turn's id) once it has, or once the chat was told it could not be
+        self.on_delivered = on_delivered
         self.stream: StreamingMessage | None = None
         self.progress: ProgressLine | None = None
         self.plan_msg: SentMessage | None = None
@@ -283,6 +287,11 @@ class TurnView:
                 self.final_text = text
                 await self._end_progress(event)
                 await self._flush_text(text if warning else None)
+                if event.status == "completed" and text and self.on_delivered is not None:
+                    try:
+                        await self.on_delivered(event.turn_id)
+                    except Exception:  # a restart then sends the answer again
+                        log.warning("could not mark the answer in %s sent", self.chat.key, exc_info=True)
                 if self._streamed and self.on_answered is not None:
                     self._streamed = False
                     try:

@@ -521,6 +521,7 @@ class Gateway:
             ),
             adopt=self.recovery.adopt_partial(state.key),
             on_settled=lambda: forget_sent(store, "progress", state.key),
+            on_delivered=store.answer_sent,
             **({} if self.replicas is None else self._crash_kept(state)),
         )
 

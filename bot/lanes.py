@@ -298,6 +298,7 @@ class Lane:
             meta=meta,
             no_open_turn=no_open_turn,
             receipts=receipts,
+            deliver=True,  # the view confirms the answer was sent (bot/delivery.py)
         )
         return deps.begin(state, request)
 
@@ -317,6 +318,7 @@ class Lane:
             stop=deps.stop,
             model=state.model,
             system_dynamic=deps.dynamic_context(state),
+            deliver=True,
         )
         return _after(deps.recovered, deps.runtime.resume(turn_id, req))
 

@@ -1,7 +1,8 @@
-"""After a restart (a stop or a crash): turns left running are resumed, messages and task notices
-left queued are taken up, the progress message a stop paused shows its final state, and an answer a
-stop cut off mid-stream is replaced by the resumed turn's instead of repeated. What is older than
-its platform's `max_backlog_age_s` is not run; its chat is told.
+"""After a restart (a stop or a crash): answers stored but not sent are sent, turns left running
+are resumed, messages and task notices left queued are taken up, the progress message a stop
+paused shows its final state, and an answer a stop cut off mid-stream is replaced by the resumed
+turn's instead of repeated. What is older than its platform's `max_backlog_age_s` is not run;
+its chat is told.
 
 With replicas on one database, only chats this replica can hold are taken up: a chat another live
 replica holds now is left to it (its open turn and its queued messages are its own). A chat taken
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from adapters.base import ChatAdapter, DeliveryError, InboundMessage, SentMessage, UserRef
+from adapters.stream import StreamingMessage
 from agent.ports import ApprovalRecord, Receipt, TurnRecord
 from agent.runtime import AgentRuntime
 from bot.access import Access
@@ -44,6 +46,10 @@ class RecoveryStore(SentStore, Protocol):
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
 
     async def load_turn(self, turn_id: str) -> TurnRecord | None: ...
+
+    async def unsent_answers(self) -> list[TurnRecord]: ...
+
+    async def answer_sent(self, turn_id: str) -> None: ...
 
 
 class Recovery:
@@ -157,6 +163,7 @@ class Recovery:
         now = now or datetime.now(UTC)
         resumed = 0
         held: dict[str, ChatState] = {}
+        await self._send_unsent(now, chat_key, held)  # they came before anything still to run
         for turn in await self._store.open_turns():
             if chat_key is not None and turn.chat_key != chat_key:
                 continue  # taking over one chat (another replica's, which died)
@@ -206,6 +213,48 @@ class Recovery:
         if resumed:
             log.info("after the restart: %d interrupted turn(s) resumed", resumed)
         return resumed
+
+    async def _send_unsent(self, now: datetime, chat_key: str | None, held: dict[str, ChatState]) -> None:
+        """Answers a crash cut off between storing them and sending them are sent now — in
+        place of the part of them a replica had already streamed, when it kept where. One older
+        than its platform's `max_backlog_age_s` is dropped: the chat has moved on since."""
+        for turn in await self._store.unsent_answers():
+            if chat_key is not None and turn.chat_key != chat_key:
+                continue
+            state = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
+            if state is None or state.chat.platform not in self._adapters:
+                continue  # its platform is not running now: left for when it is
+            if chat_key is None:
+                if not await self._lanes.take_here(state.key):
+                    self._left(state.key)  # its replica is alive, and sends it itself
+                    continue
+                held[state.key] = state
+            age = (now - turn.updated_at).total_seconds()
+            if turn.answer and age <= self._access.of(state.chat.platform).max_backlog_age_s:
+                await self._send_answer(state, turn.answer)
+            else:
+                log.info(
+                    "after the restart: the unsent answer of turn %s is %.0f s old; dropped", turn.id, age
+                )
+            await self._store.answer_sent(turn.id)
+
+    async def _send_answer(self, state: ChatState, answer: str) -> None:
+        adapter = self._adapters[state.chat.platform]
+        streamed = await sent_ref(self._store, self._adapters, "partial", state.key)
+        adopt: list[SentMessage] = []
+        if streamed is not None:
+            sent, _adapter, ref = streamed
+            await forget_sent(self._store, "partial", state.key)
+            adopt = [SentMessage(sent.chat, str(i)) for i in ref.message_ids or (sent.message_id,)]
+        stream = StreamingMessage(
+            adapter, state.chat, resend_note=t(state.lang, "answer_in_full"), adopt=adopt
+        )
+        try:
+            await stream.finish(answer)
+        except DeliveryError as exc:  # retried already: a restart cannot do better
+            log.warning("the unsent answer for %s could not be sent: %s", state.key, exc)
+        else:
+            log.info("after the restart: an answer cut off before it was sent went to %s", state.key)
 
     async def _park_progress(self, state: ChatState, turn: TurnRecord) -> None:
         """The progress message the turn showed before the restart (kept when it stopped at a

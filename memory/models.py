@@ -93,8 +93,19 @@ TURNS = sa.Table(
     column("payload", sa.JSON),
     column("created_at", UTCDateTime, default=_now),
     column("updated_at", UTCDateTime, default=_now),
+    # a chat turn's final answer, from the moment it is stored with the turn until the chat has
+    # been sent it: a crash in between leaves it here, for the restart (or a surviving replica)
+    # to send (bot/recovery.py)
+    column("answer", sa.Text, null=True),
     # a chat's open turn (every message) in one seek; also every lookup by session
     sa.Index("ix_turns_session_open", "session_id", "status", "updated_at"),
+    # the few answers not sent yet, without reading the many that were
+    sa.Index(
+        "ix_turns_unsent",
+        "updated_at",
+        sqlite_where=sa.text("answer IS NOT NULL"),
+        postgresql_where=sa.text("answer IS NOT NULL"),
+    ),
 )
 
 

@@ -38,6 +38,7 @@ class HotStatements:
                 "status": turn.excluded.status,
                 "payload": turn.excluded.payload,
                 "updated_at": turn.excluded.updated_at,
+                "answer": turn.excluded.answer,
             },
         )
         self.mark_processed = insert(PROCESSED).on_conflict_do_nothing(
@@ -151,6 +152,7 @@ def turn_values(turn: TurnRecord, now: datetime) -> dict[str, Any]:
         "payload": payload,
         "created_at": turn.created_at,
         "updated_at": now,
+        "answer": turn.answer,
     }
 
 

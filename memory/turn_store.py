@@ -1,5 +1,6 @@
 """`SqlTurnStore`: `agent.ports.TurnStore` — a turn's durable state (the whole ExecutionState as
-JSON), the open turn of a session, and every open turn for start-up recovery."""
+JSON), the open turn of a session, every open turn for start-up recovery, and the answers kept
+until their chat has been sent them."""
 
 from __future__ import annotations
 
@@ -48,3 +49,23 @@ class SqlTurnStore(SqlBase):
                 )
             ).scalars()
             return [TurnRecord.model_validate(p) for p in payloads]
+
+    async def answer_sent(self, turn_id: str) -> None:
+        stmt = sa.update(TURNS).where(TURNS.c.id == turn_id, TURNS.c.answer.is_not(None)).values(answer=None)
+        await self.db.run(lambda c: c.execute(stmt), write=True)
+
+    async def unsent_answers(self) -> list[TurnRecord]:
+        """Completed turns whose answer was stored but not sent, oldest first (start-up recovery
+        and a replica's take-over)."""
+        async with self.db.read() as s:
+            rows = (
+                await s.execute(
+                    sa.select(TURNS.c.payload, TURNS.c.answer)
+                    .where(TURNS.c.answer.is_not(None))
+                    .order_by(TURNS.c.updated_at)
+                )
+            ).all()
+        return [
+            TurnRecord.model_validate(payload).model_copy(update={"answer": answer})
+            for payload, answer in rows
+        ]

@@ -18,13 +18,12 @@ import asyncio
 import os
 import random
 import re
-import signal
 import sqlite3
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tests.bot.bot_process import BotProcess as Bot
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCall
 from tests.fakes.telegram_api import FakeBotAPI, buttons_of
 
@@ -76,41 +75,6 @@ def _trades(home: Path) -> list[tuple[float, str]]:
 
 def _shown(api: FakeBotAPI) -> list[str]:
     return [m.get("text", "") for (c, _), m in api.messages.items() if c == USER]
-
-
-class Bot:
-    """`tapebot run`, started and killed."""
-
-    def __init__(self, home: Path, env: dict[str, str]):
-        self.home, self.env = home, env
-        self.proc: asyncio.subprocess.Process | None = None
-        self.runs = 0
-
-    async def start(self, api: FakeBotAPI) -> None:
-        polls = len(api.calls_to("getUpdates"))
-        self.runs += 1
-        with open(self.home.parent / f"run{self.runs}.log", "wb") as log:  # the child keeps its copy
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.cli", "run",
-                cwd=ROOT, env=self.env, stdout=asyncio.subprocess.DEVNULL, stderr=log,
-            )  # fmt: skip
-        await api.wait_for(lambda: len(api.calls_to("getUpdates")) > polls, timeout=60)
-
-    async def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        await self.proc.wait()
-
-    async def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.proc.wait(), 30)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-        return self.proc.returncode or 0
 
 
 async def test_chaos_kill_9_after_taps_and_brief_now(tmp_path):

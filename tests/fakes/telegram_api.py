@@ -215,6 +215,22 @@ class FakeBotAPI:
         self.injections.append(inj)
         return inj
 
+    def hold(
+        self,
+        method: str,
+        until: Callable[[Any], Awaitable[Any]],
+        *,
+        match: Callable[[dict[str, Any]], bool] | None = None,
+        times: int = 1,
+        then: tuple[int, dict] | None = None,
+    ) -> Injection:
+        """The next `times` matching calls wait for `until(None)` before they take effect — or,
+        with `then`, are answered that instead and never take effect (e.g. the bot is killed
+        while its send is on the way: the message never arrives)."""
+        inj = Injection(method, then, after=False, match=match, times=times, before_reply=until)
+        self.injections.append(inj)
+        return inj
+
     def _injection(
         self, method: str, params: dict[str, Any], after: bool, applied: bool = True
     ) -> Injection | None:
@@ -375,7 +391,10 @@ class FakeBotAPI:
             return resp
         before = self._injection(method, p, after=False)
         if before is not None:
-            return _respond(before.response)
+            if before.before_reply is not None:  # held before it takes effect (`hold`)
+                await before.before_reply(None)
+            if before.response is not None:
+                return _respond(before.response)
         fn = getattr(self, f"_m_{method}", None)
         if fn is None:
             return _err(404, "Not Found")
