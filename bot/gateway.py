@@ -452,8 +452,9 @@ class Gateway:
 
     async def on_message(self, state: ChatState, msg: InboundMessage, receipt: Receipt | None = None) -> None:
         """The router's reading of a message (also of one taken up after a restart, or one that
-        reached a lane while its turn's card or question was on its way). `receipt`: the message is recorded (`_may_queue`) until it is in the history; every path
-        either hands it on with the message or releases it."""
+        reached a lane while its turn's card or question was on its way). `receipt`: the message
+        is recorded (`_may_queue`) until it is in the history; every path either hands it on with
+        the message or releases it."""
         text = msg.text or ""
         if not text.strip():
             await self.output.say(state, t(state.lang, "unsupported"))

@@ -16,8 +16,8 @@ methods.
 Across replicas (several processes on one PostgreSQL database), a lane runs only while its replica
 holds the chat (`LaneDeps.chat_lock`, a lease row in the database: bot/replicas.py): the lane of
 the same chat on another replica waits. The chat is not given back when a turn ends: the lane
-reports that it is idle (`LaneRouter.lane_idle`) and the router lets the chat go once nothing of it waits.
-On SQLite (one process) there is no lock: the in-process lane is the only one."""
+reports that it is idle (`LaneRouter.lane_idle`) and the router lets the chat go once nothing of it
+waits. On SQLite (one process) there is no lock: the in-process lane is the only one."""
 
 from __future__ import annotations
 
