@@ -12,4 +12,7 @@
    agent/runtime.py's events, shown by bot/delivery.py (task notices, briefs, skills and resumed
    turns queue in the same lane);
 5. after a restart bot/recovery.py takes up what was left; bot/app.py builds all of this.
+
+The parts of steps 3–5 reach the chats through one `ChatOutput` (bot/chat_output.py), not through
+the router. A scheduled brief: scheduler → `BriefRunner` → `ChatBriefs` (bot/briefs.py) → the lane.
 """

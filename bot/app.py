@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from agent import AgentRuntime, ModelClient, NoticeDeferred, RuntimeConfig
@@ -57,6 +58,7 @@ if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it
         UsageRecord,
     )
     from bot.alert_poll import IntradayAlertPoll
+    from bot.briefs import BriefRunner
     from bot.chat_setup import ChatParts
     from bot.gateway import Gateway
     from markets.preview import TradePreview
@@ -88,6 +90,8 @@ class App:
     the runtime) or depends on how it runs (the gateway and chats, the scheduler). Its methods are
     the steps that build a part and keep it: one class, so the order of construction and of
     shutdown reads top to bottom in one place."""
+
+    brief_runner: BriefRunner | None = None  # the scheduler's, once it is built
 
     def __init__(
         self,
@@ -465,8 +469,8 @@ class App:
 
         s = self.settings
         schedules = self.schedules
-        runner = BriefRunner(
-            self._deliver_brief,
+        # the chats open after the scheduler is built: they take the briefs then (`_start_chat`)
+        runner = self.brief_runner = BriefRunner(
             skill=self.skills.get,
             calendar_warning=self.market.calendar_warning if self.market is not None else None,
         )
@@ -489,20 +493,6 @@ class App:
         schedules.scheduler = jobs  # ScheduleService (scheduler/) is built before it, for the tools
         self.scheduler = jobs
         return jobs
-
-    async def _deliver_brief(self, chat_key: str, text: str) -> None:
-        """A scheduled brief into its chat's lane. The scheduler opens only once the chats have
-        (`start`); run without them, the brief fails and the scheduler retries it. The market
-        data's date and age opens it, written here rather than left to the model."""
-        if self.gateway is None:
-            raise RuntimeError("no chat adapter is running to deliver the brief")
-        if self.market is not None:
-            state = await self.gateway.chats.by_key(chat_key)
-            if state is not None and state.chat.platform in self.gateway.adapters:
-                line = await brief_data_line(self.market, state.lang)
-                if line:
-                    await self.gateway.say(state, line)
-        await self.gateway.run_brief(chat_key, text)
 
     async def _alert_loop(self, every: float = 60.0) -> None:
         """What fired while we were down, then every minute what another process recorded
@@ -537,7 +527,9 @@ class App:
         self.on_stop(self.task_manager.subscribe(gateway.notices.task_progress))
         from bot.briefs import KeptBriefs
 
-        self.schedules.kept = KeptBriefs(self.store, gateway.tell)  # /brief now is kept until it has run
+        self.schedules.kept = KeptBriefs(self.store, gateway.output)  # /brief now is kept until it has run
+        if self.brief_runner is not None:
+            self.brief_runner.deliver_to(gateway.briefs)
         self.adapters = await open_chats(gateway, parts, adapters)
         if self.market is not None and self.market.session_factory is not None:
             self.spawn(self._alert_loop(), "alerts")
@@ -604,6 +596,7 @@ class App:
             adapter_options=self.adapter_options,
             opening=self.opening,
             replica_id=self.replica_id,
+            brief_line=partial(brief_data_line, self.market) if self.market is not None else None,
         )
 
     def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:

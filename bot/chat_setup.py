@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,7 @@ class ChatParts:
     adapter_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     opening: Callable[[], None] = lambda: None  # just before the chats start receiving
     replica_id: str = ""  # this process among the replicas on the database ("": a fresh one)
+    brief_line: Callable[[str], Awaitable[str]] | None = None  # a brief's market-data line, by language
 
 
 def build_gateway(parts: ChatParts, *, terminal: bool = False) -> Gateway:
@@ -89,6 +90,7 @@ def build_gateway(parts: ChatParts, *, terminal: bool = False) -> Gateway:
         card_facts=parts.card_facts,
         system_dynamic=parts.system_dynamic,
         chat_lock=_chat_lock(parts),
+        brief_line=parts.brief_line,
     )
 
 
@@ -221,7 +223,7 @@ async def open_chats(
     gateway.recovering()  # updates that arrive before the recovery below has run wait for it
     started: list[ChatAdapter] = []
     for adapter in adapters:
-        gateway.attach(adapter)
+        gateway.output.attach(adapter)
         await publish_commands(gateway, adapter)
         await adapter.start(gateway.handle)
         started.append(adapter)

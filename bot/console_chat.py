@@ -131,12 +131,12 @@ class TerminalChat:
         await gw.chats.save(state)
 
     async def settled(self) -> None:
-        lane = self.gateway.lane(await self.state())
+        lane = self.gateway.lanes.of(await self.state())
         while lane.is_running:
             await lane.wait_idle()
 
     def busy(self) -> bool:
-        return self._state is not None and self.gateway.lane(self._state).is_running
+        return self._state is not None and self.gateway.lanes.of(self._state).is_running
 
     async def on_quit(self) -> None:
         """Background work of this session finishes first; its notices' turns run, then quit."""

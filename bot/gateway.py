@@ -19,10 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from adapters.base import (
@@ -32,7 +30,6 @@ from adapters.base import (
     Inbound,
     InboundCommand,
     InboundMessage,
-    SentMessage,
 )
 from agent import (
     AgentRuntime,
@@ -40,27 +37,26 @@ from agent import (
     LiveQuestions,
     Message,
     Receipt,
-    TurnRecord,
-    TurnRequest,
 )
 from bot import cards
 from bot.access import Access, PairedStore, PlatformAccess
+from bot.briefs import ChatBriefs
+from bot.chat_output import ChatOutput
 from bot.chats import ChatDirectory, ChatState, ChatStore
 from bot.commands import Command, CommandRegistry, Handler, builtin_commands
 from bot.commands.binding import CommandParts, bind
 from bot.commands.context import CommandServices
-from bot.delivery import TurnView
+from bot.day_header import DayHeader
 from bot.i18n import pick_language, t
-from bot.lanes import Events, Lane, LaneDeps, Lanes
+from bot.lanes import LaneDeps, Lanes, is_waiting
 from bot.live_questions import ChatQuestions
 from bot.progress import ProgressBoard
 from bot.received import inbound_from_record, pending_record
 from bot.recovery import Recovery, RecoveryStore
 from bot.replicas import ChatLeases
 from bot.retry import StoragePatience
-from bot.sent import forget_sent, remember_sent
 from bot.task_notices import TaskNotices
-from bot.waiting import CardFacts, Waiting, WaitingStore, is_waiting, may_close
+from bot.waiting import CardFacts, Waiting, WaitingStore, may_close
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +86,10 @@ def _may_queue(msg: InboundMessage) -> bool:
 
 
 class Gateway:
-    """The router and the composition of the chat parts. Commands reach the parts themselves (the
-    directory, the lanes, what a chat waits on: `CommandParts`), not the gateway; the scheduler's
-    briefs come in through `run_brief`."""
+    """The router and the composition of the chat parts. The parts reach the chats through one
+    `ChatOutput`, not through the gateway; commands reach the parts themselves (`CommandParts`);
+    the scheduler's briefs go to the lanes through `briefs` (bot/briefs.py). Lanes and the recovery see the
+    router only as it reads a message, adopts a chat and lets an idle one go."""
 
     def __init__(
         self,
@@ -105,16 +102,14 @@ class Gateway:
         card_facts: CardFacts | None = None,
         system_dynamic: str = "",
         chat_lock: ChatLeases | None = None,
+        brief_line: Callable[[str], Awaitable[str]] | None = None,
     ):
         self.runtime = runtime
         # several replicas on one database: a chat runs where its lease is (bot/replicas.py)
         self.replicas = chat_lock
         self.store = store
-        self.adapters: dict[str, ChatAdapter] = {}
         self.access = Access(access, store)
         self.chats = ChatDirectory(store)
-        self.system_dynamic = system_dynamic  # the stable part after the static prompt (skills list)
-        self._contexts: dict[tuple[int, str, str, str], str] = {}  # _dynamic_context's, by day
         # the commands (bot/commands/): the built-ins and one per skill (never shadowing a
         # built-in); their services come from the composition root, with the specs for /help
         self.commands = CommandRegistry(builtin_commands())
@@ -123,8 +118,6 @@ class Gateway:
         self.command_services = replace(
             services or CommandServices(runtime, store), specs=self.commands.specs
         )
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self.stopping = False  # drain() began: queued messages wait for the restart
         # set by drain(): every turn ends at its next durable step and is resumed after the restart
         self.stop_signal = CancelSignal()
         # cleared while the restart's recovery runs: an update that arrives meanwhile (a tap's
@@ -132,66 +125,61 @@ class Gateway:
         # recovery is about to resume (an approved order must run, not be "moved on")
         self._recovered = asyncio.Event()
         self._recovered.set()
-        self.retry = StoragePatience(self.adapters)
         # a suspended turn's progress message, continued when it resumes (bot/progress.py)
         self.progress_board = ProgressBoard()
-        self.typing_sleep: Callable[[float], Coroutine[Any, Any, Any]] = asyncio.sleep  # tests inject
+        # what every chat part needs to reach the chats (bot/chat_output.py)
+        self.output = ChatOutput(
+            store,
+            self.chats,
+            board=self.progress_board,
+            stop=self.stop_signal,
+            crash_kept=chat_lock is not None,
+        )
+        self.adapters = self.output.adapters  # the running chat adapters, by platform
+        self.retry = StoragePatience(self.adapters)
         self.lanes = Lanes(
             LaneDeps(
                 runtime=runtime,
-                adapters=self.adapters,
+                output=self.output,
+                router=self,
+                turns=store,
+                patience=self.retry,
+                approvers=self.access,
+                header=DayHeader(system_dynamic),
                 stop=self.stop_signal,
-                stopping=lambda: self.stopping,
-                spawn=self.spawn,
-                say=self.say,
-                begin=self._begin,
-                view=self._view,
-                waiting_turn=self.waiting_turn,
-                approvers_for=self.access.approvers_for,
-                dynamic_context=self._dynamic_context,
-                reread=self._on_message,
                 chat_lock=chat_lock,
                 recovered=self._recovered,
-                idle=self._lane_idle,
             )
         )
-        self.waiting = Waiting(runtime, store, self.adapters, self.chats, self.lanes, self.say, card_facts)
+        self.waiting = Waiting(runtime, store, self.output, self.chats, self.lanes, card_facts)
         # an MCP server's question during a tool call is asked in the chat and answered here
         self.questions = ChatQuestions(self.chats, self.adapters)
         runtime.deps.add(self.questions, as_type=LiveQuestions)
-        self.command_parts = CommandParts(self.chats, self.lanes, self.waiting, self.say)
-        self.notices = TaskNotices(store, self.adapters, self.chats, self.lanes)
+        self.command_parts = CommandParts(self.chats, self.lanes, self.waiting, self.output)
+        self.notices = TaskNotices(store, self.output, self.chats, self.lanes)
         self.recovery = Recovery(
-            runtime, store, self.adapters, self.access, self.chats, self.lanes, self.say, self._on_message,
-            board=self.progress_board, adopt=self.adopt if chat_lock is not None else None,
-            inbox=chat_lock.inbox if chat_lock is not None else None,
+            runtime, store, self.output, self.access, self.chats, self.lanes, self,
+            board=self.progress_board, inbox=chat_lock.inbox if chat_lock is not None else None,
         )  # fmt: skip
+        self.output.shows_with(self.waiting, self.recovery)
+        # the scheduler's briefs, each into its chat's lane (bot/briefs.py)
+        self.briefs = ChatBriefs(self.chats, self.output, self.lanes, self, data_line=brief_line)
+
+    @property
+    def stopping(self) -> bool:
+        """drain() began: queued messages wait for the restart."""
+        return self.stop_signal.is_set()
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def attach(self, adapter: ChatAdapter) -> None:
-        self.adapters[adapter.platform] = adapter
-
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str = "") -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro, name=name or None)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
-
     async def drain(self, grace: float = 20.0) -> None:
         """Stop taking new work; running turns get `grace` seconds to reach their next durable
         step (a stored model answer or tool result), then what still runs is cut off. Either way
         the turn stays open and the recovery takes it up after the restart, as after a crash.
         Messages still queued start nothing: they stay recorded for the restart."""
-        self.stopping = True
         self.stop_signal.set()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=grace)
-        busy = list(self._tasks)
+        if self.output.tasks:
+            await asyncio.wait(set(self.output.tasks), timeout=grace)
+        busy = list(self.output.tasks)
         for task in busy:
             task.cancel()
         if busy:  # their last writes (the open turn, a cut-off call) land before the database closes
@@ -266,7 +254,7 @@ class Gateway:
             inbound.chat, user, acc.group_sessions, pick_language(user.language_code), owner=speaker
         )
         state.chat = inbound.chat
-        self.lane(state).spoke(user)
+        self.lanes.of(state).spoke(user)
         if speaker and state.owner != speaker:
             state.owner = user.user_id
             await self.chats.save(state)
@@ -274,14 +262,14 @@ class Gateway:
             if message is not None and shared is not None:  # … or by a replica that goes on
                 await shared.inbox.file(state.key, message)
             if receipt is not None and not decision_tap:
-                await self.say(state, t(state.lang, "restarting_kept"))
+                await self.output.say(state, t(state.lang, "restarting_kept"))
             return
         if shared is not None:
             if message is not None:
                 await shared.inbox.file(state.key, message)
                 await self.adopt(state)  # here, or by the replica that runs the chat now
                 return
-            if not await self._hold_chat(shared, state, inbound):
+            if not await self._hold_chat(state, inbound):
                 return
         if isinstance(inbound, ButtonPress):
             tapped = self.questions.answer_tap(state.key, user.user_id, inbound.data)
@@ -293,7 +281,7 @@ class Gateway:
         elif isinstance(inbound, InboundCommand):
             await self._on_command(state, inbound)
         else:
-            await self._on_message(state, inbound, receipt)
+            await self.on_message(state, inbound, receipt)
         if shared is not None:
             await self._settle(state)
 
@@ -323,15 +311,26 @@ class Gateway:
             log.info("taking over chat %s from a replica that stopped answering", state.key)
             await self.recovery.resume_interrupted(chat_key=state.key)
 
-    async def _hold_chat(self, shared: ChatLeases, state: ChatState, inbound: Inbound) -> bool:
+    async def _hold_chat(self, state: ChatState, inbound: Inbound) -> bool:
         """A tap or a command runs here once the chat is held here, after the chat's stored
         messages (it arrived after them); if another replica's turn does not end in time, the
         user is asked to try again."""
-        fresh = state.key not in shared.held
-        if not await shared.wait_take(state.key, WAIT_FOR_CHAT_S):
+        if not await self.hold(state):
             await self.retry.tell(
                 inbound, "button_failed" if isinstance(inbound, ButtonPress) else "busy_elsewhere"
             )
+            return False
+        return True
+
+    async def hold(self, state: ChatState) -> bool:
+        """Replicas: wait (a while) until the chat is held here, then take up its stored messages
+        first (they arrived before what waits for the chat). False: another replica's turn did
+        not end in time. Always True for a single process."""
+        shared = self.replicas
+        if shared is None:
+            return True
+        fresh = state.key not in shared.held
+        if not await shared.wait_take(state.key, WAIT_FOR_CHAT_S):
             return False
         if fresh:
             await self._fresh_hold(shared, state)
@@ -354,9 +353,9 @@ class Gateway:
                     await self.store.release_received([w.receipt])
                     continue
                 state.chat = msg.chat
-                self.lane(state).spoke(msg.user)
+                self.lanes.of(state).spoke(msg.user)
                 try:
-                    await self._on_message(state, msg, w.receipt)
+                    await self.on_message(state, msg, w.receipt)
                 except Exception:  # one message's failure must not hold up the ones after it
                     log.exception("received message %s:%s could not be taken up", *w.receipt)
                 taken += 1
@@ -369,7 +368,7 @@ class Gateway:
         shared = self.replicas
         if shared is None or self.stopping:
             return
-        lane = self.lane(state)
+        lane = self.lanes.of(state)
         while not lane.is_running and state.key in shared.held:
             async with shared.lock(state.key):
                 if lane.is_running:
@@ -380,9 +379,10 @@ class Gateway:
             if not await self._take_up(state) and not lane.is_running:
                 await asyncio.sleep(0.05)  # a message being filed under the chat right now
 
-    def _lane_idle(self, state: ChatState) -> None:
+    def lane_idle(self, state: ChatState) -> None:
+        """A lane has nothing left to run: with replicas, the chat is let go in the background."""
         if self.replicas is not None and not self.stopping:
-            self.spawn(self._settle_quietly(state), f"settle:{state.key}")
+            self.output.spawn(self._settle_quietly(state), f"settle:{state.key}")
 
     async def _settle_quietly(self, state: ChatState) -> None:
         try:
@@ -414,9 +414,9 @@ class Gateway:
         """Admin-only commands are refused to members in groups; a command that does not keep
         what the chat waits on closes it ("moved on"); an unknown one is answered."""
         if self.commands.admin_only_in_groups(cmd.name) and not self.access.is_admin(cmd.chat, cmd.user):
-            await self.say(state, t(state.lang, "admin_only", name=cmd.name))
+            await self.output.say(state, t(state.lang, "admin_only", name=cmd.name))
             return
-        waiting = await self.waiting_turn(state)
+        waiting = await self.waiting.waiting_turn(state)
         if (
             waiting is not None
             and not self.commands.keeps_waiting(cmd.name)
@@ -425,7 +425,7 @@ class Gateway:
             await self.waiting.move_on(state, waiting)
         command = self.commands.get(cmd.name)
         if command is None:
-            await self.say(state, t(state.lang, "unknown_command", name=cmd.name[:32]))
+            await self.output.say(state, t(state.lang, "unknown_command", name=cmd.name[:32]))
             return
         await self._run_command(command.handler, state, cmd)
 
@@ -437,7 +437,7 @@ class Gateway:
             await handler(bind(self.command_parts, self.command_services, state, cmd))
         except Exception:
             log.exception("command /%s failed in %s", cmd.name, state.key)
-            await self.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))
+            await self.output.say(state, t(state.lang, "command_failed", name=cmd.name[:32]))
 
     async def _restarting(self, adapter: ChatAdapter, inbound: Inbound) -> None:
         """A command or a tap while the bot stops: not acted on (it would start new work); the
@@ -450,23 +450,23 @@ class Gateway:
         with contextlib.suppress(DeliveryError):
             await adapter.send_text(inbound.chat, t(lang, "restarting_again"), format="plain")
 
-    async def _on_message(
-        self, state: ChatState, msg: InboundMessage, receipt: Receipt | None = None
-    ) -> None:
-        """`receipt`: the message is recorded (`_may_queue`) until it is in the history; every path
-        either hands it on with the message or releases it."""
+    async def on_message(self, state: ChatState, msg: InboundMessage, receipt: Receipt | None = None) -> None:
+        """The router's reading of a message (also of one taken up after a restart, or one that
+        reached a lane while its turn's card or question was on its way). `receipt`: the message
+        is recorded (`_may_queue`) until it is in the history; every path either hands it on with
+        the message or releases it."""
         text = msg.text or ""
         if not text.strip():
-            await self.say(state, t(state.lang, "unsupported"))
+            await self.output.say(state, t(state.lang, "unsupported"))
             return
         if len(text) > MAX_INBOUND_CHARS:
-            await self.say(state, t(state.lang, "too_long", size=len(text), limit=MAX_INBOUND_CHARS))
+            await self.output.say(state, t(state.lang, "too_long", size=len(text), limit=MAX_INBOUND_CHARS))
             return
         if self.questions.answer_text(state.key, msg.user.user_id, text):  # a tool call waits on it
             if receipt is not None:
                 await self.store.release_received([receipt])
             return
-        lane = self.lane(state)
+        lane = self.lanes.of(state)
         open_turn = await self.store.open_turn(state.session_id)
         # A running lane is folded into, unless its turn has just suspended: the card or question
         # is out while the lane finishes, and this message may be its answer (the lane wakes).
@@ -481,96 +481,3 @@ class Gateway:
         elif not msg.addressed:
             return  # group chatter that isn't for us
         lane.submit_message(text, msg.user, receipt, no_open_turn=open_turn is None)
-
-    async def tell(self, chat_key: str, key: str) -> None:
-        """One line (an i18n key) into a chat known by its key, in its language."""
-        state = await self.chats.by_key(chat_key)
-        if state is not None and state.chat.platform in self.adapters:
-            await self.say(state, t(state.lang, key))
-
-    async def say(self, state: ChatState, text: str, fmt: str = "plain") -> SentMessage | None:
-        adapter = self.adapters[state.chat.platform]
-        try:
-            return await adapter.send_text(state.chat, text, format=fmt)  # type: ignore[arg-type]
-        except DeliveryError as exc:
-            log.warning("delivery to %s failed: %s", state.key, exc)
-            return None
-
-    # ---- what a lane runs with ---------------------------------------------------------------
-    def _begin(self, state: ChatState, request: TurnRequest) -> Events:
-        run = lambda: self.runtime.run(request)  # noqa: E731
-        return self.retry.begun(state, run, self.say, self.stop_signal, request.text or "")
-
-    def _view(self, state: ChatState) -> TurnView:
-        store = self.store
-        return TurnView(
-            self.adapters[state.chat.platform],
-            state.chat,
-            state.lang,
-            on_approval=lambda e: self.waiting.send_card(state, e),
-            on_question=lambda e: self.waiting.send_question(state, e),
-            board=self.progress_board,
-            key=state.key,
-            sleep=self.typing_sleep,
-            stop=self.stop_signal,
-            on_paused=lambda sent, record: remember_sent(
-                store, "progress", state.key, state, sent, progress=record
-            ),
-            on_partial=lambda sent: remember_sent(
-                store, "partial", state.key, state, sent[0], message_ids=[m.message_id for m in sent]
-            ),
-            adopt=self.recovery.adopt_partial(state.key),
-            on_settled=lambda: forget_sent(store, "progress", state.key),
-            on_delivered=store.answer_sent,
-            **({} if self.replicas is None else self._crash_kept(state)),
-        )
-
-    def _crash_kept(self, state: ChatState) -> dict[str, Any]:
-        """Replicas: an answer already shown when its replica dies is replaced by the survivor's
-        resumed answer, not repeated (as after a stop)."""
-        store = self.store
-        return {
-            "on_streamed": lambda sent: remember_sent(
-                store, "partial", state.key, state, sent[0], message_ids=[m.message_id for m in sent]
-            ),
-            "on_answered": lambda: forget_sent(store, "partial", state.key),
-        }
-
-    def _dynamic_context(self, state: ChatState) -> str:
-        # Stable for the day, so the prompt-cache prefix survives from turn to turn (and is made
-        # once a day per platform and language, not per turn).
-        key = (int(time.time() // 86_400), state.chat.platform, state.lang, self.system_dynamic)
-        text = self._contexts.get(key)
-        if text is None:
-            if len(self._contexts) > 64:  # yesterday's
-                self._contexts.clear()
-            today = datetime.fromtimestamp(key[0] * 86_400, UTC).strftime("%Y-%m-%d")
-            lang = "Chinese" if state.lang == "zh" else "English"
-            head = f"Today: {today} (UTC). Chat platform: {state.chat.platform}. Preferred language: {lang}."
-            text = self._contexts[key] = f"{head}\n{self.system_dynamic}" if self.system_dynamic else head
-        return text
-
-    # ---- for commands and the scheduler ------------------------------------------------------
-    def lane(self, state: ChatState) -> Lane:
-        """The chat's lane: `is_running`, `cancel()`, `run_skill(...)`."""
-        return self.lanes.of(state)
-
-    async def waiting_turn(self, state: ChatState) -> TurnRecord | None:
-        """The suspended turn the chat waits on (a card or a question), if any."""
-        return await self.waiting.waiting_turn(state)
-
-    async def run_brief(self, chat_key: str, text: str) -> None:
-        """A scheduled brief in its chat's lane. Raises if it cannot be delivered, so the
-        scheduler retries with backoff."""
-        state = await self.chats.by_key(chat_key)
-        if state is None or state.chat.platform not in self.adapters:
-            raise DeliveryError(f"chat {chat_key} is not reachable on a running adapter")
-        shared = self.replicas
-        if shared is not None:
-            fresh = chat_key not in shared.held
-            if not await shared.wait_take(chat_key, WAIT_FOR_CHAT_S):
-                raise DeliveryError(f"chat {chat_key} is busy on another replica")
-            if fresh:
-                await self._fresh_hold(shared, state)
-            await self._take_up(state)
-        await self.lane(state).run_brief(text)

@@ -16,28 +16,30 @@ methods.
 Across replicas (several processes on one PostgreSQL database), a lane runs only while its replica
 holds the chat (`LaneDeps.chat_lock`, a lease row in the database: bot/replicas.py): the lane of
 the same chat on another replica waits. The chat is not given back when a turn ends: the lane
-reports that it is idle (`LaneDeps.idle`) and the router lets the chat go once nothing of it waits.
-On SQLite (one process) there is no lock: the in-process lane is the only one."""
+reports that it is idle (`LaneRouter.lane_idle`) and the router lets the chat go once nothing of it
+waits. On SQLite (one process) there is no lock: the in-process lane is the only one."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from adapters.base import ChatAdapter, ChatRef, DeliveryError, InboundMessage, UserRef
+from adapters.base import ChatRef, DeliveryError, InboundMessage, UserRef
 from agent import events as ev
 from agent.approval import Requester
 from agent.cancel import CancelSignal
 from agent.messages import Message
 from agent.ports import Queued, Receipt, TurnRecord
 from agent.runtime import AgentRuntime, TurnRequest
+from bot.chat_output import ChatOutput
 from bot.chats import ChatState, group_account
-from bot.delivery import TurnView, render_all
+from bot.day_header import DayHeader
+from bot.delivery import render_all
 from bot.i18n import t
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,7 @@ Events = AsyncIterator[ev.RuntimeEvent]
 @dataclass(frozen=True, slots=True)
 class Folded(Queued):
     """A user's message folded into a running turn, with the message as it arrived: if that turn
-    stops at a card or question instead, the router reads it again (`LaneDeps.reread`)."""
+    stops at a card or question instead, the router reads it again (`LaneRouter.on_message`)."""
 
     inbound: InboundMessage | None = None
 
@@ -67,30 +69,63 @@ class ChatLock(Protocol):
         ...
 
 
+class LaneRouter(Protocol):
+    """The router's side of a lane (bot/gateway.py): a lane reads messages and reports idleness
+    back to the router that owns the replica leases and the message path."""
+
+    async def on_message(self, state: ChatState, msg: InboundMessage, receipt: Receipt | None) -> None:
+        """What the turn's card or question makes of a message that reached the lane while it was
+        being delivered: read it again, the router's usual way."""
+        ...
+
+    def lane_idle(self, state: ChatState) -> None:
+        """The lane has nothing left to run: the chat may be let go (replicas)."""
+        ...
+
+
+class Approvers(Protocol):
+    def approvers_for(self, chat: ChatRef, user: UserRef) -> tuple[str, ...]: ...
+
+
+class OpenTurns(Protocol):
+    async def open_turn(self, session_id: str) -> TurnRecord | None: ...
+
+
+class TurnStart(Protocol):
+    """A turn's first write, retried while storage fails (bot/retry.py)."""
+
+    def begun(
+        self,
+        state: ChatState,
+        run: Callable[[], Events],
+        say: Callable[[ChatState, str], Awaitable[Any]],
+        stop: CancelSignal,
+        text: str,
+    ) -> Events: ...
+
+
+def is_waiting(turn: TurnRecord | None) -> bool:
+    """A suspended turn waiting on the user (an approval card or a question)."""
+    return turn is not None and turn.status == "suspended" and turn.waiting is not None
+
+
 @dataclass
 class LaneDeps:
-    """What a lane needs from the rest of the bot (bot/gateway.py wires it)."""
+    """What a lane needs from the rest of the bot (bot/gateway.py wires it): collaborators, each
+    an object with its own job."""
 
     runtime: AgentRuntime
-    adapters: dict[str, ChatAdapter]
-    stop: CancelSignal  # set by drain(): turns end at their next durable step
-    stopping: Callable[[], bool]  # drain() began: queued work waits for the restart
-    spawn: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task[Any]]
-    say: Callable[[ChatState, str], Awaitable[Any]]
-    # a turn's first write, retried while storage fails (bot/retry.py)
-    begin: Callable[[ChatState, TurnRequest], Events]
-    view: Callable[[ChatState], TurnView]  # how a turn is shown in the chat
-    waiting_turn: Callable[[ChatState], Awaitable[TurnRecord | None]]
-    approvers_for: Callable[[ChatRef, UserRef], tuple[str, ...]]
-    dynamic_context: Callable[[ChatState], str]
-    # the router's reading of a message (bot/gateway.py): what the turn's card or question makes
-    # of a message that reached the lane while it was being delivered
-    reread: Callable[[ChatState, InboundMessage, Receipt | None], Awaitable[None]]
+    output: ChatOutput  # the chats: say, how a turn is shown, the tasks a lane starts
+    router: LaneRouter
+    turns: OpenTurns  # what the chat waits on, read from the store
+    patience: TurnStart
+    approvers: Approvers
+    header: DayHeader  # the system prompt's dynamic part
+    stop: CancelSignal  # set by drain(): turns end at their next durable step; queued work waits
     chat_lock: ChatLock | None = None  # across replicas; None: this process is the only one
     # set once the restart's recovery has run: a turn it resumes waits for it, so the messages it
     # takes up (queued behind that turn at the stop or crash) join the turn rather than follow it
     recovered: asyncio.Event | None = None
-    idle: Callable[[ChatState], None] = lambda _state: None  # the lane has nothing left to run
 
 
 class Lane:
@@ -228,7 +263,7 @@ class Lane:
         if not self._inbox.empty() or self._notices:
             self._start(None)  # what queued up behind the brief
         else:
-            self._deps.idle(self.state)
+            self._deps.router.lane_idle(self.state)
 
     def _chat_lock(self) -> AbstractAsyncContextManager[None]:
         lock = self._deps.chat_lock
@@ -241,7 +276,7 @@ class Lane:
             text=text,
             who=Requester(state.owner, state.key, (), unattended=True, account=group_account(state.chat)),
             model=state.model,
-            system_dynamic=deps.dynamic_context(state),
+            system_dynamic=deps.header.for_chat(state),
             meta={"brief": True},
             stop=deps.stop,
         )
@@ -255,7 +290,7 @@ class Lane:
                 raise DeliveryError(event.message)
         # a header: a brief arrives unasked, among the chat's other messages
         header = t(state.lang, "brief_header", date=datetime.now(UTC).strftime("%Y-%m-%d"))
-        await deps.adapters[state.chat.platform].send_text(
+        await deps.output.adapter(state).send_text(
             state.chat, f"{header}\n\n{final or t(state.lang, 'brief_empty')}"
         )
 
@@ -267,7 +302,7 @@ class Lane:
         self._running = True
         self._idle.clear()
         self._cancel = self._cancel if self._cancel and not self._cancel.is_set() else CancelSignal()
-        self._deps.spawn(self._worker(job), f"turn:{self.state.key}")
+        self._deps.output.spawn(self._worker(job), f"turn:{self.state.key}")
 
     def _turn(
         self,
@@ -287,11 +322,11 @@ class Lane:
             who=Requester(
                 user.user_id,
                 state.key,
-                deps.approvers_for(state.chat, user),
+                deps.approvers.approvers_for(state.chat, user),
                 account=group_account(state.chat),
             ),
             model=state.model,
-            system_dynamic=deps.dynamic_context(state),
+            system_dynamic=deps.header.for_chat(state),
             inbox=self._inbox,
             cancel=self._cancel,
             stop=deps.stop,
@@ -300,7 +335,8 @@ class Lane:
             receipts=receipts,
             deliver=True,  # the view confirms the answer was sent (bot/delivery.py)
         )
-        return deps.begin(state, request)
+        run = lambda: deps.runtime.run(request)  # noqa: E731
+        return deps.patience.begun(state, run, deps.output.say, deps.stop, text)
 
     def _queued_turn(self, queued: list[Queued], user: UserRef, **meta: Any) -> Events:
         """One turn for messages that queued up: their texts joined, their receipts with them."""
@@ -317,7 +353,7 @@ class Lane:
             cancel=self._cancel,
             stop=deps.stop,
             model=state.model,
-            system_dynamic=deps.dynamic_context(state),
+            system_dynamic=deps.header.for_chat(state),
             deliver=True,
         )
         return _after(deps.recovered, deps.runtime.resume(turn_id, req))
@@ -332,17 +368,17 @@ class Lane:
             log.exception("the chat lease of %s failed", self.state.key)
             self._running, self._cancel = False, None
             self._idle.set()
-            self._deps.idle(self.state)
+            self._deps.router.lane_idle(self.state)
             return
         for item in early:
-            if item.inbound is None or self._deps.stopping():
+            if item.inbound is None or self._deps.stop.is_set():
                 continue  # still recorded: the restart takes it up
             try:
-                await self._deps.reread(self.state, item.inbound, item.receipt)
+                await self._deps.router.on_message(self.state, item.inbound, item.receipt)
             except Exception:  # one message's failure must not lose the ones after it
                 log.exception("an early reply in %s could not be read", self.state.key)
         if not self._running:
-            self._deps.idle(self.state)
+            self._deps.router.lane_idle(self.state)
 
     async def _run_jobs(self, job: Events | None) -> list[Folded]:
         """The lane's loop; returns the messages folded into a turn that then suspended."""
@@ -352,11 +388,11 @@ class Lane:
                 done: ev.Done | None = None
                 if job is not None:
                     try:
-                        done = await render_all(deps.view(state), job)
+                        done = await render_all(deps.output.view(state), job)
                     except Exception:
                         log.exception("turn in %s failed", state.key)
-                        await deps.say(state, t(state.lang, "internal_error"))
-                if deps.stopping():
+                        await deps.output.say(state, t(state.lang, "internal_error"))
+                if deps.stop.is_set():
                     return []  # queued messages stay recorded: the restart takes them up
                 if done is not None and done.turn_id in self._undelivered:
                     await self._close_undelivered(done)
@@ -370,7 +406,7 @@ class Lane:
                 user = self._user()
                 # a turn that ended (not suspended) leaves nothing waiting: no need to ask the store
                 ended = done is not None and done.status != "suspended"
-                if not ended and await deps.waiting_turn(state) is not None:
+                if not ended and is_waiting(await deps.turns.open_turn(state.session_id)):
                     while not self._inbox.empty():  # arrived during that await
                         leftovers.append(self._inbox.get_nowait())
                     early = [q for q in leftovers if isinstance(q, Folded)]
@@ -436,7 +472,7 @@ class Lanes:
     def idle(self, state: ChatState) -> None:
         """Nothing was started in the chat held for it: it may be let go."""
         if not self.of(state).is_running:
-            self._deps.idle(state)
+            self._deps.router.lane_idle(state)
 
     def of(self, state: ChatState) -> Lane:
         lane = self._lanes.get(state.key)

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from adapters.base import ChatAdapter, DeliveryError, InboundMessage, SentMessage, UserRef
+from adapters.base import DeliveryError, InboundMessage, SentMessage, UserRef
 from adapters.stream import StreamingMessage
 from agent.ports import ApprovalRecord, Receipt, TurnRecord
 from agent.runtime import AgentRuntime
 from bot.access import Access
+from bot.chat_output import ChatOutput
 from bot.chats import ChatDirectory, ChatState
 from bot.i18n import pick_language, t
 from bot.lanes import Lanes
@@ -49,7 +49,17 @@ class RecoveryStore(SentStore, Protocol):
 
     async def unsent_answers(self) -> list[TurnRecord]: ...
 
-    async def answer_sent(self, turn_id: str) -> None: ...
+
+class Router(Protocol):
+    """The router (bot/gateway.py) as the recovery uses it."""
+
+    async def on_message(self, state: ChatState, msg: InboundMessage, receipt: Receipt | None) -> None:
+        """A message taken up goes its usual way."""
+        ...
+
+    async def adopt(self, state: ChatState) -> bool:
+        """Replicas: take the chat here and its filed messages up, oldest first."""
+        ...
 
 
 class Recovery:
@@ -57,28 +67,24 @@ class Recovery:
         self,
         runtime: AgentRuntime,
         store: RecoveryStore,
-        adapters: dict[str, ChatAdapter],
+        output: ChatOutput,
         access: Access,
         chats: ChatDirectory,
         lanes: Lanes,
-        say: Callable[[ChatState, str], Awaitable[Any]],
-        on_message: Callable[[ChatState, InboundMessage, Receipt], Awaitable[None]],
+        router: Router,
         *,
         board: ProgressBoard | None = None,
-        adopt: Callable[[ChatState], Awaitable[bool]] | None = None,
         inbox: ReplicaInbox | None = None,
     ):
         self._runtime = runtime
         self._store = store
-        self._adapters = adapters
+        self._adapters = output.adapters
         self._access = access
         self._chats = chats
         self._lanes = lanes
-        self._say = say
-        self._on_message = on_message  # the router's: a message taken up goes its usual way
-        # replicas: the router's, which takes a chat's filed messages up where it is held
-        self._adopt = adopt
-        self._inbox = inbox
+        self._say = output.say
+        self._router = router  # a message taken up goes the router's usual way
+        self._inbox = inbox  # replicas: a chat's messages are filed, then taken up where it is held
         # where a resumed turn finds the progress message its turn showed before the restart
         self._board = board or ProgressBoard()
         # chat key -> the messages of an answer a stop cut off, for the resumed turn to replace
@@ -133,16 +139,15 @@ class Recovery:
                 continue
             state.chat = msg.chat
             self._lanes.of(state).spoke(msg.user)
-            if self._adopt is not None:
+            if self._inbox is not None:
                 filed[state.key] = state
                 await self._file(state, receipt)
                 taken += 1
                 continue
-            await self._on_message(state, msg, receipt)
+            await self._router.on_message(state, msg, receipt)
             taken += 1
         for state in filed.values():  # in arrival order, with what other replicas filed meanwhile
-            assert self._adopt is not None
-            await self._adopt(state)
+            await self._router.adopt(state)
         for state, n, first in stale.values():
             await self._say(state, t(state.lang, "not_taken_up", n=n, first=preview(first)))
         if taken or stale:

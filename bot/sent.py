@@ -26,6 +26,10 @@ class SentStore(Protocol):
 
     async def set_card_message(self, approval_id: str, message_id: str) -> bool: ...
 
+    async def answer_sent(self, turn_id: str) -> None:
+        """The answer kept with the turn has reached its chat (memory.turn_store)."""
+        ...
+
 
 async def remember_sent(
     store: SentStore,

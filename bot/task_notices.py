@@ -8,9 +8,10 @@ import contextlib
 import logging
 from typing import Any, Protocol
 
-from adapters.base import ChatAdapter, DeliveryError, SentMessage
+from adapters.base import DeliveryError, SentMessage
 from agent import NoticeDeferred, TaskRecord
 from agent.background_tools import task_notification_text
+from bot.chat_output import ChatOutput
 from bot.chats import ChatDirectory, ChatState
 from bot.i18n_tasks import task_done_text, task_progress_text
 from bot.lanes import Lanes
@@ -26,11 +27,9 @@ class NoticeStore(Protocol):
 
 
 class TaskNotices:
-    def __init__(
-        self, store: NoticeStore, adapters: dict[str, ChatAdapter], chats: ChatDirectory, lanes: Lanes
-    ):
+    def __init__(self, store: NoticeStore, output: ChatOutput, chats: ChatDirectory, lanes: Lanes):
         self._store = store
-        self._adapters = adapters
+        self._adapters = output.adapters
         self._chats = chats
         self._lanes = lanes
         self._progress: dict[str, SentMessage] = {}  # task id -> its progress message

@@ -21,7 +21,6 @@ from adapters.base import (
     Button,
     ButtonPress,
     Card,
-    ChatAdapter,
     ChatRef,
     DeliveryError,
     InboundMessage,
@@ -45,9 +44,10 @@ from agent.approval import Decision
 from agent.consent import StandingApproval, normalize, read_consent
 from agent.untrusted import outside_sources
 from bot import cards
+from bot.chat_output import ChatOutput
 from bot.chats import ChatDirectory, ChatState
 from bot.i18n import t
-from bot.lanes import Lanes
+from bot.lanes import Lanes, is_waiting
 from bot.refusals import refusal_key
 from bot.replies import read_reply
 from bot.sent import SentStore, card_ref, forget_sent, remember_card, remember_sent, sent_ref
@@ -81,11 +81,6 @@ def is_short_reply(text: str) -> bool:
     the card stays; a longer message is a new request and closes the card (nothing runs)."""
     word = normalize(text)
     return len(word) <= 12 and " " not in word
-
-
-def is_waiting(turn: TurnRecord | None) -> bool:
-    """A suspended turn waiting on the user (an approval card or a question)."""
-    return turn is not None and turn.status == "suspended" and turn.waiting is not None
 
 
 def may_close(turn: TurnRecord, user_id: str) -> bool:
@@ -122,18 +117,18 @@ class Waiting:
         self,
         runtime: AgentRuntime,
         store: WaitingStore,
-        adapters: dict[str, ChatAdapter],
+        output: ChatOutput,
         chats: ChatDirectory,
         lanes: Lanes,
-        say: Callable[[ChatState, str], Awaitable[Any]],
         card_facts: CardFacts | None = None,
     ):
         self._runtime = runtime
         self._store = store
-        self._adapters = adapters
+        self._output = output
+        self._adapters = output.adapters
         self._chats = chats
         self._lanes = lanes
-        self._say = say
+        self._say = output.say
         self._facts = card_facts or CardFacts()
 
     def _unclear_key(self, state: ChatState, always: bool, *, question: bool = False) -> str:

@@ -4,7 +4,6 @@ chat waits on) rather than over the gateway."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,6 +39,14 @@ class Waiting(Protocol):
     ) -> ApprovalError | None: ...
 
 
+class Output(Protocol):
+    """The chats (bot/chat_output.py), as commands see them."""
+
+    async def say(self, state: ChatState, text: str) -> object:
+        """A line into the chat."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class CommandParts:
     """The chat parts a command reaches, handed over by the gateway once (no import of
@@ -48,7 +55,7 @@ class CommandParts:
     chats: ChatDirectory
     lanes: Lanes
     waiting: Waiting
-    say: Callable[[ChatState, str], Awaitable[object]]  # a line into a chat, in its language
+    output: Output
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +107,7 @@ def bind(
     parts: CommandParts, services: CommandServices, state: ChatState, cmd: InboundCommand
 ) -> CommandContext:
     async def say(text: str) -> object:
-        return await parts.say(state, text)
+        return await parts.output.say(state, text)
 
     return CommandContext(
         name=cmd.name,

@@ -121,9 +121,9 @@ async def test_task_notice_during_a_turn_gets_its_own_turn_afterwards(harness):
     try:
         api.push_text(ALICE, "analyze 600519", user_id=ALICE)
         state = await api.wait_for(
-            lambda: next((s for s in gw.chats.loaded() if gw.lane(s).is_running), None)
+            lambda: next((s for s in gw.chats.loaded() if gw.lanes.of(s).is_running), None)
         )
-        gw.lane(state).submit_notice(
+        gw.lanes.of(state).submit_notice(
             "[SYSTEM NOTIFICATION - NOT USER INPUT]\n<task-notification>bg_1 done</task-notification>"
         )
         release.set()

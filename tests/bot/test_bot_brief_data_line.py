@@ -28,7 +28,7 @@ async def test_the_brief_states_the_data_date_and_age_before_the_model_speaks(tm
         key = f"telegram:{ALICE}"
 
         app.market.clock = lambda: datetime(2026, 12, 6, 0, 30, tzinfo=UTC)
-        await app._deliver_brief(key, "Morning brief")
+        await app.gateway.briefs.deliver(key, "Morning brief")
         brief = await api.wait_for(lambda: next((t for t in api.texts(ALICE) if "Brief one." in t), None), 20)
         texts = api.texts(ALICE)
         line = texts[texts.index(brief) - 1]
@@ -37,7 +37,7 @@ async def test_the_brief_states_the_data_date_and_age_before_the_model_speaks(tm
         app.market.clock = lambda: datetime(2026, 12, 10, 0, 30, tzinfo=UTC)
         api.push_text(ALICE, "/lang zh", user_id=ALICE)
         await api.wait_for(lambda: any("中文" in t for t in api.texts(ALICE)), timeout=10)
-        await app._deliver_brief(key, "Morning brief")
+        await app.gateway.briefs.deliver(key, "Morning brief")
         brief = await api.wait_for(lambda: next((t for t in api.texts(ALICE) if "简报二。" in t), None), 20)
         texts = api.texts(ALICE)
         line = texts[texts.index(brief) - 1]

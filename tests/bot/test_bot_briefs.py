@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -30,7 +31,7 @@ async def test_a_brief_is_the_skill_delivered_into_its_chat():
         asked.append(name)
         return skill if name == BRIEF_SKILL else None
 
-    await BriefRunner(deliver, skill=lookup, now=lambda: NOW).run("telegram:1", "s1")
+    await BriefRunner(SimpleNamespace(deliver=deliver), skill=lookup, now=lambda: NOW).run("telegram:1", "s1")
     assert asked == [BRIEF_SKILL]
     assert delivered[0][0] == "telegram:1"
     assert delivered[0][1].startswith(f"/{BRIEF_SKILL}") and "Holdings first" in delivered[0][1]
@@ -42,7 +43,7 @@ async def test_without_skills_or_market_the_default_wording_without_a_warning():
     async def deliver(chat_key: str, text: str) -> None:
         delivered.append(text)
 
-    await BriefRunner(deliver).run("discord:9", "s1")
+    await BriefRunner(SimpleNamespace(deliver=deliver)).run("discord:9", "s1")
     assert delivered == [DEFAULT_BRIEF]
 
 
@@ -55,7 +56,9 @@ async def test_a_calendar_warning_is_stated_at_the_top():
         seen.append(now)
         return "the calendar ends soon"
 
-    text = BriefRunner(deliver, calendar_warning=warning, now=lambda: NOW).brief_text()
+    text = BriefRunner(
+        SimpleNamespace(deliver=deliver), calendar_warning=warning, now=lambda: NOW
+    ).brief_text()
     assert seen == [NOW] and text.endswith("State this at the top of the brief: the calendar ends soon.")
 
 
@@ -70,7 +73,7 @@ async def test_at_most_max_concurrent_briefs_run_at_once():
         await release.wait()
         running -= 1
 
-    runner = BriefRunner(deliver, max_concurrent=2)
+    runner = BriefRunner(SimpleNamespace(deliver=deliver), max_concurrent=2)
     briefs = [asyncio.create_task(runner.run(f"telegram:{i}", "s")) for i in range(5)]
     while running < 2:
         await asyncio.sleep(0)
@@ -86,5 +89,7 @@ async def test_the_apps_delivery_refuses_while_no_chat_runs(tmp_path):
     """The scheduler may start without the chats (or before them): the brief fails, and the
     scheduler's retry delivers it later."""
     app = App(make_settings(tmp_path))
+    app._build_scheduler()
+    assert app.brief_runner is not None
     with pytest.raises(RuntimeError, match="no chat adapter"):
-        await app._deliver_brief("telegram:1", "brief")
+        await app.brief_runner.run("telegram:1", "s1")

@@ -61,7 +61,7 @@ class Recorder:
 
 async def test_a_command_context_needs_only_the_chat_parts():
     rec = Recorder()
-    parts = CommandParts(chats=rec, lanes=rec, waiting=rec, say=rec.say)  # type: ignore[arg-type]
+    parts = CommandParts(chats=rec, lanes=rec, waiting=rec, output=rec)  # type: ignore[arg-type]
     state = ChatState(CHAT.key, CHAT, "s1")
     cmd = InboundCommand("u1", CHAT, ALICE, "skill", "", datetime(2026, 12, 6, tzinfo=UTC))
     ctx = bind(parts, None, state, cmd)  # type: ignore[arg-type]

@@ -108,12 +108,12 @@ async def test_cancel_while_the_model_is_blocked_stops_the_turn(harness):
         api.push_text(ALICE, "analyze 600519", user_id=ALICE)
         await asyncio.wait_for(started.wait(), 3)
         state = await _state(harness)
-        assert harness.app.gateway.lane(state).is_running
+        assert harness.app.gateway.lanes.of(state).is_running
 
         api.push_text(ALICE, "/cancel", user_id=ALICE)
         await api.wait_for(lambda: _count(api, "Stopped the running turn.") == 1)
         await asyncio.wait_for(
-            harness.app.gateway.lane(state).wait_idle(), 2
+            harness.app.gateway.lanes.of(state).wait_idle(), 2
         )  # the turn ended without the model's answer
     finally:
         release.set()  # (a turn that was not stopped answers now)
@@ -177,7 +177,7 @@ async def test_cancel_during_a_slow_tool_answers_every_open_call_in_the_history(
         api.push_text(ALICE, "/cancel", user_id=ALICE)
         await api.wait_for(lambda: _count(api, "Stopped the running turn.") == 1)
         state = await _state(h)
-        await asyncio.wait_for(h.app.gateway.lane(state).wait_idle(), 2)
+        await asyncio.wait_for(h.app.gateway.lanes.of(state).wait_idle(), 2)
 
         history = await _history(h)
         answered = _all_calls_answered(history)

@@ -114,7 +114,7 @@ async def test_instant_reply_two_messages_in_the_window_are_each_read_once(harne
     reply_before_the_send_returns(harness, "🔐", "yes", f"and then tell me {second} things")
     harness.api.push_text(ALICE, "buy 100 moutai", user_id=ALICE)
     await said(harness.api, ALICE, "Bought.", timeout=WITHIN)
-    await harness.app.gateway.lane(await _state(harness)).wait_idle()
+    await harness.app.gateway.lanes.of(await _state(harness)).wait_idle()
     assert len(trades(harness.home)) == 1
     last = harness.script.requests[-1]
     seen = [m.text for m in last.messages if m.role == "user" and "tell me" in (m.text or "")]

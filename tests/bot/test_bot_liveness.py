@@ -56,7 +56,7 @@ async def test_telegram_typing_from_the_start_and_through_a_long_model_wait(tmp_
     ticker = FakeClock(auto=False, poll=0.002)
     await h.start()
     try:
-        h.app.gateway.typing_sleep = ticker.sleep
+        h.app.gateway.output.typing_sleep = ticker.sleep
         api = h.api
         api.push_text(ALICE, "think hard", user_id=ALICE)
         await api.wait_for(lambda: len(api.chat_actions) == 1)  # before any model output

@@ -217,12 +217,12 @@ async def test_a_task_notice_waiting_for_the_running_turn_survives_a_restart(tmp
         assert isinstance(h.script, GatedClient)
         await asyncio.wait_for(h.script.called.wait(), 3)
         gw = h.app.gateway
-        state = next(s for s in gw.chats.loaded() if gw.lane(s).is_running)
+        state = next(s for s in gw.chats.loaded() if gw.lanes.of(s).is_running)
         record = TaskRecord(id="bg_7", session_id=state.session_id, chat_key=state.key,
                             tool_name="run_backtest", status="succeeded", result="Sharpe 1.2")  # fmt: skip
         await gw.notices.notify_task(record)
         await gw.notices.notify_task(record)  # a second delivery of the same notice changes nothing
-        assert gw.lane(state).notices_waiting == 1
+        assert gw.lanes.of(state).notices_waiting == 1
         await h.stop()
         assert len(await pending_texts(h.home)) == 1
 

@@ -29,9 +29,19 @@ class RecordingApp(App):
         super().__init__(*args, **kwargs)
         self.deliveries: list[bool] = []
 
-    async def _deliver_brief(self, chat_key: str, text: str) -> None:
-        self.deliveries.append(self.gateway is not None and bool(self.adapters))
-        await super()._deliver_brief(chat_key, text)
+    async def _start_chat(self, adapters=None) -> None:
+        await super()._start_chat(adapters)
+        assert self.brief_runner is not None and self.gateway is not None
+        self.brief_runner.deliver_to(_Recording(self, self.gateway.briefs))
+
+
+class _Recording:
+    def __init__(self, app: RecordingApp, briefs):
+        self.app, self.briefs = app, briefs
+
+    async def deliver(self, chat_key: str, text: str) -> None:
+        self.app.deliveries.append(self.app.gateway is not None and bool(self.app.adapters))
+        await self.briefs.deliver(chat_key, text)
 
 
 class RecordingHarness(Harness):

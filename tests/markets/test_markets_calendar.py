@@ -141,7 +141,9 @@ async def test_status_and_brief_carry_the_warning():
     async def deliver(chat_key: str, text: str) -> None: ...
 
     def runner(now: datetime) -> BriefRunner:
-        return BriefRunner(deliver, calendar_warning=app.market.calendar_warning, now=lambda: now)
+        return BriefRunner(
+            SimpleNamespace(deliver=deliver), calendar_warning=app.market.calendar_warning, now=lambda: now
+        )
 
     assert "trading calendar ends 2026-12-31" in runner(late).brief_text()
     assert "calendar" not in runner(datetime(2026, 6, 1, tzinfo=UTC)).brief_text()
