@@ -432,6 +432,9 @@ class Database:
         # collide on the file lock) avoids SQLite's busy handler, which *sleeps* with backoff;
         # busy_timeout still covers other processes.
         self._write_lock: asyncio.Lock | None = None
+        # PostgreSQL: a connection of its own for `run(..., urgent=True)` (a single statement that
+        # must not queue behind a burst of transactions in the shared pool)
+        self._urgent: AsyncEngine | None = None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -461,6 +464,10 @@ class Database:
             await engine.dispose()
             raise
         self._engine = engine
+        if not self._sqlite:
+            self._urgent = create_engine(self.url, pool_size=1, max_overflow=2).execution_options(
+                isolation_level="AUTOCOMMIT"
+            )
         self._writer = async_sessionmaker(engine, expire_on_commit=False)
         self._reader = async_sessionmaker(
             engine.execution_options(**{_DEFERRED: True}), expire_on_commit=False
@@ -489,6 +496,9 @@ class Database:
 
     async def close(self) -> None:
         engine, self._engine, self._writer, self._reader = self._engine, None, None, None
+        urgent, self._urgent = self._urgent, None
+        if urgent is not None:
+            await asyncio.shield(urgent.dispose())
         local, waiting, self._local, self._waiting = self._local, self._waiting, None, None
         for sync in (local, waiting):
             if sync is not None:
@@ -538,15 +548,19 @@ class Database:
         except SQLAlchemyError as exc:
             raise storage_error(exc, self.url) from exc
 
-    async def run(self, fn: Callable[[Connection], T], *, write: bool = False) -> T:
+    async def run(self, fn: Callable[[Connection], T], *, write: bool = False, urgent: bool = False) -> T:
         """`fn(connection)` in one transaction — a write transaction (IMMEDIATE, queued behind our
         other writers) if `write`, else a deferred read — committed when `fn` returns, rolled back
         if it raises; driver errors become StorageError. `fn` is synchronous SQLAlchemy Core: the
         whole transaction is one call instead of an await per statement, several times cheaper
-        than `session()`/`read()` for the store's short, hot operations."""
+        than `session()`/`read()` for the store's short, hot operations. `urgent`: one statement
+        that is its own transaction, on PostgreSQL over a connection of its own."""
         if self._engine is None:
             raise StorageError("the database is not started (call Database.start() first)")
         try:
+            if urgent and self._urgent is not None:
+                async with self._urgent.connect() as conn:
+                    return await conn.run_sync(fn)
             if self._local is None:  # PostgreSQL, in-memory SQLite: the async engine
                 if not write or not self._sqlite:
                     async with self._begin(write) as conn:

@@ -51,8 +51,11 @@ class SqlTurnStore(SqlBase):
             return [TurnRecord.model_validate(p) for p in payloads]
 
     async def answer_sent(self, turn_id: str) -> None:
+        """Written right after the answer's send, on a connection of its own: until it lands, a
+        kill -9 sends the answer again. Behind a burst of 200 chats the shared pool held it for
+        p50 43 ms / p90 0.46 s, its own connection p50 35 / p90 90 ms (bench/replicas.py)."""
         stmt = sa.update(TURNS).where(TURNS.c.id == turn_id, TURNS.c.answer.is_not(None)).values(answer=None)
-        await self.db.run(lambda c: c.execute(stmt), write=True)
+        await self.db.run(lambda c: c.execute(stmt), write=True, urgent=True)
 
     async def unsent_answers(self) -> list[TurnRecord]:
         """Completed turns whose answer was stored but not sent, oldest first (start-up recovery
