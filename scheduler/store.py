@@ -16,21 +16,21 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Integer, bindparam, case, delete, func, or_, select, tuple_, update
+from sqlalchemy import Integer, bindparam, delete, func, select, tuple_, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memory.coordination import Lease, Leases
 from memory.db import Database, storage_error
 from memory.models import UTCDateTime
 from memory.tasks import (
     CHAT_TIMEZONES,
     SCHEDULE_RUNS,
-    SCHEDULER_LEASES,
     SCHEDULER_NEXT_RUNS,
     SCHEDULES,
     rowcount,
@@ -73,16 +73,8 @@ def new_schedule_id() -> str:
 ClaimResult = Literal["claimed", "duplicate", "missing"]
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseState:
-    held: bool  # True when the asking owner holds the lease now
-    owner: str
-    expires_at: datetime | None
-
-
 _S = SCHEDULES
 _R = SCHEDULE_RUNS
-_L = SCHEDULER_LEASES
 _Z = CHAT_TIMEZONES
 _N = SCHEDULER_NEXT_RUNS
 _CHUNK = 500  # ids per IN (...) list
@@ -160,6 +152,7 @@ class ScheduleStore:
     def __init__(self, db: Database):
         self.db = db
         self._write_lock = asyncio.Lock()
+        self.leases = Leases(db)  # the same named leases as the chats' and the poller's
         self._claims = _GroupCommit(self, self._claim_batch)
         self._completions = _GroupCommit(self, self._complete_batch)
 
@@ -423,39 +416,10 @@ class ScheduleStore:
                 await conn.execute(_Z.insert().values(chat_key=chat_key, tz=tz, updated_at=at))
 
     # ---- the lease ----------------------------------------------------------------------------------
-    async def acquire_lease(self, name: str, owner: str, *, now: datetime, ttl: float) -> LeaseState:
-        """Take or renew the lease if it is ours or expired (one guarded UPDATE, or the first
-        INSERT). Returns who holds it afterwards."""
-        expires = now + timedelta(seconds=ttl)
-        async with self._write() as conn:
-            res = await conn.execute(
-                update(_L)
-                .where(_L.c.name == name, or_(_L.c.owner == owner, _L.c.expires_at < now))
-                .values(
-                    owner=owner,
-                    expires_at=expires,
-                    acquired_at=case((_L.c.owner == owner, _L.c.acquired_at), else_=now),
-                )
-            )
-            if rowcount(res) == 1:
-                return LeaseState(True, owner, expires)
-            row = (await conn.execute(select(_L.c.owner, _L.c.expires_at).where(_L.c.name == name))).first()
-            if row is None:  # first ever: inside the same write transaction, so no race on SQLite
-                try:
-                    async with conn.begin_nested():
-                        await conn.execute(
-                            _L.insert().values(name=name, owner=owner, acquired_at=now, expires_at=expires)
-                        )
-                except IntegrityError:  # PostgreSQL: another process inserted it first
-                    return LeaseState(False, "another process", None)
-                return LeaseState(True, owner, expires)
-        return LeaseState(row.owner == owner, row.owner, row.expires_at)
+    async def acquire_lease(self, name: str, owner: str, *, now: datetime, ttl: float) -> Lease:
+        """Take or renew the lease if it is ours or expired; says who holds it afterwards."""
+        return await self.leases.take(name, owner, now=now, ttl=ttl)
 
     async def release_lease(self, name: str, owner: str, *, now: datetime) -> None:
         """Expire our lease now so a standby process takes over at its next check."""
-        async with self._write() as conn:
-            await conn.execute(
-                update(_L)
-                .where(_L.c.name == name, _L.c.owner == owner)
-                .values(expires_at=now - timedelta(seconds=1))
-            )
+        await self.leases.release(name, owner, now=now)
