@@ -54,7 +54,7 @@ from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side, limit_block, money_sum, notional
 from markets.settings import MarketSettings
 from markets.symbols import Instrument
-from memory.tasks import rowcount
+from memory.db import rowcount
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ class PaperBroker:
                 .values(reason=RESUMED)
                 .execution_options(synchronize_session=False)
             )
-            return bool(getattr(won, "rowcount", 0) == 1)
+            return rowcount(won) == 1
 
     @staticmethod
     def _replay(
@@ -309,11 +309,11 @@ class PaperBroker:
                 return trade_dict(t)
             # A blocked order is checked now too (all but T+1, which is the fill session's), so an
             # order that could never fill is refused at once instead of waiting.
-            why = await self._check(
+            problem = await self._problem(
                 s, rules, user_id, inst, market, side, qty, price, day, t_plus_1=not blocked
             )
-            if why:
-                t.status, t.reason = "rejected", why
+            if problem:
+                t.status, t.reason = "rejected", problem.text
                 return trade_dict(t)
             if blocked:
                 t.status = "waiting"
@@ -346,26 +346,6 @@ class PaperBroker:
             )
         return problem
 
-    async def _check(
-        self,
-        s: AsyncSession,
-        rules: MarketRules,
-        user_id: str,
-        inst: Instrument,
-        market: str,
-        side: Side,
-        qty: float,
-        price: float,
-        day: date,
-        *,
-        t_plus_1: bool = True,
-    ) -> str | None:
-        """Why an order cannot fill at `price` in session `day` (lots, cash, holdings, T+1), or None."""
-        problem = await self._problem(
-            s, rules, user_id, inst, market, side, qty, price, day, t_plus_1=t_plus_1
-        )
-        return problem.text if problem else None
-
     async def _problem(
         self,
         s: AsyncSession,
@@ -380,6 +360,7 @@ class PaperBroker:
         *,
         t_plus_1: bool = True,
     ) -> OrderProblem | None:
+        """Why an order cannot fill at `price` in session `day` (lots, cash, holdings, T+1), or None."""
         if qty <= 0:
             return OrderProblem("quantity", "quantity must be positive", {})
         if rules.lot and side == "buy" and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
@@ -540,11 +521,11 @@ class PaperBroker:
             bar = bars.dates[k].astype(object)
             price = float(bars.open[k])
             t.price_date, t.trade_date = bar, day
-            reason = await self._check(s, rules, user_id, inst, market, side, qty, price, day)
-            if reason:
+            problem = await self._problem(s, rules, user_id, inst, market, side, qty, price, day)
+            if problem:
                 t.status = "rejected"
                 t.reason = (
-                    f"not filled at the retry on the {bar} open ({price:g}): {reason} "
+                    f"not filled at the retry on the {bar} open ({price:g}): {problem.text} "
                     f"(it had waited at the price limit through the {after} bar)"
                 )
                 return trade_dict(t)

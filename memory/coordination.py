@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.db import Database
-from memory.tasks import SCHEDULER_LEASES, rowcount
+from memory.db import Database, rowcount
+from memory.tasks import SCHEDULER_LEASES
 
 _L = SCHEDULER_LEASES
 

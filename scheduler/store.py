@@ -11,7 +11,6 @@ steps while it waits for the lock."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -22,18 +21,17 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel
 from sqlalchemy import Integer, bindparam, delete, func, select, tuple_, update
 from sqlalchemy.engine import Row
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memory.coordination import Lease, Leases
-from memory.db import Database, storage_error
+from memory.db import Database, rowcount, storage_error
 from memory.models import UTCDateTime
 from memory.tasks import (
     CHAT_TIMEZONES,
     SCHEDULE_RUNS,
     SCHEDULER_NEXT_RUNS,
     SCHEDULES,
-    rowcount,
 )
 from scheduler.specs import BriefSpec, parse_stored_spec
 
@@ -283,19 +281,7 @@ class ScheduleStore:
                     }
                 )
         if rows:
-            dialect = self.db.engine.dialect.name
-            if dialect in ("sqlite", "postgresql"):
-                # the dialect's module on use: PostgreSQL's costs a SQLite process ~30 ms to import
-                module = importlib.import_module(f"sqlalchemy.dialects.{dialect}")
-                insert = module.insert(_R).on_conflict_do_nothing()
-                await conn.execute(insert, rows)
-            else:  # pragma: no cover - other backends: one savepoint per row
-                for row in rows:
-                    try:
-                        async with conn.begin_nested():
-                            await conn.execute(_R.insert().values(**row))
-                    except IntegrityError:
-                        pass
+            await conn.execute(self.db.dialect_insert(_R).on_conflict_do_nothing(), rows)
             holders = {
                 (r.schedule_id, r.run_date): r.owner
                 for r in await conn.execute(
