@@ -42,21 +42,9 @@ class Counting(FakeRequest):
         return await super().do_request(url, method, request_data, **kw)
 
 
-@pytest.fixture(params=["sqlite", "postgres"] if PG_URL else ["sqlite"])
-async def db(request, tmp_path):
-    if request.param == "postgres":
-        from sqlalchemy import text
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        engine = create_async_engine(PG_URL)
-        async with engine.begin() as conn:
-            await conn.execute(text("DROP SCHEMA public CASCADE"))
-            await conn.execute(text("CREATE SCHEMA public"))
-        await engine.dispose()
-        url = PG_URL
-    else:
-        url = f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
-    async with Database(url) as database:
+@pytest.fixture
+async def db(database_url):
+    async with Database(database_url) as database:
         yield database
 
 

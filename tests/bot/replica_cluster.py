@@ -31,6 +31,7 @@ import aiohttp
 
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCall
 from tests.fakes.telegram_api import FakeBotAPI, buttons_of
+from tests.pg import empty_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "123456:TEST-token-abcdef"
@@ -156,7 +157,7 @@ class Cluster:
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def __aenter__(self) -> Cluster:
-        await reset_database(self.db_url)
+        await empty_schema(self.db_url)
         await self.api.serve()
         await self.llm.start()
         for chat in self.chat_ids:
@@ -327,17 +328,6 @@ class Cluster:
 
     def card(self, chat: int) -> dict[str, Any] | None:
         return next((m for m in self.api.sent(chat) if buttons_of(m)), None)
-
-
-async def reset_database(url: str) -> None:
-    from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    engine = create_async_engine(url)
-    async with engine.begin() as conn:
-        await conn.execute(text("DROP SCHEMA public CASCADE"))
-        await conn.execute(text("CREATE SCHEMA public"))
-    await engine.dispose()
 
 
 async def converse(
