@@ -11,7 +11,7 @@ import re
 
 from agent.providers.scripted import reply
 from tests.bot.conftest import ALICE
-from tests.cli.test_cli_chat_e2e import openai_env, run_cli, server  # noqa: F401
+from tests.fakes.cli_kit import openai_env, run_cli, server  # noqa: F401
 from tests.fakes.llm_server import Reply, ToolCall
 
 CODE = re.compile(r"\b([A-HJ-NP-Z2-9]{8})\b")
