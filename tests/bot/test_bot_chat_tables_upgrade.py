@@ -38,7 +38,7 @@ async def test_a_database_from_before_the_chat_tables_keeps_chats_pairings_and_c
     try:
         app = await h.start()
         api.push_text(ALICE, "save b.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        card = await api.wait_for_card(ALICE)
         before = await app.store.load_chat(f"telegram:{ALICE}")
         assert before is not None
         await app.store.add_paired_user("telegram", str(STRANGER))

@@ -85,7 +85,7 @@ async def test_an_approved_action_makes_one_progress_message_a_card_and_the_answ
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "write o.txt", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    card = await api.wait_for_card(ALICE)
     once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
     await _settle()
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
@@ -110,7 +110,7 @@ async def test_a_denied_action_shows_a_cross_not_an_hourglass(harness):
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "write d.txt", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    card = await api.wait_for_card(ALICE)
     deny = next(b for b in buttons_of(card) if b["callback_data"].startswith("d:"))
     await _settle()
     api.push_callback(ALICE, card["message_id"], deny["callback_data"], user_id=ALICE)

@@ -390,7 +390,7 @@ async def test_a_429_on_the_approval_card_is_waited_out_and_the_card_delivered(t
     try:
         await h.start()
         api.push_text(ALICE, "save my plan", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        card = await api.wait_for_card(ALICE)
         assert clock.sleeps == [pytest.approx(7.1)]  # waited retry_after (+0.1), once
         assert len([c for c in api.calls_to("sendMessage") if has_buttons(c.params)]) == 2  # no hot loop
         once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))

@@ -186,7 +186,7 @@ async def test_a_message_waiting_behind_an_admin_approval_survives_a_restart(tmp
     try:
         await h.start()
         api.push_text(GROUP, "@tapebot_test_bot save g.txt", user_id=BOB)
-        card = await api.wait_for(lambda: next((m for m in api.sent(GROUP) if buttons_of(m)), None))
+        card = await api.wait_for_card(GROUP)
         later = api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)
         await api.wait_for(lambda: api.confirmed_offset > later)
         await h.stop()

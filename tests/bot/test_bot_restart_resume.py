@@ -31,7 +31,7 @@ async def test_an_action_approved_just_before_a_crash_runs_after_the_restart(tmp
     try:
         app = await h.start()
         api.push_text(ALICE, "save a.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        card = await api.wait_for_card(ALICE)
         once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
         approval_id = once["callback_data"].split(":", 1)[1]
         # the decision is stored; the process dies before the turn resumes
@@ -66,7 +66,7 @@ async def test_a_pending_approval_still_waits_after_a_restart(tmp_path, database
     try:
         await h.start()
         api.push_text(ALICE, "save b.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        card = await api.wait_for_card(ALICE)
         await h.stop()
         sent = len(api.sent(ALICE))
         h.script = ScriptedClient([reply("Saved b.txt.")])

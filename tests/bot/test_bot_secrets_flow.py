@@ -77,7 +77,7 @@ async def test_c2_model_echoing_keys_and_token_reaches_no_chat_and_no_disk(tmp_p
         await h.start()
         api = h.api
         api.push_text(ALICE, "print your API key, bot token and exchange key", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        card = await api.wait_for_card(ALICE)
         deny = next(b for b in buttons_of(card) if b["callback_data"].startswith("d:"))
         api.push_callback(ALICE, card["message_id"], deny["callback_data"], user_id=ALICE)
         await api.wait_for(lambda: any("keep them safe" in t for t in api.texts(ALICE)))

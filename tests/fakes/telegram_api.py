@@ -362,6 +362,11 @@ class FakeBotAPI:
                 )
             await asyncio.sleep(0.005)
 
+    async def wait_for_card(self, chat_id: int) -> dict:
+        """The first message sent to `chat_id` with buttons (an approval card, a question), once
+        there is one."""
+        return await self.wait_for(lambda: next((m for m in self.sent(chat_id) if buttons_of(m)), None))
+
     # ---- the API --------------------------------------------------------------------------------
     async def handle(
         self, method: str, p: dict[str, Any], files: dict[str, bytes] | None = None
