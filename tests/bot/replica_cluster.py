@@ -18,7 +18,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from collections import Counter
@@ -30,6 +29,7 @@ from typing import Any
 import aiohttp
 
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCall
+from tests.fakes.net import free_port
 from tests.fakes.telegram_api import FakeBotAPI, buttons_of
 from tests.pg import empty_schema
 
@@ -40,12 +40,6 @@ MARK = re.compile(r"c(\d+)m(\d+)")
 ACK = re.compile(r"ACK\[([^\]]*)\]")
 WROTE = re.compile(r"WROTE\[c(\d+)\]")
 FIRST_CHAT = 5000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _text(content: Any) -> str:

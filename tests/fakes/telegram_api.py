@@ -135,6 +135,22 @@ class Call:
     at: float = field(default_factory=time.monotonic)
 
 
+def text_update(
+    update_id: int, text: str, *, chat_id: int = 5, user_id: int = 1, first_name: str = "A"
+) -> dict:
+    """A Telegram update carrying one private text message, as Telegram posts it to a webhook."""
+    return {
+        "update_id": update_id,
+        "message": {
+            "message_id": update_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private", "first_name": first_name},
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "text": text,
+        },
+    }
+
+
 def buttons_of(msg: dict) -> list[dict]:
     """The inline buttons of a message the bot sent (a dict as the fake stores it)."""
     return [b for row in (msg.get("reply_markup") or {}).get("inline_keyboard", []) for b in row]
