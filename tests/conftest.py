@@ -32,6 +32,19 @@ async def database_url(request, tmp_path) -> str:
 
 
 @pytest.fixture
+async def tasks_db(tmp_path):
+    """The task and scheduler tables alone (no migrations) on a real SQLite file."""
+    from memory.db import Database
+    from memory.tasks import create_tables
+
+    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}", migrate=False)
+    await database.start()
+    await create_tables(database.engine)
+    yield database
+    await database.close()
+
+
+@pytest.fixture
 def tapebot_home(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
