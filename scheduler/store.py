@@ -396,10 +396,13 @@ class ScheduleStore:
             return (await conn.execute(select(_Z.c.tz).where(_Z.c.chat_key == chat_key))).scalar_one_or_none()
 
     async def set_chat_timezone(self, chat_key: str, tz: str, *, at: datetime) -> None:
+        stmt = self.db.dialect_insert(_Z).values(chat_key=chat_key, tz=tz, updated_at=at)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_Z.c.chat_key],
+            set_={"tz": stmt.excluded.tz, "updated_at": stmt.excluded.updated_at},
+        )
         async with self._write() as conn:
-            res = await conn.execute(update(_Z).where(_Z.c.chat_key == chat_key).values(tz=tz, updated_at=at))
-            if rowcount(res) == 0:
-                await conn.execute(_Z.insert().values(chat_key=chat_key, tz=tz, updated_at=at))
+            await conn.execute(stmt)
 
     # ---- the lease ----------------------------------------------------------------------------------
     async def acquire_lease(self, name: str, owner: str, *, now: datetime, ttl: float) -> Lease:
