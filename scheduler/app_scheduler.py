@@ -8,7 +8,8 @@
 - Next run times: after each scheduling pass the next firing of every job that fired or missed
   is stored (`scheduler_next_runs`, one transaction), and a job is rebuilt with its stored next
   run, so a restart or a takeover neither skips nor repeats a firing.
-- Lease: one row (`scheduler_leases`) with owner + expiry, renewed every `renew_interval`. Every
+- Lease: the named lease "scheduler" (`memory.coordination.Leases`, the same row kind as the chats'
+  and the poller's: owner + expiry), renewed every `renew_interval`. Every
   process starts its scheduler *paused*; only the lease holder loads the jobs and resumes it,
   and only once opened: the app `prepare`s it (all the costly start-up) before its chats open and
   `open`s it after, so nothing fires that the chats could not deliver yet. A second `tapebot run`

@@ -1,5 +1,5 @@
-"""The scheduler's persistence: schedules, run claims, the lease, chat time zones (tables are in
-`memory.tasks`). All async, on the project's database.
+"""The scheduler's persistence: schedules, run claims, the lease (through `memory.coordination`),
+chat time zones (tables are in `memory.tasks`). All async, on the project's database.
 
 Hot path (one brief firing): a claim of the run — which also checks that the schedule still
 exists and is active — and a record of the outcome. Both go through a group commit: requests that
