@@ -30,7 +30,7 @@ import aiohttp
 
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCall
 from tests.fakes.net import free_port
-from tests.fakes.telegram_api import FakeBotAPI, buttons_of
+from tests.fakes.telegram_api import FakeBotAPI, button_of, buttons_of
 from tests.pg import empty_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -391,7 +391,7 @@ async def converse(
     for chat in cluster.chat_ids[:approvals]:
         await cluster.say(chat, f"please write c{chat}w")
         card = await cluster.api.wait_for(lambda chat=chat: cluster.card(chat), timeout=timeout)
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        once = button_of(card, "o")
         await cluster.tap(chat, card["message_id"], once["callback_data"])
         await cluster.tap(chat, card["message_id"], once["callback_data"])
     if approvals:

@@ -135,6 +135,12 @@ class Call:
     at: float = field(default_factory=time.monotonic)
 
 
+def button_of(msg: dict, kind: str) -> dict:
+    """The button of a card whose callback data is of `kind` ("o" approve once, "a" always, "d"
+    deny, …: the part before the colon)."""
+    return next(b for b in buttons_of(msg) if b["callback_data"].startswith(f"{kind}:"))
+
+
 def text_update(
     update_id: int, text: str, *, chat_id: int = 5, user_id: int = 1, first_name: str = "A"
 ) -> dict:
