@@ -97,26 +97,7 @@ class TaskTracker:
 
 
 class ContextHooks(Protocol):
-    async def recall(self, session_id: str, user_text: str) -> str | None: ...
-
-    async def compact(
-        self,
-        session_id: str,
-        messages: list[Message],
-        client: ModelClient,
-        overhead_tokens: int,
-        force: bool,
-    ) -> tuple[list[Message], ev.Compaction] | None: ...
-
-    async def after_turn(self, session_id: str, messages: list[Message]) -> None: ...
-
-    async def session_end(self, session_id: str, messages: list[Message]) -> None: ...
-
-
-class NoContextHooks:
-    """No memory, no compaction."""
-
-    compactor: Compactor | None = None
+    """What the runtime calls around each turn; each does nothing unless a subclass fills it in."""
 
     async def recall(self, session_id: str, user_text: str) -> str | None:
         return None
@@ -136,6 +117,12 @@ class NoContextHooks:
 
     async def session_end(self, session_id: str, messages: list[Message]) -> None:
         return None
+
+
+class NoContextHooks(ContextHooks):
+    """No memory, no compaction."""
+
+    compactor: Compactor | None = None
 
 
 class CompactingHooks(NoContextHooks):

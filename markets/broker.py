@@ -54,7 +54,7 @@ from markets.portfolio import Portfolio, trade_dict
 from markets.rules import MarketRules, Side, limit_block, money_sum, notional
 from markets.settings import MarketSettings
 from markets.symbols import Instrument
-from memory.tasks import rowcount
+from memory.db import rowcount
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,21 @@ class OrderProblem:
     text: str
     figures: dict[str, Any]
     waits: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Order:
+    """One order as it is checked and filled: whose, what, which way, how much, at what price, in
+    which session, under which market's rules."""
+
+    rules: MarketRules
+    user_id: str
+    inst: Instrument
+    market: str
+    side: Side
+    qty: float
+    price: float
+    day: date
 
 
 def rules_for(market: str, settings: MarketSettings) -> MarketRules:
@@ -266,7 +281,7 @@ class PaperBroker:
                 .values(reason=RESUMED)
                 .execution_options(synchronize_session=False)
             )
-            return bool(getattr(won, "rowcount", 0) == 1)
+            return rowcount(won) == 1
 
     @staticmethod
     def _replay(
@@ -309,17 +324,16 @@ class PaperBroker:
                 return trade_dict(t)
             # A blocked order is checked now too (all but T+1, which is the fill session's), so an
             # order that could never fill is refused at once instead of waiting.
-            why = await self._check(
-                s, rules, user_id, inst, market, side, qty, price, day, t_plus_1=not blocked
-            )
-            if why:
-                t.status, t.reason = "rejected", why
+            order = _Order(rules, user_id, inst, market, side, qty, price, day)
+            problem = await self._problem(s, order, t_plus_1=not blocked)
+            if problem:
+                t.status, t.reason = "rejected", problem.text
                 return trade_dict(t)
             if blocked:
                 t.status = "waiting"
                 t.reason = f"{_pending_note(blocked)} ({inst.label}, {bar_day} close)"
                 return trade_dict(t)
-            await self._apply(s, t, rules, user_id, inst, market, side, qty, price, day)
+            await self._apply(s, t, order)
             t.reason = f"paper fill at the {bar_day} close (the last bar), {day} session"
             await s.flush()
             return trade_dict(t)
@@ -335,9 +349,8 @@ class PaperBroker:
         day = self.session_day(market)
         blocked = _blocked_at_last_close(bars, inst, market, rules, side)
         async with self.sessions() as s:  # read only: rolled back on leaving
-            problem = await self._problem(
-                s, rules, user_id, inst, market, side, float(quantity), price, day, t_plus_1=not blocked
-            )
+            order = _Order(rules, user_id, inst, market, side, float(quantity), price, day)
+            problem = await self._problem(s, order, t_plus_1=not blocked)
             await s.rollback()
         if problem is None and blocked:
             word = "limit-up" if side == "buy" else "limit-down"
@@ -346,53 +359,21 @@ class PaperBroker:
             )
         return problem
 
-    async def _check(
-        self,
-        s: AsyncSession,
-        rules: MarketRules,
-        user_id: str,
-        inst: Instrument,
-        market: str,
-        side: Side,
-        qty: float,
-        price: float,
-        day: date,
-        *,
-        t_plus_1: bool = True,
-    ) -> str | None:
-        """Why an order cannot fill at `price` in session `day` (lots, cash, holdings, T+1), or None."""
-        problem = await self._problem(
-            s, rules, user_id, inst, market, side, qty, price, day, t_plus_1=t_plus_1
-        )
-        return problem.text if problem else None
-
-    async def _problem(
-        self,
-        s: AsyncSession,
-        rules: MarketRules,
-        user_id: str,
-        inst: Instrument,
-        market: str,
-        side: Side,
-        qty: float,
-        price: float,
-        day: date,
-        *,
-        t_plus_1: bool = True,
-    ) -> OrderProblem | None:
-        if qty <= 0:
+    async def _problem(self, s: AsyncSession, o: _Order, *, t_plus_1: bool = True) -> OrderProblem | None:
+        """Why an order cannot fill at `o.price` in session `o.day` (lots, cash, holdings, T+1), or None."""
+        if o.qty <= 0:
             return OrderProblem("quantity", "quantity must be positive", {})
-        if rules.lot and side == "buy" and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
+        if o.rules.lot and o.side == "buy" and abs(o.qty / o.rules.lot - round(o.qty / o.rules.lot)) > 1e-9:
             return OrderProblem(
                 "lot_buy",
-                f"A-share buys are whole lots of {rules.lot:g} shares; {qty:g} is not",
-                {"lot": rules.lot, "quantity": qty},
+                f"A-share buys are whole lots of {o.rules.lot:g} shares; {o.qty:g} is not",
+                {"lot": o.rules.lot, "quantity": o.qty},
             )
-        acc = await self.portfolio._account(s, user_id, market)
-        pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
-        value = notional(qty, price)
-        fee, tax = rules.order_cost(side, value)
-        if side == "buy":
+        acc = await self.portfolio._account(s, o.user_id, o.market)
+        pos = await self.portfolio._position(s, o.user_id, o.market, o.inst.symbol, o.inst.name)
+        value = notional(o.qty, o.price)
+        fee, tax = o.rules.order_cost(o.side, value)
+        if o.side == "buy":
             need = money_sum(value, fee, tax)
             if need > acc.cash + 1e-9:
                 return OrderProblem(
@@ -402,27 +383,31 @@ class PaperBroker:
                 )
             return None
         sellable = pos.quantity
-        if rules.t_plus_1 and t_plus_1:
-            bought_today = await self._bought_in(s, user_id, inst.symbol, day)
+        if o.rules.t_plus_1 and t_plus_1:
+            bought_today = await self._bought_in(s, o.user_id, o.inst.symbol, o.day)
             sellable = max(0.0, pos.quantity - bought_today)
-            if qty > sellable + 1e-9 and qty <= pos.quantity + 1e-9:
+            if o.qty > sellable + 1e-9 and o.qty <= pos.quantity + 1e-9:
                 return OrderProblem(
                     "t_plus_1",
-                    f"T+1: {bought_today:g} shares were bought in the {day} session and can be "
+                    f"T+1: {bought_today:g} shares were bought in the {o.day} session and can be "
                     f"sold from the next trading day; sellable now {sellable:g}",
-                    {"bought": bought_today, "day": day, "sellable": sellable},
+                    {"bought": bought_today, "day": o.day, "sellable": sellable},
                 )
-        if qty > sellable + 1e-9:
+        if o.qty > sellable + 1e-9:
             return OrderProblem(
                 "holding",
                 f"insufficient holding: have {pos.quantity:g}, sellable {sellable:g}",
                 {"have": pos.quantity, "sellable": sellable},
             )
-        if rules.lot and qty < pos.quantity and abs(qty / rules.lot - round(qty / rules.lot)) > 1e-9:
+        if (
+            o.rules.lot
+            and o.qty < pos.quantity
+            and abs(o.qty / o.rules.lot - round(o.qty / o.rules.lot)) > 1e-9
+        ):
             return OrderProblem(
                 "lot_sell",
-                f"A-share sells are whole lots of {rules.lot:g} unless the whole position is sold",
-                {"lot": rules.lot},
+                f"A-share sells are whole lots of {o.rules.lot:g} unless the whole position is sold",
+                {"lot": o.rules.lot},
             )
         return None
 
@@ -441,38 +426,26 @@ class PaperBroker:
         ).scalar_one()
         return float(got)
 
-    async def _apply(
-        self,
-        s: AsyncSession,
-        t: MarketTrade,
-        rules: MarketRules,
-        user_id: str,
-        inst: Instrument,
-        market: str,
-        side: Side,
-        qty: float,
-        price: float,
-        day: date,
-    ) -> None:
+    async def _apply(self, s: AsyncSession, t: MarketTrade, o: _Order) -> None:
         """Move cash and shares for a checked order, and mark the trade filled (one transaction)."""
-        acc = await self.portfolio._account(s, user_id, market)
-        pos = await self.portfolio._position(s, user_id, market, inst.symbol, inst.name)
-        value = notional(qty, price)
-        fee, tax = rules.order_cost(side, value)
-        if side == "buy":
-            new_qty = pos.quantity + qty
+        acc = await self.portfolio._account(s, o.user_id, o.market)
+        pos = await self.portfolio._position(s, o.user_id, o.market, o.inst.symbol, o.inst.name)
+        value = notional(o.qty, o.price)
+        fee, tax = o.rules.order_cost(o.side, value)
+        if o.side == "buy":
+            new_qty = pos.quantity + o.qty
             pos.avg_cost = (pos.avg_cost * pos.quantity + value + fee) / new_qty
             pos.quantity = new_qty
-            pos.high_since_entry = max(pos.high_since_entry or 0.0, price)
-            pos.opened_on = pos.opened_on or day
+            pos.high_since_entry = max(pos.high_since_entry or 0.0, o.price)
+            pos.opened_on = pos.opened_on or o.day
             acc.cash = money_sum(acc.cash, -value, -fee, -tax)
         else:
-            t.realized_pnl = value - fee - tax - pos.avg_cost * qty
-            pos.quantity -= qty
+            t.realized_pnl = value - fee - tax - pos.avg_cost * o.qty
+            pos.quantity -= o.qty
             acc.cash = money_sum(acc.cash, value, -fee, -tax)
             if pos.quantity <= 1e-12:
                 pos.quantity, pos.avg_cost, pos.high_since_entry, pos.opened_on = 0.0, 0.0, 0.0, None
-        t.status, t.price, t.fee, t.tax, t.trade_date = "filled", price, fee, tax, day
+        t.status, t.price, t.fee, t.tax, t.trade_date = "filled", o.price, fee, tax, o.day
 
     # -- orders waiting at a price limit ---------------------------------------------------------
     async def retry_waiting(self, user_id: str | None = None) -> list[dict[str, Any]]:
@@ -540,15 +513,16 @@ class PaperBroker:
             bar = bars.dates[k].astype(object)
             price = float(bars.open[k])
             t.price_date, t.trade_date = bar, day
-            reason = await self._check(s, rules, user_id, inst, market, side, qty, price, day)
-            if reason:
+            order = _Order(rules, user_id, inst, market, side, qty, price, day)
+            problem = await self._problem(s, order)
+            if problem:
                 t.status = "rejected"
                 t.reason = (
-                    f"not filled at the retry on the {bar} open ({price:g}): {reason} "
+                    f"not filled at the retry on the {bar} open ({price:g}): {problem.text} "
                     f"(it had waited at the price limit through the {after} bar)"
                 )
                 return trade_dict(t)
-            await self._apply(s, t, rules, user_id, inst, market, side, qty, price, day)
+            await self._apply(s, t, order)
             t.reason = (
                 f"paper fill at the {bar} open, the first bar off the price limit after the {after} "
                 f"bar it waited at, {day} session"

@@ -12,8 +12,9 @@ from sqlalchemy.engine import Connection
 
 from agent.consent import StandingApproval, StandingScope
 from agent.ports import ApprovalRecord, ApprovalStatus, Receipt, utcnow
+from memory.db import rowcount
 from memory.models import APPROVALS, STANDING_APPROVALS
-from memory.store_sql import SqlBase, rowcount
+from memory.store_sql import SqlBase
 
 
 class SqlApprovalStore(SqlBase):

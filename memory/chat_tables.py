@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agent.ports import utcnow
-from memory.db import Database
+from memory.db import Database, rowcount
 from memory.models import APPROVALS, CHATS, PAIRED_USERS, SENT_MESSAGES
 
 SentKind = Literal["question", "progress", "partial", "card"]
@@ -114,17 +114,7 @@ class ChatTables:
 
     @cached_property
     def _chat_sql(self) -> _ChatStatements:
-        return _ChatStatements(self._upsert)
-
-    def _upsert(self, model: Any) -> Any:
-        """The dialect's INSERT construct (it has on_conflict_do_nothing / do_update)."""
-        if self.db.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            return sqlite_insert(model)
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert(model)
+        return _ChatStatements(self.db.dialect_insert)
 
     # ---- chats -------------------------------------------------------------------------------
     async def load_chat(self, key: str) -> ChatRecord | None:
@@ -167,7 +157,7 @@ class ChatTables:
 
     async def add_paired_user(self, platform: str, user_id: str) -> None:
         stmt = (
-            self._upsert(PAIRED_USERS)
+            self.db.dialect_insert(PAIRED_USERS)
             .values(platform=platform, user_id=user_id, paired_at=utcnow())
             .on_conflict_do_nothing(index_elements=["platform", "user_id"])
         )
@@ -194,7 +184,7 @@ class ChatTables:
             "progress": None if ref.progress is None else ref.progress.to_json(),
             "created_at": utcnow(),
         }
-        stmt = self._upsert(SENT_MESSAGES).values(**values)
+        stmt = self.db.dialect_insert(SENT_MESSAGES).values(**values)
         stmt = stmt.on_conflict_do_update(
             index_elements=["kind", "ref_id"],
             set_={k: stmt.excluded[k] for k in values if k not in ("kind", "ref_id")},
@@ -223,7 +213,7 @@ class ChatTables:
             result = c.execute(
                 sa.delete(SENT_MESSAGES).where(SENT_MESSAGES.c.kind == kind, SENT_MESSAGES.c.ref_id == ref_id)
             )
-            return int(getattr(result, "rowcount", 0) or 0) > 0
+            return rowcount(result) > 0
 
         return await self.db.run(work, write=True)
 
@@ -234,7 +224,7 @@ class ChatTables:
             result = c.execute(
                 sa.update(APPROVALS).where(APPROVALS.c.id == approval_id).values(message_ref=message_id)
             )
-            return int(getattr(result, "rowcount", 0) or 0) == 1
+            return rowcount(result) == 1
 
         return await self.db.run(work, write=True)
 

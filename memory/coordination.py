@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.db import Database
-from memory.tasks import SCHEDULER_LEASES, rowcount
+from memory.db import Database, rowcount
+from memory.tasks import SCHEDULER_LEASES
 
 _L = SCHEDULER_LEASES
 
@@ -97,14 +97,12 @@ class Leases:
     async def mark(self, name: str, owner: str, *, now: datetime, ttl: float) -> None:
         """Stamp `name` as alive until `now + ttl`, whoever stamped it before."""
         expires = now + timedelta(seconds=ttl)
+        stmt = self.db.dialect_insert(_L).values(name=name, owner=owner, acquired_at=now, expires_at=expires)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_L.c.name], set_={"owner": owner, "expires_at": expires}
+        )
         async with self.db.session() as s:
-            res = await s.execute(
-                sa.update(_L).where(_L.c.name == name).values(owner=owner, expires_at=expires)
-            )
-            if rowcount(res) == 0 and not await _insert(s, name, owner, now, expires):
-                await s.execute(
-                    sa.update(_L).where(_L.c.name == name).values(owner=owner, expires_at=expires)
-                )
+            await s.execute(stmt)
 
     async def live(self, name: str, *, now: datetime) -> Lease | None:
         """Who holds or stamped `name`, if that has not expired yet."""

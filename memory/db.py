@@ -57,6 +57,11 @@ _DEFERRED = "tapebot_deferred"  # execution option: begin a deferred (read) tran
 T = TypeVar("T")
 
 
+def rowcount(result: Any) -> int:
+    """Rows matched by an UPDATE/DELETE (typed access to CursorResult.rowcount)."""
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
@@ -452,6 +457,17 @@ class Database:
     @property
     def is_sqlite(self) -> bool:
         return self._sqlite
+
+    def dialect_insert(self, table: Any) -> Any:
+        """The dialect's INSERT construct for `table` (it has on_conflict_do_nothing / do_update).
+        Only the dialect in use is imported: PostgreSQL's costs a SQLite process ~20 ms at start."""
+        if self._sqlite:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(table)
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table)
 
     async def start(self) -> None:
         if self._engine is not None:

@@ -10,8 +10,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent.ports import Receipt, utcnow
+from memory.db import rowcount
 from memory.models import PROCESSED_UPDATES
-from memory.store_sql import SqlBase, receipt_params, rowcount
+from memory.store_sql import SqlBase, receipt_params
 
 
 class SqlInbox(SqlBase):

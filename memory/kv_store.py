@@ -8,8 +8,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agent.ports import utcnow
+from memory.db import rowcount
 from memory.models import KV
-from memory.store_sql import SqlBase, rowcount
+from memory.store_sql import SqlBase
 
 
 class SqlKV(SqlBase):

@@ -20,7 +20,7 @@ run on SQLite, which the tests use; a single process on SQLite does not use this
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,9 +28,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent.ports import Receipt
-from memory.db import Database
+from memory.db import Database, rowcount
 from memory.models import PROCESSED_UPDATES, REPLICA_INBOX
-from memory.tasks import SCHEDULER_LEASES, rowcount
+from memory.tasks import SCHEDULER_LEASES
 
 CHAT = "chat:"  # chat lease names start with it (bot/replicas.py `chat_lease_name`)
 
@@ -57,21 +57,11 @@ class ReplicaInbox:
     def __init__(self, db: Database, owner: str):
         self.db = db
         self.owner = owner
-        # the dialect's insert (ON CONFLICT), imported for the one in use: the PostgreSQL dialect
-        # costs ~20 ms of every SQLite process's start
-        if db.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            self._insert: Callable[..., Any] = sqlite_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            self._insert = pg_insert
 
     async def file(self, chat_key: str, receipt: Receipt) -> None:
         """The stored message `receipt` belongs to `chat_key` (filing it again changes nothing)."""
         stmt = (
-            self._insert(_IB)
+            self.db.dialect_insert(_IB)
             .values(chat_key=chat_key, platform=receipt[0], update_id=str(receipt[1]), parked=False)
             .on_conflict_do_nothing(index_elements=[_IB.c.platform, _IB.c.update_id])
         )

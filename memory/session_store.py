@@ -16,9 +16,9 @@ from sqlalchemy.engine import Connection
 
 from agent.messages import Message
 from agent.ports import Receipt, TurnRecord, UsageRecord, utcnow
-from memory.db import Database
+from memory.db import Database, rowcount
 from memory.models import MESSAGES, SESSIONS
-from memory.store_sql import SqlBase, receipt_params, rowcount, turn_values, usage_values
+from memory.store_sql import SqlBase, receipt_params, turn_values, usage_values
 
 
 @dataclass(frozen=True, slots=True)

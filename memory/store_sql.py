@@ -108,19 +108,9 @@ class SqlBase:
             return list(messages)
         return [redact_message(m, self._redact) for m in messages]
 
-    def _insert(self, model: Any) -> Any:
-        """The dialect's INSERT construct (it has on_conflict_do_nothing / do_update)."""
-        if not self.db.is_sqlite:
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            return pg_insert(model)
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        return sqlite_insert(model)
-
     @cached_property
     def _sql(self) -> HotStatements:
-        return HotStatements(self._insert)
+        return HotStatements(self.db.dialect_insert)
 
     def _ensure_session_sync(
         self, conn: Connection, session_id: str, chat_key: str = "", user_id: str = "", *, now: datetime
@@ -173,7 +163,3 @@ def usage_values(record: UsageRecord) -> dict[str, Any]:
 
 def receipt_params(receipts: Sequence[Receipt]) -> list[dict[str, str]]:
     return [{"r_platform": p, "r_update_id": u} for p, u in receipts]
-
-
-def rowcount(result: Any) -> int:
-    return int(getattr(result, "rowcount", 0) or 0)

@@ -10,7 +10,7 @@ neither skips nor repeats one). `scheduler/store.py` queries the scheduler table
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -27,12 +27,12 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import CursorResult, Row
+from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.task_ledger import ACTIVE, TERMINAL, TaskAttachment, TaskRecord
 from memory.base import Base
-from memory.db import Database
+from memory.db import Database, rowcount
 from memory.models import META, UTCDateTime, column
 
 # Plain Core tables, not ORM classes: every query here and in scheduler/store.py is a Core statement,
@@ -171,11 +171,6 @@ def _to_record(row: Row[Any]) -> TaskRecord:
 
 
 _T = TASKS
-
-
-def rowcount(result: Any) -> int:
-    """Rows matched by an UPDATE/DELETE (typed access to CursorResult.rowcount)."""
-    return cast(CursorResult[Any], result).rowcount or 0
 
 
 _ACTIVE = sorted(ACTIVE)

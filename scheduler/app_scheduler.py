@@ -8,7 +8,8 @@
 - Next run times: after each scheduling pass the next firing of every job that fired or missed
   is stored (`scheduler_next_runs`, one transaction), and a job is rebuilt with its stored next
   run, so a restart or a takeover neither skips nor repeats a firing.
-- Lease: one row (`scheduler_leases`) with owner + expiry, renewed every `renew_interval`. Every
+- Lease: the named lease "scheduler" (`memory.coordination.Leases`, the same row kind as the chats'
+  and the poller's: owner + expiry), renewed every `renew_interval`. Every
   process starts its scheduler *paused*; only the lease holder loads the jobs and resumes it,
   and only once opened: the app `prepare`s it (all the costly start-up) before its chats open and
   `open`s it after, so nothing fires that the chats could not deliver yet. A second `tapebot run`
@@ -42,11 +43,12 @@ from apscheduler.triggers.base import BaseTrigger
 
 from agent.ports import Clock, SystemClock
 from agent.scratchpad import prune_traces
+from memory.coordination import Lease
 from scheduler import jobs
 from scheduler.i18n import say
 from scheduler.jobs import BriefCallback, BriefOutcome, HousekeepingJob, JobContext
 from scheduler.specs import DailyTrigger, normalize_timezone, spread_second
-from scheduler.store import LeaseState, Schedule, ScheduleStore, brief_job_id
+from scheduler.store import Schedule, ScheduleStore, brief_job_id
 
 log = logging.getLogger(__name__)
 # Our trigger is APScheduler's kind without inheriting it (scheduler/specs.py `DailyTrigger`).
@@ -189,7 +191,7 @@ class AppScheduler:
             state = await self._try_lease()
         except Exception:
             log.exception("scheduler lease check failed; will retry")
-            state = LeaseState(False, "unknown (database error)", None)
+            state = Lease(False, "unknown (database error)", None)
         if state.held:
             await self._become_leader()
         else:
@@ -465,7 +467,7 @@ class AppScheduler:
             self._dirty |= set(runs)
 
     # ---- leadership --------------------------------------------------------------------------------
-    async def _try_lease(self) -> LeaseState:
+    async def _try_lease(self) -> Lease:
         state = await self.store.acquire_lease(
             LEASE_NAME, self.owner_id, now=self.clock.now(), ttl=self.lease_ttl
         )
@@ -495,7 +497,7 @@ class AppScheduler:
         log.warning("scheduler standing by: lease held by %s (this process lost it)", holder)
         self._standby_holder = holder
 
-    def _log_standby(self, state: LeaseState) -> None:
+    def _log_standby(self, state: Lease) -> None:
         if state.owner != self._standby_holder:
             log.warning("scheduler standing by: lease held by %s until %s", state.owner, state.expires_at)
             self._standby_holder = state.owner

@@ -1,5 +1,5 @@
-"""The scheduler's persistence: schedules, run claims, the lease, chat time zones (tables are in
-`memory.tasks`). All async, on the project's database.
+"""The scheduler's persistence: schedules, run claims, the lease (through `memory.coordination`),
+chat time zones (tables are in `memory.tasks`). All async, on the project's database.
 
 Hot path (one brief firing): a claim of the run — which also checks that the schedule still
 exists and is active — and a record of the outcome. Both go through a group commit: requests that
@@ -11,29 +11,27 @@ steps while it waits for the lock."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Integer, bindparam, case, delete, func, or_, select, tuple_, update
+from sqlalchemy import Integer, bindparam, delete, func, select, tuple_, update
 from sqlalchemy.engine import Row
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from memory.db import Database, storage_error
+from memory.coordination import Lease, Leases
+from memory.db import Database, rowcount, storage_error
 from memory.models import UTCDateTime
 from memory.tasks import (
     CHAT_TIMEZONES,
     SCHEDULE_RUNS,
-    SCHEDULER_LEASES,
     SCHEDULER_NEXT_RUNS,
     SCHEDULES,
-    rowcount,
 )
 from scheduler.specs import BriefSpec, parse_stored_spec
 
@@ -73,16 +71,8 @@ def new_schedule_id() -> str:
 ClaimResult = Literal["claimed", "duplicate", "missing"]
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseState:
-    held: bool  # True when the asking owner holds the lease now
-    owner: str
-    expires_at: datetime | None
-
-
 _S = SCHEDULES
 _R = SCHEDULE_RUNS
-_L = SCHEDULER_LEASES
 _Z = CHAT_TIMEZONES
 _N = SCHEDULER_NEXT_RUNS
 _CHUNK = 500  # ids per IN (...) list
@@ -160,6 +150,7 @@ class ScheduleStore:
     def __init__(self, db: Database):
         self.db = db
         self._write_lock = asyncio.Lock()
+        self.leases = Leases(db)  # the same named leases as the chats' and the poller's
         self._claims = _GroupCommit(self, self._claim_batch)
         self._completions = _GroupCommit(self, self._complete_batch)
 
@@ -290,19 +281,7 @@ class ScheduleStore:
                     }
                 )
         if rows:
-            dialect = self.db.engine.dialect.name
-            if dialect in ("sqlite", "postgresql"):
-                # the dialect's module on use: PostgreSQL's costs a SQLite process ~30 ms to import
-                module = importlib.import_module(f"sqlalchemy.dialects.{dialect}")
-                insert = module.insert(_R).on_conflict_do_nothing()
-                await conn.execute(insert, rows)
-            else:  # pragma: no cover - other backends: one savepoint per row
-                for row in rows:
-                    try:
-                        async with conn.begin_nested():
-                            await conn.execute(_R.insert().values(**row))
-                    except IntegrityError:
-                        pass
+            await conn.execute(self.db.dialect_insert(_R).on_conflict_do_nothing(), rows)
             holders = {
                 (r.schedule_id, r.run_date): r.owner
                 for r in await conn.execute(
@@ -417,45 +396,19 @@ class ScheduleStore:
             return (await conn.execute(select(_Z.c.tz).where(_Z.c.chat_key == chat_key))).scalar_one_or_none()
 
     async def set_chat_timezone(self, chat_key: str, tz: str, *, at: datetime) -> None:
+        stmt = self.db.dialect_insert(_Z).values(chat_key=chat_key, tz=tz, updated_at=at)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_Z.c.chat_key],
+            set_={"tz": stmt.excluded.tz, "updated_at": stmt.excluded.updated_at},
+        )
         async with self._write() as conn:
-            res = await conn.execute(update(_Z).where(_Z.c.chat_key == chat_key).values(tz=tz, updated_at=at))
-            if rowcount(res) == 0:
-                await conn.execute(_Z.insert().values(chat_key=chat_key, tz=tz, updated_at=at))
+            await conn.execute(stmt)
 
     # ---- the lease ----------------------------------------------------------------------------------
-    async def acquire_lease(self, name: str, owner: str, *, now: datetime, ttl: float) -> LeaseState:
-        """Take or renew the lease if it is ours or expired (one guarded UPDATE, or the first
-        INSERT). Returns who holds it afterwards."""
-        expires = now + timedelta(seconds=ttl)
-        async with self._write() as conn:
-            res = await conn.execute(
-                update(_L)
-                .where(_L.c.name == name, or_(_L.c.owner == owner, _L.c.expires_at < now))
-                .values(
-                    owner=owner,
-                    expires_at=expires,
-                    acquired_at=case((_L.c.owner == owner, _L.c.acquired_at), else_=now),
-                )
-            )
-            if rowcount(res) == 1:
-                return LeaseState(True, owner, expires)
-            row = (await conn.execute(select(_L.c.owner, _L.c.expires_at).where(_L.c.name == name))).first()
-            if row is None:  # first ever: inside the same write transaction, so no race on SQLite
-                try:
-                    async with conn.begin_nested():
-                        await conn.execute(
-                            _L.insert().values(name=name, owner=owner, acquired_at=now, expires_at=expires)
-                        )
-                except IntegrityError:  # PostgreSQL: another process inserted it first
-                    return LeaseState(False, "another process", None)
-                return LeaseState(True, owner, expires)
-        return LeaseState(row.owner == owner, row.owner, row.expires_at)
+    async def acquire_lease(self, name: str, owner: str, *, now: datetime, ttl: float) -> Lease:
+        """Take or renew the lease if it is ours or expired; says who holds it afterwards."""
+        return await self.leases.take(name, owner, now=now, ttl=ttl)
 
     async def release_lease(self, name: str, owner: str, *, now: datetime) -> None:
         """Expire our lease now so a standby process takes over at its next check."""
-        async with self._write() as conn:
-            await conn.execute(
-                update(_L)
-                .where(_L.c.name == name, _L.c.owner == owner)
-                .values(expires_at=now - timedelta(seconds=1))
-            )
+        await self.leases.release(name, owner, now=now)

@@ -27,6 +27,7 @@ import os
 import secrets
 import shutil
 import signal
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,10 +154,22 @@ def hand_over(root: Path, uid: int = UNPRIVILEGED_UID, keep: frozenset[str] = fr
     (tapebot, as root, still can). Links are not followed; a file with other hard links is left
     as it is (its other name may lie outside the workspace), and so is what `keep` names
     (protected files: real paths) and everything below it."""
-    stack = [root]
     with contextlib.suppress(OSError):
         if root.stat().st_uid != uid:
             os.chown(root, uid, uid)
+    for e in _walk(root, keep):
+        with contextlib.suppress(OSError):
+            st = e.stat(follow_symlinks=False)
+            if not e.is_dir(follow_symlinks=False) and not e.is_symlink() and st.st_nlink > 1:
+                continue
+            if st.st_uid != uid:
+                os.lchown(e.path, uid, uid)
+
+
+def _walk(root: Path, keep: frozenset[str] = frozenset()) -> Iterator[os.DirEntry[str]]:
+    """Every entry below `root`, a folder before what it holds; links are not followed, folders
+    that cannot be read are passed over, and what `keep` names (real paths) is left out whole."""
+    stack = [root]
     while stack:
         folder = stack.pop()
         try:
@@ -167,35 +180,19 @@ def hand_over(root: Path, uid: int = UNPRIVILEGED_UID, keep: frozenset[str] = fr
             if keep and os.path.realpath(e.path) in keep:
                 continue
             with contextlib.suppress(OSError):
-                st = e.stat(follow_symlinks=False)
-                is_dir = e.is_dir(follow_symlinks=False)
-                if is_dir:
+                if e.is_dir(follow_symlinks=False):
                     stack.append(Path(e.path))
-                elif not e.is_symlink() and st.st_nlink > 1:
-                    continue
-                if st.st_uid != uid:
-                    os.lchown(e.path, uid, uid)
+            yield e
 
 
 # ---- disk ---------------------------------------------------------------------------------------
 def sizes(root: Path) -> dict[str, int]:
     """Size of every file below `root` (symlinks not followed), by path relative to it."""
     out: dict[str, int] = {}
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for e in entries:
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(Path(e.path))
-                elif e.is_file(follow_symlinks=False):
-                    out[os.path.relpath(e.path, root)] = e.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue
+    for e in _walk(root):
+        with contextlib.suppress(OSError):
+            if e.is_file(follow_symlinks=False):
+                out[os.path.relpath(e.path, root)] = e.stat(follow_symlinks=False).st_size
     return out
 
 

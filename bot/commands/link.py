@@ -56,13 +56,21 @@ async def rule_keys(ctx: CommandContext) -> tuple[str, ...]:
     return standing_keys(ctx.chat_key, account)
 
 
-async def cmd_link(ctx: CommandContext) -> None:
+async def _links_here(ctx: CommandContext) -> LinkOps | None:
+    """The link service, if linking is on and this is not a group; else says why not."""
     links = ctx.services.links
     if links is None:
         await ctx.say(t(ctx.lang, "link_off"))
-        return
-    if ctx.chat.is_group:
+    elif ctx.chat.is_group:
         await ctx.say(t(ctx.lang, "link_group"))
+    else:
+        return links
+    return None
+
+
+async def cmd_link(ctx: CommandContext) -> None:
+    links = await _links_here(ctx)
+    if links is None:
         return
     me = Identity(ctx.user.platform, ctx.user.user_id, ctx.user.display_name or ctx.user.username or "")
     argv = ctx.argv
@@ -99,12 +107,8 @@ async def overview(links: LinkOps, me: Identity, lang: str) -> str:
 
 
 async def cmd_unlink(ctx: CommandContext) -> None:
-    links = ctx.services.links
+    links = await _links_here(ctx)
     if links is None:
-        await ctx.say(t(ctx.lang, "link_off"))
-        return
-    if ctx.chat.is_group:
-        await ctx.say(t(ctx.lang, "link_group"))
         return
     try:
         await links.unlink(identity_key(ctx.user.platform, ctx.user.user_id))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import time
 
 import pytest
@@ -21,6 +20,7 @@ from adapters.base import (
 )
 from adapters.commandspec import CommandSpec, Words
 from adapters.telegram import TelegramAdapter, WebhookConfig
+from tests.fakes.net import free_port
 from tests.fakes.telegram_api import BOT_USER, FakeRequest, cant_parse, retry_after
 
 
@@ -292,14 +292,8 @@ async def test_token_never_logged(make_tg, tg_api, recorder, caplog):
     assert tg_api.token not in text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_webhook_mode_checks_secret(tg_api, recorder):
-    port = _free_port()
+    port = free_port()
     cfg = WebhookConfig(
         url=f"http://127.0.0.1:{port}/tg", secret_token="s3cret-Token_1", port=port, path="/tg"
     )

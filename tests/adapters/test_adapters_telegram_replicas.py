@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
-import time
 from datetime import UTC, datetime
 
 import aiohttp
@@ -22,8 +20,9 @@ from bot.replicas import POLLER, TelegramReplicas, died_here, new_replica_id
 from memory.coordination import Leases
 from memory.db import Database
 from tests.fakes.clock import FakeClock
+from tests.fakes.net import free_port
 from tests.fakes.recorder import Recorder
-from tests.fakes.telegram_api import FakeRequest
+from tests.fakes.telegram_api import FakeRequest, text_update
 
 PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 HEADER = "X-Telegram-Bot-Api-Secret-Token"
@@ -42,21 +41,9 @@ class Counting(FakeRequest):
         return await super().do_request(url, method, request_data, **kw)
 
 
-@pytest.fixture(params=["sqlite", "postgres"] if PG_URL else ["sqlite"])
-async def db(request, tmp_path):
-    if request.param == "postgres":
-        from sqlalchemy import text
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        engine = create_async_engine(PG_URL)
-        async with engine.begin() as conn:
-            await conn.execute(text("DROP SCHEMA public CASCADE"))
-            await conn.execute(text("CREATE SCHEMA public"))
-        await engine.dispose()
-        url = PG_URL
-    else:
-        url = f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
-    async with Database(url) as database:
+@pytest.fixture
+async def db(database_url):
+    async with Database(database_url) as database:
         yield database
 
 
@@ -99,25 +86,6 @@ async def replica(tg_api, tmp_path, clock):
         await own.close()
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _update(update_id: int, text: str) -> dict:
-    return {
-        "update_id": update_id,
-        "message": {
-            "message_id": update_id,
-            "date": int(time.time()),
-            "chat": {"id": 5, "type": "private", "first_name": "A"},
-            "from": {"id": 1, "is_bot": False, "first_name": "A"},
-            "text": text,
-        },
-    }
-
-
 async def _post(url: str, body: dict, secret: str) -> int:
     async with aiohttp.ClientSession() as s, s.post(url, json=body, headers={HEADER: secret}) as r:
         return r.status
@@ -130,13 +98,13 @@ async def test_webhook_replicas_without_a_configured_secret_accept_the_same_one(
     a_rec, b_rec = Recorder(), Recorder()
     urls = []
     for name, rec in (("a", a_rec), ("b", b_rec)):
-        port = _port()
+        port = free_port()
         cfg = WebhookConfig(url=f"http://127.0.0.1:{port}/tg", port=port, path="/tg")
         await replica(name, db, rec, webhook=cfg)
         urls.append(cfg.url)
     registered = tg_api.webhook["secret_token"]
-    assert await _post(urls[0], _update(1, "to a"), registered) == 200
-    assert await _post(urls[1], _update(2, "to b"), registered) == 200
+    assert await _post(urls[0], text_update(1, "to a"), registered) == 200
+    assert await _post(urls[1], text_update(2, "to b"), registered) == 200
     assert [e.text for e in a_rec.events] == ["to a"]
     assert [e.text for e in b_rec.events] == ["to b"]
 
@@ -178,7 +146,7 @@ async def test_polling_replica_leaves_a_webhook_deployment_alone(tg_api, db, rep
     deleteWebhook nor getUpdates and says why; the webhook stays registered. When no webhook
     replica has announced itself for a lease's time, the polling replica takes over."""
     caplog.set_level(logging.INFO)
-    port = _port()
+    port = free_port()
     cfg = WebhookConfig(url=f"http://127.0.0.1:{port}/tg", port=port, path="/tg")
     hook, _ = await replica("hook", db, Recorder(), webhook=cfg)
     polled_rec = Recorder()
@@ -186,7 +154,7 @@ async def test_polling_replica_leaves_a_webhook_deployment_alone(tg_api, db, rep
     await tg_api.wait_for(lambda: "does not call deleteWebhook" in caplog.text)
     assert tg_api.webhook.get("url") == cfg.url
     assert "deleteWebhook" not in calls.methods and "getUpdates" not in calls.methods
-    assert await _post(cfg.url, _update(7, "via the webhook"), tg_api.webhook["secret_token"]) == 200
+    assert await _post(cfg.url, text_update(7, "via the webhook"), tg_api.webhook["secret_token"]) == 200
 
     await hook.stop()  # the webhook deployment is gone; its announcement runs out
     clock.advance(TTL + 0.1)

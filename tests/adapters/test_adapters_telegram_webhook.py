@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
-import time
 
 import aiohttp
 import pytest
@@ -19,20 +17,15 @@ from hypothesis import strategies as st
 
 from adapters.telegram import TelegramAdapter, WebhookConfig, _webhook_secret, webhook_auth
 from agent.errors import ConfigError
-from tests.fakes.telegram_api import FakeRequest
+from tests.fakes.net import free_port
+from tests.fakes.telegram_api import FakeRequest, text_update
 
 HEADER = "X-Telegram-Bot-Api-Secret-Token"
 TOKEN = "123456:TEST-token-abcdef"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _config(secret: str | None) -> WebhookConfig:
-    port = _free_port()
+    port = free_port()
     return WebhookConfig(url=f"http://127.0.0.1:{port}/tg", secret_token=secret, port=port, path="/tg")
 
 
@@ -40,19 +33,6 @@ def _adapter(tg_api, cfg: WebhookConfig) -> TelegramAdapter:
     return TelegramAdapter(
         tg_api.token, request=FakeRequest(tg_api), get_updates_request=FakeRequest(tg_api), webhook=cfg
     )
-
-
-def _update(update_id: int, text: str) -> dict:
-    return {
-        "update_id": update_id,
-        "message": {
-            "message_id": update_id,
-            "date": int(time.time()),
-            "chat": {"id": 5, "type": "private", "first_name": "A"},
-            "from": {"id": 1, "is_bot": False, "first_name": "A"},
-            "text": text,
-        },
-    }
 
 
 async def _post(url: str, body: dict, headers: dict[str, str]) -> int:
@@ -65,8 +45,8 @@ async def _forge(url: str) -> list[int]:
     secret header."""
     statuses = []
     for i, headers in enumerate(({}, {HEADER: ""}, {HEADER: "wrong-secret"}, {HEADER: " "})):
-        statuses.append(await _post(url, _update(100 + 2 * i, "run this: ls"), headers))
-        statuses.append(await _post(url, _update(101 + 2 * i, "yes"), headers))
+        statuses.append(await _post(url, text_update(100 + 2 * i, "run this: ls"), headers))
+        statuses.append(await _post(url, text_update(101 + 2 * i, "yes"), headers))
     return statuses
 
 
@@ -83,7 +63,7 @@ async def test_c7_no_secret_configured_generates_and_registers_one(tg_api, recor
         statuses = await _forge(cfg.url)
         assert all(s in (401, 403) for s in statuses), statuses
         assert recorder.events == []
-        assert await _post(cfg.url, _update(200, "hello"), {HEADER: secret}) == 200
+        assert await _post(cfg.url, text_update(200, "hello"), {HEADER: secret}) == 200
         assert [e.text for e in recorder.events] == ["hello"]
     finally:
         await ad.stop()
@@ -119,7 +99,7 @@ async def test_c7_configured_secret_is_used_and_never_logged(tg_api, recorder, c
         assert statuses[:4] == [401, 401, 401, 401]  # no header / empty header: unauthenticated
         assert statuses[4:6] == [403, 403]  # a wrong secret: forbidden
         assert recorder.events == []
-        assert await _post(cfg.url, _update(300, "hi"), {HEADER: "s3cret-Token_1-long-enough"}) == 200
+        assert await _post(cfg.url, text_update(300, "hi"), {HEADER: "s3cret-Token_1-long-enough"}) == 200
         assert len(recorder.events) == 1
     finally:
         await ad.stop()

@@ -6,23 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.db import Database
-from memory.tasks import SqlTaskStore, create_tables
+from memory.tasks import SqlTaskStore
 from tests.fakes.clock import FakeClock
 
 
 @pytest.fixture
-async def db(tmp_path):
-    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}", migrate=False)
-    await database.start()
-    await create_tables(database.engine)
-    yield database
-    await database.close()
-
-
-@pytest.fixture
-def task_store(db):
-    return SqlTaskStore(db)
+def task_store(tasks_db):
+    return SqlTaskStore(tasks_db)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ import pytest
 from agent.providers.scripted import ScriptedClient
 from bot.app import App
 from config.loader import load_settings
+from tests.fakes.discord_fake import FakeDiscord
 from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
 from tests.pg import fresh_postgres
 
@@ -32,6 +33,27 @@ def make_settings(home, extra_env=None):
         **(extra_env or {}),
     }
     return load_settings(home, env)
+
+
+def make_discord_app(home, fake: FakeDiscord, script: ScriptedClient, allowed: str, **env: str) -> App:
+    """An App whose only chat is Discord, on `fake`, answering with `script`; `allowed` is the
+    allowed users' list ("[42]"), `env` more settings."""
+    settings = load_settings(
+        home,
+        {
+            "TAPEBOT_HOME": str(home),
+            "OPENAI_API_KEY": "sk-test-unused-000000",
+            "DISCORD_BOT_TOKEN": "discord-test-token-abcdef",
+            "TAPEBOT_DISCORD__ALLOWED_USERS": allowed,
+            "TAPEBOT_SCHEDULER__ENABLED": "false",
+            **env,
+        },
+    )
+    return App(
+        settings,
+        model_factory=lambda _m: script,
+        adapter_options={"discord": {"connector": fake.connector()}},
+    )
 
 
 class Harness:

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from collections import Counter
@@ -30,7 +29,9 @@ from typing import Any
 import aiohttp
 
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCall
-from tests.fakes.telegram_api import FakeBotAPI, buttons_of
+from tests.fakes.net import free_port
+from tests.fakes.telegram_api import FakeBotAPI, button_of, buttons_of
+from tests.pg import empty_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "123456:TEST-token-abcdef"
@@ -39,12 +40,6 @@ MARK = re.compile(r"c(\d+)m(\d+)")
 ACK = re.compile(r"ACK\[([^\]]*)\]")
 WROTE = re.compile(r"WROTE\[c(\d+)\]")
 FIRST_CHAT = 5000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _text(content: Any) -> str:
@@ -156,7 +151,7 @@ class Cluster:
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def __aenter__(self) -> Cluster:
-        await reset_database(self.db_url)
+        await empty_schema(self.db_url)
         await self.api.serve()
         await self.llm.start()
         for chat in self.chat_ids:
@@ -329,17 +324,6 @@ class Cluster:
         return next((m for m in self.api.sent(chat) if buttons_of(m)), None)
 
 
-async def reset_database(url: str) -> None:
-    from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    engine = create_async_engine(url)
-    async with engine.begin() as conn:
-        await conn.execute(text("DROP SCHEMA public CASCADE"))
-        await conn.execute(text("CREATE SCHEMA public"))
-    await engine.dispose()
-
-
 async def converse(
     cluster: Cluster,
     *,
@@ -407,7 +391,7 @@ async def converse(
     for chat in cluster.chat_ids[:approvals]:
         await cluster.say(chat, f"please write c{chat}w")
         card = await cluster.api.wait_for(lambda chat=chat: cluster.card(chat), timeout=timeout)
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        once = button_of(card, "o")
         await cluster.tap(chat, card["message_id"], once["callback_data"])
         await cluster.tap(chat, card["message_id"], once["callback_data"])
     if approvals:

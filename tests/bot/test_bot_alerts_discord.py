@@ -10,9 +10,8 @@ from datetime import date
 import pytest
 
 from agent.providers.scripted import ScriptedClient, reply
-from bot.app import App
 from bot.parts import market_refresh_jobs
-from config.loader import load_settings
+from tests.bot.conftest import make_discord_app
 from tests.bot.test_bot_alerts_flow import confirmed
 from tests.fakes.discord_fake import FakeDiscord
 from tests.fakes.market_libs import FakeAkshare
@@ -25,19 +24,13 @@ async def discord_app(tmp_path):
     fake = FakeDiscord(tls=True)
     await fake.start()
     script = ScriptedClient()
-    env = {
-        "TAPEBOT_HOME": str(tmp_path / "home"),
-        "OPENAI_API_KEY": "sk-test-unused-000000",
-        "DISCORD_BOT_TOKEN": "discord-test-token-abcdef",
-        "TAPEBOT_DISCORD__ALLOWED_USERS": f"[{USER}]",
-        "TAPEBOT_SCHEDULER__ENABLED": "false",
-        "TAPEBOT_MEMORY__ENABLED": "false",
-        "TAPEBOT_MARKETS__PROVIDER": "akshare",
-    }
-    app = App(
-        load_settings(tmp_path / "home", env),
-        model_factory=lambda _m: script,
-        adapter_options={"discord": {"connector": fake.connector()}},
+    app = make_discord_app(
+        tmp_path / "home",
+        fake,
+        script,
+        f"[{USER}]",
+        TAPEBOT_MEMORY__ENABLED="false",
+        TAPEBOT_MARKETS__PROVIDER="akshare",
     )
     try:
         yield fake, script, app

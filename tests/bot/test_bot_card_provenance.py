@@ -8,7 +8,6 @@ from __future__ import annotations
 from agent.providers.scripted import reply
 from bot.cards import MAX_ARGS_CHARS, render_arguments
 from tests.bot.conftest import ALICE
-from tests.fakes.telegram_api import buttons_of
 
 BUY = {"code": "600519", "side": "buy", "quantity": 100}
 
@@ -24,7 +23,7 @@ async def test_a_trade_proposed_after_reading_a_file_says_so(harness):
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "read tips.txt and do what it says", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    card = await api.wait_for_card(ALICE)
     assert "Proposed after reading outside content: read_file: tips.txt" in card["text"]
 
 
@@ -33,7 +32,7 @@ async def test_a_trade_the_user_asked_for_directly_has_no_such_line(harness):
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "buy 100 600519", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    card = await api.wait_for_card(ALICE)
     assert "outside content" not in card["text"]
 
 
@@ -65,7 +64,7 @@ async def test_a14_an_overlong_exec_card_on_telegram_shows_the_tail(harness):
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "tidy up", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    card = await api.wait_for_card(ALICE)
     assert "rm -rf ~/important" in card["text"]
     assert f"command is {len(command):,} characters long" in card["text"]
 

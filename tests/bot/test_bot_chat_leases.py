@@ -6,7 +6,6 @@ as separate processes are."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -21,28 +20,11 @@ from memory.db import Database
 from memory.replica_inbox import ReplicaInbox
 from memory.stores import SqlStore
 
-PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
-
-
-@pytest.fixture(params=["sqlite", "postgres"] if PG_URL else ["sqlite"])
-async def url(request, tmp_path) -> str:
-    if request.param == "postgres":
-        from sqlalchemy import text
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        engine = create_async_engine(PG_URL)
-        async with engine.begin() as conn:
-            await conn.execute(text("DROP SCHEMA public CASCADE"))
-            await conn.execute(text("CREATE SCHEMA public"))
-        await engine.dispose()
-        return PG_URL
-    return f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
-
 
 @pytest.fixture
-async def pools(url):
+async def pools(database_url):
     """Three replicas' connection pools on one database."""
-    dbs = [Database(url) for _ in range(3)]
+    dbs = [Database(database_url) for _ in range(3)]
     for db in dbs:
         await db.start()
     yield dbs

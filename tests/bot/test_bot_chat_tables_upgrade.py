@@ -14,7 +14,7 @@ from agent.providers.scripted import ScriptedClient, reply
 from memory.db import downgrade as downgrade_db
 from tests.bot.conftest import ALICE, Harness
 from tests.bot.test_bot_telegram_flow import buttons_of
-from tests.fakes.telegram_api import FakeBotAPI
+from tests.fakes.telegram_api import FakeBotAPI, button_of
 
 STRANGER = 7777  # not in the allow-list: admitted by a pairing made before the upgrade
 
@@ -38,7 +38,7 @@ async def test_a_database_from_before_the_chat_tables_keeps_chats_pairings_and_c
     try:
         app = await h.start()
         api.push_text(ALICE, "save b.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        card = await api.wait_for_card(ALICE)
         before = await app.store.load_chat(f"telegram:{ALICE}")
         assert before is not None
         await app.store.add_paired_user("telegram", str(STRANGER))
@@ -55,7 +55,7 @@ async def test_a_database_from_before_the_chat_tables_keeps_chats_pairings_and_c
         after = await app.store.load_chat(f"telegram:{ALICE}")
         assert after is not None and after.session_id == before.session_id
 
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        once = button_of(card, "o")
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
         await api.wait_for(lambda: any("Saved b.txt." in t for t in api.texts(ALICE)))
         assert (h.home / "workspace" / "b.txt").read_text() == "later"

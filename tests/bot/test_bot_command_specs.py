@@ -11,12 +11,10 @@ import re
 import pytest
 
 from agent.providers.scripted import ScriptedClient
-from bot.app import App
 from bot.commands import GROUPS, CommandRegistry, builtin_commands
 from bot.commands.background import skill_commands
-from config.loader import load_settings
 from scheduler.service import ScheduleService
-from tests.bot.conftest import ALICE
+from tests.bot.conftest import ALICE, make_discord_app
 from tests.fakes.discord_fake import FakeDiscord
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -115,19 +113,7 @@ async def test_replies_are_chinese_after_lang_zh(harness):
 async def discord_app(tmp_path):
     fake = FakeDiscord(tls=True)
     await fake.start()
-    env = {
-        "TAPEBOT_HOME": str(tmp_path / "home"),
-        "OPENAI_API_KEY": "sk-test-unused-000000",
-        "DISCORD_BOT_TOKEN": "discord-test-token-abcdef",
-        "TAPEBOT_DISCORD__ALLOWED_USERS": "[42]",
-        "TAPEBOT_SCHEDULER__ENABLED": "false",
-        "TAPEBOT_MEMORY__ENABLED": "false",
-    }
-    app = App(
-        load_settings(tmp_path / "home", env),
-        model_factory=lambda _m: ScriptedClient(),
-        adapter_options={"discord": {"connector": fake.connector()}},
-    )
+    app = make_discord_app(tmp_path / "home", fake, ScriptedClient(), "[42]", TAPEBOT_MEMORY__ENABLED="false")
     await app.start(adapters=True)
     yield fake
     await app.stop()

@@ -9,7 +9,7 @@ from agent.providers.scripted import ScriptedClient, reply
 from bot.i18n import t
 from tests.bot.conftest import ALICE, Harness
 from tests.fakes.clock import FakeClock
-from tests.fakes.telegram_api import FakeBotAPI, _err, buttons_of
+from tests.fakes.telegram_api import FakeBotAPI, _err, button_of
 
 
 def bad_gateway() -> tuple[int, dict]:
@@ -63,8 +63,8 @@ async def test_one_502_on_the_approval_card_still_sends_it(tmp_path):
         api = h.api
         api.fail_when("sendMessage", bad_gateway(), match=lambda p: bool(p.get("reply_markup")))
         api.push_text(ALICE, "write c.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        card = await api.wait_for_card(ALICE)
+        once = button_of(card, "o")
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
         await api.wait_for(lambda: any("Written." in t for t in api.texts(ALICE)))
         assert (h.home / "workspace" / "c.txt").read_text() == "card"
@@ -99,8 +99,8 @@ async def test_a_button_whose_answer_and_handler_fail_asks_to_tap_again(tmp_path
     try:
         api = h.api
         api.push_text(ALICE, "write t.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        card = await api.wait_for_card(ALICE)
+        once = button_of(card, "o")
         assert h.app is not None
         runtime = h.app.runtime
         real = runtime.decide

@@ -10,7 +10,7 @@ import pytest
 from agent.providers.scripted import ScriptedClient, reply
 from bot.app import App
 from bot.i18n import t
-from config.loader import load_settings
+from tests.bot.conftest import make_discord_app
 from tests.fakes.discord_fake import FakeDiscord
 
 USER, ADMIN, STRANGER = 42, 43, 99
@@ -24,21 +24,11 @@ async def discord_app(tmp_path):
     fake = FakeDiscord(tls=True)
     await fake.start()
     script = ScriptedClient()
-    env = {
-        "TAPEBOT_HOME": str(tmp_path / "home"),
-        "OPENAI_API_KEY": "sk-test-unused-000000",
-        "DISCORD_BOT_TOKEN": "discord-test-token-abcdef",
-        "TAPEBOT_DISCORD__ALLOWED_USERS": f"[{USER},{ADMIN}]",
-        "TAPEBOT_DISCORD__ADMINS": f"[{ADMIN}]",
-        "TAPEBOT_SCHEDULER__ENABLED": "false",
-    }
     apps: list[App] = []
 
     async def start() -> App:
-        app = App(
-            load_settings(tmp_path / "home", env),
-            model_factory=lambda _m: script,
-            adapter_options={"discord": {"connector": fake.connector()}},
+        app = make_discord_app(
+            tmp_path / "home", fake, script, f"[{USER},{ADMIN}]", TAPEBOT_DISCORD__ADMINS=f"[{ADMIN}]"
         )
         await app.start(adapters=True)
         apps.append(app)

@@ -18,7 +18,7 @@ from bot.i18n import t
 from config.loader import load_settings
 from tests.bot.conftest import ON_BOTH_DATABASES
 from tests.fakes.discord_fake import FakeDiscord
-from tests.fakes.telegram_api import FakeBotAPI, FakeRequest
+from tests.fakes.telegram_api import FakeBotAPI, FakeRequest, button_of
 
 TG_ALICE, TG_STRANGER, TG_GROUP = 1001, 1666, -100777
 DC_ALICE, DC_ADMIN, DC_CHANNEL = 42, 43, 300
@@ -121,7 +121,7 @@ async def paper_buy_on_telegram(both: Both) -> None:
     card = await api.wait_for(
         lambda: next((m for m in api.sent(TG_ALICE) if buttons_of(m)), None), timeout=15
     )
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    once = button_of(card, "o")
     api.push_callback(TG_ALICE, card["message_id"], once["callback_data"], user_id=TG_ALICE)
     await api.wait_for(lambda: any("Bought 100 shares" in x for x in api.texts(TG_ALICE)), timeout=15)
 
@@ -257,7 +257,7 @@ async def test_always_allow_on_telegram_covers_the_same_order_on_discord_once_li
     card = await api.wait_for(
         lambda: next((m for m in api.sent(TG_ALICE) if buttons_of(m)), None), timeout=15
     )
-    always = next(b for b in buttons_of(card) if b["callback_data"].startswith("a:"))
+    always = button_of(card, "a")
     api.push_callback(TG_ALICE, card["message_id"], always["callback_data"], user_id=TG_ALICE)
     await api.wait_for(lambda: any("Bought on Telegram." in x for x in api.texts(TG_ALICE)), timeout=15)
 

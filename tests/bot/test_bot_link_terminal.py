@@ -11,8 +11,9 @@ import re
 
 from agent.providers.scripted import reply
 from tests.bot.conftest import ALICE
-from tests.cli.test_cli_chat_e2e import openai_env, run_cli, server  # noqa: F401
+from tests.fakes.cli_kit import openai_env, run_cli, server  # noqa: F401
 from tests.fakes.llm_server import Reply, ToolCall
+from tests.fakes.telegram_api import button_of
 
 CODE = re.compile(r"\b([A-HJ-NP-Z2-9]{8})\b")
 
@@ -51,7 +52,7 @@ async def test_tapebot_link_joins_telegram_and_the_terminal_sees_its_buy(harness
     )
     api.push_text(ALICE, "buy 100 shares of 600519", user_id=ALICE)
     card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None), timeout=15)
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    once = button_of(card, "o")
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Bought 100 shares" in x for x in api.texts(ALICE)), timeout=15)
 

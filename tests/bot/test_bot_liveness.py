@@ -16,7 +16,7 @@ from agent.providers.scripted import ScriptedClient, reply
 from bot.delivery import ProgressBoard, TurnView
 from tests.bot.conftest import ALICE, Harness
 from tests.fakes.clock import FakeClock
-from tests.fakes.telegram_api import FakeBotAPI, buttons_of
+from tests.fakes.telegram_api import FakeBotAPI, button_of, buttons_of
 
 
 class HeldModel:
@@ -85,8 +85,8 @@ async def test_an_approved_action_makes_one_progress_message_a_card_and_the_answ
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "write o.txt", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    card = await api.wait_for_card(ALICE)
+    once = button_of(card, "o")
     await _settle()
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Done: written." in t for t in api.texts(ALICE)))
@@ -110,8 +110,8 @@ async def test_a_denied_action_shows_a_cross_not_an_hourglass(harness):
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "write d.txt", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
-    deny = next(b for b in buttons_of(card) if b["callback_data"].startswith("d:"))
+    card = await api.wait_for_card(ALICE)
+    deny = button_of(card, "d")
     await _settle()
     api.push_callback(ALICE, card["message_id"], deny["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Not written." in t for t in api.texts(ALICE)))

@@ -9,6 +9,7 @@ import json
 
 from agent.providers.scripted import reply
 from tests.bot.conftest import ALICE, ON_BOTH_DATABASES
+from tests.fakes.telegram_api import button_of
 
 
 def buttons_of(msg):
@@ -55,7 +56,7 @@ async def test_analyze_buy_portfolio_over_telegram(harness):
     api.push_text(ALICE, "buy 100 shares", user_id=ALICE)
     card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None), timeout=10)
     assert "execute_trade" in card["text"]
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    once = button_of(card, "o")
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)  # double tap
     await api.wait_for(lambda: any("Bought 100 shares" in t for t in api.texts(ALICE)), timeout=10)
@@ -121,7 +122,7 @@ async def test_a_database_failure_reaches_the_chat_as_a_sentence_not_as_sql(harn
     caplog.set_level(logging.ERROR)
     api.push_text(ALICE, "buy 100 shares", user_id=ALICE, language_code="zh-hans")
     card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None), timeout=10)
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    once = button_of(card, "o")
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Tool said" in t for t in api.texts(ALICE)), timeout=10)
     await api.wait_for(lambda: any("机器人的数据库出错" in t for t in api.texts(ALICE)))  # its last edit

@@ -16,7 +16,7 @@ from agent.providers.scripted import ScriptedClient, reply
 from bot.app import App
 from tests.bot.conftest import ALICE, BOB, Harness
 from tests.fakes.clock import FakeClock
-from tests.fakes.telegram_api import FakeBotAPI, buttons_of, retry_after
+from tests.fakes.telegram_api import FakeBotAPI, button_of, buttons_of, retry_after
 
 GROUP = -100777
 OPTIONS = ["Spring", "SOS", "LPS"]
@@ -390,10 +390,10 @@ async def test_a_429_on_the_approval_card_is_waited_out_and_the_card_delivered(t
     try:
         await h.start()
         api.push_text(ALICE, "save my plan", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        card = await api.wait_for_card(ALICE)
         assert clock.sleeps == [pytest.approx(7.1)]  # waited retry_after (+0.1), once
         assert len([c for c in api.calls_to("sendMessage") if has_buttons(c.params)]) == 2  # no hot loop
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        once = button_of(card, "o")
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
         await api.wait_for(lambda: "Saved." in api.texts(ALICE))
         assert (h.home / "workspace" / "plan.txt").read_text() == "max 15%"
@@ -467,7 +467,7 @@ async def test_a_card_tapped_before_the_bot_learns_its_send_failed_runs_the_tool
     api = h.api
 
     async def tap_first(card: dict) -> None:
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        once = button_of(card, "o")
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
         await api.wait_for(lambda: api.callback_answers)  # the tap was handled
 
@@ -500,7 +500,7 @@ async def test_a_card_tapped_before_the_turn_has_suspended_runs_the_tool_once(tm
 
     async def tap_the_card(_result) -> None:
         card = next(m for m in api.sent(ALICE) if buttons_of(m))
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        once = button_of(card, "o")
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
         await api.wait_for(lambda: api.callback_answers)
 

@@ -13,7 +13,7 @@ from agent.providers.scripted import ScriptedClient, reply
 from memory.db import Database
 from memory.stores import SqlStore
 from tests.bot.conftest import ALICE, BOB, Harness
-from tests.fakes.telegram_api import FakeBotAPI
+from tests.fakes.telegram_api import FakeBotAPI, button_of
 
 
 class GatedClient(ScriptedClient):
@@ -178,7 +178,7 @@ async def test_a_message_waiting_behind_an_admin_approval_survives_a_restart(tmp
     """In a group, a member's message waits while the chat is blocked on an approval only an
     admin can give; after a restart it still waits, and joins the turn once the admin approves."""
     from tests.bot.conftest import ADMIN
-    from tests.bot.test_bot_telegram_flow import GROUP, buttons_of
+    from tests.bot.test_bot_telegram_flow import GROUP
 
     api = FakeBotAPI()
     h = Harness(tmp_path / "home", api, ScriptedClient())
@@ -186,7 +186,7 @@ async def test_a_message_waiting_behind_an_admin_approval_survives_a_restart(tmp
     try:
         await h.start()
         api.push_text(GROUP, "@tapebot_test_bot save g.txt", user_id=BOB)
-        card = await api.wait_for(lambda: next((m for m in api.sent(GROUP) if buttons_of(m)), None))
+        card = await api.wait_for_card(GROUP)
         later = api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)
         await api.wait_for(lambda: api.confirmed_offset > later)
         await h.stop()
@@ -195,7 +195,7 @@ async def test_a_message_waiting_behind_an_admin_approval_survives_a_restart(tmp
         await h.start()
         await asyncio.sleep(0.2)  # absence: time for a wrong take-up to call the model
         assert h.script.requests == []  # still waiting for the admin
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        once = button_of(card, "o")
         api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=ADMIN)
         answer = await api.wait_for(lambda: next((t for t in api.texts(GROUP) if "Saw:" in t), None))
         assert "save g.txt" in answer and "and also 000001" in answer

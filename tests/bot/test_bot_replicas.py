@@ -4,13 +4,11 @@ Skipped without TAPEBOT_TEST_POSTGRES_URL."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.bot.replica_cluster import Cluster, converse, report
+from tests.pg import PG_URL
 
-PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 pytestmark = pytest.mark.skipif(not PG_URL, reason="no PostgreSQL server (set TAPEBOT_TEST_POSTGRES_URL)")
 
 

@@ -11,8 +11,7 @@ import sqlite3
 
 from agent.providers.scripted import ScriptedClient, reply
 from tests.bot.conftest import ALICE, ON_BOTH_DATABASES, Harness
-from tests.bot.test_bot_telegram_flow import buttons_of
-from tests.fakes.telegram_api import FakeBotAPI
+from tests.fakes.telegram_api import FakeBotAPI, button_of
 
 
 def crash_copy(home, crashed) -> None:
@@ -31,8 +30,8 @@ async def test_an_action_approved_just_before_a_crash_runs_after_the_restart(tmp
     try:
         app = await h.start()
         api.push_text(ALICE, "save a.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        card = await api.wait_for_card(ALICE)
+        once = button_of(card, "o")
         approval_id = once["callback_data"].split(":", 1)[1]
         # the decision is stored; the process dies before the turn resumes
         await app.runtime.gate.decide(approval_id, str(ALICE), "once")
@@ -66,14 +65,14 @@ async def test_a_pending_approval_still_waits_after_a_restart(tmp_path, database
     try:
         await h.start()
         api.push_text(ALICE, "save b.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+        card = await api.wait_for_card(ALICE)
         await h.stop()
         sent = len(api.sent(ALICE))
         h.script = ScriptedClient([reply("Saved b.txt.")])
         await h.start()
         await asyncio.sleep(0.2)  # absence: time for a wrong resume to send or call the model
         assert len(api.sent(ALICE)) == sent and h.script.requests == []
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        once = button_of(card, "o")
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
         await api.wait_for(lambda: any("Saved b.txt." in t for t in api.texts(ALICE)))
         assert (h.home / "workspace" / "b.txt").read_text() == "later"

@@ -13,18 +13,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.fakes.late_tcp import LateProxy
 from tests.fakes.llm_server import Reply, ScriptedLLMServer
 from tests.fakes.telegram_api import FakeBotAPI
 from tests.fakes.waits import eventually
+from tests.pg import PG_URL, empty_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "123456:TEST-token-abcdef"
-PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 
 
 def _env(home: Path, llm: ScriptedLLMServer, **extra: str) -> dict[str, str]:
@@ -121,20 +119,12 @@ async def test_tapebot_run_answers_over_http_and_stops_on_sigterm(tmp_path):
     assert rc == 1 and "not running" in line  # a stopped bot is not healthy
 
 
-async def _reset(url: str) -> None:
-    engine = create_async_engine(url)
-    async with engine.begin() as conn:
-        await conn.execute(text("DROP SCHEMA public CASCADE"))
-        await conn.execute(text("CREATE SCHEMA public"))
-    await engine.dispose()
-
-
 @pytest.mark.skipif(not PG_URL, reason="TAPEBOT_TEST_POSTGRES_URL is not set")
 async def test_tapebot_run_waits_for_a_database_that_answers_late(tmp_path):
     """compose on an engine that ignores `condition: service_healthy`: the bot starts first, the
     database port refuses; the bot keeps retrying (unhealthy, saying why) and answers once the real
     PostgreSQL is reachable."""
-    await _reset(PG_URL)
+    await empty_schema(PG_URL)
     real = make_url(PG_URL)
     proxy = LateProxy(real.host or "127.0.0.1", real.port or 5432)
     late_url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from agent.errors import StorageError
 from agent.providers.scripted import ScriptedClient, reply
@@ -28,6 +30,20 @@ sys.stdin.readline()
 db.rollback()
 db.close()
 """
+
+
+class FullDisk:
+    """Stands in for a store method: fails as SQLite does on a full disk (SQLITE_FULL) until
+    `space` is set, then calls the real one; `refused` counts the failed calls."""
+
+    def __init__(self, real: Callable[..., Awaitable[Any]]):
+        self.real, self.space, self.refused = real, asyncio.Event(), 0
+
+    async def __call__(self, *args: Any, **kw: Any) -> Any:
+        if not self.space.is_set():
+            self.refused += 1
+            raise StorageError("database error (tapebot.db): database or disk is full")
+        return await self.real(*args, **kw)
 
 
 def trouble(api: FakeBotAPI) -> list[str]:
@@ -74,23 +90,13 @@ async def test_a_message_waits_out_a_full_disk(tmp_path):
         app = await h.start()
         app.gateway.retry.policy = FAST
         store = app.gateway.store
-        real = store.receive_message
-        space = asyncio.Event()
-        refused: list[int] = []
-
-        async def full_disk(*args, **kw):
-            if not space.is_set():
-                refused.append(1)
-                raise StorageError("database error (tapebot.db): database or disk is full")
-            return await real(*args, **kw)
-
-        store.receive_message = full_disk
+        store.receive_message = disk = FullDisk(store.receive_message)
         api.push_text(ALICE, "first", user_id=ALICE)
         api.push_text(ALICE, "second", user_id=ALICE)
         await api.wait_for(lambda: trouble(api), timeout=10)
-        await eventually(lambda: len(refused) >= 4)  # several retries fail meanwhile
+        await eventually(lambda: disk.refused >= 4)  # several retries fail meanwhile
         assert h.script.requests == []
-        space.set()  # space returns
+        disk.space.set()  # space returns
         await api.wait_for(lambda: any("Got it now." in t for t in api.texts(ALICE)), timeout=10)
         # both are answered, in order: folded into one turn or the second in a turn of its own
         await api.wait_for(lambda: pending_texts_now(h) == [], timeout=10)
@@ -124,11 +130,8 @@ async def test_after_the_retry_budget_the_user_is_asked_to_send_again(tmp_path):
     try:
         app = await h.start()
         app.gateway.retry.policy = StorageRetry(first_s=0.05, max_s=0.1, budget_s=0.3)
-
-        async def full_disk(*args, **kw):
-            raise StorageError("database error (tapebot.db): database or disk is full")
-
-        app.gateway.store.receive_message = full_disk
+        store = app.gateway.store
+        store.receive_message = FullDisk(store.receive_message)  # and space never returns
         api.push_text(ALICE, "lost cause", user_id=ALICE)
         await api.wait_for(lambda: any("send it again" in t for t in api.texts(ALICE)), timeout=10)
         assert h.script.requests == []
@@ -146,23 +149,13 @@ async def test_a_turns_own_first_write_waits_out_a_full_disk(tmp_path):
         app = await h.start()
         app.gateway.retry.policy = FAST
         store = app.runtime.store
-        real = store.commit
-        space = asyncio.Event()
-        failed: list[int] = []
-
-        async def full_disk(*args, **kw):
-            if not space.is_set():
-                failed.append(1)
-                raise StorageError("database error (tapebot.db): database or disk is full")
-            return await real(*args, **kw)
-
-        store.commit = full_disk
+        store.commit = disk = FullDisk(store.commit)
         api.push_text(ALICE, "hello on a full disk", user_id=ALICE)
         await api.wait_for(lambda: trouble(api), timeout=10)
-        await api.wait_for(lambda: len(failed) >= 3, timeout=10)  # retried meanwhile
+        await api.wait_for(lambda: disk.refused >= 3, timeout=10)  # retried meanwhile
         assert h.script.requests == []
         assert not any("went wrong" in t for t in api.texts(ALICE))
-        space.set()
+        disk.space.set()
         await api.wait_for(lambda: any("Answered after all." in t for t in api.texts(ALICE)), timeout=10)
         assert [m.text for m in h.script.requests[0].messages if m.role == "user"] == ["hello on a full disk"]
         assert len(trouble(api)) == 1

@@ -8,7 +8,7 @@ import asyncio
 from agent.providers.scripted import ScriptedClient, reply
 from bot.i18n import t
 from tests.bot.conftest import ADMIN, ALICE, BOB, ON_BOTH_DATABASES
-from tests.fakes.telegram_api import buttons_of
+from tests.fakes.telegram_api import button_of, buttons_of
 
 GROUP = -100500
 
@@ -36,9 +36,9 @@ async def test_approval_card_tap_executes_exactly_once(harness, tmp_path):
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "save my plan", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    card = await api.wait_for_card(ALICE)
     assert "write_file" in card["text"] and "15%" in card["text"]
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    once = button_of(card, "o")
     assert len(once["callback_data"].encode()) <= 64
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Saved your plan." in t for t in api.texts(ALICE)))
@@ -74,8 +74,8 @@ async def test_group_member_who_is_not_an_approver_cannot_decide(harness):
     await harness.start()
     api = harness.api
     api.push_text(GROUP, "@tapebot_test_bot save g.txt", user_id=BOB)
-    card = await api.wait_for(lambda: next((m for m in api.sent(GROUP) if buttons_of(m)), None))
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    card = await api.wait_for_card(GROUP)
+    once = button_of(card, "o")
     api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=BOB)  # requester, not admin
     await api.wait_for(lambda: api.calls_to("answerCallbackQuery"))
     answer = api.calls_to("answerCallbackQuery")[-1].params
@@ -91,11 +91,11 @@ async def test_restart_between_card_and_tap(harness):
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "write r.txt", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    card = await api.wait_for_card(ALICE)
     await harness.stop()
     harness.script.add(reply("Written after the restart."))
     await harness.start()
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    once = button_of(card, "o")
     api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
     await api.wait_for(lambda: any("Written after the restart." in t for t in api.texts(ALICE)))
     assert (harness.home / "workspace" / "r.txt").read_text() == "after restart"
@@ -236,7 +236,7 @@ async def test_approval_cannot_be_resolved_from_another_chat(harness):
     await harness.start()
     api = harness.api
     api.push_text(ALICE, "write x", user_id=ALICE)
-    card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
+    card = await api.wait_for_card(ALICE)
     approval_id = buttons_of(card)[0]["callback_data"].split(":", 1)[1]
     # Alice, in a group chat, tries to approve her DM's card by id
     api.push_text(GROUP, f"/approve {approval_id}", user_id=ALICE)
@@ -247,25 +247,12 @@ async def test_approval_cannot_be_resolved_from_another_chat(harness):
 async def test_approval_flow_on_postgresql(tmp_path):
     """The same approve-once flow with PostgreSQL as the database (CI starts a server and sets
     TAPEBOT_TEST_POSTGRES_URL; skipped without one)."""
-    import os
-
-    import pytest
-
-    url = os.environ.get("TAPEBOT_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("no PostgreSQL server (set TAPEBOT_TEST_POSTGRES_URL)")
-    from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
-
     from agent.providers.scripted import ScriptedClient
     from tests.bot.conftest import Harness
     from tests.fakes.telegram_api import FakeBotAPI
+    from tests.pg import fresh_postgres
 
-    engine = create_async_engine(url)
-    async with engine.begin() as conn:
-        await conn.execute(text("DROP SCHEMA public CASCADE"))
-        await conn.execute(text("CREATE SCHEMA public"))
-    await engine.dispose()
+    url = await fresh_postgres()
     api = FakeBotAPI()
     h = Harness(tmp_path / "home", api, ScriptedClient(), extra_env={"TAPEBOT_DATABASE_URL": url})
     h.script.add(
@@ -274,8 +261,8 @@ async def test_approval_flow_on_postgresql(tmp_path):
     try:
         await h.start()
         api.push_text(ALICE, "write pg.txt", user_id=ALICE)
-        card = await api.wait_for(lambda: next((m for m in api.sent(ALICE) if buttons_of(m)), None))
-        once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+        card = await api.wait_for_card(ALICE)
+        once = button_of(card, "o")
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
         api.push_callback(ALICE, card["message_id"], once["callback_data"], user_id=ALICE)
         await api.wait_for(lambda: any("Done." in t for t in api.texts(ALICE)))
@@ -342,11 +329,11 @@ async def test_a_member_message_behind_an_admin_approval_joins_once_it_is_decide
     await harness.start()
     api = harness.api
     api.push_text(GROUP, "@tapebot_test_bot save b.txt", user_id=BOB)
-    card = await api.wait_for(lambda: next((m for m in api.sent(GROUP) if buttons_of(m)), None))
+    card = await api.wait_for_card(GROUP)
     api.push_text(GROUP, "@tapebot_test_bot and also 000001", user_id=BOB)  # BOB cannot approve
     await api.wait_for(lambda: t("en", "held_until_decided") in api.texts(GROUP))  # held, not a new turn
     assert len(harness.script.requests) == 1  # it waits; the card is not "moved on"
-    once = next(b for b in buttons_of(card) if b["callback_data"].startswith("o:"))
+    once = button_of(card, "o")
     api.push_callback(GROUP, card["message_id"], once["callback_data"], user_id=ADMIN)
     answer = await api.wait_for(lambda: next((t for t in api.texts(GROUP) if "Saw:" in t), None))
     assert answer == "Saw: save b.txt | and also 000001"

@@ -5,40 +5,24 @@ reaches the model; with the secret registered at setWebhook the same update runs
 from __future__ import annotations
 
 import logging
-import socket
-import time
 
 import aiohttp
 
 from agent.providers.scripted import ScriptedClient, reply
 from tests.bot.conftest import ALICE, Harness
-from tests.fakes.telegram_api import FakeBotAPI
+from tests.fakes.net import free_port
+from tests.fakes.telegram_api import FakeBotAPI, text_update
 
 HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _update(update_id: int, text: str) -> dict:
-    return {
-        "update_id": update_id,
-        "message": {
-            "message_id": update_id,
-            "date": int(time.time()),
-            "chat": {"id": ALICE, "type": "private", "first_name": "Alice"},
-            "from": {"id": ALICE, "is_bot": False, "first_name": "Alice"},
-            "text": text,
-        },
-    }
+    return text_update(update_id, text, chat_id=ALICE, user_id=ALICE, first_name="Alice")
 
 
 async def test_c7_webhook_without_configured_secret_admits_only_telegram(tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/telegram"
     env = {
         "TAPEBOT_TELEGRAM__MODE": "webhook",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -14,8 +13,8 @@ from agent.errors import StorageError
 from bot.dbwait import sqlstate, transient, wait_for_database
 from tests.fakes.clock import FakeClock
 from tests.fakes.late_tcp import LateProxy
+from tests.pg import PG_URL
 
-PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 needs_pg = pytest.mark.skipif(not PG_URL, reason="TAPEBOT_TEST_POSTGRES_URL is not set")
 
 

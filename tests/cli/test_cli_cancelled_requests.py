@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
-from tests.cli.test_cli_chat_e2e import ROOT, openai_env, run_cli, server  # noqa: F401
-from tests.cli.test_cli_consent_terminal import _read_until
-from tests.cli.test_cli_terminal_newuser import _finish
-from tests.fakes.llm_server import Failure, Reply, ScriptedLLMServer
+from tests.fakes.cli_kit import chat_on_pty, finish, openai_env, read_until, run_cli
+from tests.fakes.llm_server import Failure, Reply
 
 
 def _texts(body: dict) -> list[tuple[str, str]]:
@@ -32,44 +28,28 @@ def _after(history: list[tuple[str, str]], request: str) -> tuple[str, str]:
     return history[i + 1]
 
 
-def _pty_chat(tmp_path, llm: ScriptedLLMServer, *args: str):
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
-    env.update(TAPEBOT_HOME=str(tmp_path), TAPEBOT_MEMORY__ENABLED="false", **openai_env(llm))
-    master, slave = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "chat", *args],
-        env=env,
-        cwd=ROOT,
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-    )
-    os.close(slave)
-    return proc, master
-
-
-def test_ctrl_c_in_a_session_marks_the_request_cancelled_for_every_later_turn(tmp_path, server):  # noqa: F811
+def test_ctrl_c_in_a_session_marks_the_request_cancelled_for_every_later_turn(tmp_path, server):
     server.script(
         Reply(["Buying ", *["1000 shares… "] * 40], chunk_delay=0.5),
         Reply("Moutai closed at 1,480."),
         Reply("Nothing is pending."),
     )
-    proc, master = _pty_chat(tmp_path, server, "--session", "desk")
+    proc, master = chat_on_pty(tmp_path, server, "--session", "desk")
     seen = bytearray()
     try:
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"buy 1000 600519\n")
-        _read_until(master, b"Buying", seen)
+        read_until(master, b"Buying", seen)
         proc.send_signal(signal.SIGINT)
-        _read_until(master, b"Stopped the running turn.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Stopped the running turn.", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"how did moutai close?\n")
-        _read_until(master, b"Moutai closed at 1,480.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Moutai closed at 1,480.", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"/exit\n")
         assert proc.wait(timeout=60) == 0
     finally:
-        _finish(proc, master)
+        finish(proc, master)
     role, note = _after(_texts(server.requests[1].body), "buy 1000 600519")
     assert role == "assistant" and "cancelled by the user — do not act on it" in note
     assert "Nothing was carried out" in note
@@ -83,7 +63,7 @@ def test_ctrl_c_in_a_session_marks_the_request_cancelled_for_every_later_turn(tm
     assert sum("buy 1000" in text for _, text in history) == 1
 
 
-def test_a_model_error_leaves_the_request_marked_failed(tmp_path, server):  # noqa: F811
+def test_a_model_error_leaves_the_request_marked_failed(tmp_path, server):
     server.script(
         Failure(401, {"error": {"message": "invalid api key", "type": "authentication_error"}}),
         Reply("Hello."),

@@ -4,45 +4,10 @@ LLM server, a real SQLite database under a temporary TAPEBOT_HOME."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-from tests.fakes.llm_server import Failure, Reply, ScriptedLLMServer, ToolCall
-
-ROOT = Path(__file__).resolve().parents[2]
-SECRET = "sk-test-SECRET-0123456789abcdef"
-
-
-@pytest.fixture
-def server():
-    srv = ScriptedLLMServer()
-    srv.start_in_thread()
-    yield srv
-    srv.stop()
-
-
-def run_cli(
-    home: Path, env_extra: dict[str, str], *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
-    env.update({"TAPEBOT_HOME": str(home), "TAPEBOT_MEMORY__ENABLED": "false", **env_extra})
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        input=stdin,
-    )
-
-
-def openai_env(server: ScriptedLLMServer) -> dict[str, str]:
-    return {"OPENAI_API_KEY": SECRET, "OPENAI_BASE_URL": server.openai_base_url}
+from tests.fakes.cli_kit import SECRET, openai_env, run_cli
+from tests.fakes.llm_server import Failure, Reply, ToolCall
 
 
 def test_one_shot_turn_with_a_tool_prints_answer_and_records_usage(tmp_path, server):

@@ -5,22 +5,18 @@ LLM server; the typed-ahead case runs it on a pseudo-terminal, as a user's shell
 from __future__ import annotations
 
 import os
-import select
-import subprocess
-import sys
-import time
 
 import pytest
 
 from adapters.console import flush_typed_ahead
-from tests.cli.test_cli_chat_e2e import ROOT, openai_env, run_cli, server  # noqa: F401
+from tests.fakes.cli_kit import chat_on_pty, finish, openai_env, read_until, run_cli
 from tests.fakes.llm_server import Reply, ToolCall
 
 WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content": "no position above 15%"})])
 
 
 @pytest.mark.parametrize("answer", ["好", "OK", "同意"])
-def test_a_chat_affirmative_allows_in_the_terminal_too(tmp_path, server, answer):  # noqa: F811
+def test_a_chat_affirmative_allows_in_the_terminal_too(tmp_path, server, answer):
     server.script(WRITE, Reply("Saved your plan."))
     r = run_cli(tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{answer}\n/exit\n")
     assert r.returncode == 0, r.stderr
@@ -28,7 +24,7 @@ def test_a_chat_affirmative_allows_in_the_terminal_too(tmp_path, server, answer)
 
 
 @pytest.mark.parametrize("answer", ["a", "3", "第三个", "deny", "👍"])
-def test_words_that_are_not_consent_in_chat_are_not_consent_in_the_terminal(tmp_path, server, answer):  # noqa: F811
+def test_words_that_are_not_consent_in_chat_are_not_consent_in_the_terminal(tmp_path, server, answer):
     server.script(WRITE, Reply("Not saved."))
     r = run_cli(
         tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{answer}\n{answer}\n{answer}\nno\n/exit\n"
@@ -38,7 +34,7 @@ def test_words_that_are_not_consent_in_chat_are_not_consent_in_the_terminal(tmp_
     assert "Not saved." in r.stdout
 
 
-def test_the_terminal_card_has_the_chat_cards_content(tmp_path, server):  # noqa: F811
+def test_the_terminal_card_has_the_chat_cards_content(tmp_path, server):
     server.script(
         Reply(tool_calls=[ToolCall("execute_trade", {"code": "600519", "side": "buy", "quantity": 100})]),
         Reply("Not bought."),
@@ -64,52 +60,27 @@ def test_flush_discards_what_was_typed_before_the_prompt():
         os.close(slave)
 
 
-def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while needle not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, seen.decode(errors="replace")[-2000:]
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                chunk = b""
-            assert chunk, seen.decode(errors="replace")[-2000:]
-            seen += chunk
-    del seen[: seen.index(needle) + len(needle)]  # the next wait looks after this
-
-
-def test_an_answer_typed_ahead_of_the_card_is_discarded_on_a_tty(tmp_path, server):  # noqa: F811
+def test_an_answer_typed_ahead_of_the_card_is_discarded_on_a_tty(tmp_path, server):
     """Item 2: "y" typed while the turn is still working used to answer the approval prompt that
     appeared later. On a terminal it is discarded; only the "no" typed after the prompt counts."""
     server.script(WRITE, Reply("Not saved."))
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
-    env.update(TAPEBOT_HOME=str(tmp_path), TAPEBOT_MEMORY__ENABLED="false", **openai_env(server))
-    master, slave = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "chat"], env=env, cwd=ROOT, stdin=slave, stdout=slave, stderr=slave
-    )
-    os.close(slave)
+    proc, master = chat_on_pty(tmp_path, server)
     seen = bytearray()
     try:
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"save my plan\ny\n")  # "y" is typed ahead, before any card exists
-        _read_until(master, b"Allow write_file?", seen)
+        read_until(master, b"Allow write_file?", seen)
         os.write(master, b"no\n")
-        _read_until(master, b"Not saved.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Not saved.", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"/exit\n")
         assert proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
+        finish(proc, master)
     assert not (tmp_path / "workspace" / "plan.txt").exists()
 
 
-def test_rules_in_the_terminal_list_and_revoke(tmp_path, server):  # noqa: F811
+def test_rules_in_the_terminal_list_and_revoke(tmp_path, server):
     server.script(WRITE, Reply("Saved your plan."))
     r = run_cli(
         tmp_path,
@@ -123,7 +94,7 @@ def test_rules_in_the_terminal_list_and_revoke(tmp_path, server):  # noqa: F811
     assert "Revoked 1 standing approval(s)." in r.stderr and "No standing approvals" in r.stderr
 
 
-def test_standing_approvals_granted_in_an_earlier_terminal_session_are_listed_and_apply(tmp_path, server):  # noqa: F811
+def test_standing_approvals_granted_in_an_earlier_terminal_session_are_listed_and_apply(tmp_path, server):
     """The terminal is one chat, like a DM: its standing approvals outlive the session (a new
     `tapebot chat` process, or /new) — /rules lists them, they apply, and they can be revoked."""
     server.script(WRITE, Reply("Saved your plan."))

@@ -10,9 +10,7 @@ import re
 import select
 import time
 
-from tests.cli.test_cli_chat_e2e import server  # noqa: F401
-from tests.cli.test_cli_consent_terminal import _read_until
-from tests.cli.test_cli_terminal_newuser import _finish, _start_on_a_pty
+from tests.fakes.cli_kit import chat_on_pty, finish, read_until
 from tests.fakes.llm_server import Reply, ToolCall
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
@@ -36,24 +34,24 @@ def _read_to_exit(fd: int, proc, timeout: float = 90.0) -> bytes:
     return bytes(out)
 
 
-def test_ctrl_d_with_a_background_task_running_reports_it_before_quitting(tmp_path, server):  # noqa: F811
+def test_ctrl_d_with_a_background_task_running_reports_it_before_quitting(tmp_path, server):
     server.script(
         Reply(tool_calls=[ToolCall("run_backtest", {"codes": ["600519"], "start": "2025-01-02"})]),
         Reply("Started the backtest."),
         Reply(["Backtest ", "finished: ", "see ", "the ", "equity ", "curve."], chunk_delay=0.3),
     )
-    proc, master = _start_on_a_pty(tmp_path, server)
+    proc, master = chat_on_pty(tmp_path, server)
     seen = bytearray()
     try:
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"backtest 600519 this year\n")
-        _read_until(master, b"Started the backtest.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Started the backtest.", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"\x04")  # Ctrl-D at the prompt while the task (or its report) runs
         rest = _read_to_exit(master, proc)
         assert proc.wait(timeout=60) == 0
     finally:
-        _finish(proc, master)
+        finish(proc, master)
     after = ANSI.sub(b"", bytes(seen) + rest).decode(errors="replace")  # all after the last "you> "
     assert "Backtest finished: see the equity curve." in after
     # what follows the Ctrl-D starts a line of its own: nothing is written after the prompt

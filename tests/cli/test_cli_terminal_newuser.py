@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 
-from tests.cli.test_cli_chat_e2e import ROOT, openai_env, run_cli, server  # noqa: F401
-from tests.cli.test_cli_consent_terminal import _read_until
+from tests.fakes.cli_kit import chat_on_pty, finish, openai_env, read_until, run_cli
 from tests.fakes.llm_server import Reply, ToolCall
 
 WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content": "no position above 15%"})])
@@ -23,7 +20,7 @@ def _user_texts(body: dict) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "user" and isinstance(m["content"], str)]
 
 
-def test_a_longer_message_at_the_card_moves_on_and_runs_as_the_next_turn(tmp_path, server):  # noqa: F811
+def test_a_longer_message_at_the_card_moves_on_and_runs_as_the_next_turn(tmp_path, server):
     server.script(WRITE, Reply("Moutai is your biggest position."))
     r = run_cli(tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{LONG}\n/exit\n")
     assert r.returncode == 0, r.stderr
@@ -37,7 +34,7 @@ def test_a_longer_message_at_the_card_moves_on_and_runs_as_the_next_turn(tmp_pat
     assert len(server.requests) == 2  # the closed card's turn did not call the model again
 
 
-def test_a_short_unclear_reply_gets_the_hint_with_always_and_the_card_stays(tmp_path, server):  # noqa: F811
+def test_a_short_unclear_reply_gets_the_hint_with_always_and_the_card_stays(tmp_path, server):
     server.script(WRITE, Reply("Saved your plan."))
     r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\n3\nyes\n/exit\n")
     assert r.returncode == 0, r.stderr
@@ -45,56 +42,38 @@ def test_a_short_unclear_reply_gets_the_hint_with_always_and_the_card_stays(tmp_
     assert (tmp_path / "workspace" / "plan.txt").exists()
 
 
-def _start_on_a_pty(tmp_path, server):  # noqa: F811
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "OPENAI_BASE_URL"}
-    env.update(TAPEBOT_HOME=str(tmp_path), TAPEBOT_MEMORY__ENABLED="false", **openai_env(server))
-    master, slave = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "chat"], env=env, cwd=ROOT, stdin=slave, stdout=slave, stderr=slave
-    )
-    os.close(slave)
-    return proc, master
-
-
-def _finish(proc: subprocess.Popen, master: int) -> None:
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    os.close(master)
-
-
-def test_ctrl_c_at_an_approval_prompt_denies_the_card_and_says_so(tmp_path, server):  # noqa: F811
+def test_ctrl_c_at_an_approval_prompt_denies_the_card_and_says_so(tmp_path, server):
     server.script(WRITE, Reply("Not saved."))
-    proc, master = _start_on_a_pty(tmp_path, server)
+    proc, master = chat_on_pty(tmp_path, server)
     seen = bytearray()
     try:
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"save my plan\n")
-        _read_until(master, b"Allow write_file?", seen)
+        read_until(master, b"Allow write_file?", seen)
         proc.send_signal(signal.SIGINT)
-        _read_until(master, b"denied", seen)
-        _read_until(master, b"Not saved.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"denied", seen)
+        read_until(master, b"Not saved.", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"/exit\n")  # the prompt after the card still reads the next line
         assert proc.wait(timeout=60) == 0
     finally:
-        _finish(proc, master)
+        finish(proc, master)
     assert not (tmp_path / "workspace" / "plan.txt").exists()
 
 
-def test_ctrl_d_on_an_interactive_terminal_quits(tmp_path, server):  # noqa: F811
-    proc, master = _start_on_a_pty(tmp_path, server)
+def test_ctrl_d_on_an_interactive_terminal_quits(tmp_path, server):
+    proc, master = chat_on_pty(tmp_path, server)
     seen = bytearray()
     try:
-        _read_until(master, b"Ctrl-D", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Ctrl-D", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"\x04")  # Ctrl-D at an empty line: end of input
         assert proc.wait(timeout=60) == 0
     finally:
-        _finish(proc, master)
+        finish(proc, master)
 
 
-def test_a_rejected_trade_is_marked_failed_in_the_progress_line(tmp_path, server):  # noqa: F811
+def test_a_rejected_trade_is_marked_failed_in_the_progress_line(tmp_path, server):
     """A tool result with status rejected/failed is ✗, as in the chats (bot/progress.failure_of)."""
     sell = Reply(tool_calls=[ToolCall("execute_trade", {"code": "600519", "side": "sell", "quantity": 100})])
     server.script(sell, Reply("The sell was rejected."))
@@ -105,7 +84,7 @@ def test_a_rejected_trade_is_marked_failed_in_the_progress_line(tmp_path, server
     assert len(results) == 1 and "✗ execute_trade: rejected" in results[0], r.stderr
 
 
-def test_always_says_a_standing_approval_was_granted_as_the_chat_card_does(tmp_path, server):  # noqa: F811
+def test_always_says_a_standing_approval_was_granted_as_the_chat_card_does(tmp_path, server):
     server.script(WRITE, Reply("Saved your plan."))
     r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\nalways\n/exit\n")
     assert r.returncode == 0, r.stderr
@@ -113,7 +92,7 @@ def test_always_says_a_standing_approval_was_granted_as_the_chat_card_does(tmp_p
     assert "Allowed by you, with a standing approval (" in out and "see /rules" in out, out
 
 
-def test_the_terminal_card_and_rules_speak_the_configured_language(tmp_path, server):  # noqa: F811
+def test_the_terminal_card_and_rules_speak_the_configured_language(tmp_path, server):
     server.script(WRITE, Reply("已保存。"))
     env = {**openai_env(server), "TAPEBOT_AGENT__LANGUAGE": "zh"}
     r = run_cli(tmp_path, env, "chat", stdin="save my plan\n3\n总是允许\n/rules\n/exit\n")
@@ -125,7 +104,7 @@ def test_the_terminal_card_and_rules_speak_the_configured_language(tmp_path, ser
     assert "长期允许（" in out and "由 terminal 于" in out  # the decision line and /rules, in Chinese
 
 
-def test_the_english_terminal_card_has_its_own_hint_line(tmp_path, server):  # noqa: F811
+def test_the_english_terminal_card_has_its_own_hint_line(tmp_path, server):
     server.script(WRITE, Reply("Not saved."))
     r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\nno\n/exit\n")
     out = r.stdout + r.stderr
@@ -146,7 +125,7 @@ def test_tapebot_rules_from_the_shell_speaks_of_every_chat_and_an_unknown_id_fai
     assert none.returncode == 0 and "Revoked 0" in none.stdout
 
 
-def test_exit_typed_at_a_card_closes_it_unrun_and_quits(tmp_path, server):  # noqa: F811
+def test_exit_typed_at_a_card_closes_it_unrun_and_quits(tmp_path, server):
     server.script(WRITE, Reply("never asked for"))
     r = run_cli(tmp_path, openai_env(server), "chat", stdin="save my plan\n/exit\nyes\n")
     assert r.returncode == 0, r.stderr

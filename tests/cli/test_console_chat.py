@@ -9,9 +9,7 @@ import os
 import signal
 import stat
 
-from tests.cli.test_cli_chat_e2e import openai_env, run_cli, server  # noqa: F401
-from tests.cli.test_cli_consent_terminal import _read_until
-from tests.cli.test_cli_terminal_newuser import _finish, _start_on_a_pty
+from tests.fakes.cli_kit import chat_on_pty, finish, openai_env, read_until, run_cli
 from tests.fakes.llm_server import Reply, ToolCall
 
 
@@ -19,7 +17,7 @@ def _write(path: str) -> Reply:
     return Reply(tool_calls=[ToolCall("write_file", {"path": path, "content": "no position above 15%"})])
 
 
-def test_a_streamed_answer_is_shown_once_and_status_needs_no_model(tmp_path, server):  # noqa: F811
+def test_a_streamed_answer_is_shown_once_and_status_needs_no_model(tmp_path, server):
     # an answer streamed slowly enough to be edited several times: each edit extends the text, so
     # only the new part is written and the answer appears once, whole
     chunks = ["Moutai ", "closed ", "at ", "1,480.55 ", "on ", "2025-09-03."]
@@ -33,7 +31,7 @@ def test_a_streamed_answer_is_shown_once_and_status_needs_no_model(tmp_path, ser
     assert len(server.requests) == 1  # /status and /help never reached the model
 
 
-def test_commands_new_and_rules_are_the_chats(tmp_path, server):  # noqa: F811
+def test_commands_new_and_rules_are_the_chats(tmp_path, server):
     server.script(_write("plan.txt"), Reply("Saved your plan."))
     r = run_cli(
         tmp_path,
@@ -51,7 +49,7 @@ def test_commands_new_and_rules_are_the_chats(tmp_path, server):  # noqa: F811
     assert len(server.requests) == 2
 
 
-def test_cards_on_a_terminal_yes_no_unclear_and_ctrl_c(tmp_path, server):  # noqa: F811
+def test_cards_on_a_terminal_yes_no_unclear_and_ctrl_c(tmp_path, server):
     server.script(
         _write("a.txt"),
         Reply("Not saved."),
@@ -60,38 +58,38 @@ def test_cards_on_a_terminal_yes_no_unclear_and_ctrl_c(tmp_path, server):  # noq
         _write("c.txt"),
         Reply("Not saved c."),
     )
-    proc, master = _start_on_a_pty(tmp_path, server)
+    proc, master = chat_on_pty(tmp_path, server)
     seen = bytearray()
     try:
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"save a\n")
-        _read_until(master, b"Allow write_file?", seen)
+        read_until(master, b"Allow write_file?", seen)
         os.write(master, b"3\n")  # not an answer: the card stays
-        _read_until(master, b"not an answer: type yes, always or no", seen)
-        _read_until(master, b"Allow write_file?", seen)
+        read_until(master, b"not an answer: type yes, always or no", seen)
+        read_until(master, b"Allow write_file?", seen)
         os.write(master, b"no\n")
-        _read_until(master, b"Denied by you", seen)
-        _read_until(master, b"Not saved.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Denied by you", seen)
+        read_until(master, b"Not saved.", seen)
+        read_until(master, b"you> ", seen)
 
         os.write(master, b"save b\n")
-        _read_until(master, b"Allow write_file?", seen)
+        read_until(master, b"Allow write_file?", seen)
         os.write(master, b"yes\n")
-        _read_until(master, b"Approved by you", seen)
-        _read_until(master, b"Saved b.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Approved by you", seen)
+        read_until(master, b"Saved b.", seen)
+        read_until(master, b"you> ", seen)
 
         os.write(master, b"save c\n")
-        _read_until(master, b"Allow write_file?", seen)
+        read_until(master, b"Allow write_file?", seen)
         proc.send_signal(signal.SIGINT)  # Ctrl-C at the card: its deny, said as such
-        _read_until(master, b"write_file denied", seen)
-        _read_until(master, b"Denied by you", seen)
-        _read_until(master, b"Not saved c.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"write_file denied", seen)
+        read_until(master, b"Denied by you", seen)
+        read_until(master, b"Not saved c.", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"\x04")  # Ctrl-D quits
         assert proc.wait(timeout=60) == 0
     finally:
-        _finish(proc, master)
+        finish(proc, master)
     ws = tmp_path / "workspace"
     assert not (ws / "a.txt").exists() and (ws / "b.txt").exists() and not (ws / "c.txt").exists()
     history = tmp_path / "chat_history"
@@ -99,27 +97,27 @@ def test_cards_on_a_terminal_yes_no_unclear_and_ctrl_c(tmp_path, server):  # noq
     assert "save b" in history.read_text()
 
 
-def test_ctrl_c_while_a_turn_runs_is_the_chats_cancel(tmp_path, server):  # noqa: F811
+def test_ctrl_c_while_a_turn_runs_is_the_chats_cancel(tmp_path, server):
     server.script(Reply(["Thinking about it", *[" slowly"] * 40], chunk_delay=0.5), Reply("Next answer."))
-    proc, master = _start_on_a_pty(tmp_path, server)
+    proc, master = chat_on_pty(tmp_path, server)
     seen = bytearray()
     try:
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"think slowly\n")
-        _read_until(master, b"Thinking about it", seen)
+        read_until(master, b"Thinking about it", seen)
         proc.send_signal(signal.SIGINT)
-        _read_until(master, b"Stopped the running turn.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Stopped the running turn.", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"and now?\n")
-        _read_until(master, b"Next answer.", seen)
-        _read_until(master, b"you> ", seen)
+        read_until(master, b"Next answer.", seen)
+        read_until(master, b"you> ", seen)
         os.write(master, b"/exit\n")
         assert proc.wait(timeout=60) == 0
     finally:
-        _finish(proc, master)
+        finish(proc, master)
 
 
-def test_background_work_is_reported_through_the_gateway_before_quitting(tmp_path, server):  # noqa: F811
+def test_background_work_is_reported_through_the_gateway_before_quitting(tmp_path, server):
     def report(body):
         assert "[SYSTEM NOTIFICATION - NOT USER INPUT]" in str(body["messages"])
         return Reply("Backtest finished: see the equity curve.")
@@ -137,7 +135,7 @@ def test_background_work_is_reported_through_the_gateway_before_quitting(tmp_pat
     assert saved and saved[0].endswith(".png")  # the task's chart, as the chats get it as a photo
 
 
-def test_session_picks_the_conversation_and_each_run_starts_its_own_otherwise(tmp_path, server):  # noqa: F811
+def test_session_picks_the_conversation_and_each_run_starts_its_own_otherwise(tmp_path, server):
     server.script(Reply("Noted: 600519."), Reply("You asked about 600519."), Reply("Nothing yet."))
     env = openai_env(server)
     first = run_cli(tmp_path, env, "chat", "--session", "work", stdin="remember 600519\n/exit\n")
@@ -149,7 +147,7 @@ def test_session_picks_the_conversation_and_each_run_starts_its_own_otherwise(tm
     assert third.returncode == 0 and "remember 600519" not in str(server.requests[2].body["messages"])
 
 
-def test_alerts_on_the_terminal_set_listed_removed_and_the_data_date_in_status(tmp_path, server):  # noqa: F811
+def test_alerts_on_the_terminal_set_listed_removed_and_the_data_date_in_status(tmp_path, server):
     server.script(
         Reply(tool_calls=[ToolCall("manage_alerts", {"action": "create", "kind": "close_below", "code": "600519", "value": 1400})]),
         Reply(["Alert set: 600519 close below 1400."]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.test_cli_chat_e2e import openai_env, run_cli, server  # noqa: F401
+from tests.fakes.cli_kit import openai_env, run_cli
 from tests.fakes.llm_server import Reply, ToolCall
 
 WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content": "x"})])
@@ -32,7 +32,7 @@ WRITE = Reply(tool_calls=[ToolCall("write_file", {"path": "plan.txt", "content":
         ("/new", False, "moved on"),
     ],
 )
-def test_a_reply_at_the_card(tmp_path, server, reply, written, says):  # noqa: F811
+def test_a_reply_at_the_card(tmp_path, server, reply, written, says):
     server.script(WRITE, Reply("done."), Reply("next."))
     r = run_cli(tmp_path, openai_env(server), "chat", stdin=f"save my plan\n{reply}\n/exit\n")
     assert r.returncode == 0, r.stderr

@@ -15,15 +15,6 @@ KEY = "sk-ant-api03-cli-secret-value-9876"
 TG = "987654:telegram-secret-token-zz"
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    monkeypatch.setenv("TAPEBOT_HOME", str(home))
-    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    return home
-
-
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()

@@ -27,15 +27,6 @@ def umask_000():
     os.umask(old)
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    monkeypatch.setenv("TAPEBOT_HOME", str(home))
-    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    return home
-
-
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 

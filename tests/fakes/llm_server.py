@@ -295,19 +295,39 @@ class ScriptedLLMServer:
     def _finish(reply: Reply) -> str:
         return reply.finish or ("tool_calls" if reply.tool_calls else "stop")
 
-    # ---- Anthropic ----------------------------------------------------------------------------
-    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
+    async def _answer(self, request: web.Request, vendor: str) -> web.StreamResponse:
+        """One model call in `vendor`'s wire format: the next scripted entry, streamed or whole."""
         body = await self._record(request)
         entry = self._next(body)
         try:
             if isinstance(entry, Failure):
-                return await self._failure(entry, "anthropic")
+                return await self._failure(entry, vendor)
             await self._pause(entry.stall_before)
+            if vendor == "anthropic":
+                if body.get("stream"):
+                    return await self._anthropic_stream(request, body, entry)
+                return web.json_response(self._anthropic_message(body, entry))
             if body.get("stream"):
-                return await self._anthropic_stream(request, body, entry)
-            return web.json_response(self._anthropic_message(body, entry))
+                return await self._openai_stream(request, body, entry)
+            return web.json_response(self._openai_completion(body, entry))
         except _Closing:
             return web.Response(status=503, text="server closing")
+
+    @staticmethod
+    async def _cut(request: web.Request, response: web.StreamResponse, reply: Reply) -> bool:
+        """End a failing stream the way `reply.fail_mode` says, if that is a cut (a dropped
+        connection, a body ended early); False for an error frame, which is the vendor's."""
+        if reply.fail_mode == "disconnect":
+            _drop(request)
+            return True
+        if reply.fail_mode == "truncate":
+            await response.write_eof()
+            return True
+        return False
+
+    # ---- Anthropic ----------------------------------------------------------------------------
+    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
+        return await self._answer(request, "anthropic")
 
     def _anthropic_usage(self, reply: Reply, output: int) -> dict[str, Any]:
         return {
@@ -403,11 +423,7 @@ class ScriptedLLMServer:
     async def _anthropic_fail(
         self, request: web.Request, response: web.StreamResponse, send: Any, reply: Reply
     ) -> web.StreamResponse:
-        if reply.fail_mode == "disconnect":
-            _drop(request)
-            return response
-        if reply.fail_mode == "truncate":
-            await response.write_eof()
+        if await self._cut(request, response, reply):
             return response
         await send("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
         await response.write_eof()
@@ -415,17 +431,7 @@ class ScriptedLLMServer:
 
     # ---- OpenAI -------------------------------------------------------------------------------
     async def _openai(self, request: web.Request) -> web.StreamResponse:
-        body = await self._record(request)
-        entry = self._next(body)
-        try:
-            if isinstance(entry, Failure):
-                return await self._failure(entry, "openai")
-            await self._pause(entry.stall_before)
-            if body.get("stream"):
-                return await self._openai_stream(request, body, entry)
-            return web.json_response(self._openai_completion(body, entry))
-        except _Closing:
-            return web.Response(status=503, text="server closing")
+        return await self._answer(request, "openai")
 
     @staticmethod
     def _openai_usage(reply: Reply) -> dict[str, Any]:
@@ -507,11 +513,7 @@ class ScriptedLLMServer:
     async def _openai_fail(
         self, request: web.Request, response: web.StreamResponse, send: Any, reply: Reply
     ) -> web.StreamResponse:
-        if reply.fail_mode == "disconnect":
-            _drop(request)
-            return response
-        if reply.fail_mode == "truncate":
-            await response.write_eof()
+        if await self._cut(request, response, reply):
             return response
         await send(
             {

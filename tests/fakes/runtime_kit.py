@@ -1,12 +1,15 @@
-"""Helpers for runtime tests: a scripted in-process model and event collection."""
+"""Helpers for runtime tests: a scripted in-process model, event collection, and a turn left
+behind by a crash."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from agent.messages import ToolCallPart
+from agent.inmemory import InMemoryStore
+from agent.messages import Message, ToolCallPart
+from agent.ports import TurnRecord
 from agent.providers.base import (
     Chunk,
     FinishChunk,
@@ -59,3 +62,33 @@ class Script:
 
 async def collect(aiter) -> list:
     return [e async for e in aiter]
+
+
+async def interrupted_turn(calls: Sequence[tuple[str, str]]) -> InMemoryStore:
+    """A store holding turn `t_1` of session `s1`, cut off with one call `c{i}` (argument `tag`:
+    `t{i}`) per (tool name, status) in `calls`; status "answered" is a call whose result is
+    already in the history."""
+    store = InMemoryStore()
+    parts = [
+        ToolCallPart(id=f"c{i}", name=name, arguments={"tag": f"t{i}"}) for i, (name, _) in enumerate(calls)
+    ]
+    history = [Message.user("do things"), Message.assistant("", parts)]
+    statuses = {}
+    for i, (name, status) in enumerate(calls):
+        if status == "answered":
+            history.append(Message.tool_result(f"c{i}", name, "earlier result"))
+            statuses[f"c{i}"] = "done"
+        else:
+            statuses[f"c{i}"] = status
+    turn = TurnRecord(id="t_1", session_id="s1", status="running", rounds=1, calls=statuses, requester="u1")
+    await store.commit("s1", messages=history, turn=turn)
+    return store
+
+
+def results_by_call(messages: Sequence[Message]) -> dict[str, list[str]]:
+    """Every tool result's content in `messages`, by call id."""
+    results: dict[str, list[str]] = {}
+    for m in messages:
+        for r in m.tool_results:
+            results.setdefault(r.call_id, []).append(r.content)
+    return results

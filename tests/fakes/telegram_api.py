@@ -135,6 +135,28 @@ class Call:
     at: float = field(default_factory=time.monotonic)
 
 
+def button_of(msg: dict, kind: str) -> dict:
+    """The button of a card whose callback data is of `kind` ("o" approve once, "a" always, "d"
+    deny, …: the part before the colon)."""
+    return next(b for b in buttons_of(msg) if b["callback_data"].startswith(f"{kind}:"))
+
+
+def text_update(
+    update_id: int, text: str, *, chat_id: int = 5, user_id: int = 1, first_name: str = "A"
+) -> dict:
+    """A Telegram update carrying one private text message, as Telegram posts it to a webhook."""
+    return {
+        "update_id": update_id,
+        "message": {
+            "message_id": update_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private", "first_name": first_name},
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "text": text,
+        },
+    }
+
+
 def buttons_of(msg: dict) -> list[dict]:
     """The inline buttons of a message the bot sent (a dict as the fake stores it)."""
     return [b for row in (msg.get("reply_markup") or {}).get("inline_keyboard", []) for b in row]
@@ -377,6 +399,11 @@ class FakeBotAPI:
                     f"condition not met within {timeout}s; calls={[c.method for c in self.calls]}"
                 )
             await asyncio.sleep(0.005)
+
+    async def wait_for_card(self, chat_id: int) -> dict:
+        """The first message sent to `chat_id` with buttons (an approval card, a question), once
+        there is one."""
+        return await self.wait_for(lambda: next((m for m in self.sent(chat_id) if buttons_of(m)), None))
 
     # ---- the API --------------------------------------------------------------------------------
     async def handle(

@@ -3,7 +3,6 @@ store's newest bars, each firing recorded once however often or by whom the bars
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
@@ -23,25 +22,12 @@ from markets.store import BarStore
 from memory.db import Database
 from tests.fakes.market_libs import FakeAkshare
 
-PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture(params=["sqlite", "postgres"] if PG_URL else ["sqlite"])
-async def sessions(request, tmp_path):
-    if request.param == "postgres":
-        from sqlalchemy import text
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        engine = create_async_engine(PG_URL)
-        async with engine.begin() as conn:
-            await conn.execute(text("DROP SCHEMA public CASCADE"))
-            await conn.execute(text("CREATE SCHEMA public"))
-        await engine.dispose()
-        url = PG_URL
-    else:
-        url = f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
-    async with Database(url) as db:  # the migrations create the alert tables
+@pytest.fixture
+async def sessions(database_url):
+    async with Database(database_url) as db:  # the migrations create the alert tables
         yield db.sessionmaker
 
 

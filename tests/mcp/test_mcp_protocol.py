@@ -25,23 +25,10 @@ from bot.mcp_server import (
     Progress,
     build_mcp_server,
     mcp_tool,
-    served_toolset,
     tool_hints,
 )
 from tests.mcp.mcp_toy_server import PNG
-from tests.mcp.mcp_toy_tapebot import Ledger, make_toolset
-
-
-@pytest.fixture
-def png(tmp_path):
-    path = tmp_path / "chart.png"
-    path.write_bytes(base64.b64decode(PNG))
-    return path
-
-
-@pytest.fixture
-def toolset(png):
-    return served_toolset(make_toolset(png))
+from tests.mcp.mcp_toy_tapebot import Ledger
 
 
 def server_for(toolset, **kw):

@@ -13,22 +13,7 @@ from mcp_types import INVALID_PARAMS
 from agent.tools.registry import Deps
 from bot.mcp_gate import IDEMPOTENCY_ARG, McpAudit
 from bot.mcp_server import build_mcp_server, served_toolset, tier_of
-from tests.mcp.mcp_toy_server import PNG
 from tests.mcp.mcp_toy_tapebot import ROOT, Ledger, make_toolset
-
-
-@pytest.fixture
-def png(tmp_path):
-    import base64
-
-    path = tmp_path / "chart.png"
-    path.write_bytes(base64.b64decode(PNG))
-    return path
-
-
-@pytest.fixture
-def toolset(png):
-    return served_toolset(make_toolset(png))
 
 
 def test_served_toolset_drops_chat_and_local_tools(png):

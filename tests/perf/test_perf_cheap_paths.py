@@ -4,11 +4,6 @@ an LLM SDK other than the configured one. Behavioural guards (what is imported),
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.db import Database, alembic_config, check_migration_chain, packaged_heads
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.perf.probe import probe
 
 
 def _versions(folder: Path, files: dict[str, str | None], annotated: bool = False) -> Path:
@@ -62,27 +56,12 @@ def test_heads_are_the_revisions_nobody_names_as_parent(n, data):
         assert packaged_heads(folder) == {f"r{i}" for i in range(n)} - set(parents)
 
 
-def _probe(code: str, env: dict[str, str] | None = None) -> dict:
-    full_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    full_env.update(env or {}, PYTHONPATH=str(ROOT))
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 async def test_a_current_database_opens_without_alembic(tmp_path):
     url = f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
     db = Database(url)
     await db.start()  # migrates (Alembic)
     await db.close()
-    seen = _probe(
+    seen = probe(
         f"""
         import asyncio, json, sys
         from memory.db import Database
@@ -133,8 +112,8 @@ def test_one_shot_turn_imports_only_what_it_needs(tmp_path, vendor):
         heavy = ["numpy", "matplotlib", "alembic", "pandas", "openai", "anthropic"]
         print(json.dumps({m: m in sys.modules for m in heavy}))
         """
-    _probe(code, env)  # the first start migrates the new database (Alembic may load then)
-    seen = _probe(code, env)
+    probe(code, env=env)  # the first start migrates the new database (Alembic may load then)
+    seen = probe(code, env=env)
     other = "anthropic" if vendor == "openai" else "openai"
     assert seen == {
         "numpy": False,

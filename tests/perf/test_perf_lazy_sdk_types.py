@@ -10,14 +10,12 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from agent.providers.sdkload import LAZY_PACKAGES
 from config.lazyinit import reexports
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.perf.probe import ROOT, probe
 
 # Walks every package under `<sdk>.<top>` (`types`, `resources`) and describes each public name it binds (modules left
 # out: the eager packages also bind every submodule they imported along the way). `annotations` is
@@ -62,27 +60,12 @@ print(json.dumps({
 """
 
 
-def _probe(sdk: str, top: str, mode: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_PROBE), sdk, top, mode],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.parametrize(
     ("sdk", "top"), [("openai", "types"), ("anthropic", "types"), ("anthropic", "resources")]
 )
 def test_lazy_packages_bind_every_name_the_eager_packages_bind(sdk, top):
     assert top in LAZY_PACKAGES[sdk]
-    eager, lazy = _probe(sdk, top, "eager"), _probe(sdk, top, "lazy")
+    eager, lazy = probe(_PROBE, sdk, top, "eager"), probe(_PROBE, sdk, top, "lazy")
     assert eager["lazy"] != "LazyPackage" and lazy["lazy"] == "LazyPackage"
     assert lazy["loaded"] < eager["loaded"]  # what the laziness is for
     assert eager["packages"] == lazy["packages"] > 1

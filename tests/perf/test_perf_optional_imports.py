@@ -5,33 +5,11 @@ never timings."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _probe(code: str, extra_path: Path | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (ROOT, extra_path) if p)
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+from tests.perf.probe import probe
 
 
 def test_the_sdk_client_is_built_without_aiohttp_which_stays_importable():
-    seen = _probe(
+    seen = probe(
         """
         import json, sys
         from agent.providers import build_model_client
@@ -50,7 +28,7 @@ def test_the_sdk_client_is_built_without_aiohttp_which_stays_importable():
 
 
 def test_nothing_is_hidden_when_the_library_is_already_loaded():
-    seen = _probe(
+    seen = probe(
         """
         import json, sys
         import openai  # the ordinary way: aiohttp comes along
@@ -64,13 +42,13 @@ def test_nothing_is_hidden_when_the_library_is_already_loaded():
 
 def test_a_library_that_needs_the_package_after_all_gets_it(tmp_path):
     (tmp_path / "needs_colorsys.py").write_text("import colorsys\nVALUE = colorsys.rgb_to_hsv(1, 0, 0)\n")
-    seen = _probe(
+    seen = probe(
         """
         import json, sys
         from agent.providers.sdkload import import_without
         mod = import_without("needs_colorsys", ("colorsys",))
         print(json.dumps({"value": list(mod.VALUE), "colorsys": "colorsys" in sys.modules}))
         """,
-        extra_path=tmp_path,
+        path=[tmp_path],
     )
     assert seen == {"value": [0.0, 1.0, 1.0], "colorsys": True}

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from agent.providers.base import Chunk, ModelClient, ModelRequest, TextChunk
+from agent.messages import Message
+from agent.providers.base import Chunk, ModelClient, ModelRequest, TextChunk, ToolSchema
+
+TOOLS = [
+    ToolSchema("get_quote", "Latest quote", {"type": "object", "properties": {"code": {"type": "string"}}}),
+    ToolSchema("get_news", "News", {"type": "object", "properties": {"q": {"type": "string"}}}),
+]
+
+
+def req(*messages: Message, **kw) -> ModelRequest:
+    return ModelRequest(messages=list(messages) or [Message.user("hi")], **kw)
 
 
 async def collect(client: ModelClient, request: ModelRequest, into: list[Chunk] | None = None) -> list[Chunk]:

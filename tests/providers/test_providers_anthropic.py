@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from providers_helpers import collect, text_of
+from providers_helpers import TOOLS, collect, req, text_of
 
 from agent.errors import FatalModelError, RateLimited, RetryableModelError, StreamInterrupted, StreamStalled
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from agent.providers.base import (
     FinishChunk,
-    ModelRequest,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
-    ToolSchema,
     UsageChunk,
 )
 from agent.usage import Usage
 from tests.fakes.llm_server import Failure, Reply, ToolCall
-
-TOOLS = [
-    ToolSchema("get_quote", "Latest quote", {"type": "object", "properties": {"code": {"type": "string"}}}),
-    ToolSchema("get_news", "News", {"type": "object", "properties": {"q": {"type": "string"}}}),
-]
-
-
-def req(*messages: Message, **kw) -> ModelRequest:
-    return ModelRequest(messages=list(messages) or [Message.user("hi")], **kw)
 
 
 async def test_text_streams_as_several_deltas_with_usage_and_finish(llm_server, make_client):

@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import pytest
-from providers_helpers import collect, text_of
+from providers_helpers import TOOLS, collect, req, text_of
 
 from agent.errors import FatalModelError, RateLimited, RetryableModelError, StreamInterrupted, StreamStalled
 from agent.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from agent.providers.base import (
     FinishChunk,
-    ModelRequest,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
-    ToolSchema,
     UsageChunk,
 )
 from agent.providers.openai import ToolTagFilter, to_wire_messages
 from agent.usage import Usage
 from tests.fakes.llm_server import Failure, Reply, ToolCall
-
-TOOLS = [
-    ToolSchema("get_quote", "Latest quote", {"type": "object", "properties": {"code": {"type": "string"}}}),
-    ToolSchema("get_news", "News", {"type": "object", "properties": {"q": {"type": "string"}}}),
-]
-
-
-def req(*messages: Message, **kw) -> ModelRequest:
-    return ModelRequest(messages=list(messages) or [Message.user("hi")], **kw)
 
 
 def calls_of(chunks) -> list[ToolCallPart]:

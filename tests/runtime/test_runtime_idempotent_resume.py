@@ -12,12 +12,9 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.inmemory import InMemoryStore
-from agent.messages import Message, ToolCallPart
-from agent.ports import TurnRecord
 from agent.runtime import INTERRUPTED_CALL, AgentRuntime
 from agent.tools.registry import ToolContext, Toolset
-from tests.fakes.runtime_kit import Script, collect, text
+from tests.fakes.runtime_kit import Script, collect, interrupted_turn, results_by_call, text
 
 fills: dict[str, int] = {}  # the "broker": fills by idempotency key
 acted: list[str] = []
@@ -50,24 +47,10 @@ CALLS = st.lists(st.tuples(st.sampled_from(["order", "act"]), STATE), min_size=1
 async def scenario(calls: list[tuple[str, str]]) -> None:
     fills.clear()
     acted.clear()
-    store = InMemoryStore()
-    parts = [
-        ToolCallPart(id=f"c{i}", name=name, arguments={"tag": f"t{i}"}) for i, (name, _) in enumerate(calls)
-    ]
-    history = [Message.user("do things"), Message.assistant("", parts)]
-    statuses = {}
     for i, (name, state) in enumerate(calls):
-        if state == "answered":
-            history.append(Message.tool_result(f"c{i}", name, "earlier result"))
-            statuses[f"c{i}"] = "done"
-            if name == "order":
-                fills[f"c{i}:t{i}"] = 1
-            continue
-        statuses[f"c{i}"] = state.split("_")[0]
-        if state.endswith("_after") and name == "order":
+        if name == "order" and (state == "answered" or state.endswith("_after")):
             fills[f"c{i}:t{i}"] = 1  # the broker had committed the fill
-    turn = TurnRecord(id="t_1", session_id="s1", status="running", rounds=1, calls=statuses, requester="u1")
-    await store.commit("s1", messages=history, turn=turn)
+    store = await interrupted_turn([(name, state.split("_")[0]) for name, state in calls])
     rt = AgentRuntime(model_for=lambda _m: Script([[text("finished")]]), tools=tools, store=store)
 
     rechecked: list[str] = []
@@ -82,10 +65,7 @@ async def scenario(calls: list[tuple[str, str]]) -> None:
     assert set(fills.values()) <= {1}
     # a started call without a key is never run again; one that had not started runs once
     assert sorted(acted) == sorted(f"t{i}" for i, (n, s) in enumerate(calls) if n == "act" and s == "pending")
-    results: dict[str, list[str]] = {}
-    for m in store.messages["s1"]:
-        for r in m.tool_results:
-            results.setdefault(r.call_id, []).append(r.content)
+    results = results_by_call(store.messages["s1"])
     assert all(len(v) == 1 for v in results.values()) and len(results) == len(calls)
     for i in started:
         if calls[i][0] == "order":

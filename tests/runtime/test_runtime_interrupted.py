@@ -11,12 +11,9 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.inmemory import InMemoryStore
-from agent.messages import Message, ToolCallPart
-from agent.ports import TurnRecord
 from agent.runtime import INTERRUPTED_CALL, AgentRuntime
 from agent.tools.registry import ToolContext, Toolset
-from tests.fakes.runtime_kit import Script, collect, text
+from tests.fakes.runtime_kit import Script, collect, interrupted_turn, results_by_call, text
 
 ran: list[str] = []
 tools = Toolset("interrupted")
@@ -42,20 +39,7 @@ CALLS = st.lists(st.tuples(st.sampled_from(["act", "look"]), STATE), min_size=1,
 
 async def scenario(calls: list[tuple[str, str]]) -> None:
     ran.clear()
-    store = InMemoryStore()
-    parts = [
-        ToolCallPart(id=f"c{i}", name=name, arguments={"tag": f"t{i}"}) for i, (name, _) in enumerate(calls)
-    ]
-    history = [Message.user("do things"), Message.assistant("", parts)]
-    statuses = {}
-    for i, (_, state) in enumerate(calls):
-        if state == "answered":
-            history.append(Message.tool_result(f"c{i}", parts[i].name, "earlier result"))
-            statuses[f"c{i}"] = "done"
-        else:
-            statuses[f"c{i}"] = state
-    turn = TurnRecord(id="t_1", session_id="s1", status="running", rounds=1, calls=statuses, requester="u1")
-    await store.commit("s1", messages=history, turn=turn)
+    store = await interrupted_turn(calls)
     rt = AgentRuntime(model_for=lambda _m: Script([[text("finished")]]), tools=tools, store=store)
 
     cut_off = await rt.settle_interrupted("t_1")
@@ -65,10 +49,7 @@ async def scenario(calls: list[tuple[str, str]]) -> None:
     not_started = {i for i, (_, s) in enumerate(calls) if s == "pending"}
     assert cut_off == [calls[i][0] for i in sorted(started)]
     assert sorted(ran) == sorted(f"t{i}" for i in not_started)  # exactly once each, nothing else
-    results: dict[str, list[str]] = {}
-    for m in store.messages["s1"]:
-        for r in m.tool_results:
-            results.setdefault(r.call_id, []).append(r.content)
+    results = results_by_call(store.messages["s1"])
     assert all(len(v) == 1 for v in results.values()) and len(results) == len(calls)
     for i in started:
         assert INTERRUPTED_CALL in results[f"c{i}"][0]

@@ -6,11 +6,9 @@ PostgreSQL when TAPEBOT_TEST_POSTGRES_URL is set (CI)."""
 from __future__ import annotations
 
 import functools
-import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,23 +17,7 @@ from memory.chat_tables import ChatRecord, PausedProgress, SentRef
 from memory.db import Database, upgrade
 from memory.stores import SqlStore
 
-PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 BEFORE = "0011_recall_indexes"
-
-
-@pytest.fixture(params=["sqlite", "postgres"] if PG_URL else ["sqlite"])
-async def url(request, tmp_path) -> str:
-    if request.param == "postgres":
-        from sqlalchemy import text
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        engine = create_async_engine(PG_URL)
-        async with engine.begin() as conn:
-            await conn.execute(text("DROP SCHEMA public CASCADE"))
-            await conn.execute(text("CREATE SCHEMA public"))
-        await engine.dispose()
-        return PG_URL
-    return f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
 
 
 def approval(approval_id: str, chat_key: str) -> ApprovalRecord:
@@ -93,29 +75,29 @@ OLD_ROWS: dict[str, Any] = {
 }  # fmt: skip
 
 
-async def _at(url: str, revision: str) -> None:
-    await upgrade(url, revision)
+async def _at(database_url: str, revision: str) -> None:
+    await upgrade(database_url, revision)
 
 
-async def _downgrade(url: str, revision: str) -> None:
+async def _downgrade(database_url: str, revision: str) -> None:
     from memory.db import downgrade
 
-    await downgrade(url, revision)
+    await downgrade(database_url, revision)
 
 
-async def _old_database(url: str) -> None:
-    await _at(url, BEFORE)
-    async with Database(url, migrate=False) as db:
+async def _old_database(database_url: str) -> None:
+    await _at(database_url, BEFORE)
+    async with Database(database_url, migrate=False) as db:
         store = SqlStore(db)
         await store.create_approval(approval("ap1", "telegram:42"))
         for key, value in OLD_ROWS.items():
             await store.kv_set(key, value)
 
 
-async def test_upgrade_moves_every_kv_row_into_its_typed_table(url):
-    await _old_database(url)
-    await upgrade(url)
-    async with Database(url, migrate=False) as db:
+async def test_upgrade_moves_every_kv_row_into_its_typed_table(database_url):
+    await _old_database(database_url)
+    await upgrade(database_url)
+    async with Database(database_url, migrate=False) as db:
         store = SqlStore(db)
         dm = await store.load_chat("telegram:42")
         assert dm is not None and dm.updated_at is not None
@@ -164,24 +146,24 @@ async def test_upgrade_moves_every_kv_row_into_its_typed_table(url):
                 assert await store.kv_get(key, "gone") == "gone", key
 
 
-async def test_a_row_in_an_unknown_shape_stays_in_kv(url):
-    await _at(url, BEFORE)
-    async with Database(url, migrate=False) as db:
+async def test_a_row_in_an_unknown_shape_stays_in_kv(database_url):
+    await _at(database_url, BEFORE)
+    async with Database(database_url, migrate=False) as db:
         await SqlStore(db).kv_set("chat:odd", ["not", "a", "chat"])
         await SqlStore(db).kv_set("question:t1", "not a reference")
-    await upgrade(url)
-    async with Database(url, migrate=False) as db:
+    await upgrade(database_url)
+    async with Database(database_url, migrate=False) as db:
         store = SqlStore(db)
         assert await store.kv_get("chat:odd") == ["not", "a", "chat"]
         assert await store.kv_get("question:t1") == "not a reference"
         assert await store.load_chat("odd") is None
 
 
-async def test_downgrade_puts_the_rows_back(url):
-    await _old_database(url)
-    await upgrade(url)
-    await _downgrade(url, BEFORE)
-    async with Database(url, migrate=False) as db:
+async def test_downgrade_puts_the_rows_back(database_url):
+    await _old_database(database_url)
+    await upgrade(database_url)
+    await _downgrade(database_url, BEFORE)
+    async with Database(database_url, migrate=False) as db:
         store = SqlStore(db)
         for key, value in OLD_ROWS.items():
             if value is None:
@@ -197,8 +179,8 @@ async def test_downgrade_puts_the_rows_back(url):
         assert card is not None and card.message_ref == ""
 
 
-async def test_typed_methods_round_trip(url):
-    async with Database(url) as db:
+async def test_typed_methods_round_trip(database_url):
+    async with Database(database_url) as db:
         store = SqlStore(db)
         chat = ChatRecord("telegram:-100:topic7", "telegram", "-100", "7", True, "s#1", "zh", None, "5")
         await store.save_chat(chat)

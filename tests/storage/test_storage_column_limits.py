@@ -18,7 +18,6 @@ import memory.tasks
 import memory.taskstate  # noqa: F401
 from memory.base import Base
 from memory.db import create_engine, upgrade
-from tests.pg import fresh_postgres
 from tests.storage.longest_values import UNBOUNDED, registry
 
 REGISTRY = registry()
@@ -76,17 +75,10 @@ async def _migrated_lengths(url: str) -> dict[tuple[str, str], int | None]:
         await engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def migrated_db_url(request, tmp_path):
-    if request.param == "postgresql":
-        return await fresh_postgres()
-    return f"sqlite+aiosqlite:///{tmp_path / 'limits.db'}"
-
-
-async def test_migrated_schema_holds_the_longest_values(migrated_db_url):
+async def test_migrated_schema_holds_the_longest_values(database_url):
     """The migrations, not only the table definitions: an existing database is upgraded to the
     same limits."""
-    lengths = await _migrated_lengths(migrated_db_url)
+    lengths = await _migrated_lengths(database_url)
     too_short = []
     for key, produce in REGISTRY.items():
         length = lengths.get(key, "missing")
@@ -106,7 +98,7 @@ def _timed(sql: str) -> sa.TextClause:
     return sa.text(sql).bindparams(sa.bindparam("t", type_=sa.DateTime(timezone=True)))
 
 
-async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_db_url):
+async def test_upgrading_keeps_every_row_and_takes_the_longest_values(database_url):
     """A database at the previous revision, with a session's messages and a memory: after the
     upgrade nothing is lost (on SQLite the tables are copied, and dropping `sessions` with foreign
     keys on would have deleted its messages), the memory is still found by its full-text index and
@@ -115,7 +107,7 @@ async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_d
     from memory.longterm import scope_tag
 
     long_session = REGISTRY[("sessions", "id")]()
-    engine = create_engine(migrated_db_url)
+    engine = create_engine(database_url)
     try:
         await upgrade(engine, "0013_market_alerts")
         async with engine.begin() as conn:
@@ -164,10 +156,10 @@ async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_d
                 fk = (await conn.execute(sa.text("PRAGMA foreign_keys"))).scalar()
                 assert fk == 1, "foreign keys are on again after the migrations"
         await engine.dispose()
-        if migrated_db_url.startswith("sqlite"):
+        if database_url.startswith("sqlite"):
             from memory.longterm import MemoryStore
 
-            async with Database(migrated_db_url) as db:
+            async with Database(database_url) as db:
                 store = MemoryStore(db)
                 await store.add("u", "decision", "bought 000001 at the open")
                 for words in ("likes 600519", "bought 000001"):
@@ -177,13 +169,13 @@ async def test_upgrading_keeps_every_row_and_takes_the_longest_values(migrated_d
         await engine.dispose()
 
 
-async def test_every_table_matches_the_migrations(migrated_db_url):
+async def test_every_table_matches_the_migrations(database_url):
     """Autogenerate finds nothing between the migrated schema and the tables in the code, on both
     databases (types and lengths compared): a changed length comes with its migration."""
     from tests.storage.migration_diff import migration_diffs, table_of
 
     ours = set(Base.metadata.tables)
-    diffs = [d for d in await migration_diffs(migrated_db_url) if table_of(d) in ours]
+    diffs = [d for d in await migration_diffs(database_url) if table_of(d) in ours]
     # kept as it was: task_states.data is NOT NULL in the model and nullable since migration 0002;
     # the trigram index on PostgreSQL is made by raw DDL, not declared on the table
     known = [
@@ -195,7 +187,7 @@ async def test_every_table_matches_the_migrations(migrated_db_url):
     assert [d for d in diffs if d not in known] == []
 
 
-async def test_a_name_too_long_for_its_column_is_refused_clearly(migrated_db_url):
+async def test_a_name_too_long_for_its_column_is_refused_clearly(database_url):
     """Strategy and trader names are the model's choice: one the column cannot hold is a clear
     error on both databases (not PostgreSQL's "value too long", not a silent cut on SQLite)."""
     from sqlalchemy.ext.asyncio import async_sessionmaker
@@ -203,7 +195,7 @@ async def test_a_name_too_long_for_its_column_is_refused_clearly(migrated_db_url
     from markets.errors import MarketError
     from markets.strategies import MAX_NAME_CHARS, StrategyStore
 
-    engine = create_engine(migrated_db_url)
+    engine = create_engine(database_url)
     try:
         await upgrade(engine)
         store = StrategyStore(async_sessionmaker(engine, expire_on_commit=False))

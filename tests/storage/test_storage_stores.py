@@ -4,7 +4,6 @@ usage totals, inbound de-duplication, sessions and kv."""
 from __future__ import annotations
 
 import asyncio
-import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,29 +14,10 @@ from agent.usage import Usage
 from memory.db import Database
 from memory.stores import SqlStore
 
-PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
-
-
-@pytest.fixture(params=["sqlite", "postgres"] if PG_URL else ["sqlite"])
-async def url(request, tmp_path) -> str:
-    """A real SQLite file; and, when TAPEBOT_TEST_POSTGRES_URL is set (CI starts a server), the
-    same store tests on a fresh PostgreSQL schema (migrations included)."""
-    if request.param == "postgres":
-        from sqlalchemy import text
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        engine = create_async_engine(PG_URL)
-        async with engine.begin() as conn:
-            await conn.execute(text("DROP SCHEMA public CASCADE"))
-            await conn.execute(text("CREATE SCHEMA public"))
-        await engine.dispose()
-        return PG_URL
-    return f"sqlite+aiosqlite:///{tmp_path / 'tapebot.db'}"
-
 
 @pytest.fixture
-async def store(url):
-    async with Database(url) as db:
+async def store(database_url):
+    async with Database(database_url) as db:
         yield SqlStore(db)
 
 
@@ -75,8 +55,8 @@ async def test_replace_and_clear(store):
     assert await store.load_messages("s1") == []
 
 
-async def test_concurrent_appends_keep_every_message(url):
-    async with Database(url) as a, Database(url) as b:
+async def test_concurrent_appends_keep_every_message(database_url):
+    async with Database(database_url) as a, Database(database_url) as b:
         sa_, sb = SqlStore(a), SqlStore(b)
         await asyncio.gather(
             *(s.append_messages("s", [Message.user(f"m{i}")]) for i, s in enumerate([sa_, sb] * 10))
@@ -85,10 +65,10 @@ async def test_concurrent_appends_keep_every_message(url):
     assert texts == sorted(f"m{i}" for i in range(20))
 
 
-async def test_cached_history_follows_writes_from_anywhere(url):
+async def test_cached_history_follows_writes_from_anywhere(database_url):
     """Histories are cached per store; a write by another process (here: another store on its own
     connections) is seen at the next load, and callers cannot change the cache."""
-    async with Database(url) as a, Database(url) as b:
+    async with Database(database_url) as a, Database(database_url) as b:
         mine, other = SqlStore(a), SqlStore(b)
         await mine.append_messages("s", [Message.user("one")])
         first = await mine.load_messages("s")
@@ -200,8 +180,8 @@ async def test_approval_round_trip_and_second_resolve_loses(store):
     )
 
 
-async def test_concurrent_resolves_have_exactly_one_winner(url):
-    async with Database(url) as a, Database(url) as b:
+async def test_concurrent_resolves_have_exactly_one_winner(database_url):
+    async with Database(database_url) as a, Database(database_url) as b:
         stores = [SqlStore(a), SqlStore(b)]
         for i in range(3):
             await stores[0].create_approval(approval(f"a{i}"))
@@ -262,15 +242,15 @@ async def test_usage_totals_per_model(store):
 
 
 # ---- inbound de-duplication --------------------------------------------------------------------
-async def test_processed_updates_dedupe_survives_restart(url):
-    async with Database(url) as db:
+async def test_processed_updates_dedupe_survives_restart(database_url):
+    async with Database(database_url) as db:
         store = SqlStore(db)
         assert await store.mark_update_processed("telegram", 1001) is True
         assert await store.mark_update_processed("telegram", 1001) is False
         assert await store.mark_update_processed("discord", 1001) is True  # per platform
         results = await asyncio.gather(*(store.mark_update_processed("telegram", 2002) for _ in range(8)))
         assert results.count(True) == 1
-    async with Database(url) as db:  # "after a restart"
+    async with Database(database_url) as db:  # "after a restart"
         store = SqlStore(db)
         assert await store.mark_update_processed("telegram", "1001") is False
         assert await store.prune_processed_updates(timedelta(hours=1)) == 0
@@ -281,17 +261,17 @@ async def test_processed_updates_dedupe_survives_restart(url):
         assert await store.mark_update_processed("telegram", 1001) is True
 
 
-async def test_received_messages_wait_until_they_are_in_the_history(url):
+async def test_received_messages_wait_until_they_are_in_the_history(database_url):
     """A message recorded with its update id stays pending until the transaction that writes it
     into the history (or a release) clears it; pending ones survive a restart and pruning."""
-    async with Database(url) as db:
+    async with Database(database_url) as db:
         store = SqlStore(db)
         assert await store.receive_message("telegram", 7, {"text": "also 000001"}) is True
         assert await store.receive_message("telegram", 7, {"text": "again"}) is False  # duplicate
         assert await store.mark_update_processed("telegram", 7) is False  # one id space
         assert await store.receive_message("telegram", 8, {"text": "yes"}) is True
         assert await store.receive_message("discord", 9, {"text": "third"}) is True
-    async with Database(url) as db:  # "after a crash"
+    async with Database(database_url) as db:  # "after a crash"
         store = SqlStore(db)
         pending = await store.received_pending()
         assert [(r, p["text"]) for r, _, p in pending] == [
