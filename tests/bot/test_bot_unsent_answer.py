@@ -15,13 +15,12 @@ from typing import Any
 import pytest
 
 from tests.bot.bot_process import BotProcess
-from tests.bot.replica_cluster import reset_database
 from tests.fakes.llm_server import Reply, ScriptedLLMServer
 from tests.fakes.telegram_api import FakeBotAPI
+from tests.pg import PG_URL, empty_schema
 
 TOKEN = "123456:TEST-token-abcdef"
 USER = 1001
-PG_URL = os.environ.get("TAPEBOT_TEST_POSTGRES_URL", "")
 FIRST, SECOND = "The answer is forty-two.", "Second answer: seven."
 
 databases = pytest.mark.parametrize(
@@ -61,7 +60,7 @@ async def _bot(
         **env,
     )
     if database == "postgres":
-        await reset_database(PG_URL)
+        await empty_schema(PG_URL)
         url = base["TAPEBOT_DATABASE_URL"] = PG_URL
     return BotProcess(home, base), url
 
