@@ -203,7 +203,12 @@ def cache_warmer(store: SqlStore | None, traces: BackgroundWriter) -> Callable[[
 
     async def warm() -> None:
         traces.start()
+        from sqlalchemy.orm import configure_mappers
+
         import markets.snapshots  # noqa: F401 - imported by every turn's snapshot check
+
+        # The first statement run through a session (a read) would configure every mapper: ~10 ms
+        configure_mappers()
 
         if store is not None:
             try:

@@ -14,7 +14,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from agent.errors import (
     FatalModelError,
@@ -173,6 +173,29 @@ async def guarded(
             raise mapped from exc
 
 
+def complete_models(root: Any) -> int:
+    """Build the pydantic validators of `root` (a model class, or a union of them) and of every
+    model its fields name, recursively; returns how many were built. The SDKs declare their models
+    with `defer_build`, so each is built on its first use: for a stream's chunk types that is the
+    first reply (~9 ms of CPU for OpenAI's `ChatCompletionChunk` and its parts)."""
+    from pydantic import BaseModel
+
+    seen: set[type[BaseModel]] = set()
+    todo = [root]
+    while todo:
+        tp = todo.pop()
+        todo.extend(get_args(tp))
+        if isinstance(tp, type) and issubclass(tp, BaseModel) and tp not in seen:
+            seen.add(tp)
+            todo.extend(f.annotation for f in tp.model_fields.values())
+    built = 0
+    for model in seen:
+        if not model.__pydantic_complete__:
+            model.model_rebuild()
+            built += 1
+    return built
+
+
 class SdkClient(ABC):
     """What both vendor clients share: the SDK client is built on first use (importing an SDK
     costs start-up time and ~20 MB a process that never calls this model should not pay), and
@@ -211,6 +234,11 @@ class SdkClient(ABC):
         """Build the SDK client and load what its first call would (called in a worker thread
         when `tapebot run` starts, so the first reply pays none of it)."""
         self._warm_resources(self._client)
+        complete_models(self._stream_event_type())
+
+    def _stream_event_type(self) -> SdkObject:
+        """The type the vendor's stream parses each event into (its pydantic models)."""
+        return None
 
     async def aclose(self) -> None:
         if self._sdk_client is not None:

@@ -79,6 +79,9 @@ class AnthropicClient(SdkClient):
     def _warm_resources(self, sdk: SdkObject) -> None:
         sdk.messages  # noqa: B018 - the resource classes load on first access
 
+    def _stream_event_type(self) -> SdkObject:
+        return import_sdk("anthropic").types.RawMessageStreamEvent
+
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest) -> WireObject:
         """The `messages.create` keyword arguments for `request` (public for tests and traces)."""

@@ -81,6 +81,9 @@ class OpenAICompatClient(SdkClient):
     def _warm_resources(self, sdk: SdkObject) -> None:
         sdk.chat.completions  # noqa: B018 - the resource classes load on first access
 
+    def _stream_event_type(self) -> SdkObject:
+        return import_sdk("openai").types.chat.ChatCompletionChunk
+
     # ---- request ------------------------------------------------------------------------------
     def build_params(self, request: ModelRequest, compat: _Compat | None = None) -> WireObject:
         compat = compat or self.compat
