@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from agent.tools.registry import ToolContext
-from markets.alerts import LIVE_KINDS, AlertSpec, AlertStore, num
 from markets.errors import MarketError
 from markets.services import require
 from markets.toolset import age_note, market_tools
@@ -39,6 +38,10 @@ async def manage_alerts(
         event: the Wyckoff event for kind=wyckoff (Spring, SOS, LPS, UTAD, SOW, ...).
         alert_id: the alert to remove.
     """
+    # here, not at module level: the alert store's ORM models (~50 ms of import) load with the
+    # first call, not with every process that registers the tools
+    from markets.alerts import LIVE_KINDS, AlertSpec, AlertStore, num
+
     svc = require(ctx)
     store = AlertStore(svc.sessions())
     user = ctx.book

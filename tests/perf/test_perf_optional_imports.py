@@ -52,3 +52,21 @@ def test_a_library_that_needs_the_package_after_all_gets_it(tmp_path):
         path=[tmp_path],
     )
     assert seen == {"value": [0.0, 1.0, 1.0], "colorsys": True}
+
+
+def test_registering_the_market_tools_leaves_the_alert_store_unloaded():
+    """A one-shot turn registers every market tool; the alert store and its ORM models (~50 ms of
+    import) load with `manage_alerts`' first call, which then works as before."""
+    seen = _probe(
+        """
+        import json, sys
+        import markets.tools
+        from markets.toolset import market_tools
+        names = {spec.name for spec in market_tools.specs()}
+        before = sorted(m for m in ("markets.alerts", "markets.models") if m in sys.modules)
+        from markets.alerts import AlertSpec  # what the tool imports when called
+        print(json.dumps({"registered": "manage_alerts" in names, "loaded": before,
+                          "spec": AlertSpec("close_above", 1.0).check().kind}))
+        """
+    )
+    assert seen == {"registered": True, "loaded": [], "spec": "close_above"}
