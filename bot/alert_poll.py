@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, cast
 
 from markets.alerts import AlertStore
-from markets.alerts_live import evaluate_live
 
 if TYPE_CHECKING:
     from bot.alert_delivery import AlertDelivery
@@ -61,6 +60,10 @@ class IntradayAlertPoll:
         """One poll: (firings recorded, firings delivered)."""
         if self.leader is not None and not self.leader.is_leader:
             return 0, 0
+        # here, not at module level: it brings numpy, whose import (and its BLAS threads spinning
+        # after it) `tapebot run` would otherwise pay as the chats open even with no live provider
+        from markets.alerts_live import evaluate_live
+
         data = cast("MarketData", getattr(self.market.data, "get", lambda: self.market.data)())
         now = self.now()
         fired = 0

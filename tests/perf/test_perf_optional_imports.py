@@ -70,3 +70,18 @@ def test_registering_the_market_tools_leaves_the_alert_store_unloaded():
         """
     )
     assert seen == {"registered": True, "loaded": [], "spec": "close_above"}
+
+
+def test_the_intraday_poll_module_leaves_numpy_unloaded_until_a_poll():
+    """`tapebot run` imports the poll to ask whether it polls at all; numpy (and the BLAS threads
+    that spin after its import, while the chats open) loads with the first poll's check."""
+    seen = _probe(
+        """
+        import json, sys
+        import bot.alert_poll
+        before = "numpy" in sys.modules
+        from markets.alerts_live import evaluate_live  # what a poll imports when it runs
+        print(json.dumps({"numpy_before": before, "numpy_after": "numpy" in sys.modules}))
+        """
+    )
+    assert seen == {"numpy_before": False, "numpy_after": True}
