@@ -148,7 +148,7 @@ class App:
         self.deps.add(self.task_manager)
         self.deps.add(self.skills)
         self.deps.add(self.schedules)
-        self.policy = local_policy(settings, redactor=self.redactor)  # the local tools' limits
+        self.policy: LocalToolPolicy = local_policy(settings, redactor=self.redactor)  # local tools' limits
         self.deps.add(self.policy)
         self.market = self._build_market()  # market data, portfolio, trading
         self.memory_hooks: MemoryContextHooks | None = None  # None when [memory] is off
