@@ -381,7 +381,7 @@ def explain(label: str, lines: list[str], measured: float | None = None) -> None
             [sys.executable, "-c", DIRECTORY_PROBE], cwd=ROOT, env=clean_env(), capture_output=True, text=True
         )
         if r.returncode == 0:
-            print(f"  of which MarketData().directory (built at start by App._memory_hooks): "
+            print(f"  of which MarketData().directory (loaded by the first recall or market tool): "
                   f"{float(r.stdout.strip()):.1f} MB")  # fmt: skip
 
 

@@ -1,7 +1,9 @@
 """The composition root: builds every part of tapebot from `Settings` and owns their lifecycles.
 
-    App(settings).start(adapters=...)  →  database (migrations), store, models, tools, runtime,
-                                          gateway + chat adapters, scheduler
+    App(settings)                      →  database, stores, models, tools, market data, memory,
+                                          runtime: complete, no I/O (nothing connects yet)
+    App.start(adapters=...)            →  database opened (migrations), MCP servers, then the
+                                          gateway + chat adapters and the scheduler, as asked
     App.stop()                         →  the reverse, in order, with tracked tasks drained
 
 Nothing else constructs long-lived resources; modules receive what they need as arguments. The
@@ -51,8 +53,6 @@ if TYPE_CHECKING:  # the parts' types only: each is imported where (and when) it
     from agent import (
         ApprovalRecord,
         CompactingHooks,
-        McpManager,
-        TaskManager,
         TaskRecord,
         TurnRecord,
         UsageRecord,
@@ -84,12 +84,13 @@ def log_model_switch(failed: str, next_model: str, why: str) -> None:
 
 class App:
     """The composition root: builds every part from `Settings`, hands each part only what it
-    needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). The parts that need no I/O to
-    build (the database, the stores, background tasks, MCP, skills, schedules) are built complete
-    in `__init__`; `start` opens them and builds what needs an open database (market data, memory,
-    the runtime) or depends on how it runs (the gateway and chats, the scheduler). Its methods are
-    the steps that build a part and keep it: one class, so the order of construction and of
-    shutdown reads top to bottom in one place."""
+    needs, and owns their lifecycles (`spawn`, `on_stop`, `stop`). Every part a turn needs (the
+    database, the stores, background tasks, MCP, skills, schedules, market data, memory, the tools
+    and the runtime) is built complete in `__init__`, without I/O: the database's engine and the
+    model clients connect on first use, and `start` opens the database and the MCP servers. What
+    exists only in some modes is built by `start`, as it is asked to run: the gateway and chats,
+    the scheduler, the live-price alerts. Its methods are the steps that build a part and keep
+    it: one class, so the order of construction and of shutdown reads top to bottom in one place."""
 
     brief_runner: BriefRunner | None = None  # the scheduler's, once it is built
 
@@ -109,6 +110,14 @@ class App:
         self._traces_dir: str | None = None
         self._dynamic_snapshot: Callable[..., Awaitable[str]] | None = None
         self._model_factory = model_factory
+        self._clients: dict[str, ModelClient] = {}
+        self._umask: int | None = None  # the process umask before start, given back on stop
+        self._uninstall_redaction: Callable[[], None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stoppers: list[Callable[[], Any]] = []
+        self._before_open: Callable[[], None] | None = None
+        # told about each finished background task (the gateway's notices, the terminal)
+        self.task_listeners: list[Callable[[TaskRecord], Awaitable[None]]] = []
         # Built here, complete (no I/O: `start` opens them). Imported here rather than at the top
         # so that importing this module stays cheap for what only needs a part of it.
         from agent import SkillLibrary, TaskManager, TaskTracker
@@ -136,25 +145,31 @@ class App:
         self.links = LinkStore(self.db)  # linked identities: one account, one book
         # briefs' schedules (the tools and /brief)
         self.schedules = ScheduleService(ScheduleStore(self.db), default_timezone=settings.scheduler.timezone)
-        # Built by `start`, once the database is open: None until then.
-        self.market: MarketServices | None = None  # market data, portfolio, trading (build_tools)
+        # What a turn runs on, likewise complete: the tools find their services in `deps`; market
+        # data and memory keep the database's session factory, which `start` binds when it opens.
+        self.deps = Deps()
+        self.deps.add(self.links, as_type=AccountDirectory)  # the runtime finds a turn's account
+        self.deps.add(self.task_manager)
+        self.deps.add(self.skills)
+        self.deps.add(self.schedules)
+        self.policy: LocalToolPolicy = local_policy(settings, redactor=self.redactor)  # local tools' limits
+        self.deps.add(self.policy)
+        self.market = self._build_market()  # market data, portfolio, trading
         self.memory_hooks: MemoryContextHooks | None = None  # None when [memory] is off
         self.memory: MemoryServices | None = None  # the memory tools' services, likewise
-        self.runtime: AgentRuntime | None = None
-        # only with chat adapters (`tapebot run`, the console): the router and its adapters
+        hooks = self._build_memory()
+        # the MCP servers' tools join at `start`, once the servers have said what they serve
+        self.tools = self._build_toolset()
+        self._track_changing_tools()
+        self._wire_subagents(self.tools)
+        self.runtime = self._build_runtime(hooks)
+        # Parts that exist only in some modes, decided by how `start` is asked to run: the router
+        # and its adapters with chats (`tapebot run`, the console), the scheduler with `[scheduler]
+        # enabled` and chats, the live-price alerts with chats and a live provider.
         self.gateway: Gateway | None = None
         self.adapters: list[ChatAdapter] = []
-        self.scheduler: AppScheduler | None = None  # only with `[scheduler] enabled`
-        self.intraday_poll: IntradayAlertPoll | None = None  # live-price alerts (a live provider)
-        self.deps = Deps()
-        self._umask: int | None = None  # the process umask before start, given back on stop
-        # told about each finished background task (the gateway's notices, the terminal)
-        self.task_listeners: list[Callable[[TaskRecord], Awaitable[None]]] = []
-        self._uninstall_redaction: Callable[[], None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._stoppers: list[Callable[[], Any]] = []
-        self._clients: dict[str, ModelClient] = {}
-        self._before_open: Callable[[], None] | None = None
+        self.scheduler: AppScheduler | None = None
+        self.intraday_poll: IntradayAlertPoll | None = None
 
     # ---- models ------------------------------------------------------------------------------
     @property
@@ -187,45 +202,44 @@ class App:
         self._clients[model_id] = client
         return client
 
-    # ---- tools -------------------------------------------------------------------------------
-    def build_tools(self) -> Toolset:
-        from agent.tools import sandbox
+    # ---- tools, market data, memory, the runtime ------------------------------------------------
+    def _build_toolset(self) -> Toolset:
+        """Every built-in tool: local files and shell, market data and trading, memory, background
+        tasks, schedules, skills and sub-agents (their services are in `deps`)."""
+        from agent.background_tools import background_tools
+        from agent.skills import skill_tools
+        from agent.subagents import subagent_tools
+        from markets.tools import market_tools
+        from scheduler.tools import schedule_tools
 
-        policy = local_policy(self.settings, redactor=self.redactor)
-        self.deps.add(policy)
-        mode = sandbox.mode(policy)
-        (log.info if mode.startswith("sandboxed") else log.warning)(
-            "exec_command: %s", sandbox.describe(policy)
+        return Toolset.combine(
+            "tapebot",
+            core_tools,
+            local_tools,
+            market_tools,
+            self._memory_tools(),
+            background_tools,
+            schedule_tools,
+            skill_tools,
+            subagent_tools,
         )
-        return Toolset.combine("tapebot", core_tools, local_tools, self._market_tools())
 
-    def _market_tools(self) -> Toolset:
+    def _build_market(self) -> MarketServices:
         """Market data, the Wyckoff engine, screening, backtests, portfolio and paper trading."""
         from bot.parts import build_market
-        from markets.tools import market_tools
 
         model = self.model_for(None) if self.settings.models else None
-        self.market = build_market(self.settings, self.db.sessionmaker, model)
-        self.deps.add(self.market)
-        return market_tools
+        market = build_market(self.settings, self.db.sessions, model)
+        self.deps.add(market)
+        return market
 
-    # ---- memory ------------------------------------------------------------------------------
-    def _memory_hooks(self) -> CompactingHooks:
+    def _build_memory(self) -> CompactingHooks:
         """Long-term memory, recall, TaskState and compaction as `memory_hooks`; when
         memory is off, compaction only (and `memory_hooks` stays None)."""
         from agent import CompactingHooks
         from memory.hooks import build_memory_hooks
 
         s = self.settings
-        tracker = self.tracker
-
-        async def drain_upkeep() -> None:
-            # extraction and TaskState updates finish (up to the deadline) instead of being lost
-            if not await tracker.drain(s.memory.upkeep_drain_s):
-                log.warning("memory upkeep still running after %.0f s; cancelled", s.memory.upkeep_drain_s)
-            await tracker.aclose()
-
-        self.on_stop(drain_upkeep)
         model = self.model_for(s.memory.model) if s.models else None
         if not s.memory.enabled:
             from agent.compaction import Compactor
@@ -238,12 +252,20 @@ class App:
             tracker=self.tracker,
             memory_client=model,
             # late-bound: the stock directory loads on the first recall, not at start-up
-            code_resolver=self._mentions if self.market else None,
+            code_resolver=self._mentions,
             recall_budget_chars=s.memory.recall_budget_chars,
             meter=self._record_side_call,
         )
         self.memory_hooks = hooks
         return hooks
+
+    async def _drain_upkeep(self) -> None:
+        """Memory extraction and TaskState updates in flight finish (up to the deadline) instead
+        of being lost."""
+        s = self.settings
+        if not await self.tracker.drain(s.memory.upkeep_drain_s):
+            log.warning("memory upkeep still running after %.0f s; cancelled", s.memory.upkeep_drain_s)
+        await self.tracker.aclose()
 
     async def _record_side_call(self, record: UsageRecord) -> None:
         """A memory side call's usage, stored with the turns' (`tapebot usage` reports it apart)."""
@@ -252,25 +274,58 @@ class App:
     def _mentions(self, text: str) -> list[str]:
         from markets.directory import Directory
 
-        if self.market is None or not Directory.may_mention(text):
+        if not Directory.may_mention(text):
             return []  # nothing to look up: the directory (and the market data) stay unloaded
         return list(self.market.data.directory.mentions(text))
 
-    def _memory_tools(self, hooks: MemoryContextHooks | None) -> Toolset:
+    def _memory_tools(self) -> Toolset:
         from bot.parts import memory_services
         from memory.tools import memory_tools
 
-        if hooks is None:
+        if self.memory_hooks is None:
             return Toolset("memory")
-        self.memory = memory_services(hooks, self.market)
+        self.memory = memory_services(self.memory_hooks, self.market)
         self.deps.add(self.memory)
         return memory_tools
+
+    def _track_changing_tools(self) -> None:
+        """A turn that ran one of the tools that write (a trade, a schedule…) changed what
+        TaskState holds: memory is told which they are."""
+        if self.memory_hooks is not None:
+            self.memory_hooks.changing_tools = frozenset(
+                spec.name for spec in self.tools.specs() if spec.side_effect != "read_only"
+            )
+
+    def _build_runtime(self, hooks: CompactingHooks) -> AgentRuntime:
+        s = self.settings
+        return AgentRuntime(
+            model_for=self.model_for,
+            tools=self.tools,
+            store=self.store,
+            gate=ApprovalGate(
+                self.store,
+                ttl=timedelta(minutes=s.agent.approval_ttl_minutes),
+                standing_ttl=timedelta(hours=s.agent.standing_approval_hours),
+                live_trading=lambda: s.markets.live,
+            ),
+            config=RuntimeConfig(
+                max_tool_rounds=s.agent.max_tool_rounds,
+                system_prompt=s.agent.system_prompt or RuntimeConfig().system_prompt,
+            ),
+            deps=self.deps,
+            workspace=s.workspace_dir,
+            results_dir=s.results_dir,
+            spill_chars=s.agent.tool_result_spill_chars,
+            hooks=hooks,
+            snapshot=self._snapshot,
+            background=self._background,
+            trace_factory=self._trace,
+            redactor=self.redactor,
+        )
 
     async def _snapshot(self, turn: TurnRecord, text: str) -> str:
         """DynamicSnapshots: fresh account facts before a turn about holdings, cash, strategies or
         traders — given to the model for this turn, never stored as memory."""
-        if self.market is None:
-            return ""
         if self._dynamic_snapshot is None:  # imported once, not looked up again every turn
             from markets.snapshots import dynamic_snapshot
 
@@ -301,44 +356,10 @@ class App:
         for loose in loose_modes(s.home):
             log.warning("%s", loose)
         await self.db.start()  # applies migrations
-        self.deps.add(self.links, as_type=AccountDirectory)  # the runtime finds a turn's account
-        tasks = self._start_tasks()
-        mcp = await self._start_mcp()
-        tools = self.build_tools()
-        hooks = self._memory_hooks()
-        tools = Toolset.combine(
-            "tapebot", tools, self._memory_tools(self.memory_hooks), *self._agent_extras(), mcp.toolset
-        )
-        mcp.publish_into(tools)  # a server's changed tool list reaches the runtime
-        if self.memory_hooks is not None:  # a turn that ran one of these changed what TaskState holds
-            self.memory_hooks.changing_tools = frozenset(
-                spec.name for spec in tools.specs() if spec.side_effect != "read_only"
-            )
-        self._wire_subagents(tools)
-        self.runtime = AgentRuntime(
-            model_for=self.model_for,
-            tools=tools,
-            store=self.store,
-            gate=ApprovalGate(
-                self.store,
-                ttl=timedelta(minutes=s.agent.approval_ttl_minutes),
-                standing_ttl=timedelta(hours=s.agent.standing_approval_hours),
-                live_trading=lambda: s.markets.live,
-            ),
-            config=RuntimeConfig(
-                max_tool_rounds=s.agent.max_tool_rounds,
-                system_prompt=s.agent.system_prompt or RuntimeConfig().system_prompt,
-            ),
-            deps=self.deps,
-            workspace=s.workspace_dir,
-            results_dir=s.results_dir,
-            spill_chars=s.agent.tool_result_spill_chars,
-            hooks=hooks,
-            snapshot=self._snapshot,
-            background=self._background,
-            trace_factory=self._trace,
-            redactor=self.redactor,
-        )
+        self._log_tools()
+        self.on_stop(self.task_manager.shutdown)
+        await self._start_mcp()
+        self.on_stop(self._drain_upkeep)
         self._before_open = before_open
         run_scheduler = (bool(adapters) if scheduler is None else scheduler) and s.scheduler.enabled
         # prepared before the chats open (its start-up is not paid by the first message), opened
@@ -368,7 +389,7 @@ class App:
                 await self.schedules.take_up_kept()  # /brief now acknowledged before a crash
         # tasks that finished (or were lost) while we were down are reported now, into the chat;
         # without chats (a one-shot turn) nobody could be told: they wait for `tapebot run`
-        await tasks.start(notify=bool(adapters))
+        await self.task_manager.start(notify=bool(adapters))
 
     def warm_sdks(self) -> asyncio.Task[Any] | None:
         """Warm the configured models' SDKs in a worker thread while the rest starts, so the first
@@ -390,7 +411,7 @@ class App:
 
     async def trade_facts(self, record: ApprovalRecord) -> TradePreview | None:
         """The facts a trade's approval card shows (markets/preview.py); None for other tools."""
-        if record.tool != "execute_trade" or self.market is None:
+        if record.tool != "execute_trade":
             return None
         from markets.preview import trade_preview
 
@@ -402,12 +423,6 @@ class App:
         return Scratchpad(self._traces_dir, turn_id, session_id, self.redactor, writer=self.trace_writer)
 
     # ---- background tasks, scheduler, skills, sub-agents, MCP (issues 5 and 7) ---------------
-    def _start_tasks(self) -> TaskManager:
-        tasks = self.task_manager
-        self.deps.add(tasks)
-        self.on_stop(tasks.shutdown)
-        return tasks
-
     async def _task_finished(self, record: TaskRecord) -> None:
         """A background task ended: wake a turn in its chat that reports the result (queued behind
         a running turn, never mixed into the user's message). Delivered once (the ledger claims it).
@@ -417,23 +432,29 @@ class App:
         for notify in self.task_listeners:
             await notify(record)
 
-    async def _start_mcp(self) -> McpManager:
+    async def _start_mcp(self) -> None:
+        """Connect the MCP servers and add their tools to the runtime's (kept up to date when a
+        server's list changes). A server that fails is reported in /status; the bot starts anyway."""
         mcp = self.mcp
-        await mcp.start()  # a server that fails is reported in /status; the bot starts anyway
+        await mcp.start()
         self.on_stop(mcp.stop)
-        return mcp
+        for tool in mcp.toolset:
+            self.tools.add(tool)  # a name a built-in tool has is refused, as at build
+        mcp.publish_into(self.tools)
+        if len(mcp.toolset):
+            self._track_changing_tools()
 
-    def _agent_extras(self) -> list[Toolset]:
-        from agent.background_tools import background_tools
-        from agent.skills import skill_tools
-        from agent.subagents import subagent_tools
-        from scheduler.tools import schedule_tools
+    def _log_tools(self) -> None:
+        """What the operator should know about the tools: how exec_command runs (it probes the
+        sandbox), and the skills that were skipped."""
+        from agent.tools import sandbox
 
+        mode = sandbox.mode(self.policy)
+        (log.info if mode.startswith("sandboxed") else log.warning)(
+            "exec_command: %s", sandbox.describe(self.policy)
+        )
         for problem in self.skills.problems:
             log.warning("skill skipped: %s", problem)
-        self.deps.add(self.skills)
-        self.deps.add(self.schedules)
-        return [background_tools, schedule_tools, skill_tools, subagent_tools]
 
     def _wire_subagents(self, tools: Toolset) -> None:
         from agent.subagents import SubAgentServices
@@ -472,11 +493,10 @@ class App:
         # the chats open after the scheduler is built: they take the briefs then (`_start_chat`)
         runner = self.brief_runner = BriefRunner(
             skill=self.skills.get,
-            calendar_warning=self.market.calendar_warning if self.market is not None else None,
+            calendar_warning=self.market.calendar_warning,
         )
         housekeeping = housekeeping_jobs(self.task_manager, self.memory, self.market)
-        if self.market is not None:
-            housekeeping.update(market_refresh_jobs(self.market, self._deliver_alerts))
+        housekeeping.update(market_refresh_jobs(self.market, self._deliver_alerts))
         jobs = AppScheduler(
             schedules.store,
             on_brief=runner.run,
@@ -506,7 +526,7 @@ class App:
 
     async def _deliver_alerts(self) -> int:
         """Alert firings waiting for delivery into the chats this process serves."""
-        if self.gateway is None or self.market is None or self.market.session_factory is None:
+        if self.gateway is None:  # no chat here to deliver into: they wait for one
             return 0
         from bot.alert_delivery import AlertDelivery
         from markets.alerts import AlertStore
@@ -531,9 +551,8 @@ class App:
         if self.brief_runner is not None:
             self.brief_runner.deliver_to(gateway.briefs)
         self.adapters = await open_chats(gateway, parts, adapters)
-        if self.market is not None and self.market.session_factory is not None:
-            self.spawn(self._alert_loop(), "alerts")
-            self._start_intraday_poll()
+        self.spawn(self._alert_loop(), "alerts")
+        self._start_intraday_poll()
 
     def _start_intraday_poll(self) -> None:
         """Live-price alerts in trading hours, when a live provider is configured."""
@@ -541,7 +560,7 @@ class App:
         from bot.alert_poll import IntradayAlertPoll, polls
         from markets.alerts import AlertStore
 
-        if self.market is None or self.gateway is None or not polls(self.market):
+        if self.gateway is None or not polls(self.market):
             return
         delivery = AlertDelivery(
             AlertStore(self.market.sessions()), self.market, self.gateway.chats, self.gateway.adapters
@@ -557,11 +576,9 @@ class App:
         from bot.commands.context import CommandServices
         from bot.waiting import CardFacts
 
-        assert self.runtime is not None  # the chats open only after `start` built it
         notes: dict[str, Callable[[str], str]] = {}
-        policy = self.deps.maybe(LocalToolPolicy)
-        if policy is not None:
-            notes["exec_command"] = lambda lang: exec_note(policy, lang)
+        policy = self.policy
+        notes["exec_command"] = lambda lang: exec_note(policy, lang)
         services = CommandServices(
             self.runtime,
             self.store,
@@ -575,11 +592,11 @@ class App:
             alerts=alert_ops(self.market),
             links=self.links,
             status_extra=StatusExtras(
-                self.market.calendar_warning if self.market is not None else None,
+                self.market.calendar_warning,
                 self.task_manager,
                 self.schedules,
                 self.mcp.status,
-                data_dates=market_data_status(self.market) if self.market is not None else None,
+                data_dates=market_data_status(self.market),
             ),
         )
         return ChatParts(
@@ -596,7 +613,7 @@ class App:
             adapter_options=self.adapter_options,
             opening=self.opening,
             replica_id=self.replica_id,
-            brief_line=partial(brief_data_line, self.market) if self.market is not None else None,
+            brief_line=partial(brief_data_line, self.market),
         )
 
     def spawn(self, coro: Any, name: str = "") -> asyncio.Task[Any]:

@@ -431,7 +431,9 @@ class Database:
         # in a worker thread when it must (`_waiting`)
         self._local: Engine | None = None
         self._waiting: Engine | None = None
-        self._writer: async_sessionmaker[AsyncSession] | None = None
+        # The write sessions' factory exists from here on, unbound: the parts built before the
+        # database opens keep it, and `start` binds it to the engine (`close` unbinds it).
+        self._writer: async_sessionmaker[AsyncSession] = async_sessionmaker(expire_on_commit=False)
         self._reader: async_sessionmaker[AsyncSession] | None = None
         # SQLite has one writer. Queueing our own writers here (instead of letting connections
         # collide on the file lock) avoids SQLite's busy handler, which *sleeps* with backoff;
@@ -450,8 +452,15 @@ class Database:
     @property
     def sessionmaker(self) -> async_sessionmaker[AsyncSession]:
         """Sessions whose transactions take the write lock up front on SQLite (safe read-modify-write)."""
-        if self._writer is None:
+        if self._engine is None:
             raise StorageError("the database is not started (call Database.start() first)")
+        return self._writer
+
+    @property
+    def sessions(self) -> async_sessionmaker[AsyncSession]:
+        """The same factory as `sessionmaker`, to keep before the database is started: one object
+        for the database's lifetime, bound to the engine while it is open (a session used before
+        `start` or after `close` has no connection to run on)."""
         return self._writer
 
     @property
@@ -484,7 +493,7 @@ class Database:
             self._urgent = create_engine(self.url, pool_size=1, max_overflow=2).execution_options(
                 isolation_level="AUTOCOMMIT"
             )
-        self._writer = async_sessionmaker(engine, expire_on_commit=False)
+        self._writer.configure(bind=engine)
         self._reader = async_sessionmaker(
             engine.execution_options(**{_DEFERRED: True}), expire_on_commit=False
         )
@@ -511,7 +520,8 @@ class Database:
         return lambda: count[0]
 
     async def close(self) -> None:
-        engine, self._engine, self._writer, self._reader = self._engine, None, None, None
+        engine, self._engine, self._reader = self._engine, None, None
+        self._writer.configure(bind=None)
         urgent, self._urgent = self._urgent, None
         if urgent is not None:
             await asyncio.shield(urgent.dispose())

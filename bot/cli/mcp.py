@@ -92,7 +92,6 @@ async def _app_toolset(settings: Settings) -> tuple[Any, Toolset]:
 
     app = App(settings)
     await app.start(adapters=False)
-    assert app.runtime is not None
     return app, served_toolset(app.runtime.tools)
 
 

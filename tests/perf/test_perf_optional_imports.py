@@ -57,7 +57,7 @@ def test_a_library_that_needs_the_package_after_all_gets_it(tmp_path):
 def test_registering_the_market_tools_leaves_the_alert_store_unloaded():
     """A one-shot turn registers every market tool; the alert store and its ORM models (~50 ms of
     import) load with `manage_alerts`' first call, which then works as before."""
-    seen = _probe(
+    seen = probe(
         """
         import json, sys
         import markets.tools
@@ -75,7 +75,7 @@ def test_registering_the_market_tools_leaves_the_alert_store_unloaded():
 def test_the_intraday_poll_module_leaves_numpy_unloaded_until_a_poll():
     """`tapebot run` imports the poll to ask whether it polls at all; numpy (and the BLAS threads
     that spin after its import, while the chats open) loads with the first poll's check."""
-    seen = _probe(
+    seen = probe(
         """
         import json, sys
         import bot.alert_poll

@@ -60,6 +60,35 @@ async def test_start_applies_migrations_and_close_is_clean(tmp_path):
         assert [m.text for m in await SqlStore(again).load_messages("s")] == ["hi"]
 
 
+async def test_the_session_factory_is_kept_before_start_and_binds_when_the_database_opens(tmp_path):
+    """Parts built before the database opens (market data) keep `sessions`; it runs on the engine
+    while the database is open, and on none before or after."""
+    db = Database(url_for(tmp_path / "t.db"))
+    sessions = db.sessions
+    assert not (tmp_path / "t.db").exists()  # nothing opened to build it
+    with pytest.raises(StorageError, match="not started"):
+        db.sessionmaker  # noqa: B018
+    with pytest.raises(sa.exc.UnboundExecutionError):
+        async with sessions() as s:
+            await s.execute(sa.text("select 1"))
+    await db.start()
+    try:
+        assert db.sessions is sessions and db.sessionmaker is sessions
+        async with sessions() as s, s.begin():
+            assert (await s.execute(sa.text("select count(*) from sessions"))).scalar() == 0
+    finally:
+        await db.close()
+    with pytest.raises(sa.exc.UnboundExecutionError):
+        async with sessions() as s:
+            await s.execute(sa.text("select 1"))
+    await db.start()  # opened again: the same factory, on the new engine
+    try:
+        async with sessions() as s:
+            assert (await s.execute(sa.text("select 1"))).scalar() == 1
+    finally:
+        await db.close()
+
+
 async def test_models_match_the_migration(tmp_path):
     diffs = await migration_diffs(tmp_path / "t.db")
     mine = [d for d in diffs if table_of(d) in CORE_TABLES + CHAT_TABLES]
