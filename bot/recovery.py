@@ -78,11 +78,10 @@ class Recovery:
     ):
         self._runtime = runtime
         self._store = store
-        self._adapters = output.adapters
+        self._output = output
         self._access = access
         self._chats = chats
         self._lanes = lanes
-        self._say = output.say
         self._router = router  # a message taken up goes the router's usual way
         self._inbox = inbox  # replicas: a chat's messages are filed, then taken up where it is held
         # where a resumed turn finds the progress message its turn showed before the restart
@@ -108,7 +107,7 @@ class Recovery:
             if receipt[0] == NOTICES:
                 await self._take_up_notice(receipt, record)
                 continue
-            if receipt[0] not in self._adapters:
+            if receipt[0] not in self._output.adapters:
                 continue
             try:
                 msg = inbound_from_record(receipt[1], record)
@@ -149,7 +148,7 @@ class Recovery:
         for state in filed.values():  # in arrival order, with what other replicas filed meanwhile
             await self._router.adopt(state)
         for state, n, first in stale.values():
-            await self._say(state, t(state.lang, "not_taken_up", n=n, first=preview(first)))
+            await self._output.say(state, t(state.lang, "not_taken_up", n=n, first=preview(first)))
         if taken or stale:
             log.info("after the restart: %d received message(s) taken up, %d too old", taken,
                      sum(n for _, n, _ in stale.values()))  # fmt: skip
@@ -177,11 +176,11 @@ class Recovery:
                 # waiting on the user: the card or question is still there, and so is its ⏸ line,
                 # which the turn continues once it is answered
                 waiting_on = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
-                if waiting_on is not None and waiting_on.chat.platform in self._adapters:
+                if waiting_on is not None and waiting_on.chat.platform in self._output.adapters:
                     await self._park_progress(waiting_on, turn)
                 continue
             state = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
-            if state is None or state.chat.platform not in self._adapters:
+            if state is None or state.chat.platform not in self._output.adapters:
                 continue  # its platform is not running now: left for when it is
             if not await self._lanes.take_here(state.key):
                 self._left(state.key)
@@ -198,7 +197,7 @@ class Recovery:
             if (now - turn.updated_at).total_seconds() > acc.max_backlog_age_s:
                 await self._settle_paused_progress(state)
                 await self._runtime.close_turn(turn.id)
-                await self._say(state, t(state.lang, "restart_not_resumed"))
+                await self._output.say(state, t(state.lang, "restart_not_resumed"))
                 continue
             await self._take_partial(state)
             rechecked: list[str] = []
@@ -209,7 +208,7 @@ class Recovery:
             lines += [t(state.lang, "restart_rechecked", tool=name) for name in rechecked]
             if approved is not None:
                 lines.append(t(state.lang, "restart_approved", tool=approved))
-            await self._say(state, "\n".join(lines))
+            await self._output.say(state, "\n".join(lines))
             self._lanes.of(state).resume_soon(turn.id)
             resumed += 1
         if chat_key is None:
@@ -227,7 +226,7 @@ class Recovery:
             if chat_key is not None and turn.chat_key != chat_key:
                 continue
             state = await self._chats.by_key(turn.chat_key) if turn.chat_key else None
-            if state is None or state.chat.platform not in self._adapters:
+            if state is None or state.chat.platform not in self._output.adapters:
                 continue  # its platform is not running now: left for when it is
             if chat_key is None:
                 if not await self._lanes.take_here(state.key):
@@ -244,8 +243,8 @@ class Recovery:
             await self._store.answer_sent(turn.id)
 
     async def _send_answer(self, state: ChatState, answer: str) -> None:
-        adapter = self._adapters[state.chat.platform]
-        streamed = await sent_ref(self._store, self._adapters, "partial", state.key)
+        adapter = self._output.adapters[state.chat.platform]
+        streamed = await sent_ref(self._store, self._output.adapters, "partial", state.key)
         adopt: list[SentMessage] = []
         if streamed is not None:
             sent, _adapter, ref = streamed
@@ -266,7 +265,7 @@ class Recovery:
         card, or by a stop) goes back on the board: the resumed turn edits its outcome into the
         same line, and a line nobody continues is settled when the chat's next turn ends —
         never left at ⏸. A call cut off (it will not run again) is marked so at once."""
-        found = await sent_ref(self._store, self._adapters, "progress", state.key)
+        found = await sent_ref(self._store, self._output.adapters, "progress", state.key)
         if found is None:
             return
         sent, adapter, ref = found
@@ -301,7 +300,7 @@ class Recovery:
 
     async def _settle_paused_progress(self, state: ChatState) -> None:
         """The progress message a stop left saying "paused" shows its final state."""
-        found = await sent_ref(self._store, self._adapters, "progress", state.key)
+        found = await sent_ref(self._store, self._output.adapters, "progress", state.key)
         if found is None:
             return
         sent, adapter, ref = found
@@ -318,7 +317,7 @@ class Recovery:
     async def _take_partial(self, state: ChatState) -> None:
         """The messages of an answer a stop cut off mid-stream: the resumed turn's answer
         replaces them (its TurnView adopts them) instead of repeating their text."""
-        found = await sent_ref(self._store, self._adapters, "partial", state.key)
+        found = await sent_ref(self._store, self._output.adapters, "partial", state.key)
         if found is None:
             return
         sent, _adapter, ref = found
@@ -349,5 +348,5 @@ class Recovery:
         if state is None:
             log.warning("task notice %s: chat %s is unknown; dropped", receipt[1], chat_key)
             await self._store.release_received([receipt])
-        elif state.chat.platform in self._adapters:
+        elif state.chat.platform in self._output.adapters:
             self._lanes.of(state).submit_notice(text, receipt)

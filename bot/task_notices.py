@@ -29,14 +29,14 @@ class NoticeStore(Protocol):
 class TaskNotices:
     def __init__(self, store: NoticeStore, output: ChatOutput, chats: ChatDirectory, lanes: Lanes):
         self._store = store
-        self._adapters = output.adapters
+        self._output = output
         self._chats = chats
         self._lanes = lanes
         self._progress: dict[str, SentMessage] = {}  # task id -> its progress message
 
     async def _chat_of(self, record: TaskRecord) -> ChatState | None:
         state = await self._chats.by_key(record.chat_key)
-        if state is None or state.chat.platform not in self._adapters:
+        if state is None or state.chat.platform not in self._output.adapters:
             return None
         return state
 
@@ -48,12 +48,12 @@ class TaskNotices:
         if state is None:
             log.warning("task %s finished but chat %s is unknown here", record.id, record.chat_key)
             return
-        if state.chat.platform not in self._adapters:
+        if state.chat.platform not in self._output.adapters:
             raise NoticeDeferred(f"{state.chat.platform} is not served by this process")
         msg = self._progress.pop(record.id, None)
         if msg is not None:
             with contextlib.suppress(DeliveryError):
-                await self._adapters[state.chat.platform].edit_text(
+                await self._output.adapters[state.chat.platform].edit_text(
                     msg, task_done_text(state.lang, record), format="plain"
                 )
         # The ledger counts the notice as delivered once this returns: record it until its turn
@@ -68,7 +68,7 @@ class TaskNotices:
     async def _send_attachments(self, state: ChatState, record: TaskRecord) -> None:
         """What the task produced for the user (a backtest's chart) goes to the chat as it is:
         images as photos, other files as documents where the platform has them."""
-        adapter = self._adapters[state.chat.platform]
+        adapter = self._output.adapters[state.chat.platform]
         for att in record.attachments:
             try:
                 if att.mime.startswith("image/"):
@@ -86,7 +86,7 @@ class TaskNotices:
         if state is None or record.terminal:
             return
         text = task_progress_text(state.lang, record)
-        adapter = self._adapters[state.chat.platform]
+        adapter = self._output.adapters[state.chat.platform]
         try:
             msg = self._progress.get(record.id)
             if msg is None:

@@ -125,17 +125,15 @@ class Waiting:
         self._runtime = runtime
         self._store = store
         self._output = output
-        self._adapters = output.adapters
         self._chats = chats
         self._lanes = lanes
-        self._say = output.say
         self._facts = card_facts or CardFacts()
 
     def _unclear_key(self, state: ChatState, always: bool, *, question: bool = False) -> str:
         """The hint for a reply that is no decision: "tap a button" where the card has buttons;
         in the terminal, the words to type ("always" only where the card offers it). A question
         ("yes?") is told that it approved nothing."""
-        adapter = self._adapters.get(state.chat.platform)
+        adapter = self._output.adapters.get(state.chat.platform)
         buttons = adapter is None or adapter.has_buttons
         if question:
             return "approval_question" if buttons else "approval_question_typed"
@@ -168,7 +166,7 @@ class Waiting:
     async def _hold(self, state: ChatState, msg: InboundMessage, receipt: Receipt | None, why: str) -> None:
         """Keep `msg` until the card or question is closed; its sender hears why, once."""
         if self._lanes.of(state).hold(msg.text, msg.user, receipt):
-            await self._say(state, t(state.lang, why))
+            await self._output.say(state, t(state.lang, why))
 
     async def answer_message(
         self, state: ChatState, turn: TurnRecord, msg: InboundMessage, receipt: Receipt | None = None
@@ -186,7 +184,7 @@ class Waiting:
                 if msg.addressed and read_consent("text", msg.text).gate_decision is not None:
                     # a "yes" from someone who may not decide: told so, and not kept for the model
                     await self._release(receipt)
-                    await self._say(
+                    await self._output.say(
                         state, t(state.lang, refusal_key(NotAnApprover(), group=state.chat.is_group))
                     )
                     return True
@@ -200,7 +198,7 @@ class Waiting:
                 lane.resume_soon(turn.id)
                 lane.fold_in(msg, receipt)
                 return True
-            card = await card_ref(self._chats, self._adapters, record) if record is not None else None
+            card = await card_ref(self._chats, self._output.adapters, record) if record is not None else None
             replying_to_card = card is not None and msg.reply_to_message_id == card[0].message_id
             # in a group, typed consent must be addressed: a reply to the card or a mention
             if state.chat.is_group and not (replying_to_card or (msg.addressed and not msg.reply_to_bot)):
@@ -214,12 +212,14 @@ class Waiting:
                 await self._release(receipt)
                 refused = await self._decide(state, approval_id, msg.user, word, decision.note, record)
                 if refused is not None:
-                    await self._say(state, t(state.lang, refusal_key(refused, group=state.chat.is_group)))
+                    await self._output.say(
+                        state, t(state.lang, refusal_key(refused, group=state.chat.is_group))
+                    )
                 return True
             if is_short_reply(msg.text):  # "3", "第三个", "👍", "what?": not an answer; the card stays
                 await self._release(receipt)
                 key = self._unclear_key(state, scope is not None, question=decision.question)
-                await self._say(state, t(state.lang, key))
+                await self._output.say(state, t(state.lang, key))
                 return True
             await self.move_on(state, turn)  # a new request: the card closes, nothing runs
             return False
@@ -433,7 +433,7 @@ class Waiting:
         """Send what a suspended turn waits on. Nobody can answer what nobody sees: if it cannot
         be delivered, the lane closes it as soon as the turn has suspended (an approval is then
         denied, never allowed) instead of letting it wait for its expiry."""
-        adapter = self._adapters[state.chat.platform]
+        adapter = self._output.adapters[state.chat.platform]
         try:
             if isinstance(text, Card):  # an approval card: an embed on Discord
                 return await adapter.send_card(state.chat, text, buttons=buttons or None)
@@ -450,7 +450,7 @@ class Waiting:
         caller has it (its tool, arguments and chat do not change)."""
         if record is None or not record.message_ref:  # read before its card was sent: read again
             record = await self._store.get_approval(approval_id)
-        found = await card_ref(self._chats, self._adapters, record) if record is not None else None
+        found = await card_ref(self._chats, self._output.adapters, record) if record is not None else None
         if found is None or record is None:
             return
         msg, adapter, lang = found
@@ -475,7 +475,7 @@ class Waiting:
 
     async def _finalize_question(self, turn_id: str, line: str, **fields: Any) -> None:
         """The question's buttons go; a line says how it ended (`line`: an i18n key)."""
-        found = await sent_ref(self._store, self._adapters, "question", turn_id)
+        found = await sent_ref(self._store, self._output.adapters, "question", turn_id)
         if found is None:
             return
         msg, adapter, ref = found
