@@ -244,12 +244,7 @@ class Recovery:
 
     async def _send_answer(self, state: ChatState, answer: str) -> None:
         adapter = self._output.adapters[state.chat.platform]
-        streamed = await sent_ref(self._store, self._output.adapters, "partial", state.key)
-        adopt: list[SentMessage] = []
-        if streamed is not None:
-            sent, _adapter, ref = streamed
-            await forget_sent(self._store, "partial", state.key)
-            adopt = [SentMessage(sent.chat, str(i)) for i in ref.message_ids or (sent.message_id,)]
+        adopt = await self._pop_partial(state)  # what a replica had already streamed of it
         stream = StreamingMessage(
             adapter, state.chat, resend_note=t(state.lang, "answer_in_full"), adopt=adopt
         )
@@ -317,13 +312,19 @@ class Recovery:
     async def _take_partial(self, state: ChatState) -> None:
         """The messages of an answer a stop cut off mid-stream: the resumed turn's answer
         replaces them (its TurnView adopts them) instead of repeating their text."""
+        partial = await self._pop_partial(state)
+        if partial:
+            self._partials[state.key] = partial
+
+    async def _pop_partial(self, state: ChatState) -> list[SentMessage]:
+        """The messages kept of an answer shown in part (cut off by a stop or a death), taken
+        from the store once."""
         found = await sent_ref(self._store, self._output.adapters, "partial", state.key)
         if found is None:
-            return
+            return []
         sent, _adapter, ref = found
         await forget_sent(self._store, "partial", state.key)
-        ids = ref.message_ids or (sent.message_id,)
-        self._partials[state.key] = [SentMessage(sent.chat, str(i)) for i in ids]
+        return [SentMessage(sent.chat, str(i)) for i in ref.message_ids or (sent.message_id,)]
 
     async def _approved_tool(self, turn: TurnRecord) -> str | None:
         """The tool of a call approved but not started yet (its approval given before the stop)."""

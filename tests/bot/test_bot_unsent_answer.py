@@ -69,6 +69,12 @@ def _count(api: FakeBotAPI, text: str) -> int:
     return sum(text in t for t in api.texts(USER))
 
 
+async def _ask_the_next(api: FakeBotAPI, llm: ScriptedLLMServer) -> None:
+    llm.default = lambda body: Reply(SECOND)
+    api.push_text(USER, "and the next?", user_id=USER)
+    await api.wait_for(lambda: _count(api, "seven") == 1, timeout=45)
+
+
 async def _kill_while_sending(api: FakeBotAPI, bot: BotProcess, released: asyncio.Event) -> None:
     """The user asks; the answer's send is held on its way to Telegram; the bot is killed -9 then."""
     held = asyncio.Event()
@@ -100,9 +106,7 @@ async def test_an_answer_cut_off_before_its_send_arrives_after_the_restart_once(
             assert len(await _unsent(url)) == 1  # stored with its turn, not sent
             await bot.start(api)
             await api.wait_for(lambda: _count(api, "forty-two") == 1, timeout=45)
-            llm.default = lambda body: Reply(SECOND)
-            api.push_text(USER, "and the next?", user_id=USER)
-            await api.wait_for(lambda: _count(api, "seven") == 1, timeout=45)
+            await _ask_the_next(api, llm)
         finally:
             released.set()
             code = await bot.stop()
@@ -129,9 +133,7 @@ async def test_an_unsent_answer_older_than_the_backlog_age_is_dropped(tmp_path, 
             await _kill_while_sending(api, bot, released)
             await asyncio.sleep(1.5)  # the answer grows older than the backlog age while down
             await bot.start(api)
-            llm.default = lambda body: Reply(SECOND)
-            api.push_text(USER, "and the next?", user_id=USER)
-            await api.wait_for(lambda: _count(api, "seven") == 1, timeout=45)
+            await _ask_the_next(api, llm)
         finally:
             released.set()
             code = await bot.stop()
